@@ -1,0 +1,296 @@
+//! Reading XDR from a `Bytes` buffer without copying.
+
+use bytes::Bytes;
+
+use super::{padding, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
+
+/// Reads XDR items from a [`Bytes`] buffer.
+///
+/// Opaque data and strings come back as [`Bytes`] slices that share the input's allocation;
+/// no payload byte is copied. Every length and count is checked against the declared maximum,
+/// the configured [`Limits`] and the input that remains before anything is allocated.
+/// No method panics, whatever the input.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    buf: Bytes,
+    pos: usize,
+    /// Offset of `buf[0]` in the whole message, so errors report message offsets.
+    base: usize,
+    limits: Limits,
+    depth: u32,
+}
+
+impl Decoder {
+    /// A decoder over `buf` with default [`Limits`] (any size up to `Limits::DEFAULT`).
+    pub fn new(buf: Bytes) -> Self {
+        Decoder {
+            buf,
+            pos: 0,
+            base: 0,
+            limits: Limits::DEFAULT,
+            depth: 0,
+        }
+    }
+
+    /// A decoder over `buf` with `limits`; refuses a buffer over `limits.max_message`.
+    pub fn with_limits(buf: Bytes, limits: Limits) -> Result<Self> {
+        if buf.len() > limits.max_message {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded {
+                    limit: "message size",
+                    value: buf.len() as u64,
+                    maximum: limits.max_message as u64,
+                },
+                0,
+            ));
+        }
+        Ok(Decoder {
+            buf,
+            pos: 0,
+            base: 0,
+            limits,
+            depth: 0,
+        })
+    }
+
+    /// Sets the message offset of the first byte of this decoder's input, for error reports
+    /// and for chunk positions when a decoder reads part of a larger message.
+    pub fn set_base_offset(&mut self, base: usize) {
+        self.base = base;
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The current position as a message offset.
+    pub fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// The unread rest of the input, without consuming it.
+    pub fn rest(&self) -> Bytes {
+        self.buf.slice(self.pos..)
+    }
+
+    /// An error of `kind` at the current offset.
+    pub fn error(&self, kind: ErrorKind) -> Error {
+        Error::new(kind, self.offset())
+    }
+
+    /// Succeeds only if all input has been consumed.
+    pub fn finish(self) -> Result<()> {
+        match self.remaining() {
+            0 => Ok(()),
+            n => Err(self.error(ErrorKind::TrailingBytes(n))),
+        }
+    }
+
+    #[inline]
+    fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let end = self.pos + N;
+        match self.buf.get(self.pos..end) {
+            Some(s) => {
+                let mut out = [0u8; N];
+                out.copy_from_slice(s);
+                self.pos = end;
+                Ok(out)
+            }
+            None => Err(self.truncated(N)),
+        }
+    }
+
+    fn truncated(&self, needed: usize) -> Error {
+        self.error(ErrorKind::Truncated {
+            needed,
+            available: self.remaining(),
+        })
+    }
+
+    /// Reads an unsigned 32-bit integer.
+    #[inline]
+    pub fn get_u32(&mut self) -> Result<u32> {
+        self.take::<4>().map(u32::from_be_bytes)
+    }
+
+    /// Reads a signed 32-bit integer.
+    #[inline]
+    pub fn get_i32(&mut self) -> Result<i32> {
+        self.take::<4>().map(i32::from_be_bytes)
+    }
+
+    /// Reads an unsigned hyper integer.
+    #[inline]
+    pub fn get_u64(&mut self) -> Result<u64> {
+        self.take::<8>().map(u64::from_be_bytes)
+    }
+
+    /// Reads a signed hyper integer.
+    #[inline]
+    pub fn get_i64(&mut self) -> Result<i64> {
+        self.take::<8>().map(i64::from_be_bytes)
+    }
+
+    /// Reads a single-precision float.
+    pub fn get_f32(&mut self) -> Result<f32> {
+        self.take::<4>().map(f32::from_be_bytes)
+    }
+
+    /// Reads a double-precision float.
+    pub fn get_f64(&mut self) -> Result<f64> {
+        self.take::<8>().map(f64::from_be_bytes)
+    }
+
+    /// Reads a boolean; anything but 0 or 1 is an error (RFC 4506 section 4.4).
+    pub fn get_bool(&mut self) -> Result<bool> {
+        let at = self.offset();
+        match self.get_u32()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(Error::new(ErrorKind::InvalidBool(v), at)),
+        }
+    }
+
+    /// Reads the present flag of optional data (RFC 4506 section 4.19).
+    #[inline]
+    pub fn get_present(&mut self) -> Result<bool> {
+        self.get_bool()
+    }
+
+    /// Reads `len` bytes of fixed-length opaque data plus padding, as a slice of the input.
+    pub fn get_fixed_opaque(&mut self, len: usize) -> Result<Bytes> {
+        let padded = len
+            .checked_add(padding(len))
+            .ok_or_else(|| self.truncated(usize::MAX))?;
+        if padded > self.remaining() {
+            return Err(self.truncated(padded));
+        }
+        let data = self.buf.slice(self.pos..self.pos + len);
+        self.check_padding(self.pos + len, padded - len)?;
+        self.pos += padded;
+        Ok(data)
+    }
+
+    fn check_padding(&self, at: usize, n: usize) -> Result<()> {
+        if self.limits.strict_padding && self.buf[at..at + n].iter().any(|&b| b != 0) {
+            return Err(Error::new(ErrorKind::NonZeroPadding, self.base + at));
+        }
+        Ok(())
+    }
+
+    /// Reads a length-prefixed item's length, checked against `max` (the declared maximum, if
+    /// any) and against the input left. Used for variable-length opaque data and strings.
+    pub fn get_length(&mut self, max: Option<u32>) -> Result<usize> {
+        let at = self.offset();
+        let len = self.get_u32()?;
+        if let Some(max) = max {
+            if len > max {
+                return Err(Error::new(
+                    ErrorKind::ExceedsDeclaredMaximum {
+                        length: len.into(),
+                        maximum: max,
+                    },
+                    at,
+                ));
+            }
+        }
+        Ok(len as usize)
+    }
+
+    /// Reads variable-length opaque data (RFC 4506 section 4.10) as a slice of the input.
+    pub fn get_opaque(&mut self, max: Option<u32>) -> Result<Bytes> {
+        let len = self.get_length(max)?;
+        self.get_fixed_opaque(len)
+    }
+
+    /// Reads a string (RFC 4506 section 4.11) as a slice of the input.
+    pub fn get_string(&mut self, max: Option<u32>) -> Result<XdrString> {
+        self.get_opaque(max).map(XdrString::from_bytes)
+    }
+
+    /// Reads the element count of a variable-length array (RFC 4506 section 4.13).
+    ///
+    /// The count is checked against `max`, [`Limits::max_elements`] and, when each element
+    /// takes at least `min_element_len` bytes, against the input left, so a hostile count never
+    /// causes an allocation the input cannot back.
+    pub fn get_count(&mut self, max: Option<u32>, min_element_len: usize) -> Result<usize> {
+        let at = self.offset();
+        let count = self.get_u32()?;
+        if let Some(max) = max {
+            if count > max {
+                return Err(Error::new(
+                    ErrorKind::ExceedsDeclaredMaximum {
+                        length: count.into(),
+                        maximum: max,
+                    },
+                    at,
+                ));
+            }
+        }
+        self.check_count(count as u64, min_element_len, at)?;
+        Ok(count as usize)
+    }
+
+    /// Checks that `count` elements of at least `min_element_len` bytes each are within
+    /// [`Limits::max_elements`] and the input left.
+    pub fn check_count(&self, count: u64, min_element_len: usize, at: usize) -> Result<()> {
+        if count > self.limits.max_elements as u64 {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded {
+                    limit: "element count",
+                    value: count,
+                    maximum: self.limits.max_elements as u64,
+                },
+                at,
+            ));
+        }
+        if min_element_len > 0
+            && count.saturating_mul(min_element_len as u64) > self.remaining() as u64
+        {
+            return Err(Error::new(
+                ErrorKind::CountExceedsInput {
+                    count,
+                    remaining: self.remaining(),
+                },
+                at,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Enters one level of recursive nesting; pair with [`Decoder::leave`].
+    pub fn enter(&mut self) -> Result<()> {
+        if self.depth >= self.limits.max_depth {
+            return Err(self.error(ErrorKind::TooDeep {
+                maximum: self.limits.max_depth,
+            }));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Leaves one level of recursive nesting.
+    pub fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Skips `n` bytes (used by chunk-aware decoders and by readers of unknown extensions).
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        if n > self.remaining() {
+            return Err(self.truncated(n));
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    /// Reads one 4-byte block without interpreting it.
+    pub fn get_block(&mut self) -> Result<[u8; BLOCK]> {
+        self.take::<BLOCK>()
+    }
+}

@@ -1,0 +1,257 @@
+//! Writing XDR into a `BytesMut`, with large opaque items kept out of line.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{padding, Error, ErrorKind, Result, XdrString};
+
+/// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
+/// copied into the encoder's buffer.
+pub const DEFAULT_GATHER_THRESHOLD: usize = 1024;
+
+const ZEROS: [u8; 4] = [0; 4];
+
+/// Writes XDR items.
+///
+/// Small items are appended to an internal `BytesMut`; opaque items given as [`Bytes`] that are
+/// at least the gather threshold long are kept by reference as separate parts of the output
+/// (a gather list, ready for `writev` or a multi-SGE send), never copied.
+#[derive(Debug)]
+pub struct Encoder {
+    buf: BytesMut,
+    parts: Vec<Bytes>,
+    /// Bytes already moved into `parts`.
+    flushed: usize,
+    gather_threshold: usize,
+    copied_opaque: usize,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder {
+    /// An encoder with a small initial buffer and [`DEFAULT_GATHER_THRESHOLD`].
+    pub fn new() -> Self {
+        Self::with_capacity(256)
+    }
+
+    /// An encoder whose buffer starts with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Encoder {
+            buf: BytesMut::with_capacity(capacity),
+            parts: Vec::new(),
+            flushed: 0,
+            gather_threshold: DEFAULT_GATHER_THRESHOLD,
+            copied_opaque: 0,
+        }
+    }
+
+    /// Sets the length from which `Bytes` opaque items are gathered rather than copied.
+    pub fn set_gather_threshold(&mut self, threshold: usize) -> &mut Self {
+        self.gather_threshold = threshold;
+        self
+    }
+
+    /// The number of bytes written so far (the current offset).
+    pub fn len(&self) -> usize {
+        self.flushed + self.buf.len()
+    }
+
+    /// Whether nothing has been written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Opaque payload bytes that were copied into the encoder's buffer (items below the
+    /// gather threshold, or given as slices). Gathered items do not count.
+    pub fn copied_opaque_bytes(&self) -> usize {
+        self.copied_opaque
+    }
+
+    /// An error of `kind` at the current offset.
+    pub fn error(&self, kind: ErrorKind) -> Error {
+        Error::new(kind, self.len())
+    }
+
+    /// Writes an unsigned 32-bit integer.
+    #[inline]
+    pub fn put_u32(&mut self, v: u32) {
+        self.buf.put_u32(v);
+    }
+
+    /// Writes a signed 32-bit integer.
+    #[inline]
+    pub fn put_i32(&mut self, v: i32) {
+        self.buf.put_i32(v);
+    }
+
+    /// Writes an unsigned hyper integer.
+    #[inline]
+    pub fn put_u64(&mut self, v: u64) {
+        self.buf.put_u64(v);
+    }
+
+    /// Writes a signed hyper integer.
+    #[inline]
+    pub fn put_i64(&mut self, v: i64) {
+        self.buf.put_i64(v);
+    }
+
+    /// Writes a single-precision float.
+    pub fn put_f32(&mut self, v: f32) {
+        self.buf.put_f32(v);
+    }
+
+    /// Writes a double-precision float.
+    pub fn put_f64(&mut self, v: f64) {
+        self.buf.put_f64(v);
+    }
+
+    /// Writes a boolean.
+    #[inline]
+    pub fn put_bool(&mut self, v: bool) {
+        self.buf.put_u32(v as u32);
+    }
+
+    /// Writes zero padding for an item of `len` bytes.
+    #[inline]
+    pub fn put_padding(&mut self, len: usize) {
+        self.buf.put_slice(&ZEROS[..padding(len)]);
+    }
+
+    /// Checks `len` against a declared maximum.
+    pub fn check_max(&self, len: usize, max: Option<u32>) -> Result<()> {
+        match max {
+            Some(max) if len > max as usize => Err(self.error(ErrorKind::ExceedsDeclaredMaximum {
+                length: len as u64,
+                maximum: max,
+            })),
+            _ if len > u32::MAX as usize => Err(self.error(ErrorKind::ExceedsDeclaredMaximum {
+                length: len as u64,
+                maximum: u32::MAX,
+            })),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes a length or element count after checking it against `max`.
+    pub fn put_length(&mut self, len: usize, max: Option<u32>) -> Result<()> {
+        self.check_max(len, max)?;
+        self.put_u32(len as u32);
+        Ok(())
+    }
+
+    /// Writes fixed-length opaque data of exactly `expected` bytes, plus padding.
+    pub fn put_fixed_opaque(&mut self, data: &Bytes, expected: usize) -> Result<()> {
+        if data.len() != expected {
+            return Err(self.error(ErrorKind::WrongFixedLength {
+                expected,
+                actual: data.len(),
+            }));
+        }
+        self.put_opaque_body(data);
+        Ok(())
+    }
+
+    /// Writes variable-length opaque data (length, bytes, padding), checked against `max`.
+    pub fn put_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
+        self.put_length(data.len(), max)?;
+        self.put_opaque_body(data);
+        Ok(())
+    }
+
+    /// Writes variable-length opaque data given as a slice (always copied).
+    pub fn put_opaque_slice(&mut self, data: &[u8], max: Option<u32>) -> Result<()> {
+        self.put_length(data.len(), max)?;
+        self.copied_opaque += data.len();
+        self.buf.put_slice(data);
+        self.put_padding(data.len());
+        Ok(())
+    }
+
+    /// Writes a string, checked against `max`.
+    pub fn put_string(&mut self, s: &XdrString, max: Option<u32>) -> Result<()> {
+        self.put_opaque(s.as_bytes_ref(), max)
+    }
+
+    /// Writes the bytes of an opaque item and its padding, gathering large items.
+    pub fn put_opaque_body(&mut self, data: &Bytes) {
+        if data.len() >= self.gather_threshold {
+            self.put_gathered(data.clone());
+        } else {
+            self.copied_opaque += data.len();
+            self.buf.put_slice(data);
+        }
+        self.put_padding(data.len());
+    }
+
+    /// Appends `data` as its own part of the output, by reference.
+    pub fn put_gathered(&mut self, data: Bytes) {
+        if !self.buf.is_empty() {
+            let head = self.buf.split().freeze();
+            self.flushed += head.len();
+            self.parts.push(head);
+        }
+        self.flushed += data.len();
+        self.parts.push(data);
+    }
+
+    /// Ends encoding and returns the message as a gather list.
+    pub fn finish(mut self) -> Encoded {
+        if !self.buf.is_empty() || self.parts.is_empty() {
+            let tail = self.buf.split().freeze();
+            self.flushed += tail.len();
+            self.parts.push(tail);
+        }
+        Encoded {
+            parts: self.parts,
+            len: self.flushed,
+        }
+    }
+}
+
+/// An encoded message: a gather list of [`Bytes`] parts whose concatenation is the XDR.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Encoded {
+    parts: Vec<Bytes>,
+    len: usize,
+}
+
+impl Encoded {
+    /// The parts, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        &self.parts
+    }
+
+    /// Takes the parts.
+    pub fn into_parts(self) -> Vec<Bytes> {
+        self.parts
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The message as one contiguous buffer: free when there is one part, one copy otherwise.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.parts.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut out = BytesMut::with_capacity(self.len);
+                for p in many {
+                    out.put_slice(p);
+                }
+                out.freeze()
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Codec errors: what went wrong and at which byte offset.
+
+use core::fmt;
+
+/// The result type of the codec core.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// What went wrong while encoding or decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input ended before an item did.
+    Truncated {
+        /// Bytes the item needed.
+        needed: usize,
+        /// Bytes that were left.
+        available: usize,
+    },
+    /// A variable-length item is longer than the maximum its XDR declares.
+    ExceedsDeclaredMaximum {
+        /// The length found (decode) or given (encode).
+        length: u64,
+        /// The declared maximum.
+        maximum: u32,
+    },
+    /// A fixed-length item has the wrong length (encode only; decode reads exactly `expected`).
+    WrongFixedLength {
+        /// The declared length.
+        expected: usize,
+        /// The length given.
+        actual: usize,
+    },
+    /// A value is over one of the configured [`Limits`](super::Limits).
+    LimitExceeded {
+        /// Which limit.
+        limit: &'static str,
+        /// The value found.
+        value: u64,
+        /// The configured bound.
+        maximum: u64,
+    },
+    /// An element count larger than the remaining input could possibly hold.
+    CountExceedsInput {
+        /// The count read.
+        count: u64,
+        /// Bytes left in the input.
+        remaining: usize,
+    },
+    /// An enum or union discriminant that the type does not define.
+    UnknownDiscriminant {
+        /// The XDR type being decoded.
+        type_name: &'static str,
+        /// The value read.
+        value: i64,
+    },
+    /// A boolean or optional-data flag that is neither 0 nor 1.
+    InvalidBool(u32),
+    /// Non-zero pad bytes while [`Limits::strict_padding`](super::Limits::strict_padding) is set.
+    NonZeroPadding,
+    /// Recursive values nested deeper than [`Limits::max_depth`](super::Limits::max_depth).
+    TooDeep {
+        /// The configured bound.
+        maximum: u32,
+    },
+    /// Bytes left over after the value was decoded.
+    TrailingBytes(usize),
+    /// A list that XDR requires to hold at least one element (a self-referential struct used
+    /// directly rather than through `*`) was empty.
+    EmptyList(&'static str),
+    /// A chunk-related or other type-specific rule, named.
+    Invalid(&'static str),
+}
+
+/// An encoding or decoding failure with the byte offset where it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    offset: usize,
+}
+
+impl Error {
+    /// An error of `kind` at byte `offset` of the message.
+    pub fn new(kind: ErrorKind, offset: usize) -> Self {
+        Error { kind, offset }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The byte offset, from the start of the message, of the item that failed.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Truncated { needed, available } => {
+                write!(f, "truncated: needed {needed} bytes, {available} left")
+            }
+            ErrorKind::ExceedsDeclaredMaximum { length, maximum } => {
+                write!(f, "length {length} exceeds the declared maximum {maximum}")
+            }
+            ErrorKind::WrongFixedLength { expected, actual } => {
+                write!(f, "fixed-length item must be {expected} long, got {actual}")
+            }
+            ErrorKind::LimitExceeded {
+                limit,
+                value,
+                maximum,
+            } => {
+                write!(f, "{limit} {value} exceeds the configured limit {maximum}")
+            }
+            ErrorKind::CountExceedsInput { count, remaining } => {
+                write!(
+                    f,
+                    "element count {count} cannot fit in the {remaining} bytes left"
+                )
+            }
+            ErrorKind::UnknownDiscriminant { type_name, value } => {
+                write!(f, "{value} is not a valid value of {type_name}")
+            }
+            ErrorKind::InvalidBool(v) => write!(f, "boolean or optional flag is {v}, not 0 or 1"),
+            ErrorKind::NonZeroPadding => write!(f, "non-zero padding bytes"),
+            ErrorKind::TooDeep { maximum } => write!(f, "nesting deeper than {maximum}"),
+            ErrorKind::TrailingBytes(n) => write!(f, "{n} trailing bytes after the value"),
+            ErrorKind::EmptyList(t) => write!(f, "{t} needs at least one element"),
+            ErrorKind::Invalid(why) => f.write_str(why),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "XDR error at byte {}: {}", self.offset, self.kind)
+    }
+}
+
+impl std::error::Error for Error {}
