@@ -20,6 +20,7 @@
 //! assert_eq!((n, s.as_bytes()), (7, &b"hello"[..]));
 //! ```
 
+pub mod bounds;
 mod ddp;
 mod decoder;
 mod encoder;
@@ -28,6 +29,7 @@ mod impls;
 mod limits;
 mod string;
 
+pub use bounds::EncodedSize;
 pub use bytes::Bytes;
 pub use ddp::{
     ChunkPolicy, ChunkTarget, ChunkUsage, DdpItem, Direction, MovedItem, Placement, ReceivedChunks,
