@@ -2,7 +2,8 @@
 # Cross-checks the hand-annotated NFSv3 vectors against rpcgen.
 #
 # 1. rpcgen turns specs/nfs3.x into C (header + XDR routines) in a
-#    temporary directory; gen_vectors.c is compiled against it and
+#    temporary directory; gen_vectors.c is compiled (with $CC, default cc)
+#    against it and
 #    libtirpc (packages rpcsvc-proto, libtirpc-dev: scripts/setup).
 # 2. For every vector NAME, gen_vectors prints rpcgen's encoding.
 #    It must equal
@@ -25,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 
 cp "$spec" "$work/nfs3.x"
 (cd "$work" && rpcgen -h nfs3.x -o nfs3.h && rpcgen -c nfs3.x -o nfs3_xdr.c)
-gcc -O0 -I/usr/include/tirpc -I"$work" -o "$work/gen_vectors" \
+"${CC:-cc}" -O0 -I/usr/include/tirpc -I"$work" -o "$work/gen_vectors" \
     "$here/gen_vectors.c" "$work/nfs3_xdr.c" -ltirpc
 
 # Drops '#' comments and all whitespace, leaving one lowercase hex string.
