@@ -3,8 +3,7 @@
 #
 # 1. rpcgen turns specs/nfs3.x into C (header + XDR routines) in a
 #    temporary directory; gen_vectors.c is compiled (with $CC, default cc)
-#    against it and
-#    libtirpc (packages rpcsvc-proto, libtirpc-dev: scripts/setup).
+#    against it and libtirpc (rpcsvc-proto, libtirpc-dev: scripts/setup).
 # 2. For every vector NAME, gen_vectors prints rpcgen's encoding.
 #    It must equal
 #      - ../NAME.hex with its comments stripped (the hand computation), and
