@@ -20,6 +20,7 @@
 //! assert_eq!((n, s.as_bytes()), (7, &b"hello"[..]));
 //! ```
 
+mod ddp_marks;
 mod decoder;
 mod encoder;
 mod error;
@@ -28,6 +29,7 @@ mod limits;
 mod string;
 
 pub use bytes::Bytes;
+pub use ddp_marks::DdpEligible;
 pub use decoder::Decoder;
 pub use encoder::{Encoded, Encoder, DEFAULT_GATHER_THRESHOLD};
 pub use error::{Error, ErrorKind, Result};
