@@ -254,7 +254,7 @@ fn check_case_values(cx: &Ctxt, cont: &Container<'_>, arms: &[Arm<'_>]) {
 
 /// Field rules: a supported type, attributes that fit the type, and no conflicts.
 fn check_field(cx: &Ctxt, field: &Field<'_>, in_union: bool) {
-    check_field_type(cx, field.ty, field);
+    check_field_type(cx, field.ty);
     let a = &field.attrs;
     if let Some(key) = a.discriminant.key() {
         if !in_union {
@@ -292,7 +292,7 @@ fn check_max(cx: &Ctxt, field: &Field<'_>) {
             key,
             format!(
                 "`max` bounds a variable-length item (Bytes, XdrString or Vec<T>); `{}` has no length",
-                field.ty.to_token_stream()
+                type_name(field.ty)
             ),
         ),
     }
@@ -321,7 +321,7 @@ fn check_fixed(cx: &Ctxt, field: &Field<'_>) {
         _ => Some(format!(
             "`fixed` gives the length of opaque data (Bytes) or of an array (Vec<T>); `{}` \
              has no length",
-            field.ty.to_token_stream()
+            type_name(field.ty)
         )),
     };
     if let Some(msg) = msg {
@@ -341,7 +341,7 @@ fn check_list(cx: &Ctxt, field: &Field<'_>) {
             key,
             format!(
                 "`list` encodes a Vec<T> as an optional-data linked list; `{}` is not a Vec",
-                field.ty.to_token_stream()
+                type_name(field.ty)
             ),
         );
     }
@@ -349,7 +349,11 @@ fn check_list(cx: &Ctxt, field: &Field<'_>) {
         .into_iter()
         .flatten()
     {
-        cx.error_spanned_by(other, "a linked list has no declared length; remove this");
+        cx.error_spanned_by(
+            other,
+            "a `*next` linked list has neither a declared maximum nor a fixed length \
+             (RFC 4506 section 4.19); remove this",
+        );
     }
 }
 
@@ -372,7 +376,7 @@ fn check_ddp(cx: &Ctxt, field: &Field<'_>) {
                 "`ddp` applies only to opaque (Bytes), string (XdrString) and array (Vec<T>) \
                  fields, which can move as RDMA chunks (RFC 8166 section 6.1); a `{}` is always \
                  encoded inline",
-                field.ty.to_token_stream()
+                type_name(field.ty)
             ),
         );
     }
@@ -389,7 +393,7 @@ fn check_u32_literal(cx: &Ctxt, value: Option<&Expr>) {
 }
 
 /// Types XDR cannot carry as written, with what to use instead.
-fn check_field_type(cx: &Ctxt, ty: &Type, field: &Field<'_>) {
+fn check_field_type(cx: &Ctxt, ty: &Type) {
     let msg = match ungroup(ty) {
         Type::Reference(_) | Type::Ptr(_) => Some(
             "XDR data is owned: use Box<T> for a recursive item, or Option<T> for optional \
@@ -405,7 +409,7 @@ fn check_field_type(cx: &Ctxt, ty: &Type, field: &Field<'_>) {
                         .to_owned(),
                 )
             } else {
-                check_field_type(cx, &a.elem, field);
+                check_field_type(cx, &a.elem);
                 None
             }
         }
@@ -425,7 +429,7 @@ fn check_field_type(cx: &Ctxt, ty: &Type, field: &Field<'_>) {
                         .to_owned(),
                 ),
                 ("Vec" | "Option" | "Box", Some(elem)) => {
-                    check_field_type(cx, elem, field);
+                    check_field_type(cx, elem);
                     None
                 }
                 ("u8" | "i8" | "u16" | "i16" | "char", _) => Some(format!(
@@ -458,4 +462,17 @@ fn check_field_type(cx: &Ctxt, ty: &Type, field: &Field<'_>) {
 
 fn is_byte(ty: &Type) -> bool {
     matches!(ungroup(ty), Type::Path(p) if p.path.is_ident("u8") || p.path.is_ident("i8"))
+}
+
+/// `ty` as a user wrote it, for messages: `Option<u32>` rather than `Option < u32 >`.
+fn type_name(ty: &Type) -> String {
+    ty.to_token_stream()
+        .to_string()
+        .replace(" < ", "<")
+        .replace("< ", "<")
+        .replace(" >", ">")
+        .replace(" :: ", "::")
+        .replace(":: ", "::")
+        .replace("& ", "&")
+        .replace(" ,", ",")
 }
