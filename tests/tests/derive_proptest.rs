@@ -106,18 +106,20 @@ fn record() -> impl Strategy<Value = Record> {
         proptest::collection::vec(item(), 0..6),
     )
         .prop_map(
-            |((flag, small, big, ratio), tag, values, triple, body, status, parent, items)| Record {
-                flag,
-                small,
-                big,
-                ratio,
-                tag,
-                values,
-                triple,
-                body,
-                status,
-                parent,
-                items,
+            |((flag, small, big, ratio), tag, values, triple, body, status, parent, items)| {
+                Record {
+                    flag,
+                    small,
+                    big,
+                    ratio,
+                    tag,
+                    values,
+                    triple,
+                    body,
+                    status,
+                    parent,
+                    items,
+                }
             },
         )
 }

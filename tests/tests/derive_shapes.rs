@@ -3,14 +3,17 @@
 use std::fmt::Debug;
 
 use bytes::Bytes;
-use rpcrdma::xdr::{self, Decode, DdpEligible, Encode, ErrorKind, Limits, XdrString};
+use rpcrdma::xdr::{self, DdpEligible, Decode, Encode, ErrorKind, Limits, XdrString};
 use rpcrdma::{DdpEligible, Xdr};
 
 fn round_trip<T: Encode + Decode + PartialEq + Debug>(value: &T) -> Bytes {
     let wire = xdr::to_bytes(value).unwrap();
     let back: T = xdr::from_bytes(wire.clone()).unwrap();
     assert_eq!(&back, value);
-    assert!(wire.len() >= T::MIN_ENCODED_LEN, "MIN_ENCODED_LEN overestimates");
+    assert!(
+        wire.len() >= T::MIN_ENCODED_LEN,
+        "MIN_ENCODED_LEN overestimates"
+    );
     wire
 }
 
@@ -50,7 +53,10 @@ fn scalars_in_declaration_order() {
     expected.extend((-0.25f64).to_be_bytes());
     expected.extend(1u32.to_be_bytes());
     assert_eq!(&wire[..], &expected[..]);
-    assert_eq!(<Scalars as Decode>::MIN_ENCODED_LEN, 4 + 4 + 8 + 8 + 4 + 8 + 4);
+    assert_eq!(
+        <Scalars as Decode>::MIN_ENCODED_LEN,
+        4 + 4 + 8 + 8 + 4 + 8 + 4
+    );
 }
 
 #[derive(Xdr, Debug, Clone, PartialEq)]
@@ -84,7 +90,10 @@ enum ByConst {
 #[test]
 fn enums_are_signed_32_bit() {
     assert_eq!(&round_trip(&Signed::Low)[..], &[0xff; 4][..]);
-    assert_eq!(&round_trip(&Signed::High)[..], &[0x7f, 0xff, 0xff, 0xff][..]);
+    assert_eq!(
+        &round_trip(&Signed::High)[..],
+        &[0x7f, 0xff, 0xff, 0xff][..]
+    );
     round_trip(&Signed::Zero);
     assert_eq!(&round_trip(&ByConst::Answer)[..], &words(&[42])[..]);
 }
@@ -190,7 +199,10 @@ enum MaybeCookie {
 
 #[test]
 fn bool_union() {
-    assert_eq!(&round_trip(&MaybeCookie::Yes(1))[..], &words(&[1, 0, 1])[..]);
+    assert_eq!(
+        &round_trip(&MaybeCookie::Yes(1))[..],
+        &words(&[1, 0, 1])[..]
+    );
     assert_eq!(&round_trip(&MaybeCookie::No)[..], &words(&[0])[..]);
     assert!(xdr::from_bytes::<MaybeCookie>(Bytes::from(words(&[2]))).is_err());
 }
@@ -223,7 +235,10 @@ enum Partial {
 #[test]
 fn enum_switched_unions() {
     assert_eq!(&round_trip(&Paint::Red(5))[..], &words(&[1, 5])[..]);
-    assert_eq!(&round_trip(&Paint::Other(Color::Blue))[..], &words(&[3])[..]);
+    assert_eq!(
+        &round_trip(&Paint::Other(Color::Blue))[..],
+        &words(&[3])[..]
+    );
     assert!(xdr::to_bytes(&Paint::Other(Color::Red)).is_err());
     round_trip(&Partial::Warm(Color::Green));
     let err = xdr::from_bytes::<Partial>(Bytes::from(words(&[3]))).unwrap_err();
@@ -288,7 +303,10 @@ fn containers_round_trip_with_exact_layout() {
     };
     round_trip(&none);
     // flag + box(0: recursion-safe) + 12 + count + count + 16 + 8 + length
-    assert_eq!(<Containers as Decode>::MIN_ENCODED_LEN, 4 + 12 + 4 + 4 + 16 + 8 + 4);
+    assert_eq!(
+        <Containers as Decode>::MIN_ENCODED_LEN,
+        4 + 12 + 4 + 4 + 16 + 8 + 4
+    );
 }
 
 #[test]
@@ -498,7 +516,10 @@ struct ThroughAnotherPath {
 
 #[test]
 fn crate_attribute_overrides_the_runtime_path() {
-    assert_eq!(&round_trip(&ThroughAnotherPath { x: 3 })[..], &words(&[3])[..]);
+    assert_eq!(
+        &round_trip(&ThroughAnotherPath { x: 3 })[..],
+        &words(&[3])[..]
+    );
 }
 
 #[derive(Xdr, DdpEligible, Debug, Clone, PartialEq)]
@@ -540,7 +561,10 @@ fn ddp_marks_are_listed_and_do_not_change_the_encoding() {
     };
     assert_eq!(
         &round_trip(&args)[..],
-        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, b'a', b'b', b'c', b'd', 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0][..]
+        &[
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, b'a', b'b', b'c', b'd', 0, 0, 0, 1, 0, 0, 0, 1, 0,
+            0, 0, 0
+        ][..]
     );
     round_trip(&ReadRes::Fail(-3));
 }

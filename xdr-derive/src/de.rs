@@ -2,6 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use syn::spanned::Spanned;
 
 use crate::bound::with_bound;
 use crate::field;
@@ -44,7 +45,9 @@ fn sum_min_len<'a>(krate: &syn::Path, fields: impl Iterator<Item = &'a Field<'a>
 /// Reads the fields in order and builds `path { .. }` (braces work for every struct and
 /// variant style: `Self { 0: a }` is a tuple struct, `Self {}` a unit).
 fn decode_fields(krate: &syn::Path, path: TokenStream, fields: &[Field<'_>]) -> TokenStream {
-    let bindings: Vec<syn::Ident> = (0..fields.len()).map(|i| format_ident!("__f{}", i)).collect();
+    let bindings: Vec<syn::Ident> = (0..fields.len())
+        .map(|i| format_ident!("__f{}", i))
+        .collect();
     let reads = fields.iter().map(|f| field::decode(krate, f));
     let members = fields.iter().map(|f| &f.member);
     quote! {
@@ -84,7 +87,11 @@ fn decode_enum(cont: &Container<'_>, krate: &syn::Path, constants: &[Constant<'_
 
 /// The discriminant, then the arm it selects; the default arm (wherever it is declared)
 /// comes last in the `match`.
-fn union_parts(cont: &Container<'_>, krate: &syn::Path, arms: &[Arm<'_>]) -> (TokenStream, TokenStream) {
+fn union_parts(
+    cont: &Container<'_>,
+    krate: &syn::Path,
+    arms: &[Arm<'_>],
+) -> (TokenStream, TokenStream) {
     let xdr = quote!(#krate::xdr);
     let switch = switch_type(cont);
     let arm_mins = arms.iter().map(|arm| {
@@ -116,7 +123,10 @@ fn union_parts(cont: &Container<'_>, krate: &syn::Path, arms: &[Arm<'_>]) -> (To
     let (at, fallback) = match arms.iter().find(|a| a.is_default()) {
         Some(arm) => {
             let build = decode_arm(krate, arm);
-            (quote!(), quote!(#[allow(unreachable_patterns)] __d => { #build }))
+            (
+                quote!(),
+                quote!(#[allow(unreachable_patterns)] __d => { #build }),
+            )
         }
         None => {
             let err = unknown(&xdr, &cont.ident.to_string(), quote!(__d as i64));
@@ -140,12 +150,17 @@ fn union_parts(cont: &Container<'_>, krate: &syn::Path, arms: &[Arm<'_>]) -> (To
 /// Builds `Self::Variant { .. }`, with the discriminant field (if any) set to `__d`.
 fn decode_arm(krate: &syn::Path, arm: &Arm<'_>) -> TokenStream {
     let variant = arm.ident;
-    let bindings: Vec<syn::Ident> = (0..arm.fields.len())
-        .map(|i| format_ident!("__f{}", i))
+    let bindings: Vec<syn::Ident> = arm
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format_ident!("__f{}", i, span = f.ty.span()))
         .collect();
     let reads = arm.fields.iter().map(|f| {
         if f.attrs.discriminant.is_set() {
-            quote!(__d)
+            // Spanned at the field so a type mismatch with the switch type points there.
+            let d = syn::Ident::new("__d", f.ty.span());
+            quote!(#d)
         } else {
             field::decode(krate, f)
         }

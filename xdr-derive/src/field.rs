@@ -13,7 +13,11 @@ pub fn encode(krate: &syn::Path, field: &Field<'_>, value: &TokenStream) -> Toke
     let ty = field.ty;
     let max = max_expr(field);
     let span = ty.span();
-    match (field.shape, field.attrs.fixed.get(), field.attrs.list.is_set()) {
+    match (
+        field.shape,
+        field.attrs.fixed.get(),
+        field.attrs.list.is_set(),
+    ) {
         (Shape::Bytes, Some(n), _) => {
             quote_spanned!(span=> __enc.put_fixed_opaque(#value, (#n) as usize)?;)
         }
@@ -36,7 +40,11 @@ pub fn decode(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let ty = field.ty;
     let max = max_expr(field);
     let span = ty.span();
-    match (field.shape, field.attrs.fixed.get(), field.attrs.list.is_set()) {
+    match (
+        field.shape,
+        field.attrs.fixed.get(),
+        field.attrs.list.is_set(),
+    ) {
         (Shape::Bytes, Some(n), _) => quote_spanned!(span=> __dec.get_fixed_opaque((#n) as usize)?),
         (Shape::Bytes, None, _) => quote_spanned!(span=> __dec.get_opaque(#max)?),
         (Shape::XdrString, _, _) => quote_spanned!(span=> __dec.get_string(#max)?),

@@ -109,9 +109,12 @@ fn encode_union(cont: &Container<'_>, krate: &syn::Path, arms: &[Arm<'_>]) -> To
                         }
                     }
                 };
+                // A field of the wrong type is reported at the field, not at the derive.
+                let mut at_field = held.clone();
+                at_field.set_span(ty.span());
+                let typed = quote!(let _: &#switch = #at_field;);
                 quote! {
-                    let _: &#switch = #held;
-                    let _: &#ty = #held;
+                    #typed
                     #guard
                     #xdr::Encode::encode(#held, __enc)?;
                 }

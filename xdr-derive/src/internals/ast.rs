@@ -135,7 +135,10 @@ impl<'a> Shape<'a> {
         match self {
             Shape::Bytes | Shape::XdrString | Shape::Vec(_) => true,
             Shape::Option(inner) => {
-                matches!(Shape::of(inner), Shape::Bytes | Shape::XdrString | Shape::Vec(_))
+                matches!(
+                    Shape::of(inner),
+                    Shape::Bytes | Shape::XdrString | Shape::Vec(_)
+                )
             }
             _ => false,
         }
@@ -170,9 +173,7 @@ impl<'a> Container<'a> {
     pub fn from_ast(cx: &Ctxt, input: &'a syn::DeriveInput) -> Option<Self> {
         let attrs = Attrs::from_ast(cx, &input.attrs, Place::Container);
         let data = match &input.data {
-            syn::Data::Struct(s) => {
-                Data::Struct(fields_from_ast(cx, &s.fields))
-            }
+            syn::Data::Struct(s) => Data::Struct(fields_from_ast(cx, &s.fields)),
             syn::Data::Enum(e) => enum_from_ast(cx, e, &attrs),
             syn::Data::Union(u) => {
                 cx.error_spanned_by(

@@ -69,7 +69,9 @@ fn check_enum(cx: &Ctxt, cont: &Container<'_>, constants: &[Constant<'_>]) {
                     if i32::try_from(v).is_err() {
                         cx.error_spanned_by(
                             value,
-                            format!("{v} does not fit an XDR enum, which is a signed 32-bit integer"),
+                            format!(
+                                "{v} does not fit an XDR enum, which is a signed 32-bit integer"
+                            ),
                         );
                     }
                 }
@@ -386,7 +388,10 @@ fn check_u32_literal(cx: &Ctxt, value: Option<&Expr>) {
     if let Some(value) = value {
         if let Some(CaseKey::Int(v)) = case_key(value) {
             if u32::try_from(v).is_err() {
-                cx.error_spanned_by(value, format!("{v} is not a length: XDR lengths are unsigned 32-bit"));
+                cx.error_spanned_by(
+                    value,
+                    format!("{v} is not a length: XDR lengths are unsigned 32-bit"),
+                );
             }
         }
     }
@@ -443,12 +448,10 @@ fn check_field_type(cx: &Ctxt, ty: &Type) {
                     "XDR has no 128-bit integer; use u64/i64 (hyper) or fixed-length opaque \
                      data instead of `{name}`"
                 )),
-                ("HashMap" | "BTreeMap" | "HashSet" | "BTreeSet" | "IndexMap", _) => Some(
-                    format!(
-                        "XDR has no map or set type; use Vec<Entry> with a struct Entry for \
+                ("HashMap" | "BTreeMap" | "HashSet" | "BTreeSet" | "IndexMap", _) => Some(format!(
+                    "XDR has no map or set type; use Vec<Entry> with a struct Entry for \
                          the members of a `{name}`"
-                    ),
-                ),
+                )),
                 _ => None,
             }
         }
