@@ -53,7 +53,7 @@ enum FileType {
 struct File {
     #[xdr(max = MAXNAMELEN)]
     filename: XdrString,
-    file_type: FileType,
+    r#type: FileType,
     #[xdr(max = MAXUSERNAME)]
     owner: XdrString,
     #[xdr(max = MAXFILELEN)]
@@ -80,7 +80,7 @@ const SILLYPROG: [u8; 48] = [
 fn sillyprog() -> File {
     File {
         filename: "sillyprog".into(),
-        file_type: FileType::Exec {
+        r#type: FileType::Exec {
             interpretor: "lisp".into(),
         },
         owner: "john".into(),
@@ -181,7 +181,7 @@ impl Encode for HandWrittenFile<'_> {
     fn encode(&self, enc: &mut Encoder) -> xdr::Result<()> {
         let f = self.0;
         enc.put_string(&f.filename, Some(MAXNAMELEN))?;
-        match &f.file_type {
+        match &f.r#type {
             FileType::Text => enc.put_i32(0),
             FileType::Data { creator } => {
                 enc.put_i32(1);
@@ -199,15 +199,15 @@ impl Encode for HandWrittenFile<'_> {
 
 #[test]
 fn derive_matches_a_hand_written_encoder() {
-    for file_type in [
+    for r#type in [
         FileType::Text,
         FileType::Data {
             creator: "emacs".into(),
         },
-        sillyprog().file_type,
+        sillyprog().r#type,
     ] {
         let file = File {
-            file_type,
+            r#type,
             ..sillyprog()
         };
         assert_eq!(

@@ -568,3 +568,57 @@ fn ddp_marks_are_listed_and_do_not_change_the_encoding() {
     );
     round_trip(&ReadRes::Fail(-3));
 }
+
+#[test]
+fn large_opaque_fields_are_gathered_not_copied() {
+    use rpcrdma::xdr::Encoder;
+    let payload = Bytes::from(vec![7u8; 4096]);
+    let args = WriteArgs {
+        offset: 1,
+        data: payload.clone(),
+        pages: vec![],
+        label: None,
+    };
+    let mut enc = Encoder::new();
+    args.encode(&mut enc).unwrap();
+    assert_eq!(enc.copied_opaque_bytes(), 0);
+    let encoded = enc.finish();
+    assert!(encoded
+        .parts()
+        .iter()
+        .any(|p| p.as_ptr() == payload.as_ptr()));
+    let back: WriteArgs = xdr::from_bytes(encoded.to_bytes()).unwrap();
+    assert_eq!(back, args);
+}
+
+/// A generic union: `union maybe switch (int present) { case 0: void; case 1: T value; }`.
+#[derive(Xdr, DdpEligible, Debug, Clone, PartialEq)]
+enum Maybe<T> {
+    #[xdr(case = 0)]
+    Nothing,
+    #[xdr(case = 1)]
+    Just(#[xdr(ddp, max = 2)] Vec<T>),
+}
+
+#[test]
+fn generic_unions_and_raw_identifiers() {
+    assert_eq!(
+        &round_trip(&Maybe::Just(vec![5u32]))[..],
+        &words(&[1, 1, 5])[..]
+    );
+    round_trip(&Maybe::<u64>::Nothing);
+    assert!(xdr::to_bytes(&Maybe::Just(vec![1u32, 2, 3])).is_err());
+    assert_eq!(<Maybe<u32> as DdpEligible>::DDP_FIELDS, &["Just.0"]);
+
+    #[derive(Xdr, DdpEligible, Debug, Clone, PartialEq)]
+    struct Keywords {
+        r#type: u32,
+        #[xdr(ddp)]
+        r#match: Bytes,
+    }
+    round_trip(&Keywords {
+        r#type: 1,
+        r#match: Bytes::from_static(b"m"),
+    });
+    assert_eq!(Keywords::DDP_FIELDS, &["match"]);
+}
