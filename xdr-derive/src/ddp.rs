@@ -2,7 +2,9 @@
 //! RDMA chunks (RFC 8166 section 6.1).
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
+
+use crate::bound::with_bound;
 
 use crate::internals::ast::{Container, Data};
 use crate::internals::Ctxt;
@@ -27,7 +29,7 @@ pub fn expand(cx: &Ctxt, cont: &Container<'_>) -> TokenStream {
             })
             .collect(),
         Data::Enum(_) => {
-            cx.error_spanned_by(
+            cx.ddp_error_spanned_by(
                 cont.ident,
                 "an XDR enum is a single integer and has nothing DDP can move; derive \
                  DdpEligible on the structs and unions that carry opaque, string or array fields",
@@ -38,10 +40,21 @@ pub fn expand(cx: &Ctxt, cont: &Container<'_>) -> TokenStream {
     let krate = krate(cont);
     let ident = cont.ident;
     let (impl_generics, ty_generics, where_clause) = cont.generics.split_for_impl();
+    // DDP-eligibility is a property of an XDR type: require `Encode` (normally from
+    // `#[derive(Xdr)]`, which also checks every rule but the DDP ones).
+    let bounded = with_bound(cont.generics, &quote!(#krate::xdr::Encode));
+    let (check_generics, _, check_where) = bounded.split_for_impl();
+    let requires = quote_spanned! {ident.span()=>
+        fn __requires_encode #check_generics () #check_where {
+            fn is_xdr<T: ?::core::marker::Sized + #krate::xdr::Encode>() {}
+            is_xdr::<#ident #ty_generics>();
+        }
+    };
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::xdr::DdpEligible for #ident #ty_generics #where_clause {
             const DDP_FIELDS: &'static [&'static str] = &[#(#names),*];
         }
+        #requires
     }
 }

@@ -1,7 +1,7 @@
 use rpcrdma::xdr::Bytes;
 use rpcrdma::{DdpEligible, Xdr};
 
-#[derive(Xdr)]
+#[derive(Xdr, DdpEligible)]
 #[xdr(ddp)]
 enum ReadRes {
     #[xdr(case = 0)]
@@ -10,7 +10,7 @@ enum ReadRes {
     Err(Bytes),
 }
 
-#[derive(DdpEligible)]
+#[derive(Xdr, DdpEligible)]
 enum Stable {
     Unstable = 0,
     FileSync = 2,

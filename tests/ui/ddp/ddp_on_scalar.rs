@@ -1,7 +1,7 @@
 use rpcrdma::xdr::Bytes;
-use rpcrdma::DdpEligible;
+use rpcrdma::{DdpEligible, Xdr};
 
-#[derive(DdpEligible)]
+#[derive(Xdr, DdpEligible)]
 struct ReadArgs {
     #[xdr(ddp)]
     offset: u64,

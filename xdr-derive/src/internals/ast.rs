@@ -176,11 +176,11 @@ impl<'a> Container<'a> {
             syn::Data::Struct(s) => Data::Struct(fields_from_ast(cx, &s.fields)),
             syn::Data::Enum(e) => enum_from_ast(cx, e, &attrs),
             syn::Data::Union(u) => {
-                cx.error_spanned_by(
-                    u.union_token,
-                    "Rust unions cannot derive Xdr; write an XDR union as an enum whose \
-                     variants carry #[xdr(case = ..)]",
-                );
+                let msg = "Rust unions have no XDR encoding; write an XDR union as an enum \
+                           whose variants carry #[xdr(case = ..)]";
+                // Both derives stop here, so each reports it.
+                cx.error_spanned_by(u.union_token, msg);
+                cx.ddp_error_spanned_by(u.union_token, msg);
                 return None;
             }
         };

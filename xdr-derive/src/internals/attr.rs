@@ -124,7 +124,11 @@ impl Attrs {
             return skip_value(&meta);
         };
         if let Some(msg) = misplaced(symbol, place) {
-            cx.error_spanned_by(&key, msg);
+            if symbol == DDP {
+                cx.ddp_error_spanned_by(&key, msg);
+            } else {
+                cx.error_spanned_by(&key, msg);
+            }
             return skip_value(&meta);
         }
         match symbol {

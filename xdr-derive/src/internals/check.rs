@@ -266,14 +266,16 @@ fn check_field(cx: &Ctxt, field: &Field<'_>, in_union: bool) {
                  struct has no discriminant",
             );
         }
-        for other in [a.max.key(), a.fixed.key(), a.list.key(), a.ddp.key()]
+        const MSG: &str =
+            "the discriminant field is the switch value itself and takes no other attribute";
+        for other in [a.max.key(), a.fixed.key(), a.list.key()]
             .into_iter()
             .flatten()
         {
-            cx.error_spanned_by(
-                other,
-                "the discriminant field is the switch value itself and takes no other attribute",
-            );
+            cx.error_spanned_by(other, MSG);
+        }
+        if let Some(ddp) = a.ddp.key() {
+            cx.ddp_error_spanned_by(ddp, MSG);
         }
         return;
     }
@@ -366,13 +368,13 @@ fn check_ddp(cx: &Ctxt, field: &Field<'_>) {
         return;
     };
     if field.attrs.list.is_set() {
-        cx.error_spanned_by(
+        cx.ddp_error_spanned_by(
             key,
             "a linked list cannot be DDP-eligible: each element carries its own \"is present\" \
              flag; use an array (Vec<T> without `list`)",
         );
     } else if !field.shape.is_ddp_capable() {
-        cx.error_spanned_by(
+        cx.ddp_error_spanned_by(
             key,
             format!(
                 "`ddp` applies only to opaque (Bytes), string (XdrString) and array (Vec<T>) \

@@ -7,4 +7,4 @@ pub mod check;
 mod ctxt;
 pub mod symbol;
 
-pub use ctxt::Ctxt;
+pub use ctxt::{Ctxt, Scope};
