@@ -545,8 +545,8 @@ enum ReadRes {
     Fail(#[xdr(discriminant)] i32),
 }
 
-#[derive(DdpEligible)]
-struct NoMarks(#[allow(dead_code)] u32);
+#[derive(Xdr, DdpEligible)]
+struct NoMarks(u32);
 
 #[test]
 fn ddp_marks_are_listed_and_do_not_change_the_encoding() {
