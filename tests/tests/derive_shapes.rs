@@ -622,3 +622,34 @@ fn generic_unions_and_raw_identifiers() {
     });
     assert_eq!(Keywords::DDP_FIELDS, &["match"]);
 }
+
+#[test]
+fn min_encoded_len_refuses_counts_the_input_cannot_hold() {
+    // Each Scalars takes 40 bytes; a count of 3 with 100 bytes left is refused up front.
+    let mut wire = words(&[3]);
+    wire.extend([0u8; 100]);
+    let err = xdr::from_bytes::<Vec<Scalars>>(Bytes::from(wire)).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::CountExceedsInput {
+            count: 3,
+            remaining: 100
+        }
+    );
+}
+
+#[test]
+fn types_declared_inside_functions() {
+    #[derive(Xdr, Debug, Clone, Copy, PartialEq, Eq)]
+    enum Local {
+        One = 1,
+    }
+    #[derive(Xdr, Debug, Clone, PartialEq)]
+    #[xdr(switch = Local)]
+    enum LocalUnion {
+        #[xdr(case = Local::One)]
+        One(u32),
+    }
+    assert_eq!(&round_trip(&LocalUnion::One(4))[..], &words(&[1, 4])[..]);
+    round_trip(&Local::One);
+}
