@@ -1,6 +1,7 @@
 //! The parsed form of a derive input: the syntax tree cut down to what XDR needs, with every
 //! node keeping a reference to its original syntax for error spans.
 
+use syn::ext::IdentExt;
 use syn::{Expr, Type};
 
 use super::attr::{Attrs, Place};
@@ -84,8 +85,6 @@ impl Field<'_> {
         }
     }
 }
-
-use syn::ext::IdentExt;
 
 /// A field type as far as the derive can tell from its syntax.
 #[derive(Copy, Clone)]

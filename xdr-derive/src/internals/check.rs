@@ -211,9 +211,15 @@ fn check_case_values(cx: &Ctxt, cont: &Container<'_>, arms: &[Arm<'_>]) {
         .attrs
         .switch
         .get()
-        .and_then(|t| match ungroup(t) {
-            Type::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-            _ => None,
+        .map(|t| match ungroup(t) {
+            // `u32`, `core::primitive::u32`: the last segment names the type.
+            Type::Path(p) => p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
         })
         .unwrap_or_else(|| "i32".to_owned());
     let mut seen: HashMap<CaseKey, &syn::Ident> = HashMap::new();
