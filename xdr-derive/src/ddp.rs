@@ -45,8 +45,15 @@ pub fn expand(cx: &Ctxt, cont: &Container<'_>) -> TokenStream {
     let bounded = with_bound(cont.generics, &quote!(#krate::xdr::Encode));
     let (check_generics, _, check_where) = bounded.split_for_impl();
     let requires = quote_spanned! {ident.span()=>
+        #[diagnostic::on_unimplemented(
+            message = "`{Self}` derives DdpEligible but does not implement Encode",
+            label = "add #[derive(Xdr)] to this type",
+            note = "DDP-eligibility marks fields of an XDR type (RFC 8166 section 6.1)"
+        )]
+        trait DeriveXdrToo {}
+        impl<T: ?::core::marker::Sized + #krate::xdr::Encode> DeriveXdrToo for T {}
         fn __requires_encode #check_generics () #check_where {
-            fn is_xdr<T: ?::core::marker::Sized + #krate::xdr::Encode>() {}
+            fn is_xdr<T: ?::core::marker::Sized + DeriveXdrToo>() {}
             is_xdr::<#ident #ty_generics>();
         }
     };
