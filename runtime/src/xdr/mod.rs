@@ -22,6 +22,7 @@
 
 pub mod bounds;
 mod ddp;
+mod ddp_marks;
 mod decoder;
 mod encoder;
 mod error;
@@ -35,6 +36,7 @@ pub use ddp::{
     ChunkPolicy, ChunkTarget, ChunkUsage, DdpItem, Direction, MovedItem, Placement, ReceivedChunks,
     ThresholdPolicy,
 };
+pub use ddp_marks::DdpEligible;
 pub use decoder::Decoder;
 pub use encoder::{Encoded, Encoder, DEFAULT_GATHER_THRESHOLD};
 pub use error::{Error, ErrorKind, Result};
