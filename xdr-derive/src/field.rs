@@ -13,6 +13,11 @@ pub fn encode(krate: &syn::Path, field: &Field<'_>, value: &TokenStream) -> Toke
     let ty = field.ty;
     let max = max_expr(field);
     let span = ty.span();
+    if field.attrs.ddp.is_set() {
+        if let Some(tokens) = encode_ddp(field.shape, field, value, &max) {
+            return tokens;
+        }
+    }
     match (
         field.shape,
         field.attrs.fixed.get(),
@@ -34,12 +39,74 @@ pub fn encode(krate: &syn::Path, field: &Field<'_>, value: &TokenStream) -> Toke
     }
 }
 
+/// DDP-eligible items go through the chunk-aware calls, which encode exactly like the plain
+/// ones unless the encoder has a chunking policy (seed 004 section 4.4). `None` for shapes that
+/// stay plain (fixed-length arrays, lists).
+fn encode_ddp(
+    shape: Shape<'_>,
+    field: &Field<'_>,
+    value: &TokenStream,
+    max: &TokenStream,
+) -> Option<TokenStream> {
+    let span = field.ty.span();
+    let fixed = field.attrs.fixed.get();
+    Some(match (shape, fixed) {
+        (Shape::Bytes, Some(n)) => {
+            quote_spanned!(span=> __enc.put_ddp_fixed_opaque(#value, (#n) as usize)?;)
+        }
+        (Shape::Bytes, None) => quote_spanned!(span=> __enc.put_ddp_opaque(#value, #max)?;),
+        (Shape::XdrString, _) => quote_spanned!(span=> __enc.put_ddp_string(#value, #max)?;),
+        (Shape::Vec(_), None) if !field.attrs.list.is_set() => {
+            quote_spanned!(span=> __enc.put_ddp_array(#value, #max)?;)
+        }
+        // Seed 004 section 4.4.3.2: the "is present" flag stays inline, the data may move.
+        (Shape::Option(inner), _) => {
+            let inner_value = quote!(__inner);
+            let put = encode_ddp(Shape::of(inner), field, &inner_value, max)?;
+            quote_spanned! {span=>
+                match #value {
+                    ::core::option::Option::Some(__inner) => { __enc.put_bool(true); #put }
+                    ::core::option::Option::None => __enc.put_bool(false),
+                }
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The decoding counterpart of [`encode_ddp`].
+fn decode_ddp(shape: Shape<'_>, field: &Field<'_>, max: &TokenStream) -> Option<TokenStream> {
+    let span = field.ty.span();
+    Some(match (shape, field.attrs.fixed.get()) {
+        (Shape::Bytes, Some(n)) => {
+            quote_spanned!(span=> __dec.get_ddp_fixed_opaque((#n) as usize)?)
+        }
+        (Shape::Bytes, None) => quote_spanned!(span=> __dec.get_ddp_opaque(#max)?),
+        (Shape::XdrString, _) => quote_spanned!(span=> __dec.get_ddp_string(#max)?),
+        (Shape::Vec(_), None) if !field.attrs.list.is_set() => {
+            quote_spanned!(span=> __dec.get_ddp_array(#max)?)
+        }
+        (Shape::Option(inner), _) => {
+            let get = decode_ddp(Shape::of(inner), field, max)?;
+            quote_spanned! {span=>
+                if __dec.get_present()? { ::core::option::Option::Some(#get) } else { ::core::option::Option::None }
+            }
+        }
+        _ => return None,
+    })
+}
+
 /// An expression that decodes the field from `__dec`.
 pub fn decode(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let xdr = quote!(#krate::xdr);
     let ty = field.ty;
     let max = max_expr(field);
     let span = ty.span();
+    if field.attrs.ddp.is_set() {
+        if let Some(tokens) = decode_ddp(field.shape, field, &max) {
+            return tokens;
+        }
+    }
     match (
         field.shape,
         field.attrs.fixed.get(),
