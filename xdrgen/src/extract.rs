@@ -117,7 +117,10 @@ impl fmt::Display for ExtractError {
                 write!(f, "no XDR found with the {mode} convention")
             }
             ExtractError::UnterminatedCodeBlock { line } => {
-                write!(f, "line {line}: `<CODE BEGINS>` has no matching `<CODE ENDS>`")
+                write!(
+                    f,
+                    "line {line}: `<CODE BEGINS>` has no matching `<CODE ENDS>`"
+                )
             }
             ExtractError::NestedCodeBegins { line, open_line } => write!(
                 f,
@@ -144,10 +147,9 @@ impl fmt::Display for ExtractError {
                 f,
                 "`{section}` is not a section number (expected digits and dots, e.g. `4.2`)"
             ),
-            ExtractError::SectionHasNoCode { section, line } => write!(
-                f,
-                "section {section} (line {line}) holds no indented XDR"
-            ),
+            ExtractError::SectionHasNoCode { section, line } => {
+                write!(f, "section {section} (line {line}) holds no indented XDR")
+            }
         }
     }
 }
@@ -221,9 +223,10 @@ struct Line<'a> {
 }
 
 fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
-    text.lines()
-        .enumerate()
-        .map(|(i, text)| Line { number: i + 1, text })
+    text.lines().enumerate().map(|(i, text)| Line {
+        number: i + 1,
+        text,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -352,11 +355,13 @@ fn is_plain_file_name(name: &str) -> bool {
 // ---------------------------------------------------------------------------------------
 
 fn is_code_begins(line: &str) -> bool {
-    line.trim_start_matches(['\u{c}', ' ']).starts_with("<CODE BEGINS>")
+    line.trim_start_matches(['\u{c}', ' '])
+        .starts_with("<CODE BEGINS>")
 }
 
 fn is_code_ends(line: &str) -> bool {
-    line.trim_start_matches(['\u{c}', ' ']).starts_with("<CODE ENDS>")
+    line.trim_start_matches(['\u{c}', ' '])
+        .starts_with("<CODE ENDS>")
 }
 
 /// `<CODE BEGINS> file "rpcrdma.x"` (RFC 8166 style) names its file.
@@ -552,10 +557,7 @@ fn section_heading_number(line: &str) -> Option<&str> {
         return None;
     }
     let number = number.trim_end_matches('.');
-    number
-        .split('.')
-        .all(|p| !p.is_empty())
-        .then_some(number)
+    number.split('.').all(|p| !p.is_empty()).then_some(number)
 }
 
 fn is_within(number: &str, section: &str) -> bool {
@@ -686,9 +688,7 @@ fn section_code(body: &[Line<'_>]) -> String {
             i += 1;
         }
         let paragraph = &body[start..i];
-        let deeper = paragraph
-            .iter()
-            .all(|l| indentation(l.text) > prose_indent);
+        let deeper = paragraph.iter().all(|l| indentation(l.text) > prose_indent);
         let code = deeper && (state.inside() || starts_xdr(paragraph[0].text));
         if code {
             if !kept.is_empty() {

@@ -131,7 +131,11 @@ fn accepts_file_ends_split_as_the_drafts_perl_script_intends() {
     let work = scratch("perl-verbatim");
     std::fs::write(work.join("rpcrdma-v2.x"), &whole).unwrap();
     std::fs::write(work.join("split.pl"), &script).unwrap();
-    let status = Command::new("perl").arg("split.pl").current_dir(&work).status().unwrap();
+    let status = Command::new("perl")
+        .arg("split.pl")
+        .current_dir(&work)
+        .status()
+        .unwrap();
     assert!(status.success());
     assert!(!work.join("common.x").exists());
     assert!(!work.join("baseops.x").exists());
@@ -143,7 +147,11 @@ fn accepts_file_ends_split_as_the_drafts_perl_script_intends() {
     let work2 = scratch("perl-fixed");
     std::fs::write(work2.join("rpcrdma-v2.x"), &whole).unwrap();
     std::fs::write(work2.join("split.pl"), &fixed).unwrap();
-    let status = Command::new("perl").arg("split.pl").current_dir(&work2).status().unwrap();
+    let status = Command::new("perl")
+        .arg("split.pl")
+        .current_dir(&work2)
+        .status()
+        .unwrap();
     assert!(status.success());
     let files = extract(&text, &Mode::TripleSlash { split: true }, "rest.x").unwrap();
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
@@ -171,10 +179,17 @@ fn accepts_triple_slash_sed_corner_cases() {
 
 #[test]
 fn rejects_bad_file_ends_names() {
-    for bad in ["/* FILE ENDS: ; */\n", "/* FILE ENDS: ../x; */\n", "FILE ENDS:\n"] {
+    for bad in [
+        "/* FILE ENDS: ; */\n",
+        "/* FILE ENDS: ../x; */\n",
+        "FILE ENDS:\n",
+    ] {
         let text = format!("const A = 1;\n{bad}");
         let err = split_file_ends(&text, "rest.x").unwrap_err();
-        assert!(matches!(err, ExtractError::BadFileName { line: 2, .. }), "{bad}: {err:?}");
+        assert!(
+            matches!(err, ExtractError::BadFileName { line: 2, .. }),
+            "{bad}: {err:?}"
+        );
         assert!(err.to_string().starts_with("line 2:"), "{err}");
     }
 }
@@ -206,7 +221,10 @@ fn accepts_code_blocks_of_rfc5666bis_without_page_breaks() {
     // Common indentation removed.
     assert!(x.starts_with("/*\n * Copyright (c) 2010, 2015 IETF Trust"));
     assert!(x.ends_with("};\n"));
-    assert_eq!(extract(&text, &Mode::Auto, "rpcrdma-v1.x").unwrap()[0].contents, x);
+    assert_eq!(
+        extract(&text, &Mode::Auto, "rpcrdma-v1.x").unwrap()[0].contents,
+        x
+    );
 }
 
 #[test]
@@ -220,7 +238,10 @@ fn accepts_code_blocks_with_form_feeds_and_file_names() {
     assert_eq!(
         got,
         [
-            ("default.x", "struct a {\n    int x;\n    int y;\n};\n\nconst B = 2;\n"),
+            (
+                "default.x",
+                "struct a {\n    int x;\n    int y;\n};\n\nconst B = 2;\n"
+            ),
             ("named.x", "typedef int c;\n"),
         ]
     );
@@ -240,7 +261,10 @@ fn rejects_malformed_code_blocks() {
                 open_line: 1,
             },
         ),
-        ("a\n<CODE ENDS>\n", ExtractError::UnmatchedCodeEnds { line: 2 }),
+        (
+            "a\n<CODE ENDS>\n",
+            ExtractError::UnmatchedCodeEnds { line: 2 },
+        ),
         (
             "<CODE BEGINS>\n\n<CODE ENDS>\n",
             ExtractError::NothingExtracted {
@@ -264,8 +288,14 @@ fn rejects_malformed_code_blocks() {
 
 #[test]
 fn rejects_empty_and_markerless_input() {
-    assert_eq!(extract("", &Mode::Auto, "x").unwrap_err(), ExtractError::EmptyInput);
-    assert_eq!(extract(" \n\n", &Mode::CodeBlocks, "x").unwrap_err(), ExtractError::EmptyInput);
+    assert_eq!(
+        extract("", &Mode::Auto, "x").unwrap_err(),
+        ExtractError::EmptyInput
+    );
+    assert_eq!(
+        extract(" \n\n", &Mode::CodeBlocks, "x").unwrap_err(),
+        ExtractError::EmptyInput
+    );
     let err = extract("just prose\n", &Mode::Auto, "x").unwrap_err();
     assert_eq!(err, ExtractError::NoXdrFound);
     assert!(err.to_string().contains("--section"));
@@ -284,7 +314,13 @@ fn accepts_sections_of_the_2004_draft() {
     let mode = Mode::Sections(vec!["4.2".into(), "6.2".into()]);
     let x = one(extract(&text, &mode, "rpcrdma-2004.x").unwrap());
     assert_golden("rpcrdma-00-4.2-6.2.x", &x);
-    for gone in ["[Page", "Internet-Draft", "Expires", "Here is the message", "maxcallsize argument"] {
+    for gone in [
+        "[Page",
+        "Internet-Draft",
+        "Expires",
+        "Here is the message",
+        "maxcallsize argument",
+    ] {
         assert!(!x.contains(gone), "{gone} left in the output");
     }
     assert!(x.starts_with("struct xdr_rdma_segment {\n"));
@@ -305,18 +341,29 @@ fn rejects_unknown_and_empty_sections() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().starts_with("section 4.9 not found; sections present: 1, 2, 3"));
+    assert!(err
+        .to_string()
+        .starts_with("section 4.9 not found; sections present: 1, 2, 3"));
     let err = extract(&text, &Mode::Sections(vec!["1".into()]), "x").unwrap_err();
-    assert!(matches!(err, ExtractError::SectionHasNoCode { line: 105, .. }), "{err:?}");
+    assert!(
+        matches!(err, ExtractError::SectionHasNoCode { line: 105, .. }),
+        "{err:?}"
+    );
     let err = extract(&text, &Mode::Sections(vec!["4.x".into()]), "x").unwrap_err();
-    assert!(matches!(err, ExtractError::BadSectionNumber { .. }), "{err:?}");
+    assert!(
+        matches!(err, ExtractError::BadSectionNumber { .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
 fn accepts_synthetic_sections_with_subsections_and_lists() {
     let text = fixture("synthetic-sections.txt");
     let x = one(extract(&text, &Mode::Sections(vec!["2".into()]), "s.x").unwrap());
-    assert_eq!(x, "const A = 1;\n\nstruct s {\n    int a;\n\n    int b;\n};\n\nconst C = 3;\n");
+    assert_eq!(
+        x,
+        "const A = 1;\n\nstruct s {\n    int a;\n\n    int b;\n};\n\nconst C = 3;\n"
+    );
 }
 
 #[test]
@@ -331,11 +378,60 @@ fn never_panics_on_arbitrary_prefixes_of_the_seeds() {
             Mode::Sections(vec!["4.2".into(), "6.2".into()]),
         ];
         // Cut the text at many line boundaries: unterminated blocks, missing sections, ...
-        let cuts: Vec<usize> = text.match_indices('\n').map(|(i, _)| i).step_by(17).collect();
+        let cuts: Vec<usize> = text
+            .match_indices('\n')
+            .map(|(i, _)| i)
+            .step_by(17)
+            .collect();
         for cut in cuts {
             for mode in &modes {
                 let _ = extract(&text[..cut], mode, "x.x");
             }
         }
+    }
+}
+
+// ----- specs/ stays in step with the extractor ------------------------------------------
+
+fn specs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs")
+}
+
+fn spec(name: &str) -> String {
+    let path = specs_dir().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `specs/raw/` is exactly what extraction yields (the defects kept for the diagnostics).
+#[test]
+fn raw_specs_are_what_extract_yields() {
+    let Some(dir) = seeds() else { return };
+    let v1 = one(extract(&seed(&dir, SEED_V1), &Mode::CodeBlocks, "rpcrdma-v1.x").unwrap());
+    assert_eq!(v1, spec("raw/rpcrdma-v1.x"));
+    let sections = Mode::Sections(vec!["4.2".into(), "6.2".into()]);
+    let old = one(extract(&seed(&dir, SEED_2004), &sections, "rpcrdma-2004.x").unwrap());
+    assert_eq!(old, spec("raw/rpcrdma-2004.x"));
+    let v2_text = seed(&dir, SEED_V2);
+    let v2 = one(extract(
+        &v2_text,
+        &Mode::TripleSlash { split: false },
+        "rpcrdma-v2.x",
+    )
+    .unwrap());
+    assert_eq!(v2, spec("raw/rpcrdma-v2.x"));
+    for f in extract(&v2_text, &Mode::TripleSlash { split: true }, "rest.x").unwrap() {
+        assert_eq!(f.contents, spec(&format!("raw/{}", f.name)), "{}", f.name);
+    }
+}
+
+/// The corrected single file has the recipe's shape and splits into the corrected parts.
+#[test]
+fn corrected_v2_splits_into_common_and_baseops() {
+    let whole = spec("rpcrdma-v2.x");
+    let files = split_file_ends(&whole, "rest.x").unwrap();
+    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["common.x", "baseops.x"]);
+    for f in &files {
+        assert_eq!(f.contents, spec(&f.name), "{}", f.name);
     }
 }
