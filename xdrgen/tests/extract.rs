@@ -435,3 +435,52 @@ fn corrected_v2_splits_into_common_and_baseops() {
         assert_eq!(f.contents, spec(&f.name), "{}", f.name);
     }
 }
+
+/// Random texts over an alphabet of markers, page furniture, indentation and multi-byte
+/// characters: extraction returns `Ok` or `Err`, never panics.
+#[test]
+fn never_panics_on_random_texts() {
+    const PIECES: [&str; 16] = [
+        "<CODE BEGINS>",
+        "<CODE ENDS>",
+        "/// ",
+        "///",
+        "FILE ENDS: ",
+        "[Page 3]",
+        "Internet-Draft",
+        "\u{c}",
+        "\n",
+        "\n\n",
+        "      ",
+        "4.2.  Title",
+        "struct s {",
+        "};",
+        "é€😀",
+        "file \"a.x\"",
+    ];
+    let mut state: u64 = 0x243f_6a88_85a3_08d3;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let modes = [
+        Mode::Auto,
+        Mode::CodeBlocks,
+        Mode::TripleSlash { split: true },
+        Mode::TripleSlash { split: false },
+        Mode::Sections(vec!["4.2".into()]),
+    ];
+    for _ in 0..3000 {
+        let mut text = String::new();
+        for _ in 0..(next() % 40) {
+            text.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
+        }
+        for mode in &modes {
+            if let Err(e) = extract(&text, mode, "x.x") {
+                assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
