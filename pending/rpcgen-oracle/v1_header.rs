@@ -1,0 +1,121 @@
+//! Encode + decode of an RPC-over-RDMA version 1 RDMA_MSG header (a read list of two
+//! segments, a write list of one chunk of two segments): the xdrgen-generated Rust codec
+//! against rpcgen + libtirpc (`xdrmem_create` + `xdr_rpcrdma1_msg` encode, then decode and
+//! `xdr_free`), in the same run. After criterion's report, both are timed again the same
+//! way and the ratio is printed: `ratio rpcgen/ours = X.Yx`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use rpcgen_oracle::{ReadSegment, Segment, V1Bench, V1Body, V1Chunks, V1Msg};
+use rpcrdma::xdr::{Bytes, Decode, Decoder, Encode, Encoder};
+
+#[path = "../tests/common/adapt.rs"]
+mod adapt;
+
+fn header() -> V1Msg {
+    let seg = |handle: u32, offset: u64| Segment {
+        handle,
+        length: 8192,
+        offset,
+    };
+    V1Msg {
+        xid: 0x1234_5678,
+        vers: 1,
+        credit: 128,
+        body: V1Body::Chunks {
+            proc_: 0,
+            chunks: V1Chunks {
+                reads: vec![
+                    ReadSegment {
+                        position: 120,
+                        target: seg(0x1001, 0x7f00_0000_0000),
+                    },
+                    ReadSegment {
+                        position: 120,
+                        target: seg(0x1002, 0x7f00_0000_2000),
+                    },
+                ],
+                writes: vec![vec![seg(0x2001, 0x7f00_1000_0000), seg(0x2002, 0x7f00_1000_2000)]],
+                reply: None,
+            },
+        },
+    }
+}
+
+/// Median time per call of `f` over 15 samples of about 40 ms each.
+fn time_per_call(mut f: impl FnMut()) -> Duration {
+    let mut calls = 1u32;
+    loop {
+        let start = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        if start.elapsed() > Duration::from_millis(40) {
+            break;
+        }
+        calls *= 2;
+    }
+    let mut samples: Vec<Duration> = (0..15)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..calls {
+                f();
+            }
+            start.elapsed() / calls
+        })
+        .collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let flat = header();
+    let ours = adapt::v1_to_gen(&flat);
+    let mut theirs = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
+    let mut buf = vec![0u8; 512];
+
+    // Same bytes on both sides before timing anything.
+    let ours_bytes = rpcrdma::xdr::to_bytes(&ours).unwrap();
+    let len = theirs.encode_decode(&mut buf).unwrap();
+    assert_eq!(&buf[..len], &ours_bytes[..], "xdrgen and rpcgen disagree");
+
+    let mut ours_pair = || {
+        let mut enc = Encoder::with_capacity(256);
+        black_box(&ours).encode(&mut enc).unwrap();
+        let wire: Bytes = enc.finish().to_bytes();
+        let mut dec = Decoder::new(wire);
+        let back = adapt::V1Gen::decode(&mut dec).unwrap();
+        black_box(back);
+    };
+    let mut theirs_pair = || {
+        black_box(theirs.encode_decode(black_box(&mut buf)).unwrap());
+    };
+
+    let mut c = Criterion::default().configure_from_args();
+    {
+        let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
+        group.bench_function("xdrgen", |b| b.iter(&mut ours_pair));
+        group.bench_function("rpcgen_libtirpc", |b| b.iter(&mut theirs_pair));
+        group.finish();
+    }
+    c.final_summary();
+
+    // `cargo test --benches` runs each function once; the ratio is for `cargo bench`.
+    if std::env::args().any(|a| a == "--bench") {
+        let ours_t = time_per_call(&mut ours_pair);
+        let theirs_t = time_per_call(&mut theirs_pair);
+        println!(
+            "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes): \
+             ours {:.1} ns, rpcgen+libtirpc {:.1} ns",
+            ours_bytes.len(),
+            ours_t.as_secs_f64() * 1e9,
+            theirs_t.as_secs_f64() * 1e9
+        );
+        println!(
+            "ratio rpcgen/ours = {:.1}x",
+            theirs_t.as_secs_f64() / ours_t.as_secs_f64()
+        );
+    }
+}
