@@ -25,6 +25,7 @@ mod encoder;
 mod error;
 mod impls;
 mod limits;
+mod procedure;
 mod string;
 
 pub use bytes::Bytes;
@@ -36,6 +37,7 @@ pub use impls::{
     encode_fixed_array, encode_list, encode_nonempty_list,
 };
 pub use limits::Limits;
+pub use procedure::Procedure;
 pub use string::XdrString;
 
 /// The XDR basic block: every item is padded to a multiple of four bytes (RFC 4506 section 3).
