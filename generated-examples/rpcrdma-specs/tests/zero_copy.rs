@@ -29,7 +29,11 @@ fn decoding_a_1_mib_opaque_copies_none_of_it() {
     let decoded: v2::Rpcrdma2Connprop = from_bytes(input.clone()).unwrap();
     let data = &decoded.rdma_props[0].rdma_data;
     assert_eq!(data.len(), MIB);
-    assert_eq!(data.as_ptr() as usize, range.start + 12, "the slice starts after the header");
+    assert_eq!(
+        data.as_ptr() as usize,
+        range.start + 12,
+        "the slice starts after the header"
+    );
     assert!(range.contains(&(data.as_ptr() as usize + data.len() - 1)));
     assert_eq!(&data[..], &input[12..]);
 }
@@ -43,7 +47,10 @@ fn encoding_a_1_mib_opaque_gathers_it_by_reference() {
     let encoded = enc.finish();
     assert_eq!(encoded.len(), 12 + MIB);
     assert!(
-        encoded.parts().iter().any(|p| p.as_ptr() == payload.as_ptr() && p.len() == MIB),
+        encoded
+            .parts()
+            .iter()
+            .any(|p| p.as_ptr() == payload.as_ptr() && p.len() == MIB),
         "the payload is one part of the gather list, not a copy"
     );
 }

@@ -10,11 +10,15 @@ use std::fmt::Debug;
 /// `value` encodes, decodes back equal, and no proper prefix of its bytes decodes.
 fn round_trip<T: Encode + Decode + PartialEq + Debug>(value: &T) -> Result<(), TestCaseError> {
     let wire = to_bytes(value).map_err(|e| TestCaseError::fail(format!("encode: {e}")))?;
-    let back: T = from_bytes(wire.clone()).map_err(|e| TestCaseError::fail(format!("decode: {e}")))?;
+    let back: T =
+        from_bytes(wire.clone()).map_err(|e| TestCaseError::fail(format!("decode: {e}")))?;
     prop_assert_eq!(&back, value);
     for cut in [0, wire.len() / 2, wire.len().saturating_sub(1)] {
         if cut < wire.len() {
-            prop_assert!(from_bytes::<T>(wire.slice(..cut)).is_err(), "prefix {cut} decoded");
+            prop_assert!(
+                from_bytes::<T>(wire.slice(..cut)).is_err(),
+                "prefix {cut} decoded"
+            );
         }
     }
     Ok(())
@@ -85,13 +89,11 @@ fn v1_body() -> impl Strategy<Value = v1::Rpcrdma1Body> {
 }
 
 fn v1_msg() -> impl Strategy<Value = v1::Rpcrdma1Msg> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), v1_body()).prop_map(|(x, v, c, b)| {
-        v1::Rpcrdma1Msg {
-            rdma_xid: x,
-            rdma_vers: v,
-            rdma_credit: c,
-            rdma_body: b,
-        }
+    (any::<u32>(), any::<u32>(), any::<u32>(), v1_body()).prop_map(|(x, v, c, b)| v1::Rpcrdma1Msg {
+        rdma_xid: x,
+        rdma_vers: v,
+        rdma_credit: c,
+        rdma_body: b,
     })
 }
 
@@ -292,20 +294,23 @@ fn auth() -> impl Strategy<Value = rm::OpaqueAuth> {
 }
 
 fn rpc_msg() -> impl Strategy<Value = rm::RpcMsg> {
-    let call = (any::<[u32; 4]>(), auth(), auth()).prop_map(|([rpcvers, prog, vers, proc], cred, verf)| {
-        rm::RpcMsgBody::Call(rm::CallBody {
-            rpcvers,
-            prog,
-            vers,
-            proc,
-            cred,
-            verf,
-        })
-    });
+    let call = (any::<[u32; 4]>(), auth(), auth()).prop_map(
+        |([rpcvers, prog, vers, proc], cred, verf)| {
+            rm::RpcMsgBody::Call(rm::CallBody {
+                rpcvers,
+                prog,
+                vers,
+                proc,
+                cred,
+                verf,
+            })
+        },
+    );
     let reply_data = prop_oneof![
         Just(rm::AcceptedReplyData::Success),
-        (any::<u32>(), any::<u32>())
-            .prop_map(|(low, high)| rm::AcceptedReplyData::ProgMismatch(rm::MismatchInfo { low, high })),
+        (any::<u32>(), any::<u32>()).prop_map(|(low, high)| rm::AcceptedReplyData::ProgMismatch(
+            rm::MismatchInfo { low, high }
+        )),
         prop::sample::select(vec![
             rm::AcceptStat::ProgUnavail,
             rm::AcceptStat::ProcUnavail,
@@ -315,7 +320,10 @@ fn rpc_msg() -> impl Strategy<Value = rm::RpcMsg> {
         .prop_map(|discriminant| rm::AcceptedReplyData::Default { discriminant }),
     ];
     let accepted = (auth(), reply_data).prop_map(|(verf, reply_data)| {
-        rm::RpcMsgBody::Reply(rm::ReplyBody::MsgAccepted(rm::AcceptedReply { verf, reply_data }))
+        rm::RpcMsgBody::Reply(rm::ReplyBody::MsgAccepted(rm::AcceptedReply {
+            verf,
+            reply_data,
+        }))
     });
     let denied = prop_oneof![
         (any::<u32>(), any::<u32>())
@@ -323,19 +331,25 @@ fn rpc_msg() -> impl Strategy<Value = rm::RpcMsg> {
         (0i32..15).prop_map(|s| rm::RejectedReply::AuthError(rm::AuthStat::from_value(s).unwrap())),
     ]
     .prop_map(|r| rm::RpcMsgBody::Reply(rm::ReplyBody::MsgDenied(r)));
-    (any::<u32>(), prop_oneof![call, accepted, denied]).prop_map(|(xid, body)| rm::RpcMsg { xid, body })
+    (any::<u32>(), prop_oneof![call, accepted, denied])
+        .prop_map(|(xid, body)| rm::RpcMsg { xid, body })
 }
 
 fn authsys() -> impl Strategy<Value = rm::AuthsysParms> {
-    (any::<u32>(), bytes(255), any::<u32>(), any::<u32>(), vec(any::<u32>(), 0..=16)).prop_map(
-        |(stamp, name, uid, gid, gids)| rm::AuthsysParms {
+    (
+        any::<u32>(),
+        bytes(255),
+        any::<u32>(),
+        any::<u32>(),
+        vec(any::<u32>(), 0..=16),
+    )
+        .prop_map(|(stamp, name, uid, gid, gids)| rm::AuthsysParms {
             stamp,
             machinename: XdrString::from_bytes(name),
             uid,
             gid,
             gids,
-        },
-    )
+        })
 }
 
 proptest! {
@@ -391,15 +405,24 @@ fn v1_rdma_msg_without_chunks_is_seven_words() {
         }),
     };
     let wire = to_bytes(&m).unwrap();
-    let words: Vec<u8> = [1u32, 1, 32, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let words: Vec<u8> = [1u32, 1, 32, 0, 0, 0, 0]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect();
     assert_eq!(&wire[..], &words[..]);
 }
 
 #[test]
 fn rejects_unknown_v1_procedure_and_error_code() {
     // rdma_proc 5 is not a member of rpcrdma1_proc.
-    let bad_proc: Vec<u8> = [1u32, 1, 1, 5].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let bad_proc: Vec<u8> = [1u32, 1, 1, 5]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect();
     assert!(from_bytes::<v1::Rpcrdma1Msg>(Bytes::from(bad_proc)).is_err());
-    let bad_err: Vec<u8> = [1u32, 1, 1, 4, 3].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let bad_err: Vec<u8> = [1u32, 1, 1, 4, 3]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect();
     assert!(from_bytes::<v1::Rpcrdma1Msg>(Bytes::from(bad_err)).is_err());
 }

@@ -15,8 +15,8 @@ const SPECS: &[(&str, &[&str])] = &[
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {
-    for (output, inputs) in SPECS {
-        for input in *inputs {
+    for &(output, inputs) in SPECS {
+        for input in inputs {
             println!("cargo:rerun-if-changed={input}");
         }
         xdrgen::Config::new()
