@@ -255,6 +255,11 @@ fn specs_pass_rpcgen_and_raw_extracts_do_not() {
 mod common;
 
 proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
     /// Values drawn on the Rust side: rpcgen encodes them and decodes its own bytes back to
     /// the same bytes (a consistency check of the flat FFI description itself).
     #[test]

@@ -1,6 +1,8 @@
 //! proptest strategies for the flat descriptions of `rpcgen_oracle`, covering every arm.
 #![allow(dead_code)]
 
+pub mod adapt;
+
 use proptest::collection::vec;
 use proptest::prelude::*;
 use rpcgen_oracle::{Auth, AuthSys, ReadSegment, RpcMsg, Segment, V1Body, V1Chunks, V1Msg};
@@ -115,7 +117,9 @@ pub fn rpc_msg() -> impl Strategy<Value = RpcMsg> {
 pub fn authsys() -> impl Strategy<Value = AuthSys> {
     (
         any::<u32>(),
-        vec(any::<u8>(), 0..=255),
+        // rpcgen maps `string` to a C string, which ends at the first NUL: a NUL inside
+        // machinename cannot round-trip through it (found by this test), so draw 1..=255.
+        vec(1u8..=255, 0..=255),
         any::<u32>(),
         any::<u32>(),
         vec(any::<u32>(), 0..=16),

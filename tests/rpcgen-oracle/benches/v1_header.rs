@@ -84,7 +84,7 @@ fn main() {
     let mut ours_pair = || {
         let mut enc = Encoder::with_capacity(256);
         black_box(&ours).encode(&mut enc).unwrap();
-        let wire: Bytes = enc.finish().to_bytes();
+        let wire: Bytes = enc.finish().into_bytes();
         let mut dec = Decoder::new(wire);
         let back = adapt::V1Gen::decode(&mut dec).unwrap();
         black_box(back);

@@ -24,7 +24,12 @@ fn skip() -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        // Test files have no lib.rs to store regressions next to; failures print the case.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn v1_rust_values_agree_with_rpcgen(flat in common::v1_msg()) {
