@@ -37,7 +37,10 @@ fn header() -> V1Msg {
                         target: seg(0x1002, 0x7f00_0000_2000),
                     },
                 ],
-                writes: vec![vec![seg(0x2001, 0x7f00_1000_0000), seg(0x2002, 0x7f00_1000_2000)]],
+                writes: vec![vec![
+                    seg(0x2001, 0x7f00_1000_0000),
+                    seg(0x2002, 0x7f00_1000_2000),
+                ]],
                 reply: None,
             },
         },

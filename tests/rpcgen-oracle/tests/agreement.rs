@@ -72,8 +72,8 @@ fn v1_c_drawn_values_decode_and_reencode_identically() {
     }
     for seed in 0..3000 {
         let theirs = v1_random(seed).unwrap();
-        let decoded: adapt::V1Gen = from_bytes(Bytes::from(theirs.clone()))
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let decoded: adapt::V1Gen =
+            from_bytes(Bytes::from(theirs.clone())).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(&to_bytes(&decoded).unwrap()[..], &theirs[..], "seed {seed}");
         let flat = adapt::v1_from_gen(&decoded);
         assert_eq!(v1_encode(&flat).unwrap(), theirs, "seed {seed}");
@@ -87,8 +87,8 @@ fn rpc_msg_c_drawn_values_decode_and_reencode_identically() {
     }
     for seed in 0..3000 {
         let theirs = rpc_random(seed).unwrap();
-        let decoded: adapt::RpcGen = from_bytes(Bytes::from(theirs.clone()))
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let decoded: adapt::RpcGen =
+            from_bytes(Bytes::from(theirs.clone())).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(&to_bytes(&decoded).unwrap()[..], &theirs[..], "seed {seed}");
         let flat = adapt::rpc_from_gen(&decoded);
         assert_eq!(rpc_encode(&flat).unwrap(), theirs, "seed {seed}");
@@ -105,14 +105,20 @@ fn both_reject_truncations() {
         let v1 = v1_random(seed).unwrap();
         for cut in 0..v1.len() {
             let prefix = &v1[..cut];
-            assert!(v1_reencode(prefix).is_err(), "rpcgen, v1 seed {seed} cut {cut}");
+            assert!(
+                v1_reencode(prefix).is_err(),
+                "rpcgen, v1 seed {seed} cut {cut}"
+            );
             let ours = from_bytes::<adapt::V1Gen>(Bytes::copy_from_slice(prefix));
             assert!(ours.is_err(), "xdrgen, v1 seed {seed} cut {cut}");
         }
         let rpc = rpc_random(seed).unwrap();
         for cut in 0..rpc.len() {
             let prefix = &rpc[..cut];
-            assert!(rpc_reencode(prefix).is_err(), "rpcgen, rpc_msg seed {seed} cut {cut}");
+            assert!(
+                rpc_reencode(prefix).is_err(),
+                "rpcgen, rpc_msg seed {seed} cut {cut}"
+            );
             let ours = from_bytes::<adapt::RpcGen>(Bytes::copy_from_slice(prefix));
             assert!(ours.is_err(), "xdrgen, rpc_msg seed {seed} cut {cut}");
         }
