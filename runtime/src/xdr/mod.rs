@@ -28,6 +28,7 @@ mod encoder;
 mod error;
 mod impls;
 mod limits;
+mod procedure;
 mod string;
 
 pub use bounds::EncodedSize;
@@ -45,6 +46,7 @@ pub use impls::{
     encode_fixed_array, encode_list, encode_nonempty_list,
 };
 pub use limits::Limits;
+pub use procedure::Procedure;
 pub use string::XdrString;
 
 /// The XDR basic block: every item is padded to a multiple of four bytes (RFC 4506 section 3).
@@ -82,7 +84,7 @@ pub trait Decode: Sized {
 pub fn to_bytes<T: Encode + ?Sized>(value: &T) -> Result<Bytes> {
     let mut enc = Encoder::new();
     value.encode(&mut enc)?;
-    Ok(enc.finish().to_bytes())
+    Ok(enc.finish().into_bytes())
 }
 
 /// Decodes one `T` from `buf` with default [`Limits`], rejecting trailing bytes.
