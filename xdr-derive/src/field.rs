@@ -148,6 +148,97 @@ pub fn min_len(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     }
 }
 
+/// Which constant of `EncodedSize` a size expression computes.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Extent {
+    /// `MAX_LEN`: the whole encoding, every item inline.
+    Whole,
+    /// `MAX_INLINE_LEN`: what stays inline once every DDP-eligible item has moved to a chunk.
+    Inline,
+}
+
+/// A constant expression of type `Option<usize>` for the most bytes the field can take
+/// (`None`: unbounded), for `extent`. `container` is the type being derived, to spot
+/// recursion.
+pub fn max_len(
+    krate: &syn::Path,
+    field: &Field<'_>,
+    container: &syn::Ident,
+    extent: Extent,
+) -> TokenStream {
+    let xdr = quote!(#krate::xdr);
+    let bounds = quote!(#xdr::bounds);
+    let none = quote!(::core::option::Option::None);
+    // Boxes and self-references carry recursion: the encoding has no upper bound, and asking
+    // the boxed or own type would form a cycle of constants (as for `min_len`).
+    if may_recurse(field.ty, container) {
+        return none;
+    }
+    let span = field.ty.span();
+    if extent == Extent::Inline && field.attrs.ddp.is_set() {
+        if let Some(left) = moved_len(&xdr, field.shape, field) {
+            return left;
+        }
+    }
+    let konst = match extent {
+        Extent::Whole => quote!(MAX_LEN),
+        Extent::Inline => quote!(MAX_INLINE_LEN),
+    };
+    let max = max_expr(field);
+    let ty = field.ty;
+    match (
+        field.shape,
+        field.attrs.fixed.get(),
+        field.attrs.list.is_set(),
+    ) {
+        (Shape::Bytes, Some(n), _) => quote_spanned! {span=>
+            ::core::option::Option::Some((#n) as usize + #xdr::padding((#n) as usize))
+        },
+        (Shape::Bytes | Shape::XdrString, None, _) => quote_spanned!(span=> #bounds::opaque(#max)),
+        // RFC 4506 section 4.19: a linked list has no declared maximum.
+        (Shape::Vec(_), _, true) => none,
+        (Shape::Vec(elem), Some(n), _) => quote_spanned! {span=>
+            #bounds::mul((#n) as usize, <#elem as #xdr::EncodedSize>::#konst)
+        },
+        (Shape::Vec(elem), None, _) => quote_spanned! {span=>
+            #bounds::array(#max, <#elem as #xdr::EncodedSize>::#konst)
+        },
+        (Shape::Box, _, _) => none,
+        _ => quote_spanned!(span=> <#ty as #xdr::EncodedSize>::#konst),
+    }
+}
+
+/// What stays inline of a DDP-eligible item once it has moved to a chunk, for the shapes
+/// [`encode_ddp`] moves (`None` for those it encodes inline): a variable-length item leaves
+/// its length or count (seed 004 section 4.4.3.1), a fixed-length one nothing, optional data
+/// its "is present" flag plus what its item leaves (section 4.4.3.2).
+fn moved_len(xdr: &TokenStream, shape: Shape<'_>, field: &Field<'_>) -> Option<TokenStream> {
+    let some = |n: TokenStream| quote!(::core::option::Option::Some(#n));
+    Some(match (shape, field.attrs.fixed.get()) {
+        (Shape::Bytes, Some(_)) => some(quote!(0usize)),
+        (Shape::Bytes | Shape::XdrString, None) => some(quote!(#xdr::BLOCK)),
+        (Shape::Vec(_), None) if !field.attrs.list.is_set() => some(quote!(#xdr::BLOCK)),
+        (Shape::Option(inner), _) => {
+            let left = moved_len(xdr, Shape::of(inner), field)?;
+            quote!(#xdr::bounds::add(::core::option::Option::Some(#xdr::BLOCK), #left))
+        }
+        _ => return None,
+    })
+}
+
+/// Whether `ty` names `Box`, `Self` or the container itself anywhere: the only ways a derived
+/// type can contain itself. A false alarm only makes the bound `None` (unbounded), never wrong.
+fn may_recurse(ty: &syn::Type, container: &syn::Ident) -> bool {
+    fn walk(tokens: TokenStream, container: &syn::Ident) -> bool {
+        tokens.into_iter().any(|tree| match tree {
+            proc_macro2::TokenTree::Ident(id) => id == "Box" || id == "Self" || id == *container,
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), container),
+            _ => false,
+        })
+    }
+    walk(quote!(#ty), container)
+}
+
 fn max_expr(field: &Field<'_>) -> TokenStream {
     match field.attrs.max.get() {
         Some(n) => quote_spanned!(n.span()=> ::core::option::Option::Some((#n) as u32)),
