@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use rpcrdma::xdr::{self, EncodedSize, Encode, Encoder, ThresholdPolicy, XdrString};
+use rpcrdma::xdr::{self, Encode, EncodedSize, Encoder, ThresholdPolicy, XdrString};
 use rpcrdma::{DdpEligible, Xdr};
 
 #[derive(Xdr, Debug, Clone, Copy, PartialEq)]
@@ -23,7 +23,7 @@ struct Attrs {
     name: XdrString, // 4 + 10 + 2 padding = 16
     #[xdr(max = 3)]
     ids: Vec<u32>, // 4 + 3 * 4 = 16
-    times: [u32; 2],     // 8
+    times: [u32; 2], // 8
     parent: Option<u64>, // 4 + 8 = 12
     #[xdr(fixed = 2)]
     pair: Vec<i64>, // 2 * 8 = 16
@@ -201,7 +201,7 @@ struct Read3ResOk {
     count: u32,                  // 4
     eof: bool,                   // 4
     #[xdr(ddp)]
-    data: Bytes, // unbounded (opaque data<>); its length stays inline once moved: 4
+    data: Bytes,  // unbounded (opaque data<>); its length stays inline once moved: 4
 } // None; 100 inline
 
 #[derive(Xdr, Debug, Clone, PartialEq)]
@@ -322,4 +322,44 @@ proptest! {
         let (inline, _) = enc.finish_with_chunks();
         prop_assert_eq!(Some(inline.len()), WriteArgs::MAX_INLINE_LEN);
     }
+}
+
+#[derive(Xdr)]
+struct Tagged<T> {
+    tag: u32,
+    #[xdr(max = 3)]
+    items: Vec<T>,
+}
+
+#[test]
+fn generic_types_bound_through_their_parameters() {
+    // 4 + (4 + 3 * 8)
+    assert_eq!(<Tagged<u64>>::MAX_LEN, Some(32));
+    // 4 + (4 + 3 * 20)
+    assert_eq!(<Tagged<WriteArgs>>::MAX_INLINE_LEN, Some(68));
+    assert_eq!(<Tagged<Bytes>>::MAX_LEN, None);
+}
+
+/// A fixed-length array kept in a `Vec` is always encoded inline, even when marked.
+#[derive(Xdr, Debug)]
+struct FixedArray {
+    #[xdr(ddp, fixed = 2)]
+    pair: Vec<u32>, // 8, inline either way
+    #[xdr(ddp, max = 4)]
+    data: Bytes, // 4 + 4 = 8; 4 once moved
+}
+
+#[test]
+fn only_items_the_encoder_moves_leave_the_inline_bound() {
+    assert_eq!(FixedArray::MAX_LEN, Some(16));
+    assert_eq!(FixedArray::MAX_INLINE_LEN, Some(12));
+    let value = FixedArray {
+        pair: vec![1, 2],
+        data: Bytes::from_static(b"abcd"),
+    };
+    let mut enc = Encoder::for_call(move_everything());
+    value.encode(&mut enc).unwrap();
+    let (inline, moved) = enc.finish_with_chunks();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(Some(inline.len()), FixedArray::MAX_INLINE_LEN);
 }

@@ -27,9 +27,8 @@ pub fn expand(cont: &Container<'_>) -> TokenStream {
     let inline = bound(Extent::Inline);
     // Nothing can move (no `ddp` mark, no field that may hold one): keep the trait's default,
     // `MAX_INLINE_LEN = MAX_LEN`.
-    let inline = (inline.to_string() != max.to_string()).then(|| {
-        quote!(const MAX_INLINE_LEN: ::core::option::Option<usize> = #inline;)
-    });
+    let inline = (inline.to_string() != max.to_string())
+        .then(|| quote!(const MAX_INLINE_LEN: ::core::option::Option<usize> = #inline;));
     quote! {
         #[automatically_derived]
         impl #impl_generics #xdr::EncodedSize for #ident #ty_generics #where_clause {
