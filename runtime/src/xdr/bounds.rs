@@ -10,6 +10,11 @@ use bytes::Bytes;
 use super::XdrString;
 
 /// The largest encoding of a type, inline and with DDP-eligible items moved to chunks.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say how large its XDR encoding can be",
+    label = "needs `rpcrdma::xdr::EncodedSize`",
+    note = "`#[derive(Xdr)]` and xdrgen implement it; for a hand-written codec, implement it with `MAX_LEN = None` if the size is unbounded"
+)]
 pub trait EncodedSize {
     /// The largest XDR encoding of any value, or `None` when unbounded.
     const MAX_LEN: Option<usize>;
