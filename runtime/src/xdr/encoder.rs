@@ -2,7 +2,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{padding, Error, ErrorKind, Result, XdrString};
+use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem};
+use super::{padding, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
 /// copied into the encoder's buffer.
@@ -23,6 +24,9 @@ pub struct Encoder {
     flushed: usize,
     gather_threshold: usize,
     copied_opaque: usize,
+    /// Offset of this encoder's first byte in the RPC message (for Read chunk Positions).
+    base: usize,
+    chunking: Option<Box<EncodeChunking>>,
 }
 
 impl Default for Encoder {
@@ -45,7 +49,44 @@ impl Encoder {
             flushed: 0,
             gather_threshold: DEFAULT_GATHER_THRESHOLD,
             copied_opaque: 0,
+            base: 0,
+            chunking: None,
         }
+    }
+
+    /// An encoder for an RPC call whose DDP-eligible items may move to Read chunks, as
+    /// `policy` decides.
+    pub fn for_call(policy: impl ChunkPolicy + 'static) -> Self {
+        let mut enc = Self::new();
+        enc.chunking = Some(Box::new(EncodeChunking {
+            direction: Direction::Call,
+            policy: Box::new(policy),
+            write_chunk_capacities: Vec::new(),
+            moved: Vec::new(),
+            removed: 0,
+        }));
+        enc
+    }
+
+    /// An encoder for an RPC reply whose DDP-eligible items go, in order, into the Write
+    /// chunks the requester provided (given by their capacities in bytes, in Write-list order).
+    pub fn for_reply(policy: impl ChunkPolicy + 'static, write_chunk_capacities: Vec<u64>) -> Self {
+        let mut enc = Self::new();
+        enc.chunking = Some(Box::new(EncodeChunking {
+            direction: Direction::Reply,
+            policy: Box::new(policy),
+            write_chunk_capacities,
+            moved: Vec::new(),
+            removed: 0,
+        }));
+        enc
+    }
+
+    /// Declares that this encoder's first byte sits at `offset` in the RPC message (when the
+    /// RPC header was encoded elsewhere), so Read chunk Positions count from the message start.
+    pub fn set_base_offset(&mut self, offset: usize) -> &mut Self {
+        self.base = offset;
+        self
     }
 
     /// Sets the length from which `Bytes` opaque items are gathered rather than copied.
@@ -196,6 +237,100 @@ impl Encoder {
         }
         self.flushed += data.len();
         self.parts.push(data);
+    }
+
+    /// Items moved to chunks so far.
+    pub fn moved_items(&self) -> &[MovedItem] {
+        self.chunking.as_ref().map_or(&[], |c| &c.moved)
+    }
+
+    /// Asks the chunking policy about an item of `len` bytes; if it moves, records it and
+    /// returns `true`. Without chunking, always `false`.
+    fn try_move(&mut self, data: &Bytes) -> Result<bool> {
+        let inline_len = self.base + self.len();
+        let Some(chunking) = self.chunking.as_mut() else {
+            return Ok(false);
+        };
+        let Some(target) = chunking.decide(data.len(), inline_len) else {
+            return Ok(false);
+        };
+        if let ChunkTarget::Write { index } = target {
+            let capacity = chunking.write_chunk_capacities[index];
+            if data.len() as u64 > capacity {
+                return Err(Error::new(
+                    ErrorKind::WriteChunkTooSmall {
+                        index,
+                        needed: data.len() as u64,
+                        capacity,
+                    },
+                    inline_len,
+                ));
+            }
+        }
+        // Seed 004 section 4.4.4.1: "the requester MUST remove any needed XDR padding for that
+        // chunk as well. Alignment of the items remaining in the stream is unaffected."
+        chunking.removed += data.len() + padding(data.len());
+        chunking.moved.push(MovedItem {
+            target,
+            data: data.clone(),
+        });
+        Ok(true)
+    }
+
+    /// Writes DDP-eligible variable-length opaque data. If the chunking policy moves it, the
+    /// length stays inline and the bytes (by reference) and their padding do not
+    /// (seed 004 section 4.4.3.1, "Counted Arrays").
+    pub fn put_ddp_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
+        self.put_length(data.len(), max)?;
+        if !self.try_move(data)? {
+            self.put_opaque_body(data);
+        }
+        Ok(())
+    }
+
+    /// Writes DDP-eligible fixed-length opaque data; if moved, nothing stays inline.
+    pub fn put_ddp_fixed_opaque(&mut self, data: &Bytes, expected: usize) -> Result<()> {
+        if data.len() != expected {
+            return Err(self.error(ErrorKind::WrongFixedLength {
+                expected,
+                actual: data.len(),
+            }));
+        }
+        if !self.try_move(data)? {
+            self.put_opaque_body(data);
+        }
+        Ok(())
+    }
+
+    /// Writes a DDP-eligible string; if moved, the length stays inline.
+    pub fn put_ddp_string(&mut self, s: &XdrString, max: Option<u32>) -> Result<()> {
+        self.put_ddp_opaque(s.as_bytes_ref(), max)
+    }
+
+    /// Writes a DDP-eligible variable-length array. If moved, the element count stays inline
+    /// and the encoded elements form the chunk (seed 004 section 4.4.3.1: "Individual array
+    /// elements appear in the chunk in their entirety").
+    pub fn put_ddp_array<T: Encode>(&mut self, items: &[T], max: Option<u32>) -> Result<()> {
+        self.put_length(items.len(), max)?;
+        if self.chunking.is_none() {
+            return items.iter().try_for_each(|v| v.encode(self));
+        }
+        let mut elements = Encoder::new();
+        elements.set_gather_threshold(self.gather_threshold);
+        items.iter().try_for_each(|v| v.encode(&mut elements))?;
+        let elements = elements.finish();
+        if !self.try_move(&elements.to_bytes())? {
+            for part in elements.into_parts() {
+                self.put_gathered(part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends encoding and returns the inline stream and the items moved to chunks.
+    pub fn finish_with_chunks(mut self) -> (Encoded, Vec<MovedItem>) {
+        let moved = self.chunking.take().map(|c| c.moved).unwrap_or_default();
+        (self.finish(), moved)
     }
 
     /// Ends encoding and returns the message as a gather list.
