@@ -37,6 +37,12 @@ struct CommonArgs {
     /// Accept the known quirks of the RPC-over-RDMA drafts' XDR, with warnings.
     #[arg(long)]
     lenient: bool,
+    /// Mark `Type.member` DDP-eligible (an Upper Layer Binding mark); repeatable.
+    #[arg(long = "ddp", value_name = "TYPE.MEMBER")]
+    ddp: Vec<String>,
+    /// Read DDP marks from a binding file (one `Type.member` per line, `#` comments).
+    #[arg(long = "binding", value_name = "FILE")]
+    bindings: Vec<PathBuf>,
     /// Name of the runtime crate the generated code refers to.
     #[arg(long, default_value = "rpcrdma", value_name = "CRATE")]
     runtime_crate: String,
@@ -61,6 +67,12 @@ fn config(c: &CommonArgs) -> xdrgen::Config {
     let mut cfg = xdrgen::Config::new();
     cfg.lenient(c.lenient)
         .runtime_crate(c.runtime_crate.clone());
+    for mark in &c.ddp {
+        cfg.ddp(mark.clone());
+    }
+    for path in &c.bindings {
+        cfg.binding_file(path.clone());
+    }
     cfg
 }
 
