@@ -39,7 +39,11 @@ pub fn parse_binding(text: &str) -> Result<Vec<MarkText>, BindingError> {
     let mut marks = Vec::new();
     let mut line_start = 0;
     for raw in text.split_inclusive('\n') {
-        let content = raw.split('#').next().unwrap_or("").trim_end_matches(['\n', '\r']);
+        let content = raw
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(['\n', '\r']);
         let lead = content.len() - content.trim_start().len();
         let trimmed = content.trim();
         let start = line_start + lead;
@@ -48,19 +52,30 @@ pub fn parse_binding(text: &str) -> Result<Vec<MarkText>, BindingError> {
             continue;
         }
         let span = start..start + trimmed.len();
-        let error = |message: String| BindingError { span: span.clone(), message };
+        let error = |message: String| BindingError {
+            span: span.clone(),
+            message,
+        };
         if trimmed.split_whitespace().count() > 1 {
-            return Err(error(format!("expected one `Type.member` per line, found `{trimmed}`")));
+            return Err(error(format!(
+                "expected one `Type.member` per line, found `{trimmed}`"
+            )));
         }
         let (type_name, member) = trimmed
             .split_once('.')
             .ok_or_else(|| error(format!("`{trimmed}` is not of the form `Type.member`")))?;
         for part in [type_name, member] {
             if !is_identifier(part) {
-                return Err(error(format!("`{part}` in `{trimmed}` is not an XDR identifier")));
+                return Err(error(format!(
+                    "`{part}` in `{trimmed}` is not an XDR identifier"
+                )));
             }
         }
-        marks.push(MarkText { type_name: type_name.into(), member: member.into(), span });
+        marks.push(MarkText {
+            type_name: type_name.into(),
+            member: member.into(),
+            span,
+        });
     }
     Ok(marks)
 }

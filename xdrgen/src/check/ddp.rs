@@ -83,7 +83,11 @@ fn attach(model: &mut Model, mark: &ExternalMark, diags: &mut Diagnostics) {
             .filter(|i| matches!(i.kind, ItemKind::Struct { .. } | ItemKind::Union(_)))
             .map(|i| i.xdr_name.as_str())
     };
-    let Some(index) = model.items.iter().position(|i| i.xdr_name == mark.type_name) else {
+    let Some(index) = model
+        .items
+        .iter()
+        .position(|i| i.xdr_name == mark.type_name)
+    else {
         let mut d = Diagnostic::error(format!("no struct or union named `{}`", mark.type_name))
             .at(&mark.loc, "DDP mark for an undefined type");
         if let Some(s) = did_you_mean(&mark.type_name, containers()) {
@@ -107,10 +111,16 @@ fn attach(model: &mut Model, mark: &ExternalMark, diags: &mut Diagnostics) {
     }
     let names: Vec<String> = fields(&item.kind).iter().map(|f| f.name.clone()).collect();
     let item_loc = item.loc.clone();
-    match fields_mut(&mut item.kind).into_iter().find(|f| f.name == mark.member) {
+    match fields_mut(&mut item.kind)
+        .into_iter()
+        .find(|f| f.name == mark.member)
+    {
         Some(field) => {
             if !field.annotations.iter().any(|a| a.name == DDP) {
-                field.annotations.push(Annotation { name: DDP.into(), loc: mark.loc.clone() });
+                field.annotations.push(Annotation {
+                    name: DDP.into(),
+                    loc: mark.loc.clone(),
+                });
             }
         }
         None => {
@@ -154,7 +164,9 @@ fn eligibility(model: &Model, repr: &Repr, depth: usize) -> Result<(), Refusal> 
         Repr::Prim(p) => Err(Refusal::Scalar(super::names::prim_xdr(*p).to_string())),
         Repr::Named(n) => match model.get(n).map(|i| &i.kind) {
             // typedef chains are short; the bound only guards against a malformed model
-            Some(ItemKind::Typedef { repr, .. }) if depth < 32 => eligibility(model, repr, depth + 1),
+            Some(ItemKind::Typedef { repr, .. }) if depth < 32 => {
+                eligibility(model, repr, depth + 1)
+            }
             Some(ItemKind::Union(_)) => Err(Refusal::Union(n.clone())),
             Some(ItemKind::Enum { .. }) => Err(Refusal::Scalar(format!("enum {n}"))),
             _ => Err(Refusal::Aggregate(n.clone())),
@@ -182,7 +194,13 @@ fn check_field(model: &Model, container: &str, field: &mut Field, diags: &mut Di
     field.annotations = keep;
 }
 
-fn refusal(model: &Model, container: &str, field: &Field, mark: &Annotation, why: Refusal) -> Diagnostic {
+fn refusal(
+    model: &Model,
+    container: &str,
+    field: &Field,
+    mark: &Annotation,
+    why: Refusal,
+) -> Diagnostic {
     let what = format!("`{container}.{}`", field.name);
     let d = match why {
         Refusal::Union(u) => Diagnostic::error(format!(
@@ -209,7 +227,8 @@ fn refusal(model: &Model, container: &str, field: &Field, mark: &Annotation, why
         ))
         .help("use a counted array (`T x<>`) for data that may move as a chunk"),
     };
-    d.at(&mark.loc, "DDP mark here").also(&field.loc, "declared here")
+    d.at(&mark.loc, "DDP mark here")
+        .also(&field.loc, "declared here")
 }
 
 /// An eligible member of `type_name` (or of the types its members name), as `Type.member`.

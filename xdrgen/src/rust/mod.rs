@@ -12,6 +12,7 @@
 //! * typedef -> `type` alias when the aliased Rust type already encodes right, otherwise a
 //!   newtype (`struct Name(pub T)`) that enforces the declared size.
 
+mod bounds;
 pub mod ident;
 
 use proc_macro2::{Literal, TokenStream};
@@ -51,6 +52,7 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
     let mut items = TokenStream::new();
     for item in &model.items {
         items.extend(g.item(item));
+        items.extend(g.encoded_size_impl(item));
     }
     let text = match syn::parse2::<syn::File>(items.clone()) {
         Ok(file) => prettyplease::unparse(&file),
@@ -808,7 +810,9 @@ impl Gen<'_> {
 
     /// Whether a field carries a DDP-eligibility mark (checked by `check::ddp`).
     fn is_ddp(f: &Field) -> bool {
-        f.annotations.iter().any(|a| a.name == crate::check::ddp::DDP)
+        f.annotations
+            .iter()
+            .any(|a| a.name == crate::check::ddp::DDP)
     }
 
     /// Statements encoding field `f`; DDP-eligible fields go through the chunk-aware calls,
