@@ -149,7 +149,7 @@ fn maximum_sizes_count_what_stays_inline_when_items_move() {
     let out = generate(&["readlink_ok.data", "holder.h"]).unwrap();
     let block = |ty: &str| {
         let start = out.find(&format!("EncodedSize for {ty} ")).unwrap();
-        out[start..start + 400]
+        out[start..(start + 400).min(out.len())]
             .split_whitespace()
             .collect::<String>()
     };
