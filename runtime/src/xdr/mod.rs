@@ -84,7 +84,7 @@ pub trait Decode: Sized {
 pub fn to_bytes<T: Encode + ?Sized>(value: &T) -> Result<Bytes> {
     let mut enc = Encoder::new();
     value.encode(&mut enc)?;
-    Ok(enc.finish().to_bytes())
+    Ok(enc.finish().into_bytes())
 }
 
 /// Decodes one `T` from `buf` with default [`Limits`], rejecting trailing bytes.
