@@ -21,12 +21,13 @@
 #![warn(missing_docs)]
 
 /// NFS version 3, generated from `specs/nfs3.x` (RFC 1813) with the RFC 8267 DDP marks.
-#[allow(missing_docs)]
+#[allow(missing_docs, clippy::all)]
 pub mod nfs3 {
     include!(concat!(env!("OUT_DIR"), "/nfs3.rs"));
 }
 
 /// ONC RPC messages, generated from `specs/rpc_msg.x` (RFC 5531).
+#[allow(clippy::all)]
 pub mod rpc_msg {
     include!(concat!(env!("OUT_DIR"), "/rpc_msg.rs"));
 }
