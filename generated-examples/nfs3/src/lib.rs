@@ -27,7 +27,7 @@ pub mod nfs3 {
 }
 
 /// ONC RPC messages, generated from `specs/rpc_msg.x` (RFC 5531).
-#[allow(clippy::all)]
+#[allow(missing_docs, clippy::all)]
 pub mod rpc_msg {
     include!(concat!(env!("OUT_DIR"), "/rpc_msg.rs"));
 }
