@@ -36,6 +36,7 @@ pub mod ast;
 pub mod binding;
 pub mod check;
 pub mod diag;
+pub mod extract;
 pub mod ir;
 pub mod parse;
 pub mod rust;
