@@ -9,100 +9,73 @@
 //! WRITE3args.data
 //! READ3resok.data    # the payload of a successful READ
 //! ```
+//!
+//! The same syntax is used by `xdrgen --ddp Type.member` and [`crate::Config::ddp`].
 
-use std::fmt;
+use std::ops::Range;
 
-/// One DDP-eligibility mark: `type_name.member`, with where it was written.
+/// One mark as written: `type_name.member` at a byte range of its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DdpMark {
+pub struct MarkText {
     /// The struct or union the member belongs to, as named in the XDR.
     pub type_name: String,
     /// The declaration's name (a struct field or a union arm's declaration).
     pub member: String,
-    /// Where the mark came from: a binding file's path, `--ddp`, or the build API.
-    pub origin: MarkOrigin,
+    /// Byte range of the mark in the text it came from.
+    pub span: Range<usize>,
 }
 
-/// Where a [`DdpMark`] was written, for diagnostics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MarkOrigin {
-    /// A binding file, 1-based line and column.
-    File {
-        /// The file's path as given.
-        path: String,
-        /// Line number.
-        line: usize,
-        /// Column of the mark's first character.
-        column: usize,
-    },
-    /// The command line (`--ddp Type.member`) or the build.rs API.
-    Argument,
-}
-
-impl fmt::Display for MarkOrigin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MarkOrigin::File { path, line, column } => write!(f, "{path}:{line}:{column}"),
-            MarkOrigin::Argument => f.write_str("command-line or build API mark"),
-        }
-    }
-}
-
-/// A line of a binding file that is not a mark.
+/// A line of a binding file that is not a mark: the byte range and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindingError {
-    /// The file's path as given.
-    pub path: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column.
-    pub column: usize,
+    /// Byte range of the offending text.
+    pub span: Range<usize>,
     /// What is wrong.
     pub message: String,
 }
 
-impl fmt::Display for BindingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.path, self.line, self.column, self.message)
-    }
-}
-
-impl std::error::Error for BindingError {}
-
-/// Parses one mark written as `Type.member`.
-pub fn parse_mark(text: &str, origin: MarkOrigin) -> Result<DdpMark, String> {
-    let (type_name, member) = text
-        .split_once('.')
-        .ok_or_else(|| format!("`{text}` is not of the form `Type.member`"))?;
-    for part in [type_name, member] {
-        if !is_identifier(part) {
-            return Err(format!("`{part}` in `{text}` is not an XDR identifier"));
-        }
-    }
-    Ok(DdpMark { type_name: type_name.to_owned(), member: member.to_owned(), origin })
-}
-
-/// Parses a binding file's text; `path` is used in marks' origins and in errors.
-pub fn parse_binding(path: &str, text: &str) -> Result<Vec<DdpMark>, BindingError> {
+/// Parses a binding file's text (or `--ddp` arguments joined by newlines).
+pub fn parse_binding(text: &str) -> Result<Vec<MarkText>, BindingError> {
     let mut marks = Vec::new();
-    for (index, raw) in text.lines().enumerate() {
-        let content = raw.split('#').next().unwrap_or("");
+    let mut line_start = 0;
+    for raw in text.split_inclusive('\n') {
+        let content = raw
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(['\n', '\r']);
+        let lead = content.len() - content.trim_start().len();
         let trimmed = content.trim();
+        let start = line_start + lead;
+        line_start += raw.len();
         if trimmed.is_empty() {
             continue;
         }
-        let column = content.len() - content.trim_start().len() + 1;
+        let span = start..start + trimmed.len();
         let error = |message: String| BindingError {
-            path: path.to_owned(),
-            line: index + 1,
-            column,
+            span: span.clone(),
             message,
         };
         if trimmed.split_whitespace().count() > 1 {
-            return Err(error(format!("expected one `Type.member` per line, found `{trimmed}`")));
+            return Err(error(format!(
+                "expected one `Type.member` per line, found `{trimmed}`"
+            )));
         }
-        let origin = MarkOrigin::File { path: path.to_owned(), line: index + 1, column };
-        marks.push(parse_mark(trimmed, origin).map_err(error)?);
+        let (type_name, member) = trimmed
+            .split_once('.')
+            .ok_or_else(|| error(format!("`{trimmed}` is not of the form `Type.member`")))?;
+        for part in [type_name, member] {
+            if !is_identifier(part) {
+                return Err(error(format!(
+                    "`{part}` in `{trimmed}` is not an XDR identifier"
+                )));
+            }
+        }
+        marks.push(MarkText {
+            type_name: type_name.into(),
+            member: member.into(),
+            span,
+        });
     }
     Ok(marks)
 }
@@ -120,24 +93,22 @@ mod tests {
     #[test]
     fn parses_marks_comments_and_blank_lines() {
         let text = "# NFSv3\n\nWRITE3args.data\n  READ3resok.data   # READ payload\n";
-        let marks = parse_binding("nfs3.ddp", text).unwrap();
+        let marks = parse_binding(text).unwrap();
         assert_eq!(marks.len(), 2);
         assert_eq!(marks[1].type_name, "READ3resok");
         assert_eq!(marks[1].member, "data");
-        assert_eq!(
-            marks[1].origin,
-            MarkOrigin::File { path: "nfs3.ddp".into(), line: 4, column: 3 }
-        );
+        assert_eq!(&text[marks[1].span.clone()], "READ3resok.data");
     }
 
     #[test]
     fn rejects_malformed_lines_with_their_position() {
-        let err = parse_binding("b.ddp", "ok.mark\n   nodot\n").unwrap_err();
-        assert_eq!((err.line, err.column), (2, 4));
-        assert!(err.message.contains("Type.member"), "{err}");
-        let err = parse_binding("b.ddp", "A.b C.d\n").unwrap_err();
+        let text = "ok.mark\n   nodot\n";
+        let err = parse_binding(text).unwrap_err();
+        assert_eq!(&text[err.span.clone()], "nodot");
+        assert!(err.message.contains("Type.member"), "{}", err.message);
+        let err = parse_binding("A.b C.d\n").unwrap_err();
         assert!(err.message.contains("one `Type.member` per line"));
-        let err = parse_binding("b.ddp", "A.9x\n").unwrap_err();
+        let err = parse_binding("A.9x\n").unwrap_err();
         assert!(err.message.contains("not an XDR identifier"));
     }
 }

@@ -12,6 +12,7 @@
 //! * typedef -> `type` alias when the aliased Rust type already encodes right, otherwise a
 //!   newtype (`struct Name(pub T)`) that enforces the declared size.
 
+mod bounds;
 pub mod ident;
 
 use proc_macro2::{Literal, TokenStream};
@@ -51,6 +52,7 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
     let mut items = TokenStream::new();
     for item in &model.items {
         items.extend(g.item(item));
+        items.extend(g.encoded_size_impl(item));
     }
     let text = match syn::parse2::<syn::File>(items.clone()) {
         Ok(file) => prettyplease::unparse(&file),
@@ -276,9 +278,9 @@ impl Gen<'_> {
         let enc = fields
             .iter()
             .zip(&names)
-            .map(|(f, n)| self.encode(&f.repr, quote!(&self.#n)));
+            .map(|(f, n)| self.encode_field(f, quote!(&self.#n)));
         let dec = fields.iter().zip(&names).map(|(f, n)| {
-            let e = self.decode(&f.repr);
+            let e = self.decode_field(f);
             quote!(#n: #e,)
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);
@@ -411,8 +413,8 @@ impl Gen<'_> {
                         self.origin(&f.loc)
                     ));
                     let t = self.rust_type(&f.repr);
-                    let e = self.encode(&f.repr, quote!(value));
-                    let de = self.decode(&f.repr);
+                    let e = self.encode_field(f, quote!(value));
+                    let de = self.decode_field(f);
                     decls.push(quote!(#d #v(#t),));
                     disc_arms.push(quote!(Self::#v(..) => #value,));
                     enc_arms.push(quote!(Self::#v(value) => { #e }));
@@ -432,9 +434,9 @@ impl Gen<'_> {
                     let encs = fs
                         .iter()
                         .zip(&fnames)
-                        .map(|(f, n)| self.encode(&f.repr, quote!(#n)));
+                        .map(|(f, n)| self.encode_field(f, quote!(#n)));
                     let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                        let e = self.decode(&f.repr);
+                        let e = self.decode_field(f);
                         quote!(#n: #e,)
                     });
                     decls.push(quote!(#d #v { #(#fdecls)* },));
@@ -475,8 +477,8 @@ impl Gen<'_> {
                             self.origin(&f.loc)
                         ));
                         let t = self.rust_type(&f.repr);
-                        let e = self.encode(&f.repr, quote!(value));
-                        let de = self.decode(&f.repr);
+                        let e = self.encode_field(f, quote!(value));
+                        let de = self.decode_field(f);
                         decls.push(quote!(#d #dn { discriminant: #dt, value: #t },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant, value } => { #guard #e }));
@@ -496,9 +498,9 @@ impl Gen<'_> {
                         let encs = fs
                             .iter()
                             .zip(&fnames)
-                            .map(|(f, n)| self.encode(&f.repr, quote!(#n)));
+                            .map(|(f, n)| self.encode_field(f, quote!(#n)));
                         let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                            let e = self.decode(&f.repr);
+                            let e = self.decode_field(f);
                             quote!(#n: #e,)
                         });
                         decls.push(quote!(#d #dn { discriminant: #dt, #(#fdecls)* },));
@@ -804,6 +806,120 @@ impl Gen<'_> {
             Repr::Boxed(e) => self.min_expr(e),
             _ => quote!(4),
         }
+    }
+
+    /// Whether a field carries a DDP-eligibility mark (checked by `check::ddp`).
+    fn is_ddp(f: &Field) -> bool {
+        f.annotations
+            .iter()
+            .any(|a| a.name == crate::check::ddp::DDP)
+    }
+
+    /// Statements encoding field `f`; DDP-eligible fields go through the chunk-aware calls,
+    /// which encode exactly like the plain ones unless the encoder has a chunking policy.
+    fn encode_field(&self, f: &Field, expr: TokenStream) -> TokenStream {
+        if Self::is_ddp(f) {
+            if let Some(tokens) = self.encode_ddp(&f.repr, expr.clone(), 0) {
+                return tokens;
+            }
+        }
+        self.encode(&f.repr, expr)
+    }
+
+    /// An expression decoding field `f`.
+    fn decode_field(&self, f: &Field) -> TokenStream {
+        if Self::is_ddp(f) {
+            if let Some(tokens) = self.decode_ddp(&f.repr, 0) {
+                return tokens;
+            }
+        }
+        self.decode(&f.repr)
+    }
+
+    /// The typedef behind `name`, if it is one: its shape and whether it is a newtype.
+    fn typedef_of(&self, name: &str) -> Option<(&Repr, bool)> {
+        match self.model.get(name).map(|i| &i.kind) {
+            Some(ItemKind::Typedef { repr, newtype }) => Some((repr, *newtype)),
+            _ => None,
+        }
+    }
+
+    /// Chunk-aware encoding of a DDP-eligible shape (seed 004 section 4.4.3): `None` for
+    /// shapes that stay plain XDR (fixed-length arrays, arrays of non-natural elements).
+    fn encode_ddp(&self, r: &Repr, expr: TokenStream, depth: usize) -> Option<TokenStream> {
+        Some(match r {
+            Repr::FixedOpaque(s) => {
+                let n = lit_usize(s.value as usize);
+                quote!(enc.put_ddp_fixed_opaque(#expr, #n)?;)
+            }
+            Repr::VarOpaque(m) => {
+                let m = self.max(m);
+                quote!(enc.put_ddp_opaque(#expr, #m)?;)
+            }
+            Repr::Str(m) => {
+                let m = self.max(m);
+                quote!(enc.put_ddp_string(#expr, #m)?;)
+            }
+            Repr::VarArray(e, m) if e.is_natural() => {
+                let m = self.max(m);
+                quote!(enc.put_ddp_array(#expr, #m)?;)
+            }
+            // Seed 004 section 4.4.3.2: the "is present" flag stays inline.
+            Repr::Optional(e) => {
+                let inner = self.encode_ddp(e, quote!(item), depth + 1)?;
+                quote! {
+                    match #expr {
+                        ::core::option::Option::Some(item) => { enc.put_bool(true); #inner }
+                        ::core::option::Option::None => enc.put_bool(false),
+                    }
+                }
+            }
+            Repr::Named(n) if depth < 32 => {
+                let (repr, newtype) = self.typedef_of(n)?;
+                let inner = if newtype { quote!(&(#expr).0) } else { expr };
+                self.encode_ddp(repr, inner, depth + 1)?
+            }
+            _ => return None,
+        })
+    }
+
+    /// The decoding counterpart of [`Gen::encode_ddp`].
+    fn decode_ddp(&self, r: &Repr, depth: usize) -> Option<TokenStream> {
+        Some(match r {
+            Repr::FixedOpaque(s) => {
+                let n = lit_usize(s.value as usize);
+                quote!(dec.get_ddp_fixed_opaque(#n)?)
+            }
+            Repr::VarOpaque(m) => {
+                let m = self.max(m);
+                quote!(dec.get_ddp_opaque(#m)?)
+            }
+            Repr::Str(m) => {
+                let m = self.max(m);
+                quote!(dec.get_ddp_string(#m)?)
+            }
+            Repr::VarArray(e, m) if e.is_natural() => {
+                let m = self.max(m);
+                quote!(dec.get_ddp_array(#m)?)
+            }
+            Repr::Optional(e) => {
+                let inner = self.decode_ddp(e, depth + 1)?;
+                quote! {
+                    if dec.get_present()? { ::core::option::Option::Some(#inner) } else { ::core::option::Option::None }
+                }
+            }
+            Repr::Named(n) if depth < 32 => {
+                let (repr, newtype) = self.typedef_of(n)?;
+                let inner = self.decode_ddp(repr, depth + 1)?;
+                if newtype {
+                    let t = type_name(n);
+                    quote!(#t(#inner))
+                } else {
+                    inner
+                }
+            }
+            _ => return None,
+        })
     }
 
     /// Statements encoding `expr` (a reference to the value) as shape `r`.
