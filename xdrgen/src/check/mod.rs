@@ -336,7 +336,21 @@ impl Checker<'_> {
 
     /// Every type reference: (name, location, use). Uses: "disc", "const", "field:<name>", "proc".
     fn type_refs(&self) -> Vec<(Ident, String)> {
-        let mut out = Vec::new();
+        self.type_refs_in().into_iter().map(|(i, h, _)| (i, h)).collect()
+    }
+
+    /// Every type reference: (name, use, containing definition).
+    fn type_refs_in(&self) -> Vec<(Ident, String, String)> {
+        let mut all = Vec::new();
+        for d in &self.defs {
+            let mut out = Vec::new();
+            Self::refs_of(d, &mut out);
+            all.extend(out.into_iter().map(|(i, h)| (i, h, d.name.name.clone())));
+        }
+        all
+    }
+
+    fn refs_of(d: &Def, out: &mut Vec<(Ident, String)>) {
         fn ty(t: &ast::Type, how: &str, out: &mut Vec<(Ident, String)>) {
             if let TypeKind::Named(n) = &t.kind {
                 out.push((n.clone(), how.to_string()));
@@ -352,45 +366,42 @@ impl Checker<'_> {
                 _ => {}
             }
         }
-        for d in &self.defs {
-            match &d.kind {
-                DefKind::Typedef(x) => decl(x, &mut out),
-                DefKind::Struct(b) => b.fields.iter().for_each(|f| decl(f, &mut out)),
-                DefKind::Union(b) => {
-                    ty(&b.disc_type, "disc", &mut out);
-                    for a in b.arms.iter().chain(b.default.iter()) {
-                        a.decls.iter().for_each(|f| decl(f, &mut out));
-                    }
+        match &d.kind {
+            DefKind::Typedef(x) => decl(x, out),
+            DefKind::Struct(b) => b.fields.iter().for_each(|f| decl(f, out)),
+            DefKind::Union(b) => {
+                ty(&b.disc_type, "disc", out);
+                for a in b.arms.iter().chain(b.default.iter()) {
+                    a.decls.iter().for_each(|f| decl(f, out));
                 }
-                DefKind::Const { ty: Some(t), .. } => ty(t, "const", &mut out),
-                DefKind::Program(p) => {
-                    for v in &p.versions {
-                        for pr in &v.procedures {
-                            pr.result.iter().for_each(|t| ty(t, "proc", &mut out));
-                            pr.args.iter().for_each(|t| ty(t, "proc", &mut out));
-                        }
-                    }
-                }
-                _ => {}
             }
+            DefKind::Const { ty: Some(t), .. } => ty(t, "const", out),
+            DefKind::Program(p) => {
+                for v in &p.versions {
+                    for pr in &v.procedures {
+                        pr.result.iter().for_each(|t| ty(t, "proc", out));
+                        pr.args.iter().for_each(|t| ty(t, "proc", out));
+                    }
+                }
+            }
+            _ => {}
         }
-        out
     }
 
     /// Reports every unknown type name once, with a suggestion, and decides what lenient mode
     /// makes of it.
     fn resolve_unknown_types(&mut self) {
-        let refs = self.type_refs();
-        let referenced: HashSet<&str> = refs.iter().map(|(n, _)| n.name.as_str()).collect();
-        let mut unknown: BTreeMap<String, Vec<(Ident, String)>> = BTreeMap::new();
-        for (n, how) in &refs {
+        let refs = self.type_refs_in();
+        let referenced: HashSet<&str> = refs.iter().map(|(n, _, _)| n.name.as_str()).collect();
+        let mut unknown: BTreeMap<String, Vec<(Ident, String, String)>> = BTreeMap::new();
+        for (n, how, container) in &refs {
             if self.types.contains_key(&n.name) || builtin_type(&n.name, false).is_some() {
                 continue;
             }
             unknown
                 .entry(n.name.clone())
                 .or_default()
-                .push((n.clone(), how.clone()));
+                .push((n.clone(), how.clone(), container.clone()));
         }
         // Types defined but never used: candidates for "named differently where used".
         let unused: Vec<String> = self
@@ -416,7 +427,7 @@ impl Checker<'_> {
         &self,
         name: &str,
         first: &Ident,
-        uses: &[(Ident, String)],
+        uses: &[(Ident, String, String)],
         unused: &[String],
     ) -> (Option<Rename>, Diagnostic) {
         let n_uses = uses.len();
@@ -438,18 +449,32 @@ impl Checker<'_> {
         }
         // A union or struct named differently where it is used (rfc5666bis-01 section 5.6:
         // `rpcrdma1_body rdma_body;` with `union rdma_body`).
+        // Candidates: unused definitions other than the ones holding the uses, of a kind that
+        // fits the uses, picked by the first rule that leaves exactly one: the declaration's
+        // field has the candidate's name; same last `_` segment; a small edit distance.
         let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
-        let candidates: Vec<&String> = unused
+        let int_only = uses.iter().all(|(_, how, _)| how == "disc" || how == "const");
+        let pool: Vec<&String> = unused
             .iter()
+            .filter(|u| !uses.iter().any(|(_, _, c)| c == *u))
             .filter(|u| {
-                let fields_named_so = uses
-                    .iter()
-                    .any(|(_, how)| how.strip_prefix("field:") == Some(u.as_str()));
-                fields_named_so
-                    || (last(u) == last(name) && u.contains('_'))
-                    || crate::diag::edit_distance(u, name) <= name.len() / 3
+                !int_only
+                    || matches!(
+                        self.defs[self.types[u.as_str()]].kind,
+                        DefKind::Enum(_) | DefKind::Typedef(_)
+                    )
             })
             .collect();
+        let rules: [&dyn Fn(&str) -> bool; 3] = [
+            &|u| uses.iter().any(|(_, how, _)| how.strip_prefix("field:") == Some(u)),
+            &|u| last(u) == last(name) && u.contains('_') && name.contains('_'),
+            &|u| crate::diag::edit_distance(u, name) <= name.len() / 3,
+        ];
+        let candidates: Vec<&String> = rules
+            .iter()
+            .map(|rule| pool.iter().copied().filter(|u| rule(u)).collect::<Vec<_>>())
+            .find(|c| !c.is_empty())
+            .unwrap_or_default();
         if candidates.len() == 1 {
             let cand = candidates[0].clone();
             let cloc = self.defs[self.types[&cand]].name.loc.clone();
@@ -461,7 +486,7 @@ impl Checker<'_> {
             return (Some(Rename::Type(cand)), d);
         }
         // Used only as a discriminant or a constant's type: an integer type in all but name.
-        if uses.iter().all(|(_, how)| how == "disc" || how == "const") {
+        if int_only {
             let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
                 .at(&first.loc, format!("not defined{more}"))
                 .help(format!(

@@ -38,6 +38,9 @@ struct Gen<'a> {
     model: &'a Model,
     sources: &'a Sources,
     rt: TokenStream,
+    /// Path from where the code is emitted to the generated types (`super::super::` inside
+    /// program/version modules, where procedure structs could shadow type names).
+    prefix: TokenStream,
 }
 
 /// Generates the Rust module text for `model`.
@@ -47,6 +50,7 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
         model,
         sources,
         rt: quote!(::#rt_ident::xdr),
+        prefix: TokenStream::new(),
     };
     let mut items = TokenStream::new();
     for item in &model.items {
@@ -463,7 +467,7 @@ impl Gen<'_> {
                             "`default: void;` ({}): any other discriminant.",
                             self.origin(&arm.loc)
                         ));
-                        decls.push(quote!(#d #dn { discriminant: #dt },));
+                        decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt },));
                         disc_arms.push(quote!(Self::#dn { discriminant } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant } => { #guard }));
                         quote!(discriminant => Self::#dn { discriminant },)
@@ -477,7 +481,7 @@ impl Gen<'_> {
                         let t = self.rust_type(&f.repr);
                         let e = self.encode(&f.repr, quote!(value));
                         let de = self.decode(&f.repr);
-                        decls.push(quote!(#d #dn { discriminant: #dt, value: #t },));
+                        decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #[doc = " The arm's value."] value: #t },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant, value } => { #guard #e }));
                         quote!(discriminant => Self::#dn { discriminant, value: #de },)
@@ -501,7 +505,7 @@ impl Gen<'_> {
                             let e = self.decode(&f.repr);
                             quote!(#n: #e,)
                         });
-                        decls.push(quote!(#d #dn { discriminant: #dt, #(#fdecls)* },));
+                        decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #(#fdecls)* },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant, #(#fnames),* } => { #guard #(#encs)* }));
                         quote!(discriminant => Self::#dn { discriminant, #(#decs)* },)
@@ -652,6 +656,16 @@ impl Gen<'_> {
     }
 
     fn program(&self, item: &Item, p: &Program) -> TokenStream {
+        let inner = Gen {
+            model: self.model,
+            sources: self.sources,
+            rt: self.rt.clone(),
+            prefix: quote!(super::super::),
+        };
+        inner.program_in(item, p)
+    }
+
+    fn program_in(&self, item: &Item, p: &Program) -> TokenStream {
         let rt = &self.rt;
         let m = field_name(&item.xdr_name);
         let num = lit_u32(p.number);
@@ -698,8 +712,6 @@ impl Gen<'_> {
             quote! {
                 #d
                 pub mod #vm {
-                    #[allow(unused_imports)]
-                    use super::*;
                     /// The version number.
                     pub const VERSION: u32 = #vn;
                     #(#procs)*
@@ -713,8 +725,6 @@ impl Gen<'_> {
         quote! {
             #d
             pub mod #m {
-                #[allow(unused_imports)]
-                use super::*;
                 /// The program number.
                 pub const PROGRAM: u32 = #num;
                 #(#versions)*
@@ -730,7 +740,8 @@ impl Gen<'_> {
             Repr::Prim(p) => prim_type(*p),
             Repr::Named(n) => {
                 let i = type_name(n);
-                quote!(#i)
+                let p = &self.prefix;
+                quote!(#p #i)
             }
             Repr::FixedOpaque(_) | Repr::VarOpaque(_) => quote!(#rt::Bytes),
             Repr::Str(_) => quote!(#rt::XdrString),
@@ -753,7 +764,8 @@ impl Gen<'_> {
             }
             Repr::List(n) | Repr::NonEmptyList(n) => {
                 let t = type_name(n);
-                quote!(::std::vec::Vec<#t>)
+                let p = &self.prefix;
+                quote!(::std::vec::Vec<#p #t>)
             }
         }
     }
