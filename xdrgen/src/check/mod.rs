@@ -668,6 +668,7 @@ impl Checker<'_> {
             DefKind::Enum(b) => self.enum_item(b),
             DefKind::Struct(b) => {
                 let mut fields = Vec::new();
+                let mut failed = false;
                 let mut seen: HashMap<String, Loc> = HashMap::new();
                 for f in &b.fields {
                     if let Some(prev) = seen.get(&f.name.name) {
@@ -679,7 +680,13 @@ impl Checker<'_> {
                         continue;
                     }
                     seen.insert(f.name.name.clone(), f.name.loc.clone());
-                    fields.push(self.field(f)?);
+                    match self.field(f) {
+                        Some(field) => fields.push(field),
+                        None => failed = true,
+                    }
+                }
+                if failed {
+                    return None;
                 }
                 ItemKind::Struct {
                     fields,
@@ -869,6 +876,7 @@ impl Checker<'_> {
 
     fn union_item(&mut self, b: &ast::UnionBody) -> Option<ir::Union> {
         let disc = self.disc(&b.disc_type);
+        let mut failed = false;
         let mut arms = Vec::new();
         let mut seen: Vec<(i64, Loc)> = Vec::new();
         for arm in &b.arms {
@@ -888,7 +896,10 @@ impl Checker<'_> {
                     labels.push(label);
                 }
             }
-            let payload = self.payload(&arm.decls)?;
+            let Some(payload) = self.payload(&arm.decls) else {
+                failed = true;
+                continue;
+            };
             arms.push(ir::UnionArm {
                 labels,
                 payload,
@@ -903,6 +914,9 @@ impl Checker<'_> {
             }),
             None => None,
         };
+        if failed {
+            return None;
+        }
         Some(ir::Union {
             disc: disc?,
             disc_name: b.disc_name.as_ref().map(|d| d.name.clone()),
@@ -916,11 +930,8 @@ impl Checker<'_> {
             [] => Payload::Void,
             [one] => Payload::One(self.field(one)?),
             many => {
-                let mut v = Vec::new();
-                for d in many {
-                    v.push(self.field(d)?);
-                }
-                Payload::Many(v)
+                let v: Vec<Option<Field>> = many.iter().map(|d| self.field(d)).collect();
+                Payload::Many(v.into_iter().collect::<Option<Vec<_>>>()?)
             }
         })
     }

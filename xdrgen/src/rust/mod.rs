@@ -521,8 +521,6 @@ impl Gen<'_> {
                 }
             },
         };
-        // An enum discriminant: its own decode already rejected unknown values; every member
-        // may still lack an arm.
         let d = doc(&format!(
             "XDR union `{xdr}` ({}), discriminant `{}`.",
             item.origin,
@@ -530,40 +528,17 @@ impl Gen<'_> {
         ));
         let derives = self.derives(&item.props, false);
         let min = self.min_len(&item.props);
-        let dec_match = match &u.disc {
-            Disc::Enum(_) => quote! {
-                #[allow(unreachable_patterns)]
-                let value = match d { #(#dec_arms)* #fallback };
-            },
-            _ => quote! {
-                #[allow(unreachable_patterns)]
-                let value = match d { #(#dec_arms)* #fallback };
-            },
-        };
-        let other_fix = match &u.disc {
-            Disc::Enum(_) => quote!(let _ = at;),
-            Disc::Bool => quote!(let _ = at;),
-            _ => quote!(let _ = at;),
-        };
+        // An enum discriminant's own decode already rejected values outside the enum; the
+        // fallback arm catches members (or integers) that have no arm.
         let body = quote! {
             let at = dec.offset();
             let d = <#dt as #rt::Decode>::decode(dec)?;
-            #other_fix
-            #dec_match
+            let _ = at;
+            #[allow(unreachable_patterns)]
+            let value = match d { #(#dec_arms)* #fallback };
             ::core::result::Result::Ok(value)
         };
-        let body = match (&u.disc, u.default.is_some()) {
-            (Disc::Enum(_), _) | (_, true) => body,
-            _ => body,
-        };
         let decode_fn = self.decode_fn(&item.props, body);
-        let fix_other = if u.default.is_none() {
-            // `other as i64` for bool/enum discriminants does not compile; use the value.
-            quote!()
-        } else {
-            quote!()
-        };
-        let _ = fix_other;
         quote! {
             #d
             #derives
