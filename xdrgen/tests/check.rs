@@ -77,8 +77,14 @@ fn rejects_quadruple_with_a_clear_message() {
 #[test]
 fn files_form_one_namespace_in_either_order() {
     let c = Config::new().check_sources(&[
-        ("common.x", "typedef unsigned int uint32; struct a { later b; };"),
-        ("ext.x", "struct later { uint32 x; }; struct c { a inner; };"),
+        (
+            "common.x",
+            "typedef unsigned int uint32; struct a { later b; };",
+        ),
+        (
+            "ext.x",
+            "struct later { uint32 x; }; struct c { a inner; };",
+        ),
     ]);
     assert!(errors(&c).is_empty(), "{}", c.render());
     let out = c.generate().unwrap();
@@ -87,7 +93,9 @@ fn files_form_one_namespace_in_either_order() {
 
 #[test]
 fn undefined_names_get_did_you_mean() {
-    let c = strict("struct point { int x; }; struct s { pointt p; opaque d<MAXLEN>; }; const MAXLEM = 4;");
+    let c = strict(
+        "struct point { int x; }; struct s { pointt p; opaque d<MAXLEN>; }; const MAXLEM = 4;",
+    );
     let r = c.render();
     assert!(r.contains("unknown type `pointt`"), "{r}");
     assert!(r.contains("did you mean `point`?"), "{r}");
@@ -103,11 +111,26 @@ fn duplicates_are_errors() {
          union u switch (int d) { case 1: int p; case 1: int q; };",
     );
     let e = errors(&c);
-    assert!(e.contains(&"field `x` is declared twice".to_string()), "{e:?}");
-    assert!(e.contains(&"type `a` is defined twice".to_string()), "{e:?}");
-    assert!(e.contains(&"constant `K` is defined twice".to_string()), "{e:?}");
-    assert!(e.iter().any(|m| m.contains("repeats the value of `A`")), "{e:?}");
-    assert!(e.contains(&"case value 1 appears twice".to_string()), "{e:?}");
+    assert!(
+        e.contains(&"field `x` is declared twice".to_string()),
+        "{e:?}"
+    );
+    assert!(
+        e.contains(&"type `a` is defined twice".to_string()),
+        "{e:?}"
+    );
+    assert!(
+        e.contains(&"constant `K` is defined twice".to_string()),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|m| m.contains("repeats the value of `A`")),
+        "{e:?}"
+    );
+    assert!(
+        e.contains(&"case value 1 appears twice".to_string()),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -129,11 +152,17 @@ fn case_labels_must_fit_the_discriminant() {
          union y switch (x d) { case 1: void; };",
     );
     let r = c.render();
-    assert!(r.contains("case label `BLUE` is not a member of enum `color`"), "{r}");
+    assert!(
+        r.contains("case label `BLUE` is not a member of enum `color`"),
+        "{r}"
+    );
     assert!(r.contains("unknown constant `GREN`"), "{r}");
     assert!(r.contains("did you mean `GREEN`?"), "{r}");
     assert!(r.contains("case value 2 is not a bool"), "{r}");
-    assert!(r.contains("case value -1 does not fit in an `unsigned int`"), "{r}");
+    assert!(
+        r.contains("case value -1 does not fit in an `unsigned int`"),
+        "{r}"
+    );
     assert!(r.contains("a union discriminant must be"), "{r}");
 }
 
@@ -141,19 +170,34 @@ fn case_labels_must_fit_the_discriminant() {
 fn sizes_must_be_constant_and_in_range() {
     let c = strict(r#"const S = "text"; struct s { opaque a[-1]; int b<S>; string c<NOPE>; };"#);
     let e = errors(&c);
-    assert!(e.iter().any(|m| m.contains("size -1 is out of range")), "{e:?}");
-    assert!(e.iter().any(|m| m.contains("expected an integer, found a string literal")), "{e:?}");
-    assert!(e.iter().any(|m| m.contains("unknown constant `NOPE`")), "{e:?}");
+    assert!(
+        e.iter().any(|m| m.contains("size -1 is out of range")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|m| m.contains("expected an integer, found a string literal")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|m| m.contains("unknown constant `NOPE`")),
+        "{e:?}"
+    );
 }
 
 #[test]
 fn infinite_recursion_is_rejected_and_indirect_recursion_boxed() {
     let c = strict("struct a { int v; b inner; }; struct b { a back; };");
-    assert!(errors(&c).iter().any(|m| m.contains("its size would be infinite")));
+    assert!(errors(&c)
+        .iter()
+        .any(|m| m.contains("its size would be infinite")));
     let out = gen("struct tree { int v; tree *left; tree *right; int after; };
                    struct node { node children<>; };");
     // `*right` is not the last field, so `tree` is no list: recursion is boxed.
-    assert!(out.contains("pub left: ::core::option::Option<::std::boxed::Box<Tree>>"), "{out}");
+    assert!(
+        out.contains("pub left: ::core::option::Option<::std::boxed::Box<Tree>>"),
+        "{out}"
+    );
     assert!(out.contains("dec.enter()?"), "{out}");
     assert!(out.contains("pub children: ::std::vec::Vec<Node>"), "{out}");
 }
@@ -169,7 +213,9 @@ fn self_referential_lists_become_vecs() {
     );
     assert!(errors(&c).is_empty(), "{}", c.render());
     let rl = c.model.get("rl").unwrap();
-    assert!(matches!(&rl.kind, ItemKind::Struct { fields, list_next: Some(n) } if fields.len() == 1 && n == "next"));
+    assert!(
+        matches!(&rl.kind, ItemKind::Struct { fields, list_next: Some(n) } if fields.len() == 1 && n == "next")
+    );
     let ItemKind::Struct { fields, .. } = &c.model.get("hdr").unwrap().kind else {
         panic!()
     };
@@ -177,8 +223,14 @@ fn self_referential_lists_become_vecs() {
     assert_eq!(fields[1].repr, Repr::NonEmptyList("rl".into()));
     let out = c.generate().unwrap();
     assert!(out.contains("encode_list(enc, &self.reads)"), "{out}");
-    assert!(out.contains("encode_nonempty_list(enc, &self.direct, \"rl\")"), "{out}");
-    assert!(out.contains("pub struct Mlist(pub ::std::vec::Vec<Ml>);"), "{out}");
+    assert!(
+        out.contains("encode_nonempty_list(enc, &self.direct, \"rl\")"),
+        "{out}"
+    );
+    assert!(
+        out.contains("pub struct Mlist(pub ::std::vec::Vec<Ml>);"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -202,15 +254,16 @@ fn constants_take_the_type_they_are_used_at() {
 
 #[test]
 fn programs_with_several_arguments_and_void() {
-    let out = gen(
-        "struct a { int x; };
+    let out = gen("struct a { int x; };
          program P { version V1 { void NULLPROC(void) = 0; a TWO(a, int) = 1;
-                                  int FIVE(int, int, int, int, int) = 2; } = 1; } = 0x20000001;",
-    );
+                                  int FIVE(int, int, int, int, int) = 2; } = 1; } = 0x20000001;");
     assert!(out.contains("pub const PROGRAM: u32 = 536870913;"), "{out}");
     assert!(out.contains("type Args = (super::super::A, i32);"), "{out}");
     // More than four arguments nest to the right; the wire order is unchanged.
-    assert!(out.contains("type Args = (i32, (i32, i32, i32, i32));"), "{out}");
+    assert!(
+        out.contains("type Args = (i32, (i32, i32, i32, i32));"),
+        "{out}"
+    );
     assert!(out.contains("type Result = ();"), "{out}");
 }
 
@@ -255,7 +308,8 @@ fn rpcgen_extensions() {
 
 #[test]
 fn identifiers_are_escaped() {
-    let out = gen("struct type { int self; int type; int fn; int loop1; }; enum Self { SELF = 1 };");
+    let out =
+        gen("struct type { int self; int type; int fn; int loop1; }; enum Self { SELF = 1 };");
     assert!(out.contains("pub struct Type {"), "{out}");
     assert!(out.contains("pub self_: i32"), "{out}");
     assert!(out.contains("pub r#type: i32"), "{out}");
@@ -266,17 +320,38 @@ fn identifiers_are_escaped() {
 #[test]
 fn derives_follow_the_fields() {
     let out = gen("struct f { float x; }; struct c { int a; hyper b; }; struct v { opaque d<>; };");
-    assert!(out.contains("#[derive(Debug, Clone, PartialEq, Copy)]\npub struct F"), "{out}");
-    assert!(out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash, Copy)]\npub struct C"), "{out}");
-    assert!(out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash)]\npub struct V"), "{out}");
+    assert!(
+        out.contains("#[derive(Debug, Clone, PartialEq, Copy)]\npub struct F"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash, Copy)]\npub struct C"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash)]\npub struct V"),
+        "{out}"
+    );
     assert!(out.contains("const MIN_ENCODED_LEN: usize = 12;"), "{out}");
 }
 
 #[test]
 fn output_is_deterministic() {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drafts/004-rfc5666bis-01-s5.6.x")).unwrap();
-    let a = Config::new().lenient(true).check_sources(&[("v1.x", &src)]).generate().unwrap();
-    let b = Config::new().lenient(true).check_sources(&[("v1.x", &src)]).generate().unwrap();
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/drafts/004-rfc5666bis-01-s5.6.x"
+    ))
+    .unwrap();
+    let a = Config::new()
+        .lenient(true)
+        .check_sources(&[("v1.x", &src)])
+        .generate()
+        .unwrap();
+    let b = Config::new()
+        .lenient(true)
+        .check_sources(&[("v1.x", &src)])
+        .generate()
+        .unwrap();
     assert_eq!(a, b);
     assert!(a.starts_with("// @generated by xdrgen"));
 }

@@ -14,9 +14,17 @@ fn special_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
     let t = |f: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(f);
     vec![
         // Uses MAXNETNAMELEN from <rpc/auth_des.h>.
-        ("key_prot", false, vec![t("rpcsvc/c-header-constants.x"), r("key_prot.x")]),
+        (
+            "key_prot",
+            false,
+            vec![t("rpcsvc/c-header-constants.x"), r("key_prot.x")],
+        ),
         // Defines its bounds in `%#define` lines only.
-        ("nlm_prot", false, vec![t("rpcsvc/c-header-constants.x"), r("nlm_prot.x")]),
+        (
+            "nlm_prot",
+            false,
+            vec![t("rpcsvc/c-header-constants.x"), r("nlm_prot.x")],
+        ),
         // zotypes repeats values (BOGUS_OBJ = 0, NIS_BOGUS_OBJ = 0): aliases in lenient mode.
         ("nis_object", true, vec![r("nis_object.x")]),
         ("nis", true, vec![r("nis.x")]),
@@ -26,10 +34,18 @@ fn special_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
 }
 
 fn draft_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
-    let d = |f: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/drafts").join(f);
+    let d = |f: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/drafts")
+            .join(f)
+    };
     vec![
         ("draft_000_s4_2", true, vec![d("000-rpcrdma-00-s4.2.x")]),
-        ("draft_003_v2", true, vec![d("003-common.x"), d("003-baseops.x")]),
+        (
+            "draft_003_v2",
+            true,
+            vec![d("003-common.x"), d("003-baseops.x")],
+        ),
         ("draft_004_v1", true, vec![d("004-rfc5666bis-01-s5.6.x")]),
     ]
 }
@@ -48,7 +64,11 @@ fn rpcsvc_and_drafts_generate_code_that_builds_and_round_trips() {
         .filter(|p| p.extension().is_some_and(|e| e == "x"))
         .collect();
     files.sort();
-    assert!(files.len() >= 17, "expected the 17 rpcsvc-proto files, found {}", files.len());
+    assert!(
+        files.len() >= 17,
+        "expected the 17 rpcsvc-proto files, found {}",
+        files.len()
+    );
     let mut leaked: Vec<&'static str> = Vec::new();
     for f in &files {
         if !covered.contains(f) {
@@ -74,7 +94,9 @@ fn rpcsvc_and_drafts_generate_code_that_builds_and_round_trips() {
             .generate()
             .unwrap_or_else(|e| panic!("{module}: {inputs:?} failed:\n{e}"));
         xdrgen::write_if_changed(&krate.join(format!("src/{module}.rs")), &code).unwrap();
-        lib.push_str(&format!("/// Generated from {inputs:?}.\npub mod {module};\n"));
+        lib.push_str(&format!(
+            "/// Generated from {inputs:?}.\npub mod {module};\n"
+        ));
     }
     lib.push_str("#[cfg(test)]\nmod roundtrip;\n");
     let support = std::fs::read_to_string(

@@ -148,12 +148,11 @@ fn apply_lists(model: &mut Model, lists: &HashSet<String>) {
                     }
                 }
             }
-            ItemKind::Typedef { repr, .. } => {
+            ItemKind::Typedef { repr, .. }
                 // `typedef L alias;` stays an alias of the element type.
-                if !matches!(repr, Repr::Named(_)) {
+                if !matches!(repr, Repr::Named(_)) => {
                     *repr = transform(&snapshot, lists, repr);
                 }
-            }
             _ => {}
         }
     }

@@ -16,6 +16,9 @@ use crate::ir::{self, Disc, Field, Item, ItemKind, Label, Payload, Prim, Props, 
 
 pub use names::{builtin_type, LENIENT_ALIASES};
 
+/// The longest chain of constants defined through each other (bounds recursion).
+const MAX_CONST_CHAIN: usize = 256;
+
 /// A definition after anonymous types were hoisted out.
 #[derive(Debug, Clone)]
 pub(crate) struct Def {
@@ -336,7 +339,10 @@ impl Checker<'_> {
 
     /// Every type reference: (name, location, use). Uses: "disc", "const", "field:<name>", "proc".
     fn type_refs(&self) -> Vec<(Ident, String)> {
-        self.type_refs_in().into_iter().map(|(i, h, _)| (i, h)).collect()
+        self.type_refs_in()
+            .into_iter()
+            .map(|(i, h, _)| (i, h))
+            .collect()
     }
 
     /// Every type reference: (name, use, containing definition).
@@ -398,10 +404,11 @@ impl Checker<'_> {
             if self.types.contains_key(&n.name) || builtin_type(&n.name, false).is_some() {
                 continue;
             }
-            unknown
-                .entry(n.name.clone())
-                .or_default()
-                .push((n.clone(), how.clone(), container.clone()));
+            unknown.entry(n.name.clone()).or_default().push((
+                n.clone(),
+                how.clone(),
+                container.clone(),
+            ));
         }
         // Types defined but never used: candidates for "named differently where used".
         let unused: Vec<String> = self
@@ -453,7 +460,9 @@ impl Checker<'_> {
         // fits the uses, picked by the first rule that leaves exactly one: the declaration's
         // field has the candidate's name; same last `_` segment; a small edit distance.
         let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
-        let int_only = uses.iter().all(|(_, how, _)| how == "disc" || how == "const");
+        let int_only = uses
+            .iter()
+            .all(|(_, how, _)| how == "disc" || how == "const");
         let pool: Vec<&String> = unused
             .iter()
             .filter(|u| !uses.iter().any(|(_, _, c)| c == *u))
@@ -466,7 +475,10 @@ impl Checker<'_> {
             })
             .collect();
         let rules: [&dyn Fn(&str) -> bool; 3] = [
-            &|u| uses.iter().any(|(_, how, _)| how.strip_prefix("field:") == Some(u)),
+            &|u| {
+                uses.iter()
+                    .any(|(_, how, _)| how.strip_prefix("field:") == Some(u))
+            },
             &|u| last(u) == last(name) && u.contains('_') && name.contains('_'),
             &|u| crate::diag::edit_distance(u, name) <= name.len() / 3,
         ];
@@ -577,6 +589,15 @@ impl Checker<'_> {
     }
 
     fn eval_guarded(&mut self, name: &str, v: &Value) -> Option<i128> {
+        if self.evaluating.len() >= MAX_CONST_CHAIN {
+            self.diags.push(
+                Diagnostic::error(format!(
+                    "constant `{name}` is defined through more than {MAX_CONST_CHAIN} other constants"
+                ))
+                .at(v.loc(), "chain too long"),
+            );
+            return None;
+        }
         if !self.evaluating.insert(name.to_string()) {
             self.diags.push(
                 Diagnostic::error(format!("constant `{name}` is defined in terms of itself"))
@@ -1014,12 +1035,19 @@ impl Checker<'_> {
         let n = match self.eval(v, Some((Prim::UInt, "a program number"))) {
             Some(n) => n,
             None => {
-                if what == "program" {
+                if what == "program" && matches!(v, Value::Name(_)) {
                     if let Some(last) = self.diags.items.last_mut() {
-                        last.help.push(
-                            "assign a program number: RFC 5531 section 8.3 and the IANA registry; 0x20000000-0x3fffffff is for local use"
-                                .into(),
+                        last.message = format!(
+                            "program number `{}` is not defined",
+                            last.message
+                                .trim_start_matches("unknown constant `")
+                                .trim_end_matches('`')
                         );
+                        last.help = vec![
+                            "assign a number (RFC 5531 program numbers 0x20000000-0x3fffffff are defined by the user) or define a constant of that name".into(),
+                        ];
+                        last.notes
+                            .push("the draft leaves a placeholder where the number belongs".into());
                     }
                 }
                 return None;

@@ -19,7 +19,12 @@ pub struct Parser<'a> {
     lenient: bool,
     diags: &'a mut Diagnostics,
     pending: Vec<Annotation>,
+    /// Nesting of inline `struct {..}`/`union switch ..`/`enum {..}` type specifiers.
+    depth: usize,
 }
+
+/// The deepest nesting of inline type definitions accepted (bounds the parser's recursion).
+pub const MAX_NESTING: usize = 64;
 
 /// A parse failure whose diagnostic has already been recorded.
 #[derive(Debug)]
@@ -39,6 +44,7 @@ impl<'a> Parser<'a> {
             lenient,
             diags,
             pending: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -207,11 +213,12 @@ impl<'a> Parser<'a> {
                     self.bump();
                     return;
                 }
-                Tok::Ident(w) if depth <= 0 && DEF_KEYWORDS.contains(&w.as_str()) => {
+                Tok::Ident(w)
+                    if depth <= 0 && DEF_KEYWORDS.contains(&w.as_str())
                     // Only a keyword that starts a definition (not `struct X` used as a type).
-                    if self.pos > 0 && self.looks_like_definition_start() {
-                        return;
-                    }
+                    && self.pos > 0 && self.looks_like_definition_start() =>
+                {
+                    return;
                 }
                 _ => {}
             }
@@ -709,11 +716,24 @@ impl<'a> Parser<'a> {
             "bool" => TypeKind::Bool,
             "struct" | "enum" | "union" => {
                 if self.is_punct('{') || (word == "union" && self.is_word("switch")) {
-                    match word.as_str() {
-                        "struct" => TypeKind::Struct(self.struct_body(None)?),
-                        "enum" => TypeKind::Enum(self.enum_body()?),
-                        _ => TypeKind::Union(Box::new(self.union_body()?)),
+                    if self.depth >= MAX_NESTING {
+                        self.diags.push(
+                            Diagnostic::error(format!(
+                                "inline type definitions nested deeper than {MAX_NESTING}"
+                            ))
+                            .at(&start, "too deep")
+                            .help("define the inner types separately and refer to them by name"),
+                        );
+                        return Err(Failed);
                     }
+                    self.depth += 1;
+                    let kind = match word.as_str() {
+                        "struct" => self.struct_body(None).map(TypeKind::Struct),
+                        "enum" => self.enum_body().map(TypeKind::Enum),
+                        _ => self.union_body().map(|b| TypeKind::Union(Box::new(b))),
+                    };
+                    self.depth -= 1;
+                    kind?
                 } else {
                     TypeKind::Named(self.ident(&format!("a {word} name"))?)
                 }
