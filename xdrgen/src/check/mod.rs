@@ -1152,7 +1152,8 @@ impl Checker<'_> {
                 .into_iter()
                 .find(|p| fits(*value, *p))
                 .unwrap_or(Prim::Hyper);
-            *why = "the smallest integer type that holds the value".into();
+            *why = "no use fixes a type; the smallest of u32, i32, u64, i64 that holds the value"
+                .into();
         }
     }
 }
