@@ -370,3 +370,16 @@ fn names_that_clash_in_rust_are_errors() {
         "{r}"
     );
 }
+
+#[test]
+fn misplaced_annotations_are_warned_about() {
+    let c = strict("/* @ddp */ struct a { int x; /* @ddp */ };");
+    let r = c.render();
+    assert_eq!(
+        r.matches("annotation `@ddp` is not before a declaration")
+            .count(),
+        2,
+        "{r}"
+    );
+    assert!(!c.has_errors());
+}
