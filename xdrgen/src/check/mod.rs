@@ -977,9 +977,11 @@ impl Checker<'_> {
                 };
                 let member_names: Vec<String> =
                     body.members.iter().map(|m| m.name.name.clone()).collect();
+                let n_members = body.members.len();
                 let ok = match &name {
                     Some(n) => member_names.contains(n),
-                    None => false,
+                    // A literal is fine when it is the value of a member.
+                    None => (0..n_members).any(|j| self.member_value(i, j, e) == Some(value)),
                 };
                 if !ok {
                     let mut d = Diagnostic::error(format!(
