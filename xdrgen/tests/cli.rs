@@ -142,3 +142,25 @@ fn build_api_writes_into_out_dir_with_the_default_name() {
         .unwrap_err();
     assert!(err.to_string().contains("unknown type `nope`"), "{err}");
 }
+
+#[test]
+fn follows_includes_relative_to_the_including_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/common.x"), "struct base { int v; };").unwrap();
+    let main = dir.path().join("main.x");
+    std::fs::write(
+        &main,
+        "#include \"sub/common.x\"\n#include \"sub/common.x\"\nstruct top { base b; };",
+    )
+    .unwrap();
+    let comp = xdrgen::Config::new().check_files(&[&main]).unwrap();
+    assert!(!comp.has_errors(), "{}", comp.render());
+    assert_eq!(comp.paths.len(), 2);
+    let code = comp.generate().unwrap();
+    assert!(code.contains("pub struct Base"));
+    let missing = dir.path().join("missing.x");
+    std::fs::write(&missing, "#include \"nope.x\"\n").unwrap();
+    let comp = xdrgen::Config::new().check_files(&[&missing]).unwrap();
+    assert!(comp.render().contains("cannot read"), "{}", comp.render());
+}

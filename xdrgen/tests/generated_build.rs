@@ -47,6 +47,11 @@ fn draft_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
             vec![d("003-common.x"), d("003-baseops.x")],
         ),
         ("draft_004_v1", true, vec![d("004-rfc5666bis-01-s5.6.x")]),
+        (
+            "torture",
+            false,
+            vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/torture.x")],
+        ),
     ]
 }
 

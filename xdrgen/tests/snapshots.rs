@@ -171,3 +171,10 @@ fn specs() {
         insta::assert_snapshot!(out);
     });
 }
+
+#[test]
+fn torture_output() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/torture.x");
+    let comp = Config::new().check_files(&[&path]).unwrap();
+    insta::assert_snapshot!(comp.generate().unwrap());
+}

@@ -977,9 +977,11 @@ impl Checker<'_> {
                 };
                 let member_names: Vec<String> =
                     body.members.iter().map(|m| m.name.name.clone()).collect();
+                let n_members = body.members.len();
                 let ok = match &name {
                     Some(n) => member_names.contains(n),
-                    None => false,
+                    // A literal is fine when it is the value of a member.
+                    None => (0..n_members).any(|j| self.member_value(i, j, e) == Some(value)),
                 };
                 if !ok {
                     let mut d = Diagnostic::error(format!(
@@ -1152,7 +1154,8 @@ impl Checker<'_> {
                 .into_iter()
                 .find(|p| fits(*value, *p))
                 .unwrap_or(Prim::Hyper);
-            *why = "the smallest integer type that holds the value".into();
+            *why = "no use fixes a type; the smallest of u32, i32, u64, i64 that holds the value"
+                .into();
         }
     }
 }

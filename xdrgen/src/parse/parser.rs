@@ -262,10 +262,20 @@ impl<'a> Parser<'a> {
     pub fn specification(&mut self) -> Specification {
         let mut spec = Specification::default();
         loop {
-            if *self.peek() == Tok::Eof {
+            let at_end = *self.peek() == Tok::Eof;
+            for a in std::mem::take(&mut self.pending) {
+                self.diags.push(
+                    Diagnostic::warning(format!(
+                        "annotation `@{}` is not before a declaration in a struct or union arm",
+                        a.name
+                    ))
+                    .at(&a.loc, "ignored")
+                    .help("place it on the line before the field it marks"),
+                );
+            }
+            if at_end {
                 break;
             }
-            self.pending.clear();
             let start = self.loc();
             match self.definition() {
                 Ok(def) => {

@@ -135,11 +135,15 @@ impl Gen<'_> {
                 let t = prim_type(*ty);
                 let v = lit_i128(*value);
                 let d = doc(&format!(
-                    "XDR constant `{}` ({}).\n\nTyped `{}` because {}.",
+                    "XDR constant `{}` ({}).\n\nRust type `{}`: {}.",
                     item.xdr_name,
                     item.origin,
                     t,
-                    if why.is_empty() { "of its value" } else { why }
+                    if why.is_empty() {
+                        "from its value"
+                    } else {
+                        why
+                    }
                 ));
                 quote!(#d pub const #name: #t = #v;)
             }

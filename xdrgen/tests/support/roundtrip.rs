@@ -156,3 +156,162 @@ fn mountlist_is_a_vec_encoded_as_a_linked_list() {
     assert_eq!(wire.len(), 4 + 8 + 8 + 4 + 8 + 8 + 4);
     assert_eq!(xdr::from_bytes::<Mountlist>(wire).unwrap(), list);
 }
+
+mod torture {
+    use crate::torture::*;
+    use rpcrdma::xdr::{self, Bytes, ErrorKind, Procedure, XdrString};
+
+    fn seg(n: u32) -> Seg {
+        Seg {
+            len: n,
+            off: -i64::from(n),
+        }
+    }
+
+    fn rl(n: u32) -> Rl {
+        Rl { entry: seg(n) }
+    }
+
+    fn name(s: &'static str) -> Name {
+        Name(XdrString::from(s))
+    }
+
+    fn value() -> Type {
+        Type {
+            self_: -1,
+            r#type: 2,
+            r#fn: u64::MAX,
+            crate_: 1.5,
+            handles: [Fh(Bytes::from_static(b"abcd")), Fh(Bytes::from_static(b"efgh"))],
+            fixed_names: [name("x"), name("yy")],
+            some_names: Names(vec![name("a"), name("b"), name("c")]),
+            bounded: vec![name("p")],
+            blob: Bytes::from_static(b"0123456789abcde"),
+            text: XdrString::from("text"),
+            reads: vec![rl(1), rl(2)],
+            one_or_more: vec![rl(3)],
+            also_one_or_more: vec![rl(4), rl(5)],
+            pair: [vec![rl(6)], vec![rl(7), rl(8)]],
+            lists: vec![vec![rl(9)], vec![rl(10)]],
+            all: Mlist(vec![Ml { n: name("m") }]),
+            inline_struct: TypeInlineStruct {
+                a: 1,
+                which: TypeInlineStructWhich::InB,
+            },
+            payload: Bytes::from_static(b"ddp"),
+            ok: true,
+            r: 0.25,
+            t: Some(Tree {
+                v: 1,
+                left: Some(Box::new(Tree {
+                    v: 2,
+                    left: None,
+                    right: None,
+                    tail: 3,
+                })),
+                right: None,
+                tail: 4,
+            }),
+            s: Single {
+                next: Some(Box::new(Single { next: None })),
+            },
+            c: Chain::Case1(Some(Box::new(Chain::Case0))),
+        }
+    }
+
+    #[test]
+    fn every_shape_round_trips_and_every_prefix_fails() {
+        let v = value();
+        let wire = xdr::to_bytes(&v).unwrap();
+        assert_eq!(xdr::from_bytes::<Type>(wire.clone()).unwrap(), v);
+        for n in 0..wire.len() {
+            assert!(xdr::from_bytes::<Type>(wire.slice(..n)).is_err(), "prefix {n}");
+        }
+    }
+
+    #[test]
+    fn declared_bounds_are_enforced() {
+        let mut v = value();
+        v.bounded = vec![name("a"), name("b"), name("c")];
+        assert!(matches!(
+            xdr::to_bytes(&v).unwrap_err().kind(),
+            ErrorKind::ExceedsDeclaredMaximum { maximum: 2, .. }
+        ));
+        let mut v = value();
+        v.one_or_more.clear();
+        assert!(matches!(xdr::to_bytes(&v).unwrap_err().kind(), ErrorKind::EmptyList("rl")));
+        let mut v = value();
+        v.blob = Bytes::from_static(&[0; 16]);
+        assert!(xdr::to_bytes(&v).is_err());
+    }
+
+    #[test]
+    fn unions_of_every_discriminant_kind() {
+        for u in [
+            ByInt::Neg(1.0),
+            ByInt::Case0,
+            ByInt::Maxn(ByIntNested::True(5)),
+            ByInt::Maxn(ByIntNested::False),
+            ByInt::Default {
+                discriminant: 99,
+                value: name("why"),
+            },
+        ] {
+            let wire = xdr::to_bytes(&u).unwrap();
+            assert_eq!(xdr::from_bytes::<ByInt>(wire).unwrap(), u);
+        }
+        assert_eq!(ByInt::Neg(0.0).discriminant(), NEG);
+        for u in [
+            ByEnum::Red(seg(1)),
+            ByEnum::Green(seg(2)),
+            ByEnum::Blue,
+        ] {
+            let wire = xdr::to_bytes(&u).unwrap();
+            assert_eq!(xdr::from_bytes::<ByEnum>(wire).unwrap(), u);
+        }
+        let b = ByBool::True(vec![rl(1)]);
+        assert_eq!(xdr::from_bytes::<ByBool>(xdr::to_bytes(&b).unwrap()).unwrap(), b);
+        // A bool discriminant's default arm can only be FALSE.
+        let f = ByBool::Default { discriminant: false };
+        assert_eq!(xdr::from_bytes::<ByBool>(xdr::to_bytes(&f).unwrap()).unwrap(), f);
+        // No arm for 2 and no default: refused.
+        let err = xdr::from_bytes::<ByUint>(Bytes::from_static(&[0, 0, 0, 2])).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::UnknownDiscriminant { value: 2, .. }));
+        let err = xdr::to_bytes(&ByUint::Case0(Bytes::from_static(b"four"))).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::ExceedsDeclaredMaximum { maximum: 3, .. }));
+    }
+
+    #[test]
+    fn recursion_depth_is_bounded_on_decode() {
+        let mut c = Chain::Case0;
+        for _ in 0..10 {
+            c = Chain::Case1(Some(Box::new(c)));
+        }
+        assert_eq!(xdr::from_bytes::<Chain>(xdr::to_bytes(&c).unwrap()).unwrap(), c);
+        // A hostile chain far deeper than Limits::max_depth is refused, not a stack overflow.
+        let mut wire = Vec::new();
+        for _ in 0..100_000 {
+            wire.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        }
+        wire.extend_from_slice(&[0, 0, 0, 0]);
+        let err = xdr::from_bytes::<Chain>(Bytes::from(wire)).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }), "{err}");
+    }
+
+    #[test]
+    fn enums_constants_and_programs() {
+        assert_eq!(Implicit::Eleventh.value(), 11);
+        assert_eq!(Implicit::Second.value(), 1);
+        assert_eq!(Color::Blue.value(), -7);
+        assert_eq!(Self_::Super.value(), 1);
+        assert_eq!(BIG, 0x1_ffff_ffff_u64);
+        assert_eq!(GREETING, "hello");
+        use torture_prog::{torture_v1, torture_v2};
+        assert_eq!(torture_v1::Type::PROCEDURE, 1);
+        assert_eq!(torture_v2::VERSION, 2);
+        assert_eq!(torture_v2::Seg::NAME, "SEG");
+        let args: <torture_v1::Five as Procedure>::Args = (1, (2, 3, 4, 5));
+        assert_eq!(xdr::to_bytes(&args).unwrap().len(), 20);
+        let _: <torture_v1::List as Procedure>::Result = Mlist(Vec::new());
+    }
+}
