@@ -54,7 +54,8 @@ for unit in "${units[@]}"; do
   : > "$work/$name.x"
   IFS='+' read -ra parts <<< "$files"
   for p in "${parts[@]}"; do
-    case "$p" in /*) src="$p" ;; *) src="$here/$p" ;; esac
+    # A path as given (absolute or from the current directory), else relative to specs/.
+    if [ -f "$p" ]; then src="$p"; else src="$here/$p"; fi
     cat "$src" >> "$work/$name.x"
   done
   extra=()

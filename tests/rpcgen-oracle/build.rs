@@ -19,10 +19,10 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let specs = manifest.join("../../specs");
-    for f in ["rpc_msg.x", "rpcrdma-v1.x"] {
+    for f in ["rpc_msg.x", "rpcrdma-v1.x", "common.x", "baseops.x"] {
         println!("cargo:rerun-if-changed={}", specs.join(f).display());
     }
-    for f in ["oracle.h", "shim_v1.c", "shim_rpc_msg.c"] {
+    for f in ["oracle.h", "shim_v1.c", "shim_rpc_msg.c", "shim_v2.c"] {
         println!(
             "cargo:rerun-if-changed={}",
             manifest.join("csrc").join(f).display()
@@ -70,6 +70,24 @@ fn main() {
     }
     common_flags(&mut rpc, &tirpc_include);
     rpc.compile("oracle_rpc_msg");
+
+    // RPC-over-RDMA version 2: common.x and baseops.x are one namespace, so rpcgen reads
+    // them as one file. Its xdr_uint32/xdr_uint64 would meet version 1's: rename them all.
+    let mut v2_source = fs::read_to_string(specs.join("common.x")).expect("read common.x");
+    v2_source.push_str(&fs::read_to_string(specs.join("baseops.x")).expect("read baseops.x"));
+    fs::write(out.join("rpcrdma_v2_input.x"), v2_source).expect("write v2 input");
+    rpcgen(&out.join("rpcrdma_v2_input.x"), &out, "rpcrdma_v2");
+    let generated = fs::read_to_string(out.join("rpcrdma_v2_xdr.c")).expect("read v2 C");
+    let mut v2 = cc::Build::new();
+    v2.file(out.join("rpcrdma_v2_xdr.c"))
+        .file(csrc.join("shim_v2.c"))
+        .include(&out)
+        .include(&csrc);
+    for name in xdr_function_names(&generated) {
+        v2.define(&name, Some(format!("oracle_v2_{name}").as_str()));
+    }
+    common_flags(&mut v2, &tirpc_include);
+    v2.compile("oracle_v2");
 
     for lib in tirpc_libs() {
         println!("cargo:rustc-link-lib={lib}");

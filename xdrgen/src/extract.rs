@@ -162,8 +162,12 @@ impl std::error::Error for ExtractError {}
 /// [`Mode::Sections`] and unnamed [`Mode::CodeBlocks`] blocks; with split, text after the
 /// last `FILE ENDS:` marker (if any is not blank) goes to `name` too.
 ///
-/// ```ignore
-/// let files = extract("<CODE BEGINS>\n  const A = 1;\n<CODE ENDS>\n", &Mode::Auto, "a.x")?;
+/// ```
+/// use xdrgen::extract::{extract, Mode};
+///
+/// let draft = "   <CODE BEGINS>\n      const A = 1;\n   <CODE ENDS>\n";
+/// let files = extract(draft, &Mode::Auto, "a.x").unwrap();
+/// assert_eq!(files[0].name, "a.x");
 /// assert_eq!(files[0].contents, "const A = 1;\n");
 /// ```
 pub fn extract(text: &str, mode: &Mode, name: &str) -> Result<Vec<ExtractedFile>, ExtractError> {

@@ -426,3 +426,35 @@ fn rejects_unknown_v1_procedure_and_error_code() {
         .collect();
     assert!(from_bytes::<v1::Rpcrdma1Msg>(Bytes::from(bad_err)).is_err());
 }
+
+/// The Connection Configuration Protocol of the 2004 draft (section 6.2) as generated: the
+/// placeholder program number of ERRATA R04-6, version 1, procedure 1 with the section's
+/// request and reply structs.
+#[test]
+fn v2004_config_program_numbers_and_types() {
+    use rpcrdma::xdr::Procedure;
+    use v2004::config_rdma_prog::{vers1::ConfRdma, PROGRAM};
+
+    assert_eq!(PROGRAM, 0x2000_0000);
+    assert_eq!(
+        (
+            ConfRdma::PROGRAM,
+            ConfRdma::VERSION,
+            ConfRdma::PROCEDURE,
+            ConfRdma::NAME
+        ),
+        (0x2000_0000, 1, 1, "CONF_RDMA")
+    );
+    let args: <ConfRdma as Procedure>::Args = v2004::ConfigRdmaReq {
+        maxcallsize: 1024,
+        maxreplysize: 1024,
+        maxrdmaread: 4,
+    };
+    let result: <ConfRdma as Procedure>::Result = v2004::ConfigRdmaReply {
+        maxcallsize: 4096,
+        align: 64,
+        maxrdmaread: 8,
+    };
+    round_trip(&args).unwrap();
+    round_trip(&result).unwrap();
+}

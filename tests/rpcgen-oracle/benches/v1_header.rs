@@ -1,8 +1,9 @@
 //! Encode + decode of an RPC-over-RDMA version 1 RDMA_MSG header (a read list of two
 //! segments, a write list of one chunk of two segments): the xdrgen-generated Rust codec
 //! against rpcgen + libtirpc (`xdrmem_create` + `xdr_rpcrdma1_msg` encode, then decode and
-//! `xdr_free`), in the same run. After criterion's report, both are timed again the same
-//! way and the ratio is printed: `ratio rpcgen/ours = X.Yx`.
+//! `xdr_free`), in the same run. After criterion's report, both are sampled again in
+//! alternation (so both see the same machine load) and the median ratio is printed:
+//! `ratio rpcgen/ours = X.Yx`. Run with `cargo bench -p rpcgen-oracle --bench v1_header`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -90,6 +90,20 @@ int oracle_authsys_encode(const oracle_authsys *p, uint8_t *buf, uint32_t cap, u
 int oracle_authsys_reencode(const uint8_t *in, uint32_t in_len, uint8_t *out, uint32_t cap,
                             uint32_t *out_len);
 
+/* ---- RPC-over-RDMA version 2 (specs/common.x + specs/baseops.x) ---- */
+
+/* Which message type: rpcrdma2_hdr_prefix, rpcrdma2_msg, rpcrdma2_nomsg, rpcrdma2_error,
+ * rpcrdma2_connprop. */
+#define ORACLE_V2_PREFIX 0
+#define ORACLE_V2_MSG 1
+#define ORACLE_V2_NOMSG 2
+#define ORACLE_V2_ERROR 3
+#define ORACLE_V2_CONNPROP 4
+
+int oracle_v2_reencode(int kind, const uint8_t *in, uint32_t in_len, uint8_t *out, uint32_t cap,
+                       uint32_t *out_len);
+int oracle_v2_random(int kind, uint64_t seed, uint8_t *buf, uint32_t cap, uint32_t *len);
+
 /* xorshift64* shared by the random generators. */
 static inline uint64_t oracle_next(uint64_t *s)
 {

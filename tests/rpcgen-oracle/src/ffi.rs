@@ -110,6 +110,16 @@ extern "C" {
     ) -> i32;
     pub fn oracle_rpc_random(seed: u64, buf: *mut u8, cap: u32, len: *mut u32) -> i32;
     pub fn oracle_authsys_encode(p: *const AuthSys, buf: *mut u8, cap: u32, len: *mut u32) -> i32;
+    pub fn oracle_v2_reencode(
+        kind: i32,
+        input: *const u8,
+        in_len: u32,
+        out: *mut u8,
+        cap: u32,
+        out_len: *mut u32,
+    ) -> i32;
+    pub fn oracle_v2_random(kind: i32, seed: u64, buf: *mut u8, cap: u32, len: *mut u32) -> i32;
+
     pub fn oracle_authsys_reencode(
         input: *const u8,
         in_len: u32,

@@ -1,6 +1,6 @@
 //! Safe calls into the C shims.
 
-use crate::{ffi, AuthSys, OracleError, RpcMsg, V1Body, V1Chunks, V1Msg};
+use crate::{ffi, AuthSys, OracleError, RpcMsg, V1Body, V1Chunks, V1Msg, V2Kind};
 use std::ptr::NonNull;
 
 fn check(rc: i32) -> Result<(), OracleError> {
@@ -325,5 +325,23 @@ pub fn authsys_reencode(bytes: &[u8]) -> Result<Vec<u8>, OracleError> {
     // SAFETY: input and output buffers are valid for the lengths passed.
     with_buffer(bytes.len() + REENCODE_SLACK, |buf, cap, len| unsafe {
         ffi::oracle_authsys_reencode(bytes.as_ptr(), in_len, buf, cap, len)
+    })
+}
+
+/// Decodes `bytes` as a `kind` with rpcgen's `xdr_*` (all must be consumed), encodes again.
+pub fn v2_reencode(kind: V2Kind, bytes: &[u8]) -> Result<Vec<u8>, OracleError> {
+    let in_len = u32::try_from(bytes.len()).map_err(|_| OracleError::Decode)?;
+    // SAFETY: input and output buffers are valid for the lengths passed.
+    with_buffer(bytes.len() + REENCODE_SLACK, |buf, cap, len| unsafe {
+        ffi::oracle_v2_reencode(kind as i32, bytes.as_ptr(), in_len, buf, cap, len)
+    })
+}
+
+/// Bytes of a `kind` the C side draws from `seed` (chunk lists of 0-4 reads, 0-3 write
+/// chunks, optional reply chunk; every error arm and the `default` arm; 0-3 properties).
+pub fn v2_random(kind: V2Kind, seed: u64) -> Result<Vec<u8>, OracleError> {
+    // SAFETY: the buffer is `cap` bytes.
+    with_buffer(4096, |buf, cap, len| unsafe {
+        ffi::oracle_v2_random(kind as i32, seed, buf, cap, len)
     })
 }

@@ -9,6 +9,9 @@
 //!   encode the result again;
 //! * `*_random`: the C side draws a value from a seed and encodes it.
 //!
+//! Version 2 (`specs/common.x` + `specs/baseops.x`) has the re-encode and random directions
+//! only ([`v2_reencode`], [`v2_random`]), by message type ([`V2Kind`]).
+//!
 //! [`available`] is `false` when the build found no rpcgen or libtirpc headers; every
 //! function then returns [`OracleError::Unavailable`].
 #![warn(missing_docs)]
@@ -205,6 +208,32 @@ pub struct AuthSys {
     pub gid: u32,
     /// `gids<16>`.
     pub gids: Vec<u32>,
+}
+
+/// An RPC-over-RDMA version 2 message type (`specs/common.x` + `specs/baseops.x`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum V2Kind {
+    /// `rpcrdma2_hdr_prefix`.
+    Prefix = 0,
+    /// `rpcrdma2_msg`.
+    Msg = 1,
+    /// `rpcrdma2_nomsg`.
+    Nomsg = 2,
+    /// `rpcrdma2_error`.
+    Error = 3,
+    /// `rpcrdma2_connprop`.
+    Connprop = 4,
+}
+
+impl V2Kind {
+    /// Every kind.
+    pub const ALL: [V2Kind; 5] = [
+        V2Kind::Prefix,
+        V2Kind::Msg,
+        V2Kind::Nomsg,
+        V2Kind::Error,
+        V2Kind::Connprop,
+    ];
 }
 
 #[cfg(not(rpcgen_oracle_missing))]

@@ -1,6 +1,6 @@
 //! The same API when the build found no rpcgen / libtirpc: every call is `Unavailable`.
 
-use crate::{AuthSys, OracleError, RpcMsg, V1Msg};
+use crate::{AuthSys, OracleError, RpcMsg, V1Msg, V2Kind};
 
 /// Unavailable: built without rpcgen.
 pub fn v1_encode(_: &V1Msg) -> Result<Vec<u8>, OracleError> {
@@ -32,6 +32,15 @@ pub fn authsys_encode(_: &AuthSys) -> Result<Vec<u8>, OracleError> {
 }
 /// Unavailable: built without rpcgen.
 pub fn authsys_reencode(_: &[u8]) -> Result<Vec<u8>, OracleError> {
+    Err(OracleError::Unavailable)
+}
+
+/// Unavailable: built without rpcgen.
+pub fn v2_reencode(_: V2Kind, _: &[u8]) -> Result<Vec<u8>, OracleError> {
+    Err(OracleError::Unavailable)
+}
+/// Unavailable: built without rpcgen.
+pub fn v2_random(_: V2Kind, _: u64) -> Result<Vec<u8>, OracleError> {
     Err(OracleError::Unavailable)
 }
 

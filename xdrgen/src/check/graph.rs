@@ -8,6 +8,7 @@ use crate::ir::{ItemKind, Model, Payload, Prim, Repr};
 
 /// Runs every whole-model pass.
 pub fn finish(model: &mut Model, diags: &mut Diagnostics) {
+    report_rust_name_clashes(model, diags);
     let lists = find_lists(model);
     apply_lists(model, &lists);
     let reach = Reach::new(model);
@@ -20,6 +21,36 @@ pub fn finish(model: &mut Model, diags: &mut Diagnostics) {
         item.props.recursive = reach.reaches(&item.xdr_name, &item.xdr_name, false);
     }
     derive_props(model);
+}
+
+/// Two XDR names that become the same Rust name (`foo_bar` and `fooBar` -> `FooBar`).
+fn report_rust_name_clashes(model: &Model, diags: &mut Diagnostics) {
+    use crate::rust::ident::{const_name, type_name_str};
+    let mut seen: HashMap<String, &crate::ir::Item> = HashMap::new();
+    for item in &model.items {
+        let rust = match &item.kind {
+            ItemKind::Const { .. } | ItemKind::StrConst { .. } => {
+                format!("const {}", const_name(&item.xdr_name))
+            }
+            ItemKind::Program(_) => {
+                format!("mod {}", crate::rust::ident::field_name(&item.xdr_name))
+            }
+            _ => format!("type {}", type_name_str(&item.xdr_name)),
+        };
+        if let Some(prev) = seen.get(&rust) {
+            diags.push(
+                Diagnostic::error(format!(
+                    "`{}` and `{}` both become the Rust {rust}",
+                    prev.xdr_name, item.xdr_name
+                ))
+                .at(&item.loc, "clashes in Rust")
+                .also(&prev.loc, "with this definition")
+                .help("rename one of them"),
+            );
+        } else {
+            seen.insert(rust, item);
+        }
+    }
 }
 
 /// Follows typedefs that alias another name (`typedef a b;`) to the final name.
@@ -148,12 +179,11 @@ fn apply_lists(model: &mut Model, lists: &HashSet<String>) {
                     }
                 }
             }
-            ItemKind::Typedef { repr, .. } => {
+            ItemKind::Typedef { repr, .. }
                 // `typedef L alias;` stays an alias of the element type.
-                if !matches!(repr, Repr::Named(_)) {
+                if !matches!(repr, Repr::Named(_)) => {
                     *repr = transform(&snapshot, lists, repr);
                 }
-            }
             _ => {}
         }
     }

@@ -17,6 +17,9 @@ use crate::ir::{self, Disc, Field, Item, ItemKind, Label, Payload, Prim, Props, 
 
 pub use names::{builtin_type, LENIENT_ALIASES};
 
+/// The longest chain of constants defined through each other (bounds recursion).
+const MAX_CONST_CHAIN: usize = 256;
+
 /// A definition after anonymous types were hoisted out.
 #[derive(Debug, Clone)]
 pub(crate) struct Def {
@@ -337,7 +340,24 @@ impl Checker<'_> {
 
     /// Every type reference: (name, location, use). Uses: "disc", "const", "field:<name>", "proc".
     fn type_refs(&self) -> Vec<(Ident, String)> {
-        let mut out = Vec::new();
+        self.type_refs_in()
+            .into_iter()
+            .map(|(i, h, _)| (i, h))
+            .collect()
+    }
+
+    /// Every type reference: (name, use, containing definition).
+    fn type_refs_in(&self) -> Vec<(Ident, String, String)> {
+        let mut all = Vec::new();
+        for d in &self.defs {
+            let mut out = Vec::new();
+            Self::refs_of(d, &mut out);
+            all.extend(out.into_iter().map(|(i, h)| (i, h, d.name.name.clone())));
+        }
+        all
+    }
+
+    fn refs_of(d: &Def, out: &mut Vec<(Ident, String)>) {
         fn ty(t: &ast::Type, how: &str, out: &mut Vec<(Ident, String)>) {
             if let TypeKind::Named(n) = &t.kind {
                 out.push((n.clone(), how.to_string()));
@@ -353,45 +373,43 @@ impl Checker<'_> {
                 _ => {}
             }
         }
-        for d in &self.defs {
-            match &d.kind {
-                DefKind::Typedef(x) => decl(x, &mut out),
-                DefKind::Struct(b) => b.fields.iter().for_each(|f| decl(f, &mut out)),
-                DefKind::Union(b) => {
-                    ty(&b.disc_type, "disc", &mut out);
-                    for a in b.arms.iter().chain(b.default.iter()) {
-                        a.decls.iter().for_each(|f| decl(f, &mut out));
-                    }
+        match &d.kind {
+            DefKind::Typedef(x) => decl(x, out),
+            DefKind::Struct(b) => b.fields.iter().for_each(|f| decl(f, out)),
+            DefKind::Union(b) => {
+                ty(&b.disc_type, "disc", out);
+                for a in b.arms.iter().chain(b.default.iter()) {
+                    a.decls.iter().for_each(|f| decl(f, out));
                 }
-                DefKind::Const { ty: Some(t), .. } => ty(t, "const", &mut out),
-                DefKind::Program(p) => {
-                    for v in &p.versions {
-                        for pr in &v.procedures {
-                            pr.result.iter().for_each(|t| ty(t, "proc", &mut out));
-                            pr.args.iter().for_each(|t| ty(t, "proc", &mut out));
-                        }
-                    }
-                }
-                _ => {}
             }
+            DefKind::Const { ty: Some(t), .. } => ty(t, "const", out),
+            DefKind::Program(p) => {
+                for v in &p.versions {
+                    for pr in &v.procedures {
+                        pr.result.iter().for_each(|t| ty(t, "proc", out));
+                        pr.args.iter().for_each(|t| ty(t, "proc", out));
+                    }
+                }
+            }
+            _ => {}
         }
-        out
     }
 
     /// Reports every unknown type name once, with a suggestion, and decides what lenient mode
     /// makes of it.
     fn resolve_unknown_types(&mut self) {
-        let refs = self.type_refs();
-        let referenced: HashSet<&str> = refs.iter().map(|(n, _)| n.name.as_str()).collect();
-        let mut unknown: BTreeMap<String, Vec<(Ident, String)>> = BTreeMap::new();
-        for (n, how) in &refs {
+        let refs = self.type_refs_in();
+        let referenced: HashSet<&str> = refs.iter().map(|(n, _, _)| n.name.as_str()).collect();
+        let mut unknown: BTreeMap<String, Vec<(Ident, String, String)>> = BTreeMap::new();
+        for (n, how, container) in &refs {
             if self.types.contains_key(&n.name) || builtin_type(&n.name, false).is_some() {
                 continue;
             }
-            unknown
-                .entry(n.name.clone())
-                .or_default()
-                .push((n.clone(), how.clone()));
+            unknown.entry(n.name.clone()).or_default().push((
+                n.clone(),
+                how.clone(),
+                container.clone(),
+            ));
         }
         // Types defined but never used: candidates for "named differently where used".
         let unused: Vec<String> = self
@@ -417,7 +435,7 @@ impl Checker<'_> {
         &self,
         name: &str,
         first: &Ident,
-        uses: &[(Ident, String)],
+        uses: &[(Ident, String, String)],
         unused: &[String],
     ) -> (Option<Rename>, Diagnostic) {
         let n_uses = uses.len();
@@ -439,18 +457,37 @@ impl Checker<'_> {
         }
         // A union or struct named differently where it is used (rfc5666bis-01 section 5.6:
         // `rpcrdma1_body rdma_body;` with `union rdma_body`).
+        // Candidates: unused definitions other than the ones holding the uses, of a kind that
+        // fits the uses, picked by the first rule that leaves exactly one: the declaration's
+        // field has the candidate's name; same last `_` segment; a small edit distance.
         let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
-        let candidates: Vec<&String> = unused
+        let int_only = uses
             .iter()
+            .all(|(_, how, _)| how == "disc" || how == "const");
+        let pool: Vec<&String> = unused
+            .iter()
+            .filter(|u| !uses.iter().any(|(_, _, c)| c == *u))
             .filter(|u| {
-                let fields_named_so = uses
-                    .iter()
-                    .any(|(_, how)| how.strip_prefix("field:") == Some(u.as_str()));
-                fields_named_so
-                    || (last(u) == last(name) && u.contains('_'))
-                    || crate::diag::edit_distance(u, name) <= name.len() / 3
+                !int_only
+                    || matches!(
+                        self.defs[self.types[u.as_str()]].kind,
+                        DefKind::Enum(_) | DefKind::Typedef(_)
+                    )
             })
             .collect();
+        let rules: [&dyn Fn(&str) -> bool; 3] = [
+            &|u| {
+                uses.iter()
+                    .any(|(_, how, _)| how.strip_prefix("field:") == Some(u))
+            },
+            &|u| last(u) == last(name) && u.contains('_') && name.contains('_'),
+            &|u| crate::diag::edit_distance(u, name) <= name.len() / 3,
+        ];
+        let candidates: Vec<&String> = rules
+            .iter()
+            .map(|rule| pool.iter().copied().filter(|u| rule(u)).collect::<Vec<_>>())
+            .find(|c| !c.is_empty())
+            .unwrap_or_default();
         if candidates.len() == 1 {
             let cand = candidates[0].clone();
             let cloc = self.defs[self.types[&cand]].name.loc.clone();
@@ -462,7 +499,7 @@ impl Checker<'_> {
             return (Some(Rename::Type(cand)), d);
         }
         // Used only as a discriminant or a constant's type: an integer type in all but name.
-        if uses.iter().all(|(_, how)| how == "disc" || how == "const") {
+        if int_only {
             let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
                 .at(&first.loc, format!("not defined{more}"))
                 .help(format!(
@@ -553,6 +590,15 @@ impl Checker<'_> {
     }
 
     fn eval_guarded(&mut self, name: &str, v: &Value) -> Option<i128> {
+        if self.evaluating.len() >= MAX_CONST_CHAIN {
+            self.diags.push(
+                Diagnostic::error(format!(
+                    "constant `{name}` is defined through more than {MAX_CONST_CHAIN} other constants"
+                ))
+                .at(v.loc(), "chain too long"),
+            );
+            return None;
+        }
         if !self.evaluating.insert(name.to_string()) {
             self.diags.push(
                 Diagnostic::error(format!("constant `{name}` is defined in terms of itself"))
@@ -644,6 +690,7 @@ impl Checker<'_> {
             DefKind::Enum(b) => self.enum_item(b),
             DefKind::Struct(b) => {
                 let mut fields = Vec::new();
+                let mut failed = false;
                 let mut seen: HashMap<String, Loc> = HashMap::new();
                 for f in &b.fields {
                     if let Some(prev) = seen.get(&f.name.name) {
@@ -655,7 +702,13 @@ impl Checker<'_> {
                         continue;
                     }
                     seen.insert(f.name.name.clone(), f.name.loc.clone());
-                    fields.push(self.field(f)?);
+                    match self.field(f) {
+                        Some(field) => fields.push(field),
+                        None => failed = true,
+                    }
+                }
+                if failed {
+                    return None;
                 }
                 ItemKind::Struct {
                     fields,
@@ -845,6 +898,7 @@ impl Checker<'_> {
 
     fn union_item(&mut self, b: &ast::UnionBody) -> Option<ir::Union> {
         let disc = self.disc(&b.disc_type);
+        let mut failed = false;
         let mut arms = Vec::new();
         let mut seen: Vec<(i64, Loc)> = Vec::new();
         for arm in &b.arms {
@@ -864,7 +918,10 @@ impl Checker<'_> {
                     labels.push(label);
                 }
             }
-            let payload = self.payload(&arm.decls)?;
+            let Some(payload) = self.payload(&arm.decls) else {
+                failed = true;
+                continue;
+            };
             arms.push(ir::UnionArm {
                 labels,
                 payload,
@@ -879,6 +936,9 @@ impl Checker<'_> {
             }),
             None => None,
         };
+        if failed {
+            return None;
+        }
         Some(ir::Union {
             disc: disc?,
             disc_name: b.disc_name.as_ref().map(|d| d.name.clone()),
@@ -892,11 +952,8 @@ impl Checker<'_> {
             [] => Payload::Void,
             [one] => Payload::One(self.field(one)?),
             many => {
-                let mut v = Vec::new();
-                for d in many {
-                    v.push(self.field(d)?);
-                }
-                Payload::Many(v)
+                let v: Vec<Option<Field>> = many.iter().map(|d| self.field(d)).collect();
+                Payload::Many(v.into_iter().collect::<Option<Vec<_>>>()?)
             }
         })
     }
@@ -921,9 +978,11 @@ impl Checker<'_> {
                 };
                 let member_names: Vec<String> =
                     body.members.iter().map(|m| m.name.name.clone()).collect();
+                let n_members = body.members.len();
                 let ok = match &name {
                     Some(n) => member_names.contains(n),
-                    None => false,
+                    // A literal is fine when it is the value of a member.
+                    None => (0..n_members).any(|j| self.member_value(i, j, e) == Some(value)),
                 };
                 if !ok {
                     let mut d = Diagnostic::error(format!(
@@ -979,12 +1038,19 @@ impl Checker<'_> {
         let n = match self.eval(v, Some((Prim::UInt, "a program number"))) {
             Some(n) => n,
             None => {
-                if what == "program" {
+                if what == "program" && matches!(v, Value::Name(_)) {
                     if let Some(last) = self.diags.items.last_mut() {
-                        last.help.push(
-                            "assign a program number: RFC 5531 section 8.3 and the IANA registry; 0x20000000-0x3fffffff is for local use"
-                                .into(),
+                        last.message = format!(
+                            "program number `{}` is not defined",
+                            last.message
+                                .trim_start_matches("unknown constant `")
+                                .trim_end_matches('`')
                         );
+                        last.help = vec![
+                            "assign a number (RFC 5531 program numbers 0x20000000-0x3fffffff are defined by the user) or define a constant of that name".into(),
+                        ];
+                        last.notes
+                            .push("the draft leaves a placeholder where the number belongs".into());
                     }
                 }
                 return None;
@@ -1089,7 +1155,8 @@ impl Checker<'_> {
                 .into_iter()
                 .find(|p| fits(*value, *p))
                 .unwrap_or(Prim::Hyper);
-            *why = "the smallest integer type that holds the value".into();
+            *why = "no use fixes a type; the smallest of u32, i32, u64, i64 that holds the value"
+                .into();
         }
     }
 }

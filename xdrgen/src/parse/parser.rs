@@ -19,7 +19,12 @@ pub struct Parser<'a> {
     lenient: bool,
     diags: &'a mut Diagnostics,
     pending: Vec<Annotation>,
+    /// Nesting of inline `struct {..}`/`union switch ..`/`enum {..}` type specifiers.
+    depth: usize,
 }
+
+/// The deepest nesting of inline type definitions accepted (bounds the parser's recursion).
+pub const MAX_NESTING: usize = 64;
 
 /// A parse failure whose diagnostic has already been recorded.
 #[derive(Debug)]
@@ -39,6 +44,7 @@ impl<'a> Parser<'a> {
             lenient,
             diags,
             pending: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -207,11 +213,12 @@ impl<'a> Parser<'a> {
                     self.bump();
                     return;
                 }
-                Tok::Ident(w) if depth <= 0 && DEF_KEYWORDS.contains(&w.as_str()) => {
+                Tok::Ident(w)
+                    if depth <= 0 && DEF_KEYWORDS.contains(&w.as_str())
                     // Only a keyword that starts a definition (not `struct X` used as a type).
-                    if self.pos > 0 && self.looks_like_definition_start() {
-                        return;
-                    }
+                    && self.pos > 0 && self.looks_like_definition_start() =>
+                {
+                    return;
                 }
                 _ => {}
             }
@@ -255,10 +262,20 @@ impl<'a> Parser<'a> {
     pub fn specification(&mut self) -> Specification {
         let mut spec = Specification::default();
         loop {
-            if *self.peek() == Tok::Eof {
+            let at_end = *self.peek() == Tok::Eof;
+            for a in std::mem::take(&mut self.pending) {
+                self.diags.push(
+                    Diagnostic::warning(format!(
+                        "annotation `@{}` is not before a declaration in a struct or union arm",
+                        a.name
+                    ))
+                    .at(&a.loc, "ignored")
+                    .help("place it on the line before the field it marks"),
+                );
+            }
+            if at_end {
                 break;
             }
-            self.pending.clear();
             let start = self.loc();
             match self.definition() {
                 Ok(def) => {
@@ -709,11 +726,24 @@ impl<'a> Parser<'a> {
             "bool" => TypeKind::Bool,
             "struct" | "enum" | "union" => {
                 if self.is_punct('{') || (word == "union" && self.is_word("switch")) {
-                    match word.as_str() {
-                        "struct" => TypeKind::Struct(self.struct_body(None)?),
-                        "enum" => TypeKind::Enum(self.enum_body()?),
-                        _ => TypeKind::Union(Box::new(self.union_body()?)),
+                    if self.depth >= MAX_NESTING {
+                        self.diags.push(
+                            Diagnostic::error(format!(
+                                "inline type definitions nested deeper than {MAX_NESTING}"
+                            ))
+                            .at(&start, "too deep")
+                            .help("define the inner types separately and refer to them by name"),
+                        );
+                        return Err(Failed);
                     }
+                    self.depth += 1;
+                    let kind = match word.as_str() {
+                        "struct" => self.struct_body(None).map(TypeKind::Struct),
+                        "enum" => self.enum_body().map(TypeKind::Enum),
+                        _ => self.union_body().map(|b| TypeKind::Union(Box::new(b))),
+                    };
+                    self.depth -= 1;
+                    kind?
                 } else {
                     TypeKind::Named(self.ident(&format!("a {word} name"))?)
                 }
@@ -828,4 +858,112 @@ pub fn is_reserved(w: &str) -> bool {
             | "program"
             | "version"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::lexer::lex;
+
+    fn parse(src: &str, lenient: bool) -> (Specification, Diagnostics) {
+        let (toks, errs) = lex(src);
+        assert!(errs.is_empty(), "{errs:?}");
+        let mut diags = Diagnostics::default();
+        let spec = Parser::new(&toks, FileId(0), lenient, &mut diags).specification();
+        (spec, diags)
+    }
+
+    fn one(src: &str) -> Definition {
+        let (spec, diags) = parse(src, false);
+        assert!(!diags.has_errors(), "{diags:?}");
+        assert_eq!(spec.definitions.len(), 1);
+        spec.definitions[0].0.clone()
+    }
+
+    #[test]
+    fn constants() {
+        let Definition::Const { value, ty, .. } = one("const X = -0x10;") else {
+            panic!()
+        };
+        assert!(ty.is_none());
+        assert!(matches!(value, Value::Lit { value: -16, .. }));
+    }
+
+    #[test]
+    fn declarations() {
+        let Definition::Struct(_, body) =
+            one("struct s { opaque a[4]; opaque b<>; string c<10>; int d[2]; int e<>; int *f; struct t g; };")
+        else {
+            panic!()
+        };
+        let kinds: Vec<&DeclKind> = body.fields.iter().map(|f| &f.kind).collect();
+        assert!(matches!(kinds[0], DeclKind::FixedOpaque(_)));
+        assert!(matches!(kinds[1], DeclKind::VarOpaque(None)));
+        assert!(matches!(kinds[2], DeclKind::String(Some(_))));
+        assert!(matches!(kinds[3], DeclKind::FixedArray(..)));
+        assert!(matches!(kinds[4], DeclKind::VarArray(_, None)));
+        assert!(matches!(kinds[5], DeclKind::Optional(_)));
+        assert!(
+            matches!(kinds[6], DeclKind::Plain(Type { kind: TypeKind::Named(n), .. }) if n.name == "t")
+        );
+    }
+
+    #[test]
+    fn unions_with_shared_arms_and_default() {
+        let Definition::Union(_, u) =
+            one("union u switch (int d) { case 1: case 2: int a; case 3: void; default: void; };")
+        else {
+            panic!()
+        };
+        assert_eq!(u.arms.len(), 2);
+        assert_eq!(u.arms[0].labels.len(), 2);
+        assert!(u.arms[1].decls.is_empty());
+        assert!(u.default.is_some());
+    }
+
+    #[test]
+    fn programs() {
+        let Definition::Program(p) =
+            one("program P { version V { void NUL(void) = 0; int ADD(int, int) = 1; } = 2; } = 0x20000000;")
+        else {
+            panic!()
+        };
+        assert_eq!(p.versions[0].procedures.len(), 2);
+        assert_eq!(p.versions[0].procedures[1].args.len(), 2);
+        assert!(p.versions[0].procedures[0].result.is_none());
+    }
+
+    #[test]
+    fn quirks_are_errors_unless_lenient() {
+        let src =
+            "const uint32 X 1; struct s int a; }; union u switch (int) { case 1: int a; int b; };";
+        let (strict, d) = parse(src, false);
+        assert_eq!(d.error_count(), 5, "{d:?}");
+        let (lenient, d) = parse(src, true);
+        assert!(!d.has_errors(), "{d:?}");
+        // Both modes repair the same way, so checking can go on.
+        assert_eq!(strict, lenient);
+        assert_eq!(lenient.definitions.len(), 3);
+    }
+
+    #[test]
+    fn recovers_after_errors() {
+        let (spec, d) = parse(
+            "struct a { int ; }; struct b { int x; }; garbage here; enum e { A = 1 };",
+            false,
+        );
+        assert!(d.error_count() >= 2);
+        let names: Vec<String> = spec
+            .definitions
+            .iter()
+            .filter_map(|(def, _)| match def {
+                Definition::Struct(n, _) | Definition::Enum(n, _) => Some(n.name.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            names.contains(&"b".to_string()) && names.contains(&"e".to_string()),
+            "{names:?}"
+        );
+    }
 }

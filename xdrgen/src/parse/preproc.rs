@@ -93,11 +93,9 @@ pub fn preprocess(file: FileId, text: &str) -> Preprocessed {
                             .push((loc.clone(), "`#else` without `#if`".into()));
                     }
                 }
-                "endif" => {
-                    if stack.pop().is_none() {
-                        out.problems
-                            .push((loc.clone(), "`#endif` without `#if`".into()));
-                    }
+                "endif" if stack.pop().is_none() => {
+                    out.problems
+                        .push((loc.clone(), "`#endif` without `#if`".into()));
                 }
                 "define" if active => defines.push(first_word(rest).to_string()),
                 "undef" if active => {

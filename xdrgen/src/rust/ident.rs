@@ -55,9 +55,14 @@ pub fn type_name(xdr: &str) -> Ident {
     make(&type_name_str(xdr))
 }
 
-/// [`type_name`] as a string.
+/// [`type_name`] as a string (`Self` already renamed to `Self_`).
 pub fn type_name_str(xdr: &str) -> String {
-    clean(xdr.to_upper_camel_case(), "T")
+    let s = clean(xdr.to_upper_camel_case(), "T");
+    if s == "Self" {
+        "Self_".into()
+    } else {
+        s
+    }
 }
 
 /// The Rust field, function or module name for an XDR name.

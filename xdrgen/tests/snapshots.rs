@@ -1,0 +1,180 @@
+//! Snapshot tests (insta): generated code for the specs and some rpcsvc files, and the
+//! rendered diagnostic for each defect of the drafts' XDR. New or changed snapshots must be
+//! reviewed and accepted (`cargo insta review`); nothing is rewritten silently.
+
+use std::path::Path;
+
+use xdrgen::diag::Severity;
+use xdrgen::Config;
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/drafts")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Renders, from checking `files` strictly, the diagnostics whose message contains `needle`.
+fn diag(files: &[&str], needle: &str) -> String {
+    let texts: Vec<String> = files.iter().map(|f| fixture(f)).collect();
+    let inputs: Vec<(&str, &str)> = files
+        .iter()
+        .zip(&texts)
+        .map(|(f, t)| (*f, t.as_str()))
+        .collect();
+    let comp = Config::new().check_sources(&inputs);
+    let picked: Vec<_> = comp
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.message.contains(needle))
+        .cloned()
+        .collect();
+    assert!(
+        !picked.is_empty(),
+        "no diagnostic mentions {needle:?}:\n{}",
+        comp.render()
+    );
+    comp.sources.render(&picked)
+}
+
+const V2: &[&str] = &["003-common.x", "003-baseops.x"];
+const V1: &[&str] = &["004-rfc5666bis-01-s5.6.x"];
+const V0: &[&str] = &["000-rpcrdma-00-s4.2.x"];
+const V0_CCP: &[&str] = &["000-rpcrdma-00-s6.2.x"];
+
+#[test]
+fn diag_missing_brace() {
+    insta::assert_snapshot!(diag(V2, "missing `{`"));
+}
+
+#[test]
+fn diag_missing_equals() {
+    insta::assert_snapshot!(diag(V2, "missing `=`"));
+}
+
+#[test]
+fn diag_reversed_typedef() {
+    insta::assert_snapshot!(diag(V2, "operands look reversed"));
+}
+
+#[test]
+fn diag_typed_constant() {
+    insta::assert_snapshot!(diag(V2, "typed constant `RDMA2_PROPID_RBSIZ`"));
+}
+
+#[test]
+fn diag_undefined_type_used_as_discriminant() {
+    insta::assert_snapshot!(diag(V2, "unknown type `rpcrdma2_errcode`"));
+}
+
+#[test]
+fn diag_undefined_type_of_typed_constant() {
+    insta::assert_snapshot!(diag(V2, "unknown type `rpcrdma2_proc`"));
+}
+
+#[test]
+fn diag_uint32_without_typedef() {
+    insta::assert_snapshot!(diag(V1, "unknown type `uint32`"));
+}
+
+#[test]
+fn diag_union_named_differently() {
+    insta::assert_snapshot!(diag(V1, "unknown type `rpcrdma1_body`"));
+}
+
+#[test]
+fn diag_multi_declaration_arm() {
+    insta::assert_snapshot!(diag(V1, "union arm has 3 declarations"));
+}
+
+#[test]
+fn diag_unnamed_discriminant() {
+    insta::assert_snapshot!(diag(V0, "discriminant has no name"));
+}
+
+#[test]
+fn diag_placeholder_program_number() {
+    insta::assert_snapshot!(diag(V0_CCP, "nnnnnn"));
+}
+
+#[test]
+fn diag_text_after_program_definition() {
+    insta::assert_snapshot!(diag(V0_CCP, "expected a definition"));
+}
+
+/// What lenient mode reports for each draft: warnings only, and the code it generates.
+#[test]
+fn lenient_drafts() {
+    for (name, files) in [("v0_s4_2", V0), ("v1", V1), ("v2", V2)] {
+        let texts: Vec<String> = files.iter().map(|f| fixture(f)).collect();
+        let inputs: Vec<(&str, &str)> = files
+            .iter()
+            .zip(&texts)
+            .map(|(f, t)| (*f, t.as_str()))
+            .collect();
+        let comp = Config::new().lenient(true).check_sources(&inputs);
+        assert!(
+            comp.diagnostics
+                .items
+                .iter()
+                .all(|d| d.severity != Severity::Error),
+            "{}",
+            comp.render()
+        );
+        let headlines: Vec<String> = comp
+            .diagnostics
+            .items
+            .iter()
+            .map(|d| format!("{:?}: {}", d.severity, d.message))
+            .collect();
+        insta::assert_snapshot!(format!("lenient_{name}_warnings"), headlines.join("\n"));
+        insta::assert_snapshot!(format!("lenient_{name}_code"), comp.generate().unwrap());
+    }
+}
+
+#[test]
+fn rpcsvc_outputs() {
+    for f in ["mount.x", "rquota.x", "yp.x"] {
+        let path = Path::new("/usr/include/rpcsvc").join(f);
+        if !path.exists() {
+            eprintln!("skipped: {} is missing", path.display());
+            continue;
+        }
+        let comp = Config::new().check_files(&[&path]).unwrap();
+        insta::assert_snapshot!(format!("rpcsvc_{f}"), comp.generate().unwrap());
+    }
+}
+
+/// Every `.x` under the workspace's `specs/` (filled by the spec extraction work).
+#[test]
+fn specs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    let any = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "x"))
+        })
+        .unwrap_or(false);
+    if !any {
+        eprintln!("skipped: no .x files in {}", dir.display());
+        return;
+    }
+    insta::glob!("../../specs/*.x", |path| {
+        let comp = Config::new().lenient(true).check_files(&[path]).unwrap();
+        let out = match comp.generate() {
+            Ok(code) => format!("{}\n{code}", comp.render()),
+            Err(e) => e.to_string(),
+        };
+        insta::assert_snapshot!(out);
+    });
+}
+
+#[test]
+fn torture_output() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/torture.x");
+    let comp = Config::new().check_files(&[&path]).unwrap();
+    insta::assert_snapshot!(comp.generate().unwrap());
+}
