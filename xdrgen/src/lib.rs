@@ -157,10 +157,11 @@ impl Default for Config {
     }
 }
 
-/// Types rpcgen's C library provides (`<rpc/xdr.h>`, `<rpc/auth.h>`), added when an input uses
+/// Types and constants rpcgen output gets from the C library (`<rpc/xdr.h>`, `<rpc/auth.h>`,
+/// `<rpc/auth_des.h>`), added when an input uses
 /// them without defining them.
-const PRELUDE: &str = "typedef opaque netobj<1024>;\ntypedef opaque des_block[8];\n";
-const PRELUDE_NAME: &str = "rpcgen-prelude.x";
+const PRELUDE: &str =
+    "typedef opaque netobj<1024>;\ntypedef opaque des_block[8];\nconst MAXNETNAMELEN = 255;\n";
 
 /// The most nested `#include` accepted.
 const MAX_INCLUDE_DEPTH: usize = 16;
@@ -268,6 +269,7 @@ impl Config {
             diags: Diagnostics::default(),
             specs: Vec::new(),
             paths: Vec::new(),
+            fallback: Vec::new(),
         };
         for input in inputs {
             let path = input.as_ref();
@@ -294,6 +296,7 @@ impl Config {
             diags: Diagnostics::default(),
             specs: Vec::new(),
             paths: Vec::new(),
+            fallback: Vec::new(),
         };
         for (name, text) in inputs {
             let id = loader.sources.add(*name, *text);
@@ -307,14 +310,16 @@ impl Config {
                 );
             }
             loader.specs.push(parsed.spec);
+            loader.fallback.extend(parsed.fallback);
         }
         self.finish(loader, inputs.iter().map(|(n, _)| n.to_string()).collect())
     }
 
     fn finish(&self, mut loader: Loader, inputs: Vec<String>) -> Compilation {
-        let prelude_id = loader.sources.add(PRELUDE_NAME, PRELUDE);
+        let prelude_id = loader.sources.add(check::PRELUDE_FILE, PRELUDE);
         let mut scratch = Diagnostics::default();
-        let prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        let mut prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        prelude.definitions.append(&mut loader.fallback);
         let model = check::check(
             &loader.specs,
             &prelude,
@@ -339,6 +344,7 @@ struct Loader {
     diags: Diagnostics,
     specs: Vec<ast::Specification>,
     paths: Vec<PathBuf>,
+    fallback: Vec<(ast::Definition, ast::Loc)>,
 }
 
 impl Loader {
@@ -367,6 +373,7 @@ impl Loader {
             }
         }
         self.specs.push(parsed.spec);
+        self.fallback.extend(parsed.fallback);
     }
 }
 

@@ -386,10 +386,16 @@ fn misplaced_annotations_are_warned_about() {
 
 #[test]
 fn literal_labels_of_an_enum_switch_must_be_member_values() {
-    let c = strict("enum e { A = 1, B = 2 }; union u switch (e d) { case 1: void; case 2: int x; };");
+    let c =
+        strict("enum e { A = 1, B = 2 }; union u switch (e d) { case 1: void; case 2: int x; };");
     assert!(!c.has_errors(), "{}", c.render());
     let out = c.generate().unwrap();
     assert!(out.contains("E::A =>"), "{out}");
     let c = strict("enum e { A = 1 }; union u switch (e d) { case 7: void; };");
-    assert!(c.render().contains("case label `7` is not a member of enum `e`"), "{}", c.render());
+    assert!(
+        c.render()
+            .contains("case label `7` is not a member of enum `e`"),
+        "{}",
+        c.render()
+    );
 }

@@ -16,6 +16,9 @@ use crate::ir::{self, Disc, Field, Item, ItemKind, Label, Payload, Prim, Props, 
 
 pub use names::{builtin_type, LENIENT_ALIASES};
 
+/// The display name of the built-in prelude file.
+pub const PRELUDE_FILE: &str = "rpcgen-prelude.x";
+
 /// The longest chain of constants defined through each other (bounds recursion).
 const MAX_CONST_CHAIN: usize = 256;
 
@@ -210,19 +213,88 @@ impl Checker<'_> {
         });
     }
 
-    /// Adds the definitions of rpcgen's library types (`netobj`, `des_block`) that are used
-    /// but not defined by the input.
+    /// Adds fallback definitions (rpcgen's library types `netobj` and `des_block`, the C
+    /// header constant `MAXNETNAMELEN`, constants from `%#define` lines) that the input uses
+    /// but does not define. Repeats until nothing changes, as a fallback may use another.
     fn add_prelude(&mut self, prelude: &ast::Specification) {
-        let refs: HashSet<String> = self.type_refs().into_iter().map(|(n, _)| n.name).collect();
-        for (def, loc) in &prelude.definitions {
-            let name = match def {
-                Definition::Typedef(d) => &d.name.name,
-                _ => continue,
-            };
-            if refs.contains(name) && !self.defs.iter().any(|d| &d.name.name == name) {
-                self.hoist(def.clone(), loc.clone());
+        loop {
+            let types: HashSet<String> =
+                self.type_refs().into_iter().map(|(n, _)| n.name).collect();
+            let values = self.value_refs();
+            let mut added = false;
+            for (def, loc) in &prelude.definitions {
+                let (name, used) = match def {
+                    Definition::Typedef(d) => (&d.name, types.contains(&d.name.name)),
+                    Definition::Const { name, .. } => (name, values.contains(&name.name)),
+                    _ => continue,
+                };
+                if used && !self.defs.iter().any(|d| d.name.name == name.name) {
+                    if self.sources.name(loc.file) != PRELUDE_FILE {
+                        self.diags.push(
+                            Diagnostic::new(
+                                crate::diag::Severity::Note,
+                                format!("constant `{}` taken from a `%#define` line", name.name),
+                            )
+                            .at(
+                                loc,
+                                "rpcgen copies this line into C; xdrgen reads its value",
+                            ),
+                        );
+                    }
+                    self.hoist(def.clone(), loc.clone());
+                    added = true;
+                }
+            }
+            if !added {
+                break;
             }
         }
+    }
+
+    /// Every constant name used in a value position.
+    fn value_refs(&self) -> HashSet<String> {
+        let mut out = HashSet::new();
+        let mut val = |v: &Value| match v {
+            Value::Name(n) | Value::Offset { base: n, .. } => {
+                out.insert(n.name.clone());
+            }
+            _ => {}
+        };
+        fn decl_values<'d>(d: &'d ast::Decl, f: &mut dyn FnMut(&'d Value)) {
+            match &d.kind {
+                DeclKind::FixedArray(_, v) | DeclKind::FixedOpaque(v) => f(v),
+                DeclKind::VarArray(_, Some(v))
+                | DeclKind::VarOpaque(Some(v))
+                | DeclKind::String(Some(v)) => f(v),
+                _ => {}
+            }
+        }
+        for d in &self.defs {
+            match &d.kind {
+                DefKind::Typedef(x) => decl_values(x, &mut val),
+                DefKind::Struct(b) => b.fields.iter().for_each(|f| decl_values(f, &mut val)),
+                DefKind::Union(b) => {
+                    for a in b.arms.iter().chain(b.default.iter()) {
+                        a.labels.iter().for_each(&mut val);
+                        a.decls.iter().for_each(|f| decl_values(f, &mut val));
+                    }
+                }
+                DefKind::Enum(b) => b
+                    .members
+                    .iter()
+                    .filter_map(|m| m.value.as_ref())
+                    .for_each(&mut val),
+                DefKind::Const { value, .. } => val(value),
+                DefKind::Program(p) => {
+                    val(&p.number);
+                    for v in &p.versions {
+                        val(&v.number);
+                        v.procedures.iter().for_each(|pr| val(&pr.number));
+                    }
+                }
+            }
+        }
+        out
     }
 
     // ---- symbols ------------------------------------------------------------------------
@@ -532,6 +604,10 @@ impl Checker<'_> {
     fn eval(&mut self, v: &Value, use_as: Option<(Prim, &'static str)>) -> Option<i128> {
         match v {
             Value::Lit { value, .. } => Some(*value),
+            Value::Offset { base, delta, .. } => {
+                let b = self.eval(&Value::Name(base.clone()), None)?;
+                Some(b + delta)
+            }
             Value::Str { loc, .. } => {
                 self.diags.push(
                     Diagnostic::error("expected an integer, found a string literal")
@@ -961,7 +1037,7 @@ impl Checker<'_> {
     fn label(&mut self, l: &Value, disc: Option<&Disc>) -> Option<Label> {
         let name = match l {
             Value::Name(n) => Some(n.name.clone()),
-            Value::Lit { .. } | Value::Str { .. } => None,
+            Value::Lit { .. } | Value::Str { .. } | Value::Offset { .. } => None,
         };
         let use_as = match disc {
             Some(Disc::Int) => Some((Prim::Int, "a case label of an `int` union")),
