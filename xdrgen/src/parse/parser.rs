@@ -329,6 +329,16 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
+        if matches!(self.peek(), Tok::Ident(w) if DEF_KEYWORDS.contains(&w.as_str())) {
+            // A forgotten `;` before the next definition: report it, keep both definitions.
+            let at = self.after_prev();
+            self.diags.push(
+                Diagnostic::error("expected `;` after the definition")
+                    .at(&at, "expected `;` here")
+                    .help("insert `;`"),
+            );
+            return Ok(def);
+        }
         self.expect_punct(';', "after the definition")?;
         Ok(def)
     }
