@@ -419,3 +419,10 @@ fn percent_define_constants_fill_in_undefined_names() {
     let c = strict("%#define N 16\nconst N = 4;\nstruct s { opaque d<N>; };");
     assert!(c.generate().unwrap().contains("pub const N: u32 = 4;"));
 }
+
+#[test]
+fn misspelled_keywords_get_suggestions() {
+    let r = strict("strcut a { int x; };\nstruct b { unsinged int y; };").render();
+    assert!(r.contains("did you mean `struct`?"), "{r}");
+    assert!(r.contains("did you mean `unsigned`?"), "{r}");
+}
