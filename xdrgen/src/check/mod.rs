@@ -1,5 +1,5 @@
 //! Checking: names, constants, types, recursion and linked lists, from the parsed files (one
-//! namespace, later files may use earlier definitions and vice versa) to the [`Model`].
+//! namespace, later files may use earlier definitions and vice versa) to the [`Model`](crate::ir::Model).
 //!
 //! One function per rule; every problem becomes a diagnostic and checking goes on, so a user
 //! sees all of them at once. Quirks of the old drafts are repaired the same way in both modes
