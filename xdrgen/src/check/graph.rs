@@ -331,6 +331,9 @@ fn repr_traits(r: &Repr, known: &HashMap<String, (bool, bool)>) -> (bool, bool) 
         }
         Repr::Named(n) => known.get(n).copied().unwrap_or((false, false)),
         Repr::FixedOpaque(_) | Repr::VarOpaque(_) | Repr::Str(_) => (false, true),
+        Repr::FixedArray(e, n) if n.value > crate::ir::MAX_INLINE_ARRAY => {
+            (false, repr_traits(e, known).1)
+        }
         Repr::FixedArray(e, _) | Repr::Optional(e) => repr_traits(e, known),
         Repr::VarArray(e, _) | Repr::Boxed(e) => (false, repr_traits(e, known).1),
         Repr::List(n) | Repr::NonEmptyList(n) => {

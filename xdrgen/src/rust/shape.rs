@@ -19,6 +19,10 @@ impl Gen<'_> {
             }
             Repr::FixedOpaque(_) | Repr::VarOpaque(_) => quote!(#rt::Bytes),
             Repr::Str(_) => quote!(#rt::XdrString),
+            Repr::FixedArray(e, n) if n.value > MAX_INLINE_ARRAY => {
+                let t = self.rust_type(e);
+                quote!(::std::vec::Vec<#t>)
+            }
             Repr::FixedArray(e, n) => {
                 let t = self.rust_type(e);
                 let n = lit_usize(n.value as usize);
@@ -126,6 +130,26 @@ impl Gen<'_> {
                     }
                 }
             }
+            Repr::FixedArray(e, n) if n.value > MAX_INLINE_ARRAY => {
+                let nl = lit_usize(n.value as usize);
+                if e.is_natural() {
+                    quote!(#rt::encode_fixed_array(enc, #expr, #nl)?;)
+                } else {
+                    let inner = self.encode(e, quote!(item));
+                    quote! {
+                        {
+                            let items = #expr;
+                            if items.len() != #nl {
+                                return ::core::result::Result::Err(enc.error(#rt::ErrorKind::WrongFixedLength {
+                                    expected: #nl,
+                                    actual: items.len(),
+                                }));
+                            }
+                            for item in items.iter() { #inner }
+                        }
+                    }
+                }
+            }
             Repr::FixedArray(e, _) => {
                 let inner = self.encode(e, quote!(item));
                 quote!(for item in (#expr).iter() { #inner })
@@ -180,6 +204,23 @@ impl Gen<'_> {
                             for _ in 0..count { items.push(#inner); }
                             items
                         }
+                    }
+                }
+            }
+            Repr::FixedArray(e, n) if n.value > MAX_INLINE_ARRAY && e.is_natural() => {
+                let nl = lit_usize(n.value as usize);
+                quote!(#rt::decode_fixed_array(dec, #nl)?)
+            }
+            Repr::FixedArray(e, n) if n.value > MAX_INLINE_ARRAY => {
+                let inner = self.decode(e);
+                let min = self.min_expr(e);
+                let nl = lit_usize(n.value as usize);
+                quote! {
+                    {
+                        dec.check_count(#nl, #min, dec.offset())?;
+                        let mut items = ::std::vec::Vec::with_capacity((#nl as usize).min(1024));
+                        for _ in 0..#nl { items.push(#inner); }
+                        items
                     }
                 }
             }

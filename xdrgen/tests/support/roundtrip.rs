@@ -192,6 +192,8 @@ mod torture {
             one_or_more: vec![rl(3)],
             also_one_or_more: vec![rl(4), rl(5)],
             pair: [vec![rl(6)], vec![rl(7), rl(8)]],
+            big: (0..100).collect(),
+            many_lists: (0..65).map(|i| vec![rl(i)]).collect(),
             lists: vec![vec![rl(9)], vec![rl(10)]],
             all: Mlist(vec![Ml { n: name("m") }]),
             inline_struct: TypeInlineStruct {
@@ -243,6 +245,19 @@ mod torture {
         let mut v = value();
         v.blob = Bytes::from_static(&[0; 16]);
         assert!(xdr::to_bytes(&v).is_err());
+        // Fixed arrays above 64 elements are Vecs whose length is checked on encode.
+        let mut v = value();
+        v.big.pop();
+        assert!(matches!(
+            xdr::to_bytes(&v).unwrap_err().kind(),
+            ErrorKind::WrongFixedLength { expected: 100, actual: 99 }
+        ));
+        let mut v = value();
+        v.many_lists.push(vec![rl(0)]);
+        assert!(matches!(
+            xdr::to_bytes(&v).unwrap_err().kind(),
+            ErrorKind::WrongFixedLength { expected: 65, actual: 66 }
+        ));
     }
 
     #[test]
