@@ -37,6 +37,11 @@ fn draft_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
         ),
         ("draft_004_v1", true, vec![d("004-rfc5666bis-01-s5.6.x")]),
         (
+            "torture_lenient",
+            true,
+            vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/lenient.x")],
+        ),
+        (
             "torture",
             false,
             vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/torture.x")],

@@ -122,17 +122,21 @@ impl Gen<'_> {
                         let t = self.rust_type(&f.repr);
                         quote!(#fd #n: #t,)
                     });
+                    // Bind fields to fresh names: a field called `enc` must not shadow the encoder.
+                    let binds: Vec<_> = (0..fs.len())
+                        .map(|i| format_ident!("field_{}", i))
+                        .collect();
                     let encs = fs
                         .iter()
-                        .zip(&fnames)
-                        .map(|(f, n)| self.encode(&f.repr, quote!(#n)));
+                        .zip(&binds)
+                        .map(|(f, b)| self.encode(&f.repr, quote!(#b)));
                     let decs = fs.iter().zip(&fnames).map(|(f, n)| {
                         let e = self.decode(&f.repr);
                         quote!(#n: #e,)
                     });
                     decls.push(quote!(#d #v { #(#fdecls)* },));
                     disc_arms.push(quote!(Self::#v { .. } => #value,));
-                    enc_arms.push(quote!(Self::#v { #(#fnames),* } => { #(#encs)* }));
+                    enc_arms.push(quote!(Self::#v { #(#fnames: #binds),* } => { #(#encs)* }));
                     dec_arms.push(quote!(#value => Self::#v { #(#decs)* },));
                 }
             }
@@ -186,17 +190,20 @@ impl Gen<'_> {
                             let t = self.rust_type(&f.repr);
                             quote!(#fd #n: #t,)
                         });
+                        let binds: Vec<_> = (0..fs.len())
+                            .map(|i| format_ident!("field_{}", i))
+                            .collect();
                         let encs = fs
                             .iter()
-                            .zip(&fnames)
-                            .map(|(f, n)| self.encode(&f.repr, quote!(#n)));
+                            .zip(&binds)
+                            .map(|(f, b)| self.encode(&f.repr, quote!(#b)));
                         let decs = fs.iter().zip(&fnames).map(|(f, n)| {
                             let e = self.decode(&f.repr);
                             quote!(#n: #e,)
                         });
                         decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #(#fdecls)* },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
-                        enc_arms.push(quote!(Self::#dn { discriminant, #(#fnames),* } => { #guard #(#encs)* }));
+                        enc_arms.push(quote!(Self::#dn { discriminant, #(#fnames: #binds),* } => { #guard #(#encs)* }));
                         quote!(discriminant => Self::#dn { discriminant, #(#decs)* },)
                     }
                 }

@@ -330,3 +330,30 @@ mod torture {
         let _: <torture_v1::List as Procedure>::Result = Mlist(Vec::new());
     }
 }
+
+#[test]
+fn multi_declaration_arms_with_awkward_names() {
+    use crate::torture_lenient::*;
+    for v in [
+        Awkward::Case1 {
+            enc: 1,
+            dec: 2,
+            value: Bytes::from_static(b"abcd"),
+        },
+        Awkward::Case2 { self_: -1, r#type: 3 },
+        Awkward::Default {
+            discriminant: 9,
+            a: 5,
+            b: 6,
+        },
+    ] {
+        let wire = xdr::to_bytes(&v).unwrap();
+        assert_eq!(xdr::from_bytes::<Awkward>(wire).unwrap(), v);
+    }
+    let too_long = Awkward::Case1 {
+        enc: 1,
+        dec: 2,
+        value: Bytes::from_static(b"abcde"),
+    };
+    assert!(xdr::to_bytes(&too_long).is_err());
+}
