@@ -273,7 +273,7 @@ impl Config {
         };
         for input in inputs {
             let path = input.as_ref();
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            let text = read_text(path).map_err(|source| Error::Io {
                 path: path.to_path_buf(),
                 source,
             })?;
@@ -364,7 +364,7 @@ impl Loader {
                 );
                 continue;
             }
-            match std::fs::read_to_string(&inc_path) {
+            match read_text(&inc_path) {
                 Ok(t) => self.load(&inc_path, t, depth + 1),
                 Err(e) => self.diags.push(
                     Diagnostic::error(format!("cannot read `{}`: {e}", inc_path.display()))
@@ -375,6 +375,15 @@ impl Loader {
         self.specs.push(parsed.spec);
         self.fallback.extend(parsed.fallback);
     }
+}
+
+/// Reads a file as text; bytes that are not UTF-8 (Latin-1 in old comments) become U+FFFD.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// The default output name: the stem of `last` with `-` replaced by `_`, plus `.rs`.
