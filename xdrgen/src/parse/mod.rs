@@ -85,16 +85,17 @@ pub fn parse_file(file: FileId, text: &str, lenient: bool, diags: &mut Diagnosti
     for (loc, msg) in &pre.problems {
         diags.push(Diagnostic::error(msg.clone()).at(loc, "here"));
     }
-    if pre.passthrough_lines > 0 {
-        let mut d = Diagnostic::new(
-            Severity::Note,
-            format!(
-                "ignored {} `%` pass-through line(s): they carry C code for rpcgen's output",
-                pre.passthrough_lines
-            ),
+    if let Some(first) = &pre.first_passthrough {
+        diags.push(
+            Diagnostic::new(
+                Severity::Note,
+                format!(
+                    "ignored {} `%` pass-through line(s): they carry C code for rpcgen's output",
+                    pre.passthrough_lines
+                ),
+            )
+            .at(first, "the first one"),
         );
-        d.primary = Some((Loc { file, span: 0..0 }, String::new()));
-        diags.push(d);
     }
     let (tokens, lex_errors) = lexer::lex(&pre.text);
     for (span, msg) in lex_errors {

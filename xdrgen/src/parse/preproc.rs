@@ -18,6 +18,8 @@ pub struct Preprocessed {
     pub includes: Vec<(String, Loc)>,
     /// The number of `%` pass-through lines dropped.
     pub passthrough_lines: usize,
+    /// The first of them.
+    pub first_passthrough: Option<Loc>,
     /// `%#define NAME VALUE` pass-through lines: (name, value text, location of the line).
     /// rpcgen copies them into C headers; some `.x` files use them as bounds.
     pub c_defines: Vec<(String, String, Loc)>,
@@ -115,6 +117,7 @@ pub fn preprocess(file: FileId, text: &str) -> Preprocessed {
         } else if passthrough {
             if active {
                 out.passthrough_lines += 1;
+                out.first_passthrough.get_or_insert_with(|| loc.clone());
             }
             // Collected in every branch: rpcgen emits `#ifdef RPC_HDR` blocks into the C
             // header, and these are only used for names the input leaves undefined.
