@@ -5,3 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod xdr;
+
+/// `#[derive(Xdr)]` (Encode + Decode) and `#[derive(DdpEligible)]`; see the `xdr-derive` crate.
+#[cfg(feature = "derive")]
+pub use xdr_derive::{DdpEligible, Xdr};

@@ -33,8 +33,10 @@
 #![warn(missing_docs)]
 
 pub mod ast;
+pub mod binding;
 pub mod check;
 pub mod diag;
+pub mod extract;
 pub mod ir;
 pub mod parse;
 pub mod rust;
@@ -144,6 +146,8 @@ pub struct Config {
     runtime_crate: String,
     out_dir: Option<PathBuf>,
     output_file: Option<String>,
+    ddp_marks: Vec<String>,
+    binding_files: Vec<PathBuf>,
 }
 
 impl Default for Config {
@@ -153,6 +157,8 @@ impl Default for Config {
             runtime_crate: "rpcrdma".into(),
             out_dir: None,
             output_file: None,
+            ddp_marks: Vec::new(),
+            binding_files: Vec::new(),
         }
     }
 }
@@ -187,6 +193,30 @@ impl Config {
     /// ```
     pub fn lenient(&mut self, lenient: bool) -> &mut Self {
         self.lenient = lenient;
+        self
+    }
+
+    /// Marks `Type.member` DDP-eligible, as an Upper Layer Binding would (seed 004 section
+    /// 6.1): the member of a struct or union arm may move as an RDMA chunk. Same effect as a
+    /// `/* @ddp */` comment before its declaration, or a line of a binding file.
+    ///
+    /// ```
+    /// let out = xdrgen::Config::new()
+    ///     .ddp("write_args.data")
+    ///     .check_sources(&[("w.x", "struct write_args { unsigned off; opaque data<>; };")])
+    ///     .generate()
+    ///     .unwrap();
+    /// assert!(out.contains("put_ddp_opaque"));
+    /// ```
+    pub fn ddp(&mut self, mark: impl Into<String>) -> &mut Self {
+        self.ddp_marks.push(mark.into());
+        self
+    }
+
+    /// Reads DDP marks from a binding file (one `Type.member` per line, `#` comments; see
+    /// [`binding`]).
+    pub fn binding_file(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.binding_files.push(path.into());
         self
     }
 
@@ -320,13 +350,15 @@ impl Config {
         let mut scratch = Diagnostics::default();
         let mut prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
         prelude.definitions.append(&mut loader.fallback);
-        let model = check::check(
+        let mut model = check::check(
             &loader.specs,
             &prelude,
             &loader.sources,
             self.lenient,
             &mut loader.diags,
         );
+        let marks = self.external_marks(&mut loader);
+        check::ddp::apply_marks(&mut model, &marks, &mut loader.diags);
         Compilation {
             sources: loader.sources,
             diagnostics: loader.diags,
@@ -335,6 +367,46 @@ impl Config {
             paths: loader.paths,
             runtime: self.runtime_crate.clone(),
         }
+    }
+}
+
+impl Config {
+    /// Marks from binding files and [`Config::ddp`], located in their own source texts so
+    /// diagnostics can point at them.
+    fn external_marks(&self, loader: &mut Loader) -> Vec<check::ddp::ExternalMark> {
+        let mut texts = Vec::new();
+        for path in &self.binding_files {
+            match std::fs::read_to_string(path) {
+                Ok(text) => {
+                    loader.paths.push(path.clone());
+                    texts.push((path.display().to_string(), text));
+                }
+                Err(e) => loader.diags.push(Diagnostic::error(format!(
+                    "cannot read binding file `{}`: {e}",
+                    path.display()
+                ))),
+            }
+        }
+        if !self.ddp_marks.is_empty() {
+            texts.push(("<--ddp>".to_string(), self.ddp_marks.join("\n") + "\n"));
+        }
+        let mut marks = Vec::new();
+        for (name, text) in texts {
+            let file = loader.sources.add(name, text.clone());
+            match binding::parse_binding(&text) {
+                Ok(found) => marks.extend(found.into_iter().map(|m| check::ddp::ExternalMark {
+                    type_name: m.type_name,
+                    member: m.member,
+                    loc: ast::Loc { file, span: m.span },
+                })),
+                Err(e) => loader.diags.push(
+                    Diagnostic::error(e.message)
+                        .at(&ast::Loc { file, span: e.span }, "not a DDP mark")
+                        .help("write one `Type.member` per line; `#` starts a comment"),
+                ),
+            }
+        }
+        marks
     }
 }
 

@@ -3,6 +3,7 @@
 //! ```text
 //! xdrgen FILE.x... [-o OUT] [--lenient]   generate Rust (one namespace, one output)
 //! xdrgen check FILE.x... [--lenient]      only report diagnostics
+//! xdrgen extract DRAFT.txt [-o DIR] [--section N.N]... [--no-split]
 //! ```
 //! Exit codes: 0 success, 1 the input has errors, 2 usage or I/O error.
 
@@ -27,6 +28,30 @@ struct Cli {
 enum Command {
     /// Parse and check the files; print diagnostics; generate nothing.
     Check(CheckArgs),
+    /// Extract the XDR of an Internet-Draft's plain text into `.x` files.
+    Extract(ExtractArgs),
+}
+
+#[derive(Args, Debug)]
+struct ExtractArgs {
+    /// The draft, as plain text.
+    #[arg(value_name = "DRAFT.txt")]
+    draft: PathBuf,
+    /// Directory to write the `.x` files into (created if missing).
+    #[arg(short, long, value_name = "DIR", default_value = ".")]
+    output: PathBuf,
+    /// Take the indented XDR of these numbered sections (old drafts without markers);
+    /// repeatable, in order, e.g. `--section 4.2 --section 6.2`.
+    #[arg(long = "section", value_name = "N.N")]
+    sections: Vec<String>,
+    /// With the `///` convention, keep one file instead of splitting at `FILE ENDS:` markers
+    /// (what the draft's `sed` recipe alone gives).
+    #[arg(long)]
+    no_split: bool,
+    /// Name of the output file where the draft does not name one (default: the draft's
+    /// file name with `.x`).
+    #[arg(long, value_name = "FILE.x")]
+    name: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -37,6 +62,12 @@ struct CommonArgs {
     /// Accept the known quirks of the RPC-over-RDMA drafts' XDR, with warnings.
     #[arg(long)]
     lenient: bool,
+    /// Mark `Type.member` DDP-eligible (an Upper Layer Binding mark); repeatable.
+    #[arg(long = "ddp", value_name = "TYPE.MEMBER")]
+    ddp: Vec<String>,
+    /// Read DDP marks from a binding file (one `Type.member` per line, `#` comments).
+    #[arg(long = "binding", value_name = "FILE")]
+    bindings: Vec<PathBuf>,
     /// Name of the runtime crate the generated code refers to.
     #[arg(long, default_value = "rpcrdma", value_name = "CRATE")]
     runtime_crate: String,
@@ -61,6 +92,12 @@ fn config(c: &CommonArgs) -> xdrgen::Config {
     let mut cfg = xdrgen::Config::new();
     cfg.lenient(c.lenient)
         .runtime_crate(c.runtime_crate.clone());
+    for mark in &c.ddp {
+        cfg.ddp(mark.clone());
+    }
+    for path in &c.bindings {
+        cfg.binding_file(path.clone());
+    }
     cfg
 }
 
@@ -116,6 +153,59 @@ fn run(common: &CommonArgs, output: Option<&PathBuf>, generate: bool) -> ExitCod
     ExitCode::SUCCESS
 }
 
+fn extract(a: &ExtractArgs) -> ExitCode {
+    use xdrgen::extract::{extract, Mode};
+    let text = match std::fs::read_to_string(&a.draft) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: {e}", a.draft.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mode = if !a.sections.is_empty() {
+        Mode::Sections(a.sections.clone())
+    } else if a.no_split {
+        Mode::TripleSlash { split: false }
+    } else {
+        Mode::Auto
+    };
+    let name = a.name.clone().unwrap_or_else(|| {
+        let stem = a
+            .draft
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned());
+        format!("{}.x", stem.unwrap_or_else(|| "extracted".into()))
+    });
+    let files = match extract(&text, &mode, &name) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {}: {e}", a.draft.display());
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&a.output) {
+        eprintln!("error: {}: {e}", a.output.display());
+        return ExitCode::from(2);
+    }
+    for f in files {
+        // A name comes from the draft text: keep only its last component.
+        let Some(file_name) = std::path::Path::new(&f.name).file_name() else {
+            eprintln!(
+                "error: the draft names an output file `{}` that is not a file name",
+                f.name
+            );
+            return ExitCode::from(1);
+        };
+        let path = a.output.join(file_name);
+        if let Err(e) = xdrgen::write_if_changed(&path, &f.contents) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        println!("{}", path.display());
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -131,6 +221,7 @@ fn main() -> ExitCode {
     };
     match &cli.command {
         Some(Command::Check(a)) => run(&a.common, None, false),
+        Some(Command::Extract(a)) => extract(a),
         None => match &cli.generate.common {
             Some(common) => run(common, cli.generate.output.as_ref(), true),
             None => {

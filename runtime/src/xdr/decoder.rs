@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{padding, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
+use super::ddp::ReceivedChunks;
+use super::{padding, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
 
 /// Reads XDR items from a [`Bytes`] buffer.
 ///
@@ -18,6 +19,10 @@ pub struct Decoder {
     base: usize,
     limits: Limits,
     depth: u32,
+    chunks: Option<Box<ReceivedChunks>>,
+    /// Bytes (with round-up) re-inserted from chunks so far: the offset in the reconstructed
+    /// XDR stream is `base + pos + reinserted` (seed 002 section 3.5).
+    reinserted: usize,
 }
 
 impl Decoder {
@@ -29,6 +34,8 @@ impl Decoder {
             base: 0,
             limits: Limits::DEFAULT,
             depth: 0,
+            chunks: None,
+            reinserted: 0,
         }
     }
 
@@ -45,11 +52,8 @@ impl Decoder {
             ));
         }
         Ok(Decoder {
-            buf,
-            pos: 0,
-            base: 0,
             limits,
-            depth: 0,
+            ..Decoder::new(buf)
         })
     }
 
@@ -287,6 +291,86 @@ impl Decoder {
         }
         self.pos += n;
         Ok(())
+    }
+
+    /// Supplies the chunk data that came with this message, so DDP-eligible items are taken
+    /// from chunks where they were moved.
+    pub fn set_chunks(&mut self, chunks: ReceivedChunks) -> &mut Self {
+        self.chunks = Some(Box::new(chunks));
+        self
+    }
+
+    /// Takes back the chunk data, to check with [`ReceivedChunks::finish`] that every Read
+    /// chunk was used and to learn which Write chunks were not.
+    pub fn take_chunks(&mut self) -> Option<ReceivedChunks> {
+        self.chunks.take().map(|c| *c)
+    }
+
+    fn xdr_offset(&self) -> usize {
+        self.base + self.pos + self.reinserted
+    }
+
+    fn take_chunk(&mut self, count: Option<usize>) -> Result<Option<Bytes>> {
+        let position = self.xdr_offset();
+        let Some(chunks) = self.chunks.as_mut() else {
+            return Ok(None);
+        };
+        let data = chunks.take(position, count)?;
+        if let Some(d) = &data {
+            self.reinserted += d.len() + padding(d.len());
+        }
+        Ok(data)
+    }
+
+    /// Reads DDP-eligible variable-length opaque data: the length from the inline stream, the
+    /// bytes from the chunk at this position if the item was moved, else inline.
+    pub fn get_ddp_opaque(&mut self, max: Option<u32>) -> Result<Bytes> {
+        let len = self.get_length(max)?;
+        match self.take_chunk(Some(len))? {
+            Some(data) => Ok(data),
+            None => self.get_fixed_opaque(len),
+        }
+    }
+
+    /// Reads DDP-eligible fixed-length opaque data.
+    pub fn get_ddp_fixed_opaque(&mut self, len: usize) -> Result<Bytes> {
+        match self.take_chunk(Some(len))? {
+            Some(data) => Ok(data),
+            None => self.get_fixed_opaque(len),
+        }
+    }
+
+    /// Reads a DDP-eligible string.
+    pub fn get_ddp_string(&mut self, max: Option<u32>) -> Result<XdrString> {
+        self.get_ddp_opaque(max).map(XdrString::from_bytes)
+    }
+
+    /// Reads a DDP-eligible variable-length array: the count inline, the elements from the
+    /// chunk if the array was moved (the chunk must hold exactly those elements, plus at most
+    /// round-up), else inline.
+    pub fn get_ddp_array<T: Decode>(&mut self, max: Option<u32>) -> Result<Vec<T>> {
+        let at = self.offset();
+        let count = self.get_length(max)?;
+        let Some(data) = self.take_chunk(None)? else {
+            self.pos -= BLOCK;
+            return super::decode_array(self, max);
+        };
+        let mut inner = Decoder::with_limits(data, self.limits)?;
+        inner.depth = self.depth;
+        inner.check_count(count as u64, T::MIN_ENCODED_LEN, at)?;
+        let items = (0..count)
+            .map(|_| T::decode(&mut inner))
+            .collect::<Result<Vec<T>>>()?;
+        if inner.remaining() >= BLOCK {
+            return Err(Error::new(
+                ErrorKind::ChunkLengthMismatch {
+                    inline_count: count as u64,
+                    chunk_len: inner.buf.len() as u64,
+                },
+                at,
+            ));
+        }
+        Ok(items)
     }
 
     /// Reads one 4-byte block without interpreting it.

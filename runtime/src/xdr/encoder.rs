@@ -1,8 +1,9 @@
 //! Writing XDR into a `BytesMut`, with large opaque items kept out of line.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
-use super::{padding, Error, ErrorKind, Result, XdrString};
+use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem};
+use super::{padding, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
 /// copied into the encoder's buffer.
@@ -23,6 +24,9 @@ pub struct Encoder {
     flushed: usize,
     gather_threshold: usize,
     copied_opaque: usize,
+    /// Offset of this encoder's first byte in the RPC message (for Read chunk Positions).
+    base: usize,
+    chunking: Option<Box<EncodeChunking>>,
 }
 
 impl Default for Encoder {
@@ -45,7 +49,44 @@ impl Encoder {
             flushed: 0,
             gather_threshold: DEFAULT_GATHER_THRESHOLD,
             copied_opaque: 0,
+            base: 0,
+            chunking: None,
         }
+    }
+
+    /// An encoder for an RPC call whose DDP-eligible items may move to Read chunks, as
+    /// `policy` decides.
+    pub fn for_call(policy: impl ChunkPolicy + 'static) -> Self {
+        let mut enc = Self::new();
+        enc.chunking = Some(Box::new(EncodeChunking {
+            direction: Direction::Call,
+            policy: Box::new(policy),
+            write_chunk_capacities: Vec::new(),
+            moved: Vec::new(),
+            removed: 0,
+        }));
+        enc
+    }
+
+    /// An encoder for an RPC reply whose DDP-eligible items go, in order, into the Write
+    /// chunks the requester provided (given by their capacities in bytes, in Write-list order).
+    pub fn for_reply(policy: impl ChunkPolicy + 'static, write_chunk_capacities: Vec<u64>) -> Self {
+        let mut enc = Self::new();
+        enc.chunking = Some(Box::new(EncodeChunking {
+            direction: Direction::Reply,
+            policy: Box::new(policy),
+            write_chunk_capacities,
+            moved: Vec::new(),
+            removed: 0,
+        }));
+        enc
+    }
+
+    /// Declares that this encoder's first byte sits at `offset` in the RPC message (when the
+    /// RPC header was encoded elsewhere), so Read chunk Positions count from the message start.
+    pub fn set_base_offset(&mut self, offset: usize) -> &mut Self {
+        self.base = offset;
+        self
     }
 
     /// Sets the length from which `Bytes` opaque items are gathered rather than copied.
@@ -78,47 +119,47 @@ impl Encoder {
     /// Writes an unsigned 32-bit integer.
     #[inline]
     pub fn put_u32(&mut self, v: u32) {
-        self.buf.put_u32(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes a signed 32-bit integer.
     #[inline]
     pub fn put_i32(&mut self, v: i32) {
-        self.buf.put_i32(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes an unsigned hyper integer.
     #[inline]
     pub fn put_u64(&mut self, v: u64) {
-        self.buf.put_u64(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes a signed hyper integer.
     #[inline]
     pub fn put_i64(&mut self, v: i64) {
-        self.buf.put_i64(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes a single-precision float.
     pub fn put_f32(&mut self, v: f32) {
-        self.buf.put_f32(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes a double-precision float.
     pub fn put_f64(&mut self, v: f64) {
-        self.buf.put_f64(v);
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     /// Writes a boolean.
     #[inline]
     pub fn put_bool(&mut self, v: bool) {
-        self.buf.put_u32(v as u32);
+        self.buf.extend_from_slice(&(v as u32).to_be_bytes());
     }
 
     /// Writes zero padding for an item of `len` bytes.
     #[inline]
     pub fn put_padding(&mut self, len: usize) {
-        self.buf.put_slice(&ZEROS[..padding(len)]);
+        self.buf.extend_from_slice(&ZEROS[..padding(len)]);
     }
 
     /// Checks `len` against a declared maximum.
@@ -166,7 +207,7 @@ impl Encoder {
     pub fn put_opaque_slice(&mut self, data: &[u8], max: Option<u32>) -> Result<()> {
         self.put_length(data.len(), max)?;
         self.copied_opaque += data.len();
-        self.buf.put_slice(data);
+        self.buf.extend_from_slice(data);
         self.put_padding(data.len());
         Ok(())
     }
@@ -182,7 +223,7 @@ impl Encoder {
             self.put_gathered(data.clone());
         } else {
             self.copied_opaque += data.len();
-            self.buf.put_slice(data);
+            self.buf.extend_from_slice(data);
         }
         self.put_padding(data.len());
     }
@@ -198,36 +239,166 @@ impl Encoder {
         self.parts.push(data);
     }
 
+    /// Items moved to chunks so far.
+    pub fn moved_items(&self) -> &[MovedItem] {
+        self.chunking.as_ref().map_or(&[], |c| &c.moved)
+    }
+
+    /// Asks the chunking policy about an item of `len` bytes; if it moves, records it and
+    /// returns `true`. Without chunking, always `false`.
+    fn try_move(&mut self, data: &Bytes) -> Result<bool> {
+        let inline_len = self.base + self.len();
+        let Some(chunking) = self.chunking.as_mut() else {
+            return Ok(false);
+        };
+        let Some(target) = chunking.decide(data.len(), inline_len) else {
+            return Ok(false);
+        };
+        if let ChunkTarget::Write { index } = target {
+            let capacity = chunking.write_chunk_capacities[index];
+            if data.len() as u64 > capacity {
+                return Err(Error::new(
+                    ErrorKind::WriteChunkTooSmall {
+                        index,
+                        needed: data.len() as u64,
+                        capacity,
+                    },
+                    inline_len,
+                ));
+            }
+        }
+        // Seed 004 section 4.4.4.1: "the requester MUST remove any needed XDR padding for that
+        // chunk as well. Alignment of the items remaining in the stream is unaffected."
+        chunking.removed += data.len() + padding(data.len());
+        chunking.moved.push(MovedItem {
+            target,
+            data: data.clone(),
+        });
+        Ok(true)
+    }
+
+    /// Writes DDP-eligible variable-length opaque data. If the chunking policy moves it, the
+    /// length stays inline and the bytes (by reference) and their padding do not
+    /// (seed 004 section 4.4.3.1, "Counted Arrays").
+    pub fn put_ddp_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
+        self.put_length(data.len(), max)?;
+        if !self.try_move(data)? {
+            self.put_opaque_body(data);
+        }
+        Ok(())
+    }
+
+    /// Writes DDP-eligible fixed-length opaque data; if moved, nothing stays inline.
+    pub fn put_ddp_fixed_opaque(&mut self, data: &Bytes, expected: usize) -> Result<()> {
+        if data.len() != expected {
+            return Err(self.error(ErrorKind::WrongFixedLength {
+                expected,
+                actual: data.len(),
+            }));
+        }
+        if !self.try_move(data)? {
+            self.put_opaque_body(data);
+        }
+        Ok(())
+    }
+
+    /// Writes a DDP-eligible string; if moved, the length stays inline.
+    pub fn put_ddp_string(&mut self, s: &XdrString, max: Option<u32>) -> Result<()> {
+        self.put_ddp_opaque(s.as_bytes_ref(), max)
+    }
+
+    /// Writes a DDP-eligible variable-length array. If moved, the element count stays inline
+    /// and the encoded elements form the chunk (seed 004 section 4.4.3.1: "Individual array
+    /// elements appear in the chunk in their entirety").
+    pub fn put_ddp_array<T: Encode>(&mut self, items: &[T], max: Option<u32>) -> Result<()> {
+        self.put_length(items.len(), max)?;
+        if self.chunking.is_none() {
+            return items.iter().try_for_each(|v| v.encode(self));
+        }
+        let mut elements = Encoder::new();
+        elements.set_gather_threshold(self.gather_threshold);
+        items.iter().try_for_each(|v| v.encode(&mut elements))?;
+        let elements = elements.finish();
+        if !self.try_move(&elements.to_bytes())? {
+            for part in elements.into_parts() {
+                self.put_gathered(part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends encoding and returns the inline stream and the items moved to chunks.
+    pub fn finish_with_chunks(mut self) -> (Encoded, Vec<MovedItem>) {
+        let moved = self.chunking.take().map(|c| c.moved).unwrap_or_default();
+        (self.finish(), moved)
+    }
+
     /// Ends encoding and returns the message as a gather list.
     pub fn finish(mut self) -> Encoded {
-        if !self.buf.is_empty() || self.parts.is_empty() {
-            let tail = self.buf.split().freeze();
+        if self.parts.is_empty() {
+            // The common case, nothing gathered: `take` hands the buffer over whole (unlike
+            // `split`, no shared representation) and the single part needs no list.
+            let one = std::mem::take(&mut self.buf).freeze();
+            return Encoded {
+                len: one.len(),
+                parts: Parts::One(one),
+            };
+        }
+        if !self.buf.is_empty() {
+            let tail = std::mem::take(&mut self.buf).freeze();
             self.flushed += tail.len();
             self.parts.push(tail);
         }
         Encoded {
-            parts: self.parts,
+            parts: Parts::Many(self.parts),
             len: self.flushed,
         }
     }
 }
 
 /// An encoded message: a gather list of [`Bytes`] parts whose concatenation is the XDR.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Encoded {
-    parts: Vec<Bytes>,
+    parts: Parts,
     len: usize,
 }
+
+/// The parts of an [`Encoded`]; a message with nothing gathered needs no list.
+#[derive(Debug, Clone)]
+enum Parts {
+    One(Bytes),
+    Many(Vec<Bytes>),
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Parts::Many(Vec::new())
+    }
+}
+
+impl PartialEq for Encoded {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Encoded {}
 
 impl Encoded {
     /// The parts, in order.
     pub fn parts(&self) -> &[Bytes] {
-        &self.parts
+        match &self.parts {
+            Parts::One(one) => std::slice::from_ref(one),
+            Parts::Many(many) => many,
+        }
     }
 
     /// Takes the parts.
     pub fn into_parts(self) -> Vec<Bytes> {
-        self.parts
+        match self.parts {
+            Parts::One(one) => vec![one],
+            Parts::Many(many) => many,
+        }
     }
 
     /// Total length in bytes.
@@ -240,18 +411,79 @@ impl Encoded {
         self.len == 0
     }
 
+    /// The message as one contiguous buffer, consuming it: the single part itself when there
+    /// is one (not even a reference-count update), one copy otherwise.
+    pub fn into_bytes(self) -> Bytes {
+        match self.parts {
+            Parts::One(one) => one,
+            Parts::Many(mut many) if many.len() == 1 => many.pop().unwrap_or_default(),
+            Parts::Many(many) => concat(&many, self.len),
+        }
+    }
+
     /// The message as one contiguous buffer: free when there is one part, one copy otherwise.
     pub fn to_bytes(&self) -> Bytes {
-        match self.parts.as_slice() {
+        match self.parts() {
             [] => Bytes::new(),
             [one] => one.clone(),
-            many => {
-                let mut out = BytesMut::with_capacity(self.len);
-                for p in many {
-                    out.put_slice(p);
-                }
-                out.freeze()
-            }
+            many => concat(many, self.len),
         }
+    }
+}
+
+fn concat(parts: &[Bytes], len: usize) -> Bytes {
+    let mut out = BytesMut::with_capacity(len);
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_part_message_is_handed_over_whole() {
+        let mut enc = Encoder::new();
+        enc.put_u32(7);
+        enc.put_u64(0x0102_0304_0506_0708);
+        let encoded = enc.finish();
+        assert_eq!(encoded.len(), 12);
+        assert_eq!(encoded.parts().len(), 1);
+        let expected = [0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert_eq!(&encoded.to_bytes()[..], &expected);
+        assert_eq!(&encoded.into_bytes()[..], &expected);
+    }
+
+    #[test]
+    fn gathered_parts_keep_order_and_concatenate() {
+        let payload = Bytes::from(vec![0xab; DEFAULT_GATHER_THRESHOLD + 1]);
+        let mut enc = Encoder::new();
+        enc.put_u32(1);
+        enc.put_opaque(&payload, None).unwrap();
+        enc.put_u32(2);
+        let encoded = enc.finish();
+        let parts = encoded.parts();
+        assert_eq!(parts.len(), 3, "head, payload, tail with padding");
+        assert_eq!(parts[1].as_ptr(), payload.as_ptr(), "payload not copied");
+        let whole = encoded.clone().into_bytes();
+        assert_eq!(whole.len(), encoded.len());
+        assert_eq!(whole, encoded.to_bytes());
+        assert_eq!(&whole[..8], &[0, 0, 0, 1, 0, 0, 4, 1]);
+        assert_eq!(&whole[whole.len() - 4..], &[0, 0, 0, 2]);
+    }
+
+    #[test]
+    fn equality_compares_bytes_not_layout() {
+        let mut a = Encoder::new();
+        a.put_u32(5);
+        let one = a.finish();
+        let mut b = Encoder::new();
+        b.put_gathered(Bytes::from_static(&[0, 0, 0, 5]));
+        let many = b.finish();
+        assert_eq!(one, many);
+        assert_eq!(Encoder::new().finish().into_bytes(), Bytes::new());
+        assert_eq!(Encoded::default().parts().len(), 0);
     }
 }

@@ -67,6 +67,33 @@ pub enum ErrorKind {
     /// A list that XDR requires to hold at least one element (a self-referential struct used
     /// directly rather than through `*`) was empty.
     EmptyList(&'static str),
+    /// A chunk's length disagrees with the byte count left in the inline stream
+    /// (seed 004 section 4.4.3.1). A transport answers with ERR_CHUNK.
+    ChunkLengthMismatch {
+        /// The count in the inline stream.
+        inline_count: u64,
+        /// The chunk's length (sum of its segment lengths).
+        chunk_len: u64,
+    },
+    /// A Read chunk whose Position matched no DDP-eligible item.
+    UnusedReadChunk {
+        /// Its XDR Position.
+        position: u32,
+    },
+    /// A Read chunk whose Position is not a multiple of four (seed 004 section 4.4.4.1).
+    MisalignedReadChunk {
+        /// Its XDR Position.
+        position: u32,
+    },
+    /// A reply item is larger than the Write chunk the requester provided for it.
+    WriteChunkTooSmall {
+        /// Index of the Write chunk.
+        index: usize,
+        /// The item's length.
+        needed: u64,
+        /// The chunk's capacity.
+        capacity: u64,
+    },
     /// A chunk-related or other type-specific rule, named.
     Invalid(&'static str),
 }
@@ -76,6 +103,20 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     offset: usize,
+}
+
+impl ErrorKind {
+    /// Whether the error means the message and its chunks disagree, which an RPC-over-RDMA
+    /// transport reports as ERR_CHUNK (seed 004 section 5.5).
+    pub fn is_chunk_error(&self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ChunkLengthMismatch { .. }
+                | ErrorKind::UnusedReadChunk { .. }
+                | ErrorKind::MisalignedReadChunk { .. }
+                | ErrorKind::WriteChunkTooSmall { .. }
+        )
+    }
 }
 
 impl Error {
@@ -128,6 +169,33 @@ impl fmt::Display for ErrorKind {
             ErrorKind::TooDeep { maximum } => write!(f, "nesting deeper than {maximum}"),
             ErrorKind::TrailingBytes(n) => write!(f, "{n} trailing bytes after the value"),
             ErrorKind::EmptyList(t) => write!(f, "{t} needs at least one element"),
+            ErrorKind::ChunkLengthMismatch {
+                inline_count,
+                chunk_len,
+            } => write!(
+                f,
+                "chunk holds {chunk_len} bytes but the inline stream counts {inline_count}"
+            ),
+            ErrorKind::UnusedReadChunk { position } => {
+                write!(
+                    f,
+                    "read chunk at position {position} matches no DDP-eligible item"
+                )
+            }
+            ErrorKind::MisalignedReadChunk { position } => {
+                write!(
+                    f,
+                    "read chunk position {position} is not a multiple of four"
+                )
+            }
+            ErrorKind::WriteChunkTooSmall {
+                index,
+                needed,
+                capacity,
+            } => write!(
+                f,
+                "write chunk {index} holds {capacity} bytes, the item needs {needed}"
+            ),
             ErrorKind::Invalid(why) => f.write_str(why),
         }
     }

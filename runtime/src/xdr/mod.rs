@@ -20,6 +20,9 @@
 //! assert_eq!((n, s.as_bytes()), (7, &b"hello"[..]));
 //! ```
 
+pub mod bounds;
+mod ddp;
+mod ddp_marks;
 mod decoder;
 mod encoder;
 mod error;
@@ -28,7 +31,13 @@ mod limits;
 mod procedure;
 mod string;
 
+pub use bounds::EncodedSize;
 pub use bytes::Bytes;
+pub use ddp::{
+    ChunkPolicy, ChunkTarget, ChunkUsage, DdpItem, Direction, MovedItem, Placement, ReceivedChunks,
+    ThresholdPolicy,
+};
+pub use ddp_marks::DdpEligible;
 pub use decoder::Decoder;
 pub use encoder::{Encoded, Encoder, DEFAULT_GATHER_THRESHOLD};
 pub use error::{Error, ErrorKind, Result};
@@ -75,7 +84,7 @@ pub trait Decode: Sized {
 pub fn to_bytes<T: Encode + ?Sized>(value: &T) -> Result<Bytes> {
     let mut enc = Encoder::new();
     value.encode(&mut enc)?;
-    Ok(enc.finish().to_bytes())
+    Ok(enc.finish().into_bytes())
 }
 
 /// Decodes one `T` from `buf` with default [`Limits`], rejecting trailing bytes.

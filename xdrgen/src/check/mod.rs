@@ -5,6 +5,7 @@
 //! sees all of them at once. Quirks of the old drafts are repaired the same way in both modes
 //! (so one defect does not cascade) but are errors unless lenient mode is on.
 
+pub mod ddp;
 mod graph;
 mod items;
 mod names;

@@ -12,6 +12,8 @@
 //! * typedef -> `type` alias when the aliased Rust type already encodes right, otherwise a
 //!   newtype (`struct Name(pub T)`) that enforces the declared size.
 
+mod bounds;
+mod ddp;
 pub mod ident;
 mod program;
 mod shape;
@@ -58,6 +60,7 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
     let mut items = TokenStream::new();
     for item in &model.items {
         items.extend(g.item(item));
+        items.extend(g.encoded_size_impl(item));
     }
     let text = match syn::parse2::<syn::File>(items.clone()) {
         Ok(file) => prettyplease::unparse(&file),
@@ -302,9 +305,9 @@ impl Gen<'_> {
         let enc = fields
             .iter()
             .zip(&names)
-            .map(|(f, n)| self.encode(&f.repr, quote!(&self.#n)));
+            .map(|(f, n)| self.encode_field(f, quote!(&self.#n)));
         let dec = fields.iter().zip(&names).map(|(f, n)| {
-            let e = self.decode(&f.repr);
+            let e = self.decode_field(f);
             quote!(#n: #e,)
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);

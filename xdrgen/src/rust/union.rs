@@ -104,8 +104,8 @@ impl Gen<'_> {
                         self.origin(&f.loc)
                     ));
                     let t = self.rust_type(&f.repr);
-                    let e = self.encode(&f.repr, quote!(value));
-                    let de = self.decode(&f.repr);
+                    let e = self.encode_field(f, quote!(value));
+                    let de = self.decode_field(f);
                     decls.push(quote!(#d #v(#t),));
                     disc_arms.push(quote!(Self::#v(..) => #value,));
                     enc_arms.push(quote!(Self::#v(value) => { #e }));
@@ -129,9 +129,9 @@ impl Gen<'_> {
                     let encs = fs
                         .iter()
                         .zip(&binds)
-                        .map(|(f, b)| self.encode(&f.repr, quote!(#b)));
+                        .map(|(f, b)| self.encode_field(f, quote!(#b)));
                     let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                        let e = self.decode(&f.repr);
+                        let e = self.decode_field(f);
                         quote!(#n: #e,)
                     });
                     decls.push(quote!(#d #v { #(#fdecls)* },));
@@ -172,8 +172,8 @@ impl Gen<'_> {
                             self.origin(&f.loc)
                         ));
                         let t = self.rust_type(&f.repr);
-                        let e = self.encode(&f.repr, quote!(value));
-                        let de = self.decode(&f.repr);
+                        let e = self.encode_field(f, quote!(value));
+                        let de = self.decode_field(f);
                         decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #[doc = " The arm's value."] value: #t },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant, value } => { #guard #e }));
@@ -196,9 +196,9 @@ impl Gen<'_> {
                         let encs = fs
                             .iter()
                             .zip(&binds)
-                            .map(|(f, b)| self.encode(&f.repr, quote!(#b)));
+                            .map(|(f, b)| self.encode_field(f, quote!(#b)));
                         let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                            let e = self.decode(&f.repr);
+                            let e = self.decode_field(f);
                             quote!(#n: #e,)
                         });
                         decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #(#fdecls)* },));

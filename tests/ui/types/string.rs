@@ -1,0 +1,9 @@
+use rpcrdma::Xdr;
+
+#[derive(Xdr)]
+struct Owner {
+    name: String,
+    group: Option<String>,
+}
+
+fn main() {}

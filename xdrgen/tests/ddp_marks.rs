@@ -1,0 +1,172 @@
+//! DDP-eligibility marks: accepted on opaque, string and array items in structs and union arms
+//! (written in the `.x` or outside it), refused elsewhere with a precise diagnostic.
+
+const SPEC: &str = "\
+typedef string nfspath3<>;
+typedef opaque fh<64>;
+struct write_args {
+    fh file;
+    unsigned hyper offset;
+    /* @ddp */ opaque data<>;
+};
+struct readlink_ok { nfspath3 data; unsigned count; };
+union readlink_res switch (int status) {
+case 0: readlink_ok ok;
+default: void;
+};
+struct holder { readlink_res r; fh h; fh *maybe; unsigned nums<16>; };
+";
+
+fn generate(marks: &[&str]) -> Result<String, String> {
+    let mut cfg = xdrgen::Config::new();
+    for m in marks {
+        cfg.ddp(*m);
+    }
+    let comp = cfg.check_sources(&[("nfs.x", SPEC)]);
+    comp.generate().map_err(|_| comp.render())
+}
+
+#[test]
+fn accepts_marks_on_opaque_string_and_array_items() {
+    let out = generate(&[
+        "readlink_ok.data",
+        "holder.h",
+        "holder.maybe",
+        "holder.nums",
+    ])
+    .unwrap();
+    assert!(out.contains("enc.put_ddp_opaque(&self.data, ::core::option::Option::None)?;"));
+    assert!(out.contains("enc.put_ddp_string(&self.data, ::core::option::Option::None)?;"));
+    assert!(out.contains("put_ddp_opaque(&(&self.h).0, ::core::option::Option::Some(64))"));
+    assert!(out.contains("enc.put_ddp_array(&self.nums, ::core::option::Option::Some(16))?;"));
+}
+
+#[test]
+fn the_annotation_in_the_file_is_a_mark() {
+    let out = generate(&[]).unwrap();
+    assert_eq!(
+        out.matches("put_ddp_").count(),
+        1,
+        "only write_args.data is marked"
+    );
+}
+
+#[test]
+fn rejects_a_mark_on_a_scalar() {
+    let err = generate(&["readlink_ok.count"]).unwrap_err();
+    assert!(
+        err.contains("`readlink_ok.count` is a scalar (unsigned int)"),
+        "{err}"
+    );
+    assert!(err.contains("<--ddp>:1:1"), "{err}");
+    assert!(
+        err.contains("nfs.x:8:37"),
+        "points at the declaration: {err}"
+    );
+}
+
+#[test]
+fn rejects_a_mark_on_a_union_and_suggests_the_data_in_an_arm() {
+    let err = generate(&["holder.r"]).unwrap_err();
+    assert!(
+        err.contains("is a union (`readlink_res`), and a union is never DDP-eligible"),
+        "{err}"
+    );
+    assert!(err.contains("section 4.4.3.2"), "{err}");
+    assert!(err.contains("e.g. `readlink_ok.data`"), "{err}");
+}
+
+#[test]
+fn rejects_a_mark_on_a_struct_and_suggests_its_bulk_data() {
+    let err = generate(&["readlink_res.ok"]).unwrap_err();
+    assert!(err.contains("is a struct (`readlink_ok`)"), "{err}");
+    assert!(err.contains("e.g. `readlink_ok.data`"), "{err}");
+}
+
+#[test]
+fn rejects_marks_naming_nothing_with_did_you_mean() {
+    let err = generate(&["write_arg.data"]).unwrap_err();
+    assert!(
+        err.contains("no struct or union named `write_arg`"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `write_args.data`?"), "{err}");
+    let err = generate(&["write_args.dat"]).unwrap_err();
+    assert!(
+        err.contains("`write_args` has no member named `dat`"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `write_args.data`?"), "{err}");
+    let err = generate(&["fh.x"]).unwrap_err();
+    assert!(err.contains("`fh` is not a struct or a union"), "{err}");
+}
+
+#[test]
+fn rejects_malformed_marks_and_reads_binding_files() {
+    let err = generate(&["nodot"]).unwrap_err();
+    assert!(err.contains("not of the form `Type.member`"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("xdrgen-binding-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let binding = dir.join("nfs.ddp");
+    std::fs::write(
+        &binding,
+        "# RFC 8267\nreadlink_ok.data\n  holder.r  # wrong\n",
+    )
+    .unwrap();
+    let comp = xdrgen::Config::new()
+        .binding_file(&binding)
+        .check_sources(&[("nfs.x", SPEC)]);
+    let err = comp.render();
+    assert!(comp.has_errors());
+    assert!(
+        err.contains("nfs.ddp:3:3"),
+        "points into the binding file: {err}"
+    );
+    std::fs::write(&binding, "readlink_ok.data\n").unwrap();
+    let out = xdrgen::Config::new()
+        .binding_file(&binding)
+        .check_sources(&[("nfs.x", SPEC)])
+        .generate()
+        .unwrap();
+    assert!(out.contains("put_ddp_string"));
+}
+
+#[test]
+fn unknown_annotations_warn() {
+    let spec = "struct s { /* @dpp */ opaque data<>; };";
+    let comp = xdrgen::Config::new().check_sources(&[("s.x", spec)]);
+    assert!(!comp.has_errors());
+    let text = comp.render();
+    assert!(
+        text.contains("unknown annotation `@dpp`") && text.contains("did you mean `@ddp`?"),
+        "{text}"
+    );
+}
+
+#[test]
+fn maximum_sizes_count_what_stays_inline_when_items_move() {
+    let out = generate(&["readlink_ok.data", "holder.h"]).unwrap();
+    let block = |ty: &str| {
+        let start = out.find(&format!("EncodedSize for {ty} ")).unwrap();
+        out[start..(start + 400).min(out.len())]
+            .split_whitespace()
+            .collect::<String>()
+    };
+    // write_args: fh (4+64) + hyper (8) + data: unbounded inline, 4 (its length) when moved.
+    assert!(block("WriteArgs")
+        .contains("MAX_LEN:::core::option::Option<usize>=::core::option::Option::None"));
+    assert!(
+        block("WriteArgs").contains("Some(80"),
+        "{}",
+        block("WriteArgs")
+    );
+    // readlink_res: discriminant + (string length + count) when the path moves.
+    assert!(
+        block("ReadlinkRes").contains("Some(12"),
+        "{}",
+        block("ReadlinkRes")
+    );
+    // holder: r (12) + h moved (4) + maybe (4 + 68) + nums<16> (4 + 64).
+    assert!(block("Holder").contains("Some(156"), "{}", block("Holder"));
+}
