@@ -198,3 +198,31 @@ fn torture_output() {
     let comp = Config::new().check_files(&[&path]).unwrap();
     insta::assert_snapshot!(comp.generate().unwrap());
 }
+
+/// Renders the diagnostics of checking `src` strictly as `t.x`.
+fn diag_of(src: &str) -> String {
+    let comp = Config::new().check_sources(&[("t.x", src)]);
+    assert!(comp.has_errors());
+    comp.render()
+}
+
+#[test]
+fn diag_infinite_type() {
+    insta::assert_snapshot!(diag_of(
+        "struct a { int v; b inner; };\nstruct b { a back; };\n"
+    ));
+}
+
+#[test]
+fn diag_case_label_not_in_enum() {
+    insta::assert_snapshot!(diag_of(
+        "enum color { RED = 1, GREEN = 2 };\nenum other { BLUE = 3 };\nunion u switch (color c) {\n    case BLUE: void;\n    case GREN: int x;\n};\n"
+    ));
+}
+
+#[test]
+fn diag_duplicates() {
+    insta::assert_snapshot!(diag_of(
+        "struct a { int x; int x; };\nenum e { A = 1, B = 1 };\nunion u switch (int d) { case 1: void; case 1: void; };\nstruct a { int y; };\n"
+    ));
+}

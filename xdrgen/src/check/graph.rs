@@ -38,6 +38,10 @@ fn report_rust_name_clashes(model: &Model, diags: &mut Diagnostics) {
             _ => format!("type {}", type_name_str(&item.xdr_name)),
         };
         if let Some(prev) = seen.get(&rust) {
+            if prev.xdr_name == item.xdr_name {
+                // Already reported as a duplicate definition.
+                continue;
+            }
             diags.push(
                 Diagnostic::error(format!(
                     "`{}` and `{}` both become the Rust {rust}",
