@@ -48,6 +48,15 @@ pub enum Value {
     },
     /// A named constant or enum member.
     Name(Ident),
+    /// `NAME + delta`: only from `%#define` pass-through lines (`LM_MAXSTRLEN+1`).
+    Offset {
+        /// The named constant.
+        base: Ident,
+        /// What is added to it.
+        delta: i128,
+        /// Where.
+        loc: Loc,
+    },
     /// A string literal (rpcgen extension, only in `const` definitions).
     Str {
         /// The text between the quotes.
@@ -61,7 +70,7 @@ impl Value {
     /// Where the value is written.
     pub fn loc(&self) -> &Loc {
         match self {
-            Value::Lit { loc, .. } | Value::Str { loc, .. } => loc,
+            Value::Lit { loc, .. } | Value::Str { loc, .. } | Value::Offset { loc, .. } => loc,
             Value::Name(i) => &i.loc,
         }
     }

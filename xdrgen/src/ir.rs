@@ -141,6 +141,9 @@ pub enum Prim {
     Bool,
 }
 
+/// The longest fixed-length array generated as a Rust array `[T; N]`.
+pub const MAX_INLINE_ARRAY: u32 = 64;
+
 /// The shape of a value, deciding its Rust type and its encoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Repr {
@@ -154,7 +157,8 @@ pub enum Repr {
     VarOpaque(Option<Size>),
     /// `string x<N>`.
     Str(Option<Size>),
-    /// `T x[N]`.
+    /// `T x[N]`: `[T; N]` up to [`MAX_INLINE_ARRAY`] elements, a length-checked `Vec<T>` above
+    /// (a large array would not fit on the stack).
     FixedArray(Box<Repr>, Size),
     /// `T x<N>`.
     VarArray(Box<Repr>, Option<Size>),
@@ -175,7 +179,7 @@ impl Repr {
             Repr::Prim(_) | Repr::Named(_) => true,
             Repr::VarOpaque(None) | Repr::Str(None) => true,
             Repr::FixedOpaque(_) | Repr::VarOpaque(Some(_)) | Repr::Str(Some(_)) => false,
-            Repr::FixedArray(e, _) => e.is_natural(),
+            Repr::FixedArray(e, n) => n.value <= MAX_INLINE_ARRAY && e.is_natural(),
             Repr::VarArray(e, max) => max.is_none() && e.is_natural(),
             Repr::Optional(e) | Repr::Boxed(e) => e.is_natural(),
             Repr::List(_) | Repr::NonEmptyList(_) => false,

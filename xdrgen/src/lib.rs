@@ -163,10 +163,11 @@ impl Default for Config {
     }
 }
 
-/// Types rpcgen's C library provides (`<rpc/xdr.h>`, `<rpc/auth.h>`), added when an input uses
+/// Types and constants rpcgen output gets from the C library (`<rpc/xdr.h>`, `<rpc/auth.h>`,
+/// `<rpc/auth_des.h>`), added when an input uses
 /// them without defining them.
-const PRELUDE: &str = "typedef opaque netobj<1024>;\ntypedef opaque des_block[8];\n";
-const PRELUDE_NAME: &str = "rpcgen-prelude.x";
+const PRELUDE: &str =
+    "typedef opaque netobj<1024>;\ntypedef opaque des_block[8];\nconst MAXNETNAMELEN = 255;\n";
 
 /// The most nested `#include` accepted.
 const MAX_INCLUDE_DEPTH: usize = 16;
@@ -298,10 +299,11 @@ impl Config {
             diags: Diagnostics::default(),
             specs: Vec::new(),
             paths: Vec::new(),
+            fallback: Vec::new(),
         };
         for input in inputs {
             let path = input.as_ref();
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            let text = read_text(path).map_err(|source| Error::Io {
                 path: path.to_path_buf(),
                 source,
             })?;
@@ -324,6 +326,7 @@ impl Config {
             diags: Diagnostics::default(),
             specs: Vec::new(),
             paths: Vec::new(),
+            fallback: Vec::new(),
         };
         for (name, text) in inputs {
             let id = loader.sources.add(*name, *text);
@@ -337,14 +340,16 @@ impl Config {
                 );
             }
             loader.specs.push(parsed.spec);
+            loader.fallback.extend(parsed.fallback);
         }
         self.finish(loader, inputs.iter().map(|(n, _)| n.to_string()).collect())
     }
 
     fn finish(&self, mut loader: Loader, inputs: Vec<String>) -> Compilation {
-        let prelude_id = loader.sources.add(PRELUDE_NAME, PRELUDE);
+        let prelude_id = loader.sources.add(check::PRELUDE_FILE, PRELUDE);
         let mut scratch = Diagnostics::default();
-        let prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        let mut prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        prelude.definitions.append(&mut loader.fallback);
         let mut model = check::check(
             &loader.specs,
             &prelude,
@@ -411,6 +416,7 @@ struct Loader {
     diags: Diagnostics,
     specs: Vec<ast::Specification>,
     paths: Vec<PathBuf>,
+    fallback: Vec<(ast::Definition, ast::Loc)>,
 }
 
 impl Loader {
@@ -430,7 +436,7 @@ impl Loader {
                 );
                 continue;
             }
-            match std::fs::read_to_string(&inc_path) {
+            match read_text(&inc_path) {
                 Ok(t) => self.load(&inc_path, t, depth + 1),
                 Err(e) => self.diags.push(
                     Diagnostic::error(format!("cannot read `{}`: {e}", inc_path.display()))
@@ -439,7 +445,17 @@ impl Loader {
             }
         }
         self.specs.push(parsed.spec);
+        self.fallback.extend(parsed.fallback);
     }
+}
+
+/// Reads a file as text; bytes that are not UTF-8 (Latin-1 in old comments) become U+FFFD.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// The default output name: the stem of `last` with `-` replaced by `_`, plus `.rs`.

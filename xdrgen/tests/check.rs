@@ -386,10 +386,43 @@ fn misplaced_annotations_are_warned_about() {
 
 #[test]
 fn literal_labels_of_an_enum_switch_must_be_member_values() {
-    let c = strict("enum e { A = 1, B = 2 }; union u switch (e d) { case 1: void; case 2: int x; };");
+    let c =
+        strict("enum e { A = 1, B = 2 }; union u switch (e d) { case 1: void; case 2: int x; };");
     assert!(!c.has_errors(), "{}", c.render());
     let out = c.generate().unwrap();
     assert!(out.contains("E::A =>"), "{out}");
     let c = strict("enum e { A = 1 }; union u switch (e d) { case 7: void; };");
-    assert!(c.render().contains("case label `7` is not a member of enum `e`"), "{}", c.render());
+    assert!(
+        c.render()
+            .contains("case label `7` is not a member of enum `e`"),
+        "{}",
+        c.render()
+    );
+}
+
+#[test]
+fn a_missing_semicolon_does_not_swallow_the_next_definition() {
+    let c = strict("struct a { int x; }\nstruct b { int y; };\nstruct c { b inner; };");
+    assert_eq!(errors(&c), vec!["expected `;` after the definition"]);
+    assert!(c.model.get("b").is_some());
+}
+
+#[test]
+fn percent_define_constants_fill_in_undefined_names() {
+    let c = strict("%#define MAXLEN 16\n%#define MAXLEN2 MAXLEN+1\n%#define UNUSED 3\nstruct s { opaque d<MAXLEN2>; };");
+    assert!(!c.has_errors(), "{}", c.render());
+    let out = c.generate().unwrap();
+    assert!(out.contains("pub const MAXLEN2: u32 = 17;"), "{out}");
+    assert!(out.contains("pub const MAXLEN: "), "{out}");
+    assert!(!out.contains("UNUSED"), "{out}");
+    // A real definition wins over a `%#define`.
+    let c = strict("%#define N 16\nconst N = 4;\nstruct s { opaque d<N>; };");
+    assert!(c.generate().unwrap().contains("pub const N: u32 = 4;"));
+}
+
+#[test]
+fn misspelled_keywords_get_suggestions() {
+    let r = strict("strcut a { int x; };\nstruct b { unsinged int y; };").render();
+    assert!(r.contains("did you mean `struct`?"), "{r}");
+    assert!(r.contains("did you mean `unsigned`?"), "{r}");
 }

@@ -164,3 +164,12 @@ fn follows_includes_relative_to_the_including_file() {
     let comp = xdrgen::Config::new().check_files(&[&missing]).unwrap();
     assert!(comp.render().contains("cannot read"), "{}", comp.render());
 }
+
+#[test]
+fn accepts_latin1_in_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("l1.x");
+    std::fs::write(&x, b"/* caf\xe9 */ struct a { int x; };").unwrap();
+    let comp = xdrgen::Config::new().check_files(&[&x]).unwrap();
+    assert!(!comp.has_errors(), "{}", comp.render());
+}

@@ -162,8 +162,28 @@ fn specs() {
         eprintln!("skipped: no .x files in {}", dir.display());
         return;
     }
-    insta::glob!("../../specs/*.x", |path| {
-        let comp = Config::new().lenient(true).check_files(&[path]).unwrap();
+    insta::glob!("../../specs", "*.x", |path| {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut inputs = vec![(name.clone(), text)];
+        // Extensions of RPC-over-RDMA v2 build on common.x (draft 003 section 6.2).
+        let common = dir.join("common.x");
+        if name != "common.x" && common.exists() {
+            let alone = Config::new()
+                .lenient(true)
+                .check_sources(&[(name.as_str(), inputs[0].1.as_str())]);
+            if alone.has_errors() {
+                inputs.insert(
+                    0,
+                    ("common.x".into(), std::fs::read_to_string(&common).unwrap()),
+                );
+            }
+        }
+        let refs: Vec<(&str, &str)> = inputs
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let comp = Config::new().lenient(true).check_sources(&refs);
         let out = match comp.generate() {
             Ok(code) => format!("{}\n{code}", comp.render()),
             Err(e) => e.to_string(),
@@ -177,4 +197,32 @@ fn torture_output() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture/torture.x");
     let comp = Config::new().check_files(&[&path]).unwrap();
     insta::assert_snapshot!(comp.generate().unwrap());
+}
+
+/// Renders the diagnostics of checking `src` strictly as `t.x`.
+fn diag_of(src: &str) -> String {
+    let comp = Config::new().check_sources(&[("t.x", src)]);
+    assert!(comp.has_errors());
+    comp.render()
+}
+
+#[test]
+fn diag_infinite_type() {
+    insta::assert_snapshot!(diag_of(
+        "struct a { int v; b inner; };\nstruct b { a back; };\n"
+    ));
+}
+
+#[test]
+fn diag_case_label_not_in_enum() {
+    insta::assert_snapshot!(diag_of(
+        "enum color { RED = 1, GREEN = 2 };\nenum other { BLUE = 3 };\nunion u switch (color c) {\n    case BLUE: void;\n    case GREN: int x;\n};\n"
+    ));
+}
+
+#[test]
+fn diag_duplicates() {
+    insta::assert_snapshot!(diag_of(
+        "struct a { int x; int x; };\nenum e { A = 1, B = 1 };\nunion u switch (int d) { case 1: void; case 1: void; };\nstruct a { int y; };\n"
+    ));
 }

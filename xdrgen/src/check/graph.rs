@@ -38,6 +38,10 @@ fn report_rust_name_clashes(model: &Model, diags: &mut Diagnostics) {
             _ => format!("type {}", type_name_str(&item.xdr_name)),
         };
         if let Some(prev) = seen.get(&rust) {
+            if prev.xdr_name == item.xdr_name {
+                // Already reported as a duplicate definition.
+                continue;
+            }
             diags.push(
                 Diagnostic::error(format!(
                     "`{}` and `{}` both become the Rust {rust}",
@@ -331,6 +335,9 @@ fn repr_traits(r: &Repr, known: &HashMap<String, (bool, bool)>) -> (bool, bool) 
         }
         Repr::Named(n) => known.get(n).copied().unwrap_or((false, false)),
         Repr::FixedOpaque(_) | Repr::VarOpaque(_) | Repr::Str(_) => (false, true),
+        Repr::FixedArray(e, n) if n.value > crate::ir::MAX_INLINE_ARRAY => {
+            (false, repr_traits(e, known).1)
+        }
         Repr::FixedArray(e, _) | Repr::Optional(e) => repr_traits(e, known),
         Repr::VarArray(e, _) | Repr::Boxed(e) => (false, repr_traits(e, known).1),
         Repr::List(n) | Repr::NonEmptyList(n) => {

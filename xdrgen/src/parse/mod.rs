@@ -5,7 +5,7 @@ pub mod lexer;
 pub mod parser;
 pub mod preproc;
 
-use crate::ast::{FileId, Loc, Specification};
+use crate::ast::{Definition, FileId, Ident, Loc, Specification, Value};
 use crate::diag::{Diagnostic, Diagnostics, Severity};
 
 /// The result of parsing one file.
@@ -15,6 +15,68 @@ pub struct Parsed {
     pub spec: Specification,
     /// `#include "path"` directives found (path, location).
     pub includes: Vec<(String, Loc)>,
+    /// Constants from `%#define NAME VALUE` pass-through lines whose value is a number or
+    /// `NAME + number`: used only when the input refers to them without defining them.
+    pub fallback: Vec<(Definition, Loc)>,
+}
+
+/// `%#define` values xdrgen understands: `N`, `0xN`, `NAME`, `NAME+N`, `NAME-N`.
+fn c_define(name: &str, text: &str, loc: &Loc) -> Option<Definition> {
+    let lit = |t: &str| -> Option<i128> {
+        let t = t
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .trim();
+        let (toks, errs) = lexer::lex(t);
+        match (toks.as_slice(), errs.is_empty()) {
+            (
+                [lexer::Token {
+                    tok: lexer::Tok::Number(n),
+                    ..
+                }, _eof],
+                true,
+            ) => Some(*n),
+            _ => None,
+        }
+    };
+    let ident = |t: &str| -> Option<String> {
+        let t = t.trim();
+        (!t.is_empty()
+            && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !t.starts_with(|c: char| c.is_ascii_digit()))
+        .then(|| t.to_string())
+    };
+    let id = |n: String| Ident {
+        name: n,
+        loc: loc.clone(),
+    };
+    let value = if let Some(n) = lit(text) {
+        Value::Lit {
+            value: n,
+            loc: loc.clone(),
+        }
+    } else if let Some(n) = ident(text) {
+        Value::Name(id(n))
+    } else {
+        let (base, delta) = if let Some((a, b)) = text.split_once('+') {
+            (a, lit(b)?)
+        } else if let Some((a, b)) = text.split_once('-') {
+            (a, -lit(b)?)
+        } else {
+            return None;
+        };
+        Value::Offset {
+            base: id(ident(base)?),
+            delta,
+            loc: loc.clone(),
+        }
+    };
+    Some(Definition::Const {
+        name: id(name.to_string()),
+        ty: None,
+        value,
+    })
 }
 
 /// Parses the text of one file, recording problems in `diags`.
@@ -23,24 +85,31 @@ pub fn parse_file(file: FileId, text: &str, lenient: bool, diags: &mut Diagnosti
     for (loc, msg) in &pre.problems {
         diags.push(Diagnostic::error(msg.clone()).at(loc, "here"));
     }
-    if pre.passthrough_lines > 0 {
-        let mut d = Diagnostic::new(
-            Severity::Note,
-            format!(
-                "ignored {} `%` pass-through line(s): they carry C code for rpcgen's output",
-                pre.passthrough_lines
-            ),
+    if let Some(first) = &pre.first_passthrough {
+        diags.push(
+            Diagnostic::new(
+                Severity::Note,
+                format!(
+                    "ignored {} `%` pass-through line(s): they carry C code for rpcgen's output",
+                    pre.passthrough_lines
+                ),
+            )
+            .at(first, "the first one"),
         );
-        d.primary = Some((Loc { file, span: 0..0 }, String::new()));
-        diags.push(d);
     }
     let (tokens, lex_errors) = lexer::lex(&pre.text);
     for (span, msg) in lex_errors {
         diags.push(Diagnostic::error(msg).at(&Loc { file, span }, "here"));
     }
     let spec = parser::Parser::new(&tokens, file, lenient, diags).specification();
+    let fallback = pre
+        .c_defines
+        .iter()
+        .filter_map(|(name, text, loc)| Some((c_define(name, text, loc)?, loc.clone())))
+        .collect();
     Parsed {
         spec,
         includes: pre.includes,
+        fallback,
     }
 }

@@ -189,6 +189,31 @@ impl<'a> Parser<'a> {
 
     fn ident(&mut self, what: &str) -> PResult<Ident> {
         match self.peek().clone() {
+            Tok::Ident(name) if is_reserved(&name) => {
+                let loc = self.loc();
+                let mut d = Diagnostic::error(format!("expected {what}, found keyword `{name}`"))
+                    .at(&loc, "a keyword cannot be a name")
+                    .note("RFC 4506 section 6.4 lists the reserved words");
+                // `unsinged int x;`: the word before was probably a misspelled keyword.
+                if let Some(Token {
+                    tok: Tok::Ident(prev),
+                    span,
+                }) = self.pos.checked_sub(1).and_then(|p| self.toks.get(p))
+                {
+                    let words = ["unsigned", "struct", "enum", "union", "opaque", "string"];
+                    if let Some(k) = crate::diag::did_you_mean(prev, words.into_iter()) {
+                        let prev_loc = Loc {
+                            file: self.file,
+                            span: span.clone(),
+                        };
+                        d = d
+                            .also(&prev_loc, "read as a type name")
+                            .help(format!("did you mean `{k}`?"));
+                    }
+                }
+                self.diags.push(d);
+                Err(Failed)
+            }
             Tok::Ident(name) => {
                 let loc = self.loc();
                 self.bump();
@@ -297,6 +322,17 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
+        if !DEF_KEYWORDS.contains(&word.as_str()) {
+            let failed = self.unexpected(
+                "a definition (`const`, `typedef`, `enum`, `struct`, `union` or `program`)",
+            );
+            if let Some(k) = crate::diag::did_you_mean(&word, DEF_KEYWORDS.iter().copied()) {
+                if let Some(last) = self.diags.items.last_mut() {
+                    last.help.push(format!("did you mean `{k}`?"));
+                }
+            }
+            return Err(failed);
+        }
         let def = match word.as_str() {
             "const" => self.constant()?,
             "typedef" => {
@@ -329,6 +365,16 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
+        if matches!(self.peek(), Tok::Ident(w) if DEF_KEYWORDS.contains(&w.as_str())) {
+            // A forgotten `;` before the next definition: report it, keep both definitions.
+            let at = self.after_prev();
+            self.diags.push(
+                Diagnostic::error("expected `;` after the definition")
+                    .at(&at, "expected `;` here")
+                    .help("insert `;`"),
+            );
+            return Ok(def);
+        }
         self.expect_punct(';', "after the definition")?;
         Ok(def)
     }

@@ -18,6 +18,11 @@ pub struct Preprocessed {
     pub includes: Vec<(String, Loc)>,
     /// The number of `%` pass-through lines dropped.
     pub passthrough_lines: usize,
+    /// The first of them.
+    pub first_passthrough: Option<Loc>,
+    /// `%#define NAME VALUE` pass-through lines: (name, value text, location of the line).
+    /// rpcgen copies them into C headers; some `.x` files use them as bounds.
+    pub c_defines: Vec<(String, String, Loc)>,
     /// Problems worth a diagnostic: (location, message).
     pub problems: Vec<(Loc, String)>,
 }
@@ -112,6 +117,20 @@ pub fn preprocess(file: FileId, text: &str) -> Preprocessed {
         } else if passthrough {
             if active {
                 out.passthrough_lines += 1;
+                out.first_passthrough.get_or_insert_with(|| loc.clone());
+            }
+            // Collected in every branch: rpcgen emits `#ifdef RPC_HDR` blocks into the C
+            // header, and these are only used for names the input leaves undefined.
+            let body = trimmed[1..].trim_start();
+            if let Some(rest) = body.strip_prefix("#define") {
+                let rest = rest.trim();
+                let name = first_word(rest);
+                let after = &rest[name.len()..];
+                let value = after.split("/*").next().unwrap_or("").trim();
+                if !name.is_empty() && !value.is_empty() && !after.starts_with('(') {
+                    out.c_defines
+                        .push((name.to_string(), value.to_string(), loc.clone()));
+                }
             }
             blank(&mut out.text, line);
         } else if !active {

@@ -192,6 +192,8 @@ mod torture {
             one_or_more: vec![rl(3)],
             also_one_or_more: vec![rl(4), rl(5)],
             pair: [vec![rl(6)], vec![rl(7), rl(8)]],
+            big: (0..100).collect(),
+            many_lists: (0..65).map(|i| vec![rl(i)]).collect(),
             lists: vec![vec![rl(9)], vec![rl(10)]],
             all: Mlist(vec![Ml { n: name("m") }]),
             inline_struct: TypeInlineStruct {
@@ -243,6 +245,19 @@ mod torture {
         let mut v = value();
         v.blob = Bytes::from_static(&[0; 16]);
         assert!(xdr::to_bytes(&v).is_err());
+        // Fixed arrays above 64 elements are Vecs whose length is checked on encode.
+        let mut v = value();
+        v.big.pop();
+        assert!(matches!(
+            xdr::to_bytes(&v).unwrap_err().kind(),
+            ErrorKind::WrongFixedLength { expected: 100, actual: 99 }
+        ));
+        let mut v = value();
+        v.many_lists.push(vec![rl(0)]);
+        assert!(matches!(
+            xdr::to_bytes(&v).unwrap_err().kind(),
+            ErrorKind::WrongFixedLength { expected: 65, actual: 66 }
+        ));
     }
 
     #[test]
@@ -314,4 +329,31 @@ mod torture {
         assert_eq!(xdr::to_bytes(&args).unwrap().len(), 20);
         let _: <torture_v1::List as Procedure>::Result = Mlist(Vec::new());
     }
+}
+
+#[test]
+fn multi_declaration_arms_with_awkward_names() {
+    use crate::torture_lenient::*;
+    for v in [
+        Awkward::Case1 {
+            enc: 1,
+            dec: 2,
+            value: Bytes::from_static(b"abcd"),
+        },
+        Awkward::Case2 { self_: -1, r#type: 3 },
+        Awkward::Default {
+            discriminant: 9,
+            a: 5,
+            b: 6,
+        },
+    ] {
+        let wire = xdr::to_bytes(&v).unwrap();
+        assert_eq!(xdr::from_bytes::<Awkward>(wire).unwrap(), v);
+    }
+    let too_long = Awkward::Case1 {
+        enc: 1,
+        dec: 2,
+        value: Bytes::from_static(b"abcde"),
+    };
+    assert!(xdr::to_bytes(&too_long).is_err());
 }
