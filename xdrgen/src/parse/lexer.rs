@@ -2,6 +2,13 @@
 
 use std::ops::Range;
 
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take_till, take_until, take_while};
+use nom::character::complete::{char, multispace1, not_line_ending, one_of, satisfy};
+use nom::combinator::{map, recognize};
+use nom::sequence::{pair, preceded, terminated};
+use nom::IResult;
+
 /// A token kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tok {
@@ -31,106 +38,132 @@ pub struct Token {
 /// A lexical error: byte range and message.
 pub type LexError = (Range<usize>, String);
 
-const PUNCT: &[u8] = b"{}()[]<>;:,=*-";
+const PUNCT: &str = "{}()[]<>;:,=*-";
+
+/// What one recogniser found at the current position.
+enum Lexeme<'a> {
+    /// Whitespace or a plain comment: nothing to emit.
+    Skip,
+    /// A token.
+    Token(Tok),
+    /// A malformed lexeme: its text is consumed and reported with `message`.
+    Bad(&'a str, String),
+}
+
+type LexResult<'a> = IResult<&'a str, Lexeme<'a>>;
 
 /// Splits `text` into tokens; comments are dropped except annotation comments.
+///
+/// The recognisers are nom combinators, one per lexical class; a position no recogniser
+/// accepts is reported as an unexpected character and skipped, so lexing always finishes
+/// and every problem in a file is reported at once.
 pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
-    let b = text.as_bytes();
     let mut toks = Vec::new();
     let mut errs = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            let start = i;
-            match text[i + 2..].find("*/") {
-                Some(end) => {
-                    let body = &text[i + 2..i + 2 + end];
-                    i += 2 + end + 2;
-                    if let Some(a) = annotation(body) {
-                        toks.push(Token {
-                            tok: Tok::Annotation(a),
-                            span: start..i,
-                        });
+    let mut rest = text;
+    while !rest.is_empty() {
+        let start = text.len() - rest.len();
+        match lexeme(rest) {
+            Ok((after, lexeme)) => {
+                let span = start..text.len() - after.len();
+                match lexeme {
+                    Lexeme::Skip => {}
+                    Lexeme::Token(tok) => toks.push(Token { tok, span }),
+                    Lexeme::Bad(what, message) => {
+                        errs.push((start..start + what.len(), message));
+                        if what.starts_with(|c: char| c.is_ascii_digit()) {
+                            // keep the parser in step: a malformed number is still a number
+                            toks.push(Token {
+                                tok: Tok::Number(0),
+                                span,
+                            });
+                        }
                     }
                 }
-                None => {
-                    errs.push((start..start + 2, "unterminated comment".to_string()));
-                    i = b.len();
-                }
+                rest = after;
             }
-        } else if c == b'/' && b.get(i + 1) == Some(&b'/') {
-            let start = i;
-            let end = text[i..].find('\n').map_or(b.len(), |e| i + e);
-            if let Some(a) = annotation(&text[i + 2..end]) {
-                toks.push(Token {
-                    tok: Tok::Annotation(a),
-                    span: start..end,
-                });
+            Err(_) => {
+                let ch = rest.chars().next().unwrap_or('?');
+                let len = ch.len_utf8();
+                errs.push((start..start + len, format!("unexpected character `{ch}`")));
+                rest = &rest[len..];
             }
-            i = end;
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            toks.push(Token {
-                tok: Tok::Ident(text[start..i].to_string()),
-                span: start..i,
-            });
-        } else if c.is_ascii_digit() {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            match number(&text[start..i]) {
-                Some(n) => toks.push(Token {
-                    tok: Tok::Number(n),
-                    span: start..i,
-                }),
-                None => {
-                    errs.push((start..i, format!("invalid number `{}`", &text[start..i])));
-                    toks.push(Token {
-                        tok: Tok::Number(0),
-                        span: start..i,
-                    });
-                }
-            }
-        } else if c == b'"' {
-            let start = i;
-            match text[i + 1..].find(['"', '\n']) {
-                Some(end) if b[i + 1 + end] == b'"' => {
-                    toks.push(Token {
-                        tok: Tok::Str(text[i + 1..i + 1 + end].to_string()),
-                        span: start..i + 2 + end,
-                    });
-                    i += end + 2;
-                }
-                _ => {
-                    errs.push((start..start + 1, "unterminated string literal".to_string()));
-                    i += 1;
-                }
-            }
-        } else if PUNCT.contains(&c) {
-            toks.push(Token {
-                tok: Tok::Punct(c as char),
-                span: i..i + 1,
-            });
-            i += 1;
-        } else {
-            let ch = text[i..].chars().next().unwrap_or('?');
-            let len = ch.len_utf8();
-            errs.push((i..i + len, format!("unexpected character `{ch}`")));
-            i += len;
         }
     }
     toks.push(Token {
         tok: Tok::Eof,
-        span: b.len()..b.len(),
+        span: text.len()..text.len(),
     });
     (toks, errs)
+}
+
+fn lexeme(input: &str) -> LexResult<'_> {
+    alt((
+        map(multispace1, |_| Lexeme::Skip),
+        block_comment,
+        line_comment,
+        identifier,
+        number_literal,
+        string_literal,
+        map(one_of(PUNCT), |c| Lexeme::Token(Tok::Punct(c))),
+    ))(input)
+}
+
+/// `/* ... */`, an annotation when its body is `@word`.
+fn block_comment(input: &str) -> LexResult<'_> {
+    let (rest, _) = tag("/*")(input)?;
+    match take_until::<_, _, nom::error::Error<&str>>("*/")(rest) {
+        Ok((after, body)) => Ok((&after[2..], comment_lexeme(body))),
+        Err(_) => Ok(("", Lexeme::Bad(&input[..2], "unterminated comment".into()))),
+    }
+}
+
+/// `// ...` to the end of the line, an annotation when its body is `@word`.
+fn line_comment(input: &str) -> LexResult<'_> {
+    map(preceded(tag("//"), not_line_ending), comment_lexeme)(input)
+}
+
+fn comment_lexeme(body: &str) -> Lexeme<'_> {
+    annotation(body).map_or(Lexeme::Skip, |a| Lexeme::Token(Tok::Annotation(a)))
+}
+
+fn identifier(input: &str) -> LexResult<'_> {
+    map(
+        recognize(pair(
+            satisfy(|c| c.is_ascii_alphabetic() || c == '_'),
+            take_while(|c: char| c.is_ascii_alphanumeric() || c == '_'),
+        )),
+        |id: &str| Lexeme::Token(Tok::Ident(id.to_string())),
+    )(input)
+}
+
+/// A number: a digit and the alphanumerics that follow (so `0x1F`, and `12ab` is one bad
+/// number rather than a number and a name).
+fn number_literal(input: &str) -> LexResult<'_> {
+    map(
+        recognize(pair(
+            satisfy(|c| c.is_ascii_digit()),
+            take_while(|c: char| c.is_ascii_alphanumeric() || c == '_'),
+        )),
+        |digits: &str| match number(digits) {
+            Some(n) => Lexeme::Token(Tok::Number(n)),
+            None => Lexeme::Bad(digits, format!("invalid number `{digits}`")),
+        },
+    )(input)
+}
+
+/// `"text"` on one line (rpcgen string constants).
+fn string_literal(input: &str) -> LexResult<'_> {
+    let (rest, _) = char('"')(input)?;
+    let closed: IResult<&str, &str> =
+        terminated(take_till(|c| c == '"' || c == '\n'), char('"'))(rest);
+    match closed {
+        Ok((after, body)) => Ok((after, Lexeme::Token(Tok::Str(body.to_string())))),
+        Err(_) => Ok((
+            rest,
+            Lexeme::Bad(&input[..1], "unterminated string literal".into()),
+        )),
+    }
 }
 
 /// `@word` alone in a comment body.

@@ -1,5 +1,11 @@
 //! From text to [`ast::Specification`](crate::ast::Specification): preprocessing, lexing,
 //! parsing. Nothing here panics, whatever the input; every problem becomes a diagnostic.
+//!
+//! The lexer's recognisers are `nom` combinators (one per lexical class of RFC 4506 section
+//! 6.2). The grammar of section 6.3 is a recursive-descent parser over those tokens, written
+//! by hand rather than as nom combinators because it must recover after an error (skip to
+//! the next `;` or definition) to report every defect of a draft in one run, and attach
+//! rustc-style fix-it hints (a missing `{` or `=`, a typed constant) at exact positions.
 
 pub mod lexer;
 pub mod parser;
