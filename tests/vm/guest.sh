@@ -1,0 +1,121 @@
+#!/bin/bash
+# Runs inside the test guest, chrooted into the host root (read-only; /tmp and /run are tmpfs).
+# Environment: VM_MODE (smoke|provider|perf|all), VM_REPO (repository path), VM_KDIR (the unpacked
+# kernel package: its modules). Writes logs, perf.txt and its exit status to tests/vm/work/results.
+set -uo pipefail
+R="$VM_REPO/tests/vm/work/results"
+# shellcheck disable=SC1091
+[ -f "$R/plan.env" ] && . "$R/plan.env"
+ADDR=192.0.2.1
+DEV=rxe0
+failures=0
+
+note() { echo "VM: $*"; }
+# step NAME SECONDS CMD...: runs one check with a time limit, logs to results/NAME.log.
+step() {
+  local name="$1" secs="$2"
+  shift 2
+  if timeout "$secs" "$@" >"$R/$name.log" 2>&1; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name (exit $?); last lines:"
+    tail -n 20 "$R/$name.log" | sed 's/^/  | /'
+    failures=$((failures + 1))
+  fi
+}
+# pair NAME SECONDS SERVER-CMD -- CLIENT-CMD: server in the background, client after it listens.
+pair() {
+  local name="$1" secs="$2"
+  shift 2
+  local server=() client=()
+  while [ "$1" != -- ]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  timeout "$secs" "${server[@]}" >"$R/$name.server.log" 2>&1 &
+  local spid=$!
+  sleep 1
+  if timeout "$secs" "${client[@]}" >"$R/$name.log" 2>&1 && wait "$spid"; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name; last lines (client, then server):"
+    tail -n 15 "$R/$name.log" | sed 's/^/  | /'
+    tail -n 15 "$R/$name.server.log" | sed 's/^/  S| /'
+    failures=$((failures + 1))
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+  fi
+}
+
+# --- Soft-RoCE on one end of a veth pair. Both processes of a test use rxe0 at 192.0.2.1; rxe
+# loops packets for its own address back internally.
+ip link set lo up
+for m in veth crc32_generic rdma_rxe ib_uverbs rdma_ucm rdma_cm; do
+  modprobe -d "$VM_KDIR" "$m" || note "modprobe $m failed"
+done
+ip link add v0 type veth peer name v1
+ip link set v0 up
+ip link set v1 up
+ip addr add "$ADDR/24" dev v0
+rdma link add "$DEV" type rxe netdev v0 || note "rdma link add failed"
+ulimit -l unlimited
+
+smoke() {
+  step ibv_devices 30 sh -c "ibv_devices | tee /dev/stderr | grep -q $DEV"
+  pair ibv_rc_pingpong 60 ibv_rc_pingpong -d "$DEV" -g 0 -n 200 -s 65536 -- \
+    ibv_rc_pingpong -d "$DEV" -g 0 -n 200 -s 65536 "$ADDR"
+  pair rping 60 rping -s -a "$ADDR" -C 10 -- rping -c -a "$ADDR" -C 10 -v
+}
+
+provider() {
+  if [ -z "${VM_TEST_BINS:-}" ]; then
+    echo "FAIL provider: no test binaries were built (is the verbs feature there?)"
+    failures=$((failures + 1))
+    return
+  fi
+  local b i=0
+  for b in $VM_TEST_BINS; do
+    i=$((i + 1))
+    # RPCRDMA_VERBS_ADDR tells the conformance tests which rdma_cm address to use.
+    step "tests-$i-$(basename "$b")" 240 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 \
+      "$b" --test-threads=1
+    grep -E '^test result|^test .*(ok|FAILED|ignored)$' "$R/tests-$i-$(basename "$b").log" |
+      sed 's/^/TEST /'
+  done
+  if [ -n "${VM_RDMA_PING:-}" ]; then
+    pair rdma-ping 60 "$VM_RDMA_PING" --provider verbs --listen "$ADDR:7471" -- \
+      "$VM_RDMA_PING" --provider verbs --connect "$ADDR:7471"
+  fi
+}
+
+# Extracts a number from a perftest results line: the column after the size and iterations.
+perf() {
+  local lat_us bw_mbs
+  pair perf-ib_send_lat 90 ib_send_lat -R -d "$DEV" -s 64 -n 2000 -- \
+    ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR"
+  pair perf-ib_write_bw 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
+    ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR"
+  # ib_send_lat: "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
+  lat_us="$(awk '$1 == 64 && NF >= 6 {print $6}' "$R/perf-ib_send_lat.log" | tail -n1)"
+  # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec)
+  bw_mbs="$(awk '$1 == 1048576 && NF >= 4 {print $4}' "$R/perf-ib_write_bw.log" | tail -n1)"
+  {
+    echo "PERF perftest ib_send_lat -R 64 B: avg ${lat_us:-?} us"
+    echo "PERF perftest ib_write_bw -R 1 MiB: ${bw_mbs:-?} MB/s"
+  } | tee "$R/perf.txt"
+  if [ -n "${VM_BENCH:-}" ]; then
+    pair perf-verbs-bench 180 "$VM_BENCH" --listen "$ADDR:7472" -- \
+      "$VM_BENCH" --connect "$ADDR:7472" --baseline-lat-us "${lat_us:-0}" --baseline-bw-mbs "${bw_mbs:-0}"
+    grep '^PERF' "$R/perf-verbs-bench.log" | tee -a "$R/perf.txt"
+  else
+    echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
+  fi
+}
+
+case "$VM_MODE" in
+smoke) smoke ;;
+provider) provider ;;
+perf) perf ;;
+all) smoke; provider; perf ;;
+esac
+note "$failures failure(s)"
+[ "$failures" -eq 0 ]
