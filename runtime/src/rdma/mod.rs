@@ -35,6 +35,8 @@ mod wr;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "soft")]
+pub mod soft;
 
 pub use access::Access;
 pub use completion::{Completion, WcOpcode, WcStatus};

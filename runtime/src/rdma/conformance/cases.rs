@@ -64,10 +64,9 @@ pub(super) async fn private_data<T: ProviderUnderTest>(put: &T) -> Result<(), Fa
         request.reject(b"go away").await.step("reject")
     };
     let connect = provider.connect(addr, ConnectParams::new().private_data(&b"again"[..]));
-    let (outcome, rejected) =
-        tokio::time::timeout(STEP, async { tokio::join!(connect, rejected) })
-            .await
-            .map_err(|_| Failure("rejection timed out".into()))?;
+    let (outcome, rejected) = tokio::time::timeout(STEP, async { tokio::join!(connect, rejected) })
+        .await
+        .map_err(|_| Failure("rejection timed out".into()))?;
     rejected?;
     match outcome {
         Err(Error::Rejected { private_data }) => ensure!(
@@ -196,7 +195,10 @@ pub(super) async fn write_then_send<T: ProviderUnderTest>(put: &T) -> Result<(),
     let expected = data.to_vec(0..10000).step("read back")?;
     ensure!(placed[100..10100] == expected[..], "written bytes differ");
     ensure!(
-        placed[..100].iter().chain(&placed[10100..]).all(|&b| b == 0),
+        placed[..100]
+            .iter()
+            .chain(&placed[10100..])
+            .all(|&b| b == 0),
         "bytes outside the write changed"
     );
     Ok(())
@@ -253,7 +255,11 @@ async fn refused_write<T: ProviderUnderTest>(
     let target = region(&server, 64, access, |_| 0)?;
     let data = region(&client, len, Access::NONE, pattern(1))?;
     client
-        .post_send(SendWr::write(1, vec![Sge::whole(&data)], remote_of(&target)))
+        .post_send(SendWr::write(
+            1,
+            vec![Sge::whole(&data)],
+            remote_of(&target),
+        ))
         .step("post write")?;
     expect_status(&client, 1, &[WcStatus::RemoteAccessError], what).await?;
     let after = target.to_vec(0..64).step("read back")?;
@@ -320,7 +326,10 @@ pub(super) async fn access_violations<T: ProviderUnderTest>(put: &T) -> Result<(
             .step("post read")?;
         expect_status(&client, 1, &[WcStatus::RemoteAccessError], what).await?;
         ensure!(
-            sink.to_vec(0..len).step("read back")?.iter().all(|&b| b == 0),
+            sink.to_vec(0..len)
+                .step("read back")?
+                .iter()
+                .all(|&b| b == 0),
             "{what}: the sink was written"
         );
     }
@@ -350,7 +359,11 @@ pub(super) async fn invalidated_tag<T: ProviderUnderTest>(put: &T) -> Result<(),
         )
         .await?;
         ensure!(
-            target.to_vec(0..64).step("read back")?.iter().all(|&b| b == 0),
+            target
+                .to_vec(0..64)
+                .step("read back")?
+                .iter()
+                .all(|&b| b == 0),
             "an invalidated tag was written"
         );
     }
@@ -387,7 +400,11 @@ pub(super) async fn invalidated_tag<T: ProviderUnderTest>(put: &T) -> Result<(),
         )
         .await?;
         ensure!(
-            target.to_vec(0..64).step("read back")?.iter().all(|&b| b == 0),
+            target
+                .to_vec(0..64)
+                .step("read back")?
+                .iter()
+                .all(|&b| b == 0),
             "an invalidated tag was written"
         );
     }
@@ -414,7 +431,13 @@ pub(super) async fn disconnect_flushes<T: ProviderUnderTest>(put: &T) -> Result<
         .step("disconnect")?;
     ensure!(!client.is_connected(), "connected after disconnect");
     for i in 0..N {
-        expect_status(&client, i, &[WcStatus::Flushed], "local receive after disconnect").await?;
+        expect_status(
+            &client,
+            i,
+            &[WcStatus::Flushed],
+            "local receive after disconnect",
+        )
+        .await?;
     }
     for i in 0..N {
         expect_status(
@@ -505,7 +528,11 @@ pub(super) async fn many_outstanding<T: ProviderUnderTest>(put: &T) -> Result<()
     }
     for i in 0..SENDS {
         let c = expect_ok(&server, i as u64, WcOpcode::Recv, "outstanding receive").await?;
-        ensure!(c.byte_len as usize == SLOT, "receive {i}: byte_len {}", c.byte_len);
+        ensure!(
+            c.byte_len as usize == SLOT,
+            "receive {i}: byte_len {}",
+            c.byte_len
+        );
     }
     let received = rbuf.to_vec(0..SENDS * SLOT).step("read back")?;
     ensure!(
@@ -522,9 +549,15 @@ pub(super) async fn many_outstanding<T: ProviderUnderTest>(put: &T) -> Result<()
     for i in 0..SENDS {
         let slot = i * SLOT..(i + 1) * SLOT;
         if i % 3 == 0 {
-            ensure!(written[slot.clone()] == wdata[slot.clone()], "write {i}: bytes differ");
+            ensure!(
+                written[slot.clone()] == wdata[slot.clone()],
+                "write {i}: bytes differ"
+            );
         } else {
-            ensure!(written[slot.clone()].iter().all(|&b| b == 0), "slot {i} written");
+            ensure!(
+                written[slot.clone()].iter().all(|&b| b == 0),
+                "slot {i} written"
+            );
         }
         if i % 5 == 0 {
             ensure!(read[slot.clone()] == sdata[slot], "read {i}: bytes differ");

@@ -52,9 +52,7 @@ impl<T, E: fmt::Display> Step<T> for Result<T, E> {
 pub(crate) type ConnOf<T> = <<T as ProviderUnderTest>::P as Provider>::Conn;
 
 /// A connected pair: (active side, passive side).
-pub(crate) async fn pair<T: ProviderUnderTest>(
-    put: &T,
-) -> Result<(ConnOf<T>, ConnOf<T>), Failure> {
+pub(crate) async fn pair<T: ProviderUnderTest>(put: &T) -> Result<(ConnOf<T>, ConnOf<T>), Failure> {
     pair_with(put, ConnectParams::new(), ConnectParams::new()).await
 }
 
