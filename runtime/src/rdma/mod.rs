@@ -37,6 +37,8 @@ mod wr;
 pub mod conformance;
 #[cfg(feature = "soft")]
 pub mod soft;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 pub use access::Access;
 pub use completion::{Completion, WcOpcode, WcStatus};
