@@ -64,6 +64,23 @@ pub(super) struct Shape {
     pub(super) send_depth: usize,
     pub(super) recv_depth: usize,
     pub(super) max_send_sge: usize,
+    /// The device is Soft-RoCE (rxe), whose completions need the fix-ups in [`rxe_quirks`].
+    pub(super) rxe: bool,
+}
+
+/// Fix-ups for Soft-RoCE (Linux `rdma_rxe`, checked on 6.1), applied only on rxe devices:
+///
+/// * rxe writes receive completions for user space with the *kernel's* flag value
+///   `IB_WC_WITH_INVALIDATE` (`1 << 2`), not the user-space `IBV_WC_WITH_INV` (`1 << 3`), so a
+///   Send with Invalidate is recognised by either bit (rxe never sets `IBV_WC_IP_CSUM_OK`).
+/// * rxe reports a Send longer than the posted receive buffer as `IBV_WC_LOC_QP_OP_ERR`
+///   (its `copy_data` returns `-EINVAL`, not the `-ENOSPC` that `send_data_in` maps to a length
+///   error). This provider checks every receive element before posting (lkey of this
+///   connection's domain, range inside the registration), so on a receive that status can
+///   only mean the overrun; it is reported as [`WcStatus::LocalLengthError`].
+pub(super) mod rxe_quirks {
+    /// The kernel's `IB_WC_WITH_INVALIDATE`.
+    pub(crate) const KERNEL_WITH_INVALIDATE: u32 = 1 << 2;
 }
 
 /// A connection of the verbs provider: an RC queue pair with its completion queue and
@@ -234,7 +251,10 @@ impl VerbsConnection {
         let Some(entry) = ring.remove(pos) else {
             return;
         };
-        let status = map_status(wc.status);
+        let mut status = map_status(wc.status);
+        if self.shape.rxe && is_recv && wc.status == ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+            status = WcStatus::LocalLengthError;
+        }
         if status != WcStatus::Success {
             // Any error completion means the queue pair is in the error state.
             self.state.connected.store(false, Ordering::SeqCst);
@@ -252,7 +272,11 @@ impl VerbsConnection {
                     match opcode {
                         WcOpcode::Recv => {
                             c = c.with_byte_len(wc.byte_len);
-                            if wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0 {
+                            let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
+                            if self.shape.rxe {
+                                inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
+                            }
+                            if wc.wc_flags & inv != 0 {
                                 // SAFETY: WITH_INV says the union holds the invalidated rkey.
                                 let rkey =
                                     unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };

@@ -203,8 +203,17 @@ fn build(
         send_depth: send_depth as usize,
         recv_depth: recv_depth as usize,
         max_send_sge: send_sge as usize,
+        rxe: is_rxe(id),
     };
     Ok((pd, cq, qp, shape, limits))
+}
+
+/// True when the identifier's device is Soft-RoCE (`rxe*`).
+fn is_rxe(id: &CmId) -> bool {
+    let ctx = id.context();
+    // SAFETY: a bound identifier has a live context whose device name is a C string.
+    let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name((*ctx).device)) };
+    name.to_bytes().starts_with(b"rxe")
 }
 
 /// The rdma_cm connection parameters (private data already framed into `framed`).
