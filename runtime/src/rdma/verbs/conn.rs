@@ -64,6 +64,8 @@ pub(super) struct Shape {
     pub(super) send_depth: usize,
     pub(super) recv_depth: usize,
     pub(super) max_send_sge: usize,
+    /// Sends and RDMA Writes up to this length are posted inline.
+    pub(super) max_inline: usize,
     /// The device is Soft-RoCE (rxe), whose completions need the fix-ups in [`rxe_quirks`].
     pub(super) rxe: bool,
 }
@@ -568,6 +570,15 @@ impl Connection for VerbsConnection {
                 sges.len(),
                 self.shape.max_send_sge
             )));
+        }
+        let payload = wr.byte_len();
+        if matches!(opcode, WcOpcode::Send | WcOpcode::RdmaWrite)
+            && payload > 0
+            && payload <= self.shape.max_inline as u64
+        {
+            // The device copies the bytes at post time; the regions need not stay alive, but
+            // `keep` holds them anyway, as for every request.
+            swr.send_flags |= ibv_send_flags::IBV_SEND_INLINE.0;
         }
         if !sges.is_empty() {
             swr.sg_list = sges.as_mut_ptr();

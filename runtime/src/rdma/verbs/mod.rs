@@ -41,6 +41,9 @@ pub use self::conn::VerbsConnection;
 const RESOLVE_TIMEOUT_MS: i32 = 2000;
 /// How long connection establishment may take before it is abandoned.
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Sends and RDMA Writes up to this many bytes are posted inline (copied into the work
+/// request, as perftest does for small messages); the device may grant less.
+const MAX_INLINE: u32 = 128;
 /// Gather elements per send-queue request.
 const MAX_SEND_SGE: u32 = 8;
 /// IB CM REJ status for a rejection by the consumer (IBTA spec, table 112:
@@ -198,11 +201,12 @@ fn build(
     let send_sge = MAX_SEND_SGE.min(limits.max_sge.max(1));
     let pd = ProtectionDomain::new(id)?;
     let cq = CompletionQueue::new(id, cqe)?;
-    let qp = QueuePair::new(id, &pd, &cq, send_wr, recv_depth, send_sge)?;
+    let qp = QueuePair::new(id, &pd, &cq, send_wr, recv_depth, send_sge, MAX_INLINE)?;
     let shape = Shape {
         send_depth: send_depth as usize,
         recv_depth: recv_depth as usize,
         max_send_sge: send_sge as usize,
+        max_inline: qp.max_inline as usize,
         rxe: is_rxe(id),
     };
     Ok((pd, cq, qp, shape, limits))

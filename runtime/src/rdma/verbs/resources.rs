@@ -199,6 +199,8 @@ impl Drop for CompletionQueue {
 /// A reliable-connected queue pair created through rdma_cm (`rdma_create_qp`).
 pub(super) struct QueuePair {
     raw: *mut ibv_qp,
+    /// The inline data the queue pair accepts per request (what the device granted).
+    pub(super) max_inline: u32,
     id: Arc<CmId>,
     _pd: Arc<ProtectionDomain>,
     _cq: Arc<CompletionQueue>,
@@ -217,6 +219,7 @@ impl QueuePair {
         send_wr: u32,
         recv_wr: u32,
         send_sge: u32,
+        max_inline: u32,
     ) -> io::Result<QueuePair> {
         // SAFETY: all-zero is a valid starting point for the attributes.
         let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -229,12 +232,22 @@ impl QueuePair {
         attr.cap.max_recv_wr = recv_wr;
         attr.cap.max_send_sge = send_sge;
         attr.cap.max_recv_sge = 1;
+        attr.cap.max_inline_data = max_inline;
         // SAFETY: identifier, domain and queue are live and on the same device.
-        check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) })?;
+        if let Err(e) = check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) }) {
+            if max_inline == 0 {
+                return Err(e);
+            }
+            // Some devices take no inline data at all: try again without.
+            attr.cap.max_inline_data = 0;
+            // SAFETY: as above.
+            check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) })?;
+        }
         // SAFETY: rdma_create_qp stored the queue pair in the identifier.
         let raw = unsafe { (*id.raw()).qp };
         Ok(QueuePair {
             raw,
+            max_inline: attr.cap.max_inline_data,
             id: id.clone(),
             _pd: pd.clone(),
             _cq: cq.clone(),
