@@ -44,14 +44,32 @@ struct Outstanding {
     len: u32,
 }
 
-#[derive(Default)]
 struct Queues {
+    /// Reused `ibv_poll_cq` buffer.
+    wcs: Vec<ibv_wc>,
     next_seq: u64,
     send: VecDeque<Outstanding>,
     recv: VecDeque<Outstanding>,
     user_send: usize,
     ready: VecDeque<Completion>,
     binds: HashMap<u64, WcStatus>,
+}
+
+impl Queues {
+    fn new() -> Queues {
+        Queues {
+            wcs: (0..POLL_BATCH)
+                // SAFETY: ibv_wc is plain old data; all-zero is valid.
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
+            next_seq: 0,
+            send: VecDeque::new(),
+            recv: VecDeque::new(),
+            user_send: 0,
+            ready: VecDeque::new(),
+            binds: HashMap::new(),
+        }
+    }
 }
 
 /// The connection state shared with the rdma_cm event task.
@@ -83,6 +101,15 @@ pub(super) struct Shape {
 pub(super) mod rxe_quirks {
     /// The kernel's `IB_WC_WITH_INVALIDATE`.
     pub(crate) const KERNEL_WITH_INVALIDATE: u32 = 1 << 2;
+}
+
+/// The verbs objects of one connection, built before it is established.
+pub(super) struct Parts {
+    pub(super) id: Arc<CmId>,
+    pub(super) pd: Arc<ProtectionDomain>,
+    pub(super) cq: Arc<CompletionQueue>,
+    pub(super) qp: QueuePair,
+    pub(super) shape: Shape,
 }
 
 /// A connection of the verbs provider: an RC queue pair with its completion queue and
@@ -162,17 +189,19 @@ pub(super) fn mw_access(access: Access) -> u32 {
 
 impl VerbsConnection {
     /// Assembles a connection from its established parts and starts watching rdma_cm events.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        id: Arc<CmId>,
-        pd: Arc<ProtectionDomain>,
-        cq: Arc<CompletionQueue>,
-        qp: QueuePair,
-        shape: Shape,
+        parts: Parts,
         peer_private_data: Vec<u8>,
         local: SocketAddr,
         peer: SocketAddr,
     ) -> VerbsConnection {
+        let Parts {
+            id,
+            pd,
+            cq,
+            qp,
+            shape,
+        } = parts;
         let state = Arc::new(State {
             connected: AtomicBool::new(true),
         });
@@ -180,7 +209,7 @@ impl VerbsConnection {
         VerbsConnection {
             events,
             qp,
-            queues: Mutex::new(Queues::default()),
+            queues: Mutex::new(Queues::new()),
             cq,
             pd,
             _id: id,
@@ -219,14 +248,9 @@ impl VerbsConnection {
 
     /// Drains the completion queue into the ready list; returns how many were consumed.
     fn drain(&self, q: &mut Queues) -> usize {
-        // SAFETY: ibv_wc is plain old data; all-zero is valid.
-        let mut wcs: [ibv_wc; POLL_BATCH] = unsafe { std::mem::zeroed() };
+        let mut wcs = std::mem::take(&mut q.wcs);
         let mut total = 0;
-        loop {
-            let n = match self.cq.poll(&mut wcs) {
-                Ok(n) => n,
-                Err(_) => break,
-            };
+        while let Ok(n) = self.cq.poll(&mut wcs) {
             for wc in &wcs[..n] {
                 self.complete(q, wc);
             }
@@ -235,6 +259,7 @@ impl VerbsConnection {
                 break;
             }
         }
+        q.wcs = wcs;
         if total > 0 {
             self.notify.notify_waiters();
         }
@@ -388,9 +413,9 @@ impl VerbsConnection {
     }
 
     /// Waits until completions may have arrived: a completion-channel event, or another task
-    /// having drained completions into the ready list.
-    async fn wait(&self) {
-        let notified = self.notify.notified();
+    /// having drained completions into the ready list (`notified` was registered before the
+    /// caller last looked, so no drain in between is missed).
+    async fn wait(&self, notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) {
         tokio::select! {
             _ = notified => {}
             r = self.cq.wait_event() => {
@@ -607,6 +632,9 @@ impl Connection for VerbsConnection {
 
     async fn poll_completion(&self) -> Completion {
         loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             if let Some(c) = self.try_completion() {
                 return c;
             }
@@ -615,7 +643,7 @@ impl Connection for VerbsConnection {
             if let Some(c) = self.try_completion() {
                 return c;
             }
-            self.wait().await;
+            self.wait(notified).await;
         }
     }
 

@@ -31,7 +31,7 @@ use std::time::Duration;
 use rdma_sys::*;
 
 use self::cm::{std_to_sockaddr, CmEvent, CmId, EventChannel};
-use self::conn::{Shape, SPARE_SEND_SLOTS};
+use self::conn::{Parts, Shape, SPARE_SEND_SLOTS};
 use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair};
 use crate::rdma::{ConnectParams, ConnectRequest, Error, Listener, Provider, Result};
 
@@ -182,16 +182,7 @@ async fn expect_event(
 }
 
 /// Protection domain, completion queue and queue pair for an identifier bound to a device.
-fn build(
-    id: &Arc<CmId>,
-    params: &ConnectParams,
-) -> Result<(
-    Arc<ProtectionDomain>,
-    Arc<CompletionQueue>,
-    QueuePair,
-    Shape,
-    DeviceLimits,
-)> {
+fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)> {
     let limits = DeviceLimits::query(id)?;
     let cap = limits.max_qp_wr.saturating_sub(SPARE_SEND_SLOTS).max(1);
     let send_depth = params.send_queue_depth.clamp(1, cap);
@@ -209,7 +200,14 @@ fn build(
         max_inline: qp.max_inline as usize,
         rxe: is_rxe(id),
     };
-    Ok((pd, cq, qp, shape, limits))
+    let parts = Parts {
+        id: id.clone(),
+        pd,
+        cq,
+        qp,
+        shape,
+    };
+    Ok((parts, limits))
 }
 
 /// True when the identifier's device is Soft-RoCE (`rxe*`).
@@ -285,7 +283,7 @@ impl Provider for VerbsProvider {
             "route resolution",
         )
         .await?;
-        let (pd, cq, qp, shape, limits) = build(&id, &params)?;
+        let (parts, limits) = build(&id, &params)?;
         {
             let mut param = conn_param(&params, &limits, &framed);
             // SAFETY: the identifier has a queue pair; `param` points at `framed`, alive here.
@@ -302,9 +300,7 @@ impl Provider for VerbsProvider {
         let peer_data = private_data::decode(&ev.private_data).to_vec();
         let local = addr_of(&id, addr);
         let peer = id.peer_addr().unwrap_or(addr);
-        Ok(VerbsConnection::new(
-            id, pd, cq, qp, shape, peer_data, local, peer,
-        ))
+        Ok(VerbsConnection::new(parts, peer_data, local, peer))
     }
 
     async fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
@@ -411,7 +407,7 @@ impl ConnectRequest for VerbsRequest {
         // disconnect) never mix with the listener's.
         let channel = open_channel()?;
         let id = Arc::new(id.migrate(&channel)?);
-        let (pd, cq, qp, shape, limits) = build(&id, &params)?;
+        let (parts, limits) = build(&id, &params)?;
         {
             let mut param = conn_param(&params, &limits, &framed);
             // The accepting side settles the depths (rdma_cm: responder_resources at most the
@@ -430,16 +426,8 @@ impl ConnectRequest for VerbsRequest {
         )
         .await?;
         let local = addr_of(&id, self.peer);
-        Ok(VerbsConnection::new(
-            id,
-            pd,
-            cq,
-            qp,
-            shape,
-            std::mem::take(&mut self.private_data),
-            local,
-            self.peer,
-        ))
+        let peer_data = std::mem::take(&mut self.private_data);
+        Ok(VerbsConnection::new(parts, peer_data, local, self.peer))
     }
 
     async fn reject(mut self, data: &[u8]) -> Result<()> {
