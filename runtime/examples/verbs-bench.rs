@@ -4,12 +4,13 @@
 //! ```text
 //! verbs-bench --listen 192.0.2.1:7472
 //! verbs-bench --connect 192.0.2.1:7472 [--baseline-lat-us 15.1] [--baseline-typical-us 12.4]
+//!             [--baseline-events-lat-us ..] [--baseline-events-typical-us ..]
 //!             [--baseline-bw-mbs 46]
 //! ```
 //!
 //! * Latency: 64-byte Send/Receive ping-pong; reported like `ib_send_lat` (half the round
-//!   trip), once with busy polling (`try_completion`, as perftest polls) and once waiting on the
-//!   completion channel (`poll_completion`).
+//!   trip), once with busy polling (`try_completion`, compared with `ib_send_lat -R`) and once
+//!   waiting on the completion channel (`poll_completion`, compared with `ib_send_lat -R -e`).
 //! * Bandwidth: 1 MiB RDMA Writes into a region the server advertises in its accept private
 //!   data, 16 outstanding, reported like `ib_write_bw` (MB/s with MB = 2^20).
 
@@ -38,6 +39,8 @@ struct Args {
     bw_iters: usize,
     baseline_lat_us: f64,
     baseline_typical_us: f64,
+    baseline_events_lat_us: f64,
+    baseline_events_typical_us: f64,
     baseline_bw_mbs: f64,
 }
 
@@ -49,6 +52,8 @@ fn parse_args() -> Result<Args, BoxError> {
         bw_iters: 200,
         baseline_lat_us: 0.0,
         baseline_typical_us: 0.0,
+        baseline_events_lat_us: 0.0,
+        baseline_events_typical_us: 0.0,
         baseline_bw_mbs: 0.0,
     };
     let mut it = std::env::args().skip(1);
@@ -61,6 +66,8 @@ fn parse_args() -> Result<Args, BoxError> {
             "--bw-iters" => args.bw_iters = value()?.parse()?,
             "--baseline-lat-us" => args.baseline_lat_us = value()?.parse()?,
             "--baseline-typical-us" => args.baseline_typical_us = value()?.parse()?,
+            "--baseline-events-lat-us" => args.baseline_events_lat_us = value()?.parse()?,
+            "--baseline-events-typical-us" => args.baseline_events_typical_us = value()?.parse()?,
             "--baseline-bw-mbs" => args.baseline_bw_mbs = value()?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -281,9 +288,9 @@ async fn client(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
         ratio(busy.avg_us, args.baseline_lat_us)
     );
     println!(
-        "PERF verbs provider send/recv 64 B (completion channel): {blocking}; vs perftest: median/typical {}, avg/avg {}",
-        ratio(blocking.median_us, args.baseline_typical_us),
-        ratio(blocking.avg_us, args.baseline_lat_us)
+        "PERF verbs provider send/recv 64 B (completion channel): {blocking}; vs perftest -e: median/typical {}, avg/avg {}",
+        ratio(blocking.median_us, args.baseline_events_typical_us),
+        ratio(blocking.avg_us, args.baseline_events_lat_us)
     );
     println!(
         "PERF verbs provider RDMA Write 1 MiB: {mbs:.2} MB/s; vs perftest: {}",

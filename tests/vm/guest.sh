@@ -90,24 +90,30 @@ provider() {
 
 # Extracts a number from a perftest results line: the column after the size and iterations.
 perf() {
-  local lat_us typ_us bw_mbs
+  local lat_us typ_us ev_us evtyp_us bw_mbs
   pair perf-ib_send_lat 90 ib_send_lat -R -d "$DEV" -s 64 -n 2000 -- \
     ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR"
+  pair perf-ib_send_lat-events 90 ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 -- \
+    ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 "$ADDR"
   pair perf-ib_write_bw 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
     ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR"
   # ib_send_lat: "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
   lat_us="$(awk '$1 == 64 && NF >= 6 {print $6}' "$R/perf-ib_send_lat.log" | tail -n1)"
   typ_us="$(awk '$1 == 64 && NF >= 6 {print $5}' "$R/perf-ib_send_lat.log" | tail -n1)"
+  ev_us="$(awk '$1 == 64 && NF >= 6 {print $6}' "$R/perf-ib_send_lat-events.log" | tail -n1)"
+  evtyp_us="$(awk '$1 == 64 && NF >= 6 {print $5}' "$R/perf-ib_send_lat-events.log" | tail -n1)"
   # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec)
   bw_mbs="$(awk '$1 == 1048576 && NF >= 4 {print $4}' "$R/perf-ib_write_bw.log" | tail -n1)"
   {
     echo "PERF perftest ib_send_lat -R 64 B: avg ${lat_us:-?} us (typical ${typ_us:-?})"
+    echo "PERF perftest ib_send_lat -R -e (completion events) 64 B: avg ${ev_us:-?} us (typical ${evtyp_us:-?})"
     echo "PERF perftest ib_write_bw -R 1 MiB: ${bw_mbs:-?} MB/s"
   } | tee "$R/perf.txt"
   if [ -n "${VM_BENCH:-}" ]; then
     pair perf-verbs-bench 180 "$VM_BENCH" --listen "$ADDR:7472" -- \
       "$VM_BENCH" --connect "$ADDR:7472" --baseline-lat-us "${lat_us:-0}" \
-      --baseline-typical-us "${typ_us:-0}" --baseline-bw-mbs "${bw_mbs:-0}"
+      --baseline-typical-us "${typ_us:-0}" --baseline-events-lat-us "${ev_us:-0}" \
+      --baseline-events-typical-us "${evtyp_us:-0}" --baseline-bw-mbs "${bw_mbs:-0}"
     grep '^PERF' "$R/perf-verbs-bench.log" | tee -a "$R/perf.txt"
   else
     echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
