@@ -160,6 +160,18 @@ impl Provider for SoftProvider {
     }
 
     async fn connect(&self, addr: SocketAddr, params: ConnectParams) -> Result<SoftConnection> {
+        self.connect_with(addr, params, |_| Ok(())).await
+    }
+
+    async fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
         check_private_data(&self.config, &params.private_data)?;
         let config = self.config.clone();
         let work = async move {
@@ -171,7 +183,9 @@ impl Provider for SoftProvider {
             let reply = read_frame(&mut stream, FrameKind::Reply).await?;
             record_frame(tap.as_ref(), &reply);
             match config.mpa.complete(&request, &reply) {
-                Ok(negotiated) => SoftConnection::start(stream, negotiated, &params, &config, tap),
+                Ok(negotiated) => {
+                    SoftConnection::start(stream, negotiated, &params, &config, tap, setup)
+                }
                 Err(refusal) => {
                     let _ = stream.shutdown().await;
                     Err(refusal_error(refusal))
@@ -270,7 +284,14 @@ impl ConnectRequest for SoftRequest {
         self.ulp_private_data()
     }
 
-    async fn accept(mut self, params: ConnectParams) -> Result<SoftConnection> {
+    async fn accept(self, params: ConnectParams) -> Result<SoftConnection> {
+        self.accept_with(params, |_| Ok(())).await
+    }
+
+    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
         check_private_data(&self.config, &params.private_data)?;
         let (reply, outcome) =
             self.config
@@ -278,9 +299,14 @@ impl ConnectRequest for SoftRequest {
                 .respond(&self.request, &params.private_data, depths(&params));
         write_frame(&mut self.stream, &reply, self.tap.as_ref()).await?;
         match outcome {
-            Ok(negotiated) => {
-                SoftConnection::start(self.stream, negotiated, &params, &self.config, self.tap)
-            }
+            Ok(negotiated) => SoftConnection::start(
+                self.stream,
+                negotiated,
+                &params,
+                &self.config,
+                self.tap,
+                setup,
+            ),
             Err(refusal) => {
                 let _ = self.stream.shutdown().await;
                 Err(refusal_error(refusal))
@@ -304,17 +330,19 @@ pub struct SoftConnection {
     negotiated: Negotiated,
     local: SocketAddr,
     peer: SocketAddr,
-    rx_task: JoinHandle<()>,
+    rx_task: Mutex<Option<JoinHandle<()>>>,
     tx_task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl SoftConnection {
+    /// Builds the connection, runs `setup` on it, and only then starts reading the stream.
     fn start(
         stream: TcpStream,
         negotiated: Negotiated,
         params: &ConnectParams,
         config: &SoftConfig,
         tap: Option<ConnTap>,
+        setup: impl FnOnce(&SoftConnection) -> Result<()>,
     ) -> Result<SoftConnection> {
         let local = stream.local_addr()?;
         let peer = stream.peer_addr()?;
@@ -343,16 +371,20 @@ impl SoftConnection {
         tracing::debug!(?negotiated, "MPA Full Operation");
         let tags = Arc::new(TagTable::default());
         let shared = Shared::new(Core::new(cfg, tags.clone()), tap);
-        let (rx_task, tx_task) = driver::spawn(shared.clone(), stream);
-        Ok(SoftConnection {
-            shared,
+        let conn = SoftConnection {
+            shared: shared.clone(),
             tags,
             negotiated,
             local,
             peer,
-            rx_task,
-            tx_task: Mutex::new(Some(tx_task)),
-        })
+            rx_task: Mutex::new(None),
+            tx_task: Mutex::new(None),
+        };
+        setup(&conn)?;
+        let (rx_task, tx_task) = driver::spawn(shared, stream);
+        *conn.rx_task.lock().unwrap_or_else(|e| e.into_inner()) = Some(rx_task);
+        *conn.tx_task.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx_task);
+        Ok(conn)
     }
 
     /// What MPA negotiation decided: revisions, DDP/RDMAP version, markers per direction, CRC.
@@ -429,6 +461,13 @@ impl Drop for SoftConnection {
     fn drop(&mut self) {
         self.shared.core().close();
         self.shared.kick();
-        self.rx_task.abort();
+        if let Some(task) = self
+            .rx_task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
     }
 }
