@@ -96,6 +96,26 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Listens on `addr` (port 0 picks a free port; see [`Listener::local_addr`]).
     fn listen(&self, addr: SocketAddr) -> impl Future<Output = Result<Self::Listener>> + Send;
+
+    /// Like [`Provider::connect`], but runs `setup` on the new connection before any data from
+    /// the peer is processed, so receives it posts there are in place for the peer's first
+    /// Send (verbs: receives posted before `rdma_connect` completes). The default runs `setup`
+    /// after `connect`, which is only race-free when the peer does not send first.
+    fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move {
+            let conn = self.connect(addr, params).await?;
+            setup(&conn)?;
+            Ok(conn)
+        }
+    }
 }
 
 /// A passive endpoint that yields connection requests.
@@ -115,6 +135,19 @@ pub trait Listener: Send + Sync + 'static {
     fn accept(&self, params: ConnectParams) -> impl Future<Output = Result<Self::Conn>> + Send {
         async move { self.next_request().await?.accept(params).await }
     }
+
+    /// Waits for the next request and accepts it, running `setup` before any data from the
+    /// peer is processed (see [`ConnectRequest::accept_with`]).
+    fn accept_with<F>(
+        &self,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move { self.next_request().await?.accept_with(params, setup).await }
+    }
 }
 
 /// A connection request received by a [`Listener`], to accept or reject.
@@ -133,6 +166,26 @@ pub trait ConnectRequest: Send + 'static {
 
     /// Rejects, sending `private_data` back.
     fn reject(self, private_data: &[u8]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Accepts, running `setup` on the connection before any data from the peer is processed,
+    /// so receives posted there are in place for the peer's first Send (verbs: receives
+    /// posted before `rdma_accept`). The default runs `setup` after `accept`, which is only
+    /// race-free when the peer does not send first.
+    fn accept_with<F>(
+        self,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        Self: Sized,
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move {
+            let conn = self.accept(params).await?;
+            setup(&conn)?;
+            Ok(conn)
+        }
+    }
 }
 
 /// A connected queue pair with its completion queue and its registrations.

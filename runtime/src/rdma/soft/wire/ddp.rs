@@ -120,7 +120,7 @@ impl DdpHeader {
             ddp_version: c0 & DV,
             rdmap_version: (c1 & RV) >> 6,
             opcode: c1 & OPCODE,
-            reserved: ((c0 & 0x3c) >> 2) | ((c1 & 0x30) << 0),
+            reserved: ((c0 & 0x3c) >> 2) | (c1 & 0x30),
             buffer,
         })
     }

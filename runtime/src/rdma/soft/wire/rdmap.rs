@@ -183,10 +183,10 @@ impl Terminate {
             }
             let seg_len = be16(b, at);
             at += 2;
-            let hlen = if code.layer == TermLayer::Ddp && code.etype == 1 {
-                super::ddp::TAGGED_LEN
-            } else {
-                super::ddp::UNTAGGED_LEN
+            // The terminated header's own T bit says how long it is.
+            let hlen = match b.get(at) {
+                Some(&c0) => super::ddp::DdpHeader::len_for(c0),
+                None => super::ddp::UNTAGGED_LEN,
             };
             let hdr = b.get(at..at + hlen).ok_or(WireError::Truncated {
                 what: "Terminate DDP header",
