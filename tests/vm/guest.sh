@@ -83,8 +83,20 @@ provider() {
       sed 's/^/TEST /'
   done
   if [ -n "${VM_RDMA_PING:-}" ]; then
-    pair rdma-ping 60 "$VM_RDMA_PING" --provider verbs --listen "$ADDR:7471" -- \
-      "$VM_RDMA_PING" --provider verbs --connect "$ADDR:7471"
+    # rdma-ping between two processes, one session per operation.
+    local probe
+    probe="$("$VM_RDMA_PING" --provider verbs --connect "$ADDR:1" 2>&1)"
+    if [[ "$probe" == *"not available in this build"* ]]; then
+      echo "SKIP rdma-ping: its --provider verbs hook is not wired to rpcrdma::rdma::verbs yet"
+    else
+      local port=7471 op
+      for op in send write read; do
+        pair "rdma-ping-$op" 60 "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
+          "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op "$op" --size 4096 --count 20
+        grep -- '^---' "$R/rdma-ping-$op.log" | sed 's/^/TEST /'
+        port=$((port + 1))
+      done
+    fi
   fi
 }
 

@@ -11,6 +11,11 @@
 //! * Remotely accessible registrations advertise the rkey of a type-2 memory window bound over
 //!   the memory region, so a peer's Send with Invalidate and a local invalidate revoke it (a
 //!   plain user memory region cannot be invalidated).
+//! * `connect_with`/`accept_with` use the contract's default (the setup runs right after
+//!   establishment): a Send that reaches a queue pair before its receive is posted draws a
+//!   "receiver not ready" NAK and is retried without limit (`rnr_retry_count` 7), so nothing is
+//!   lost or failed; remotely accessible registrations need an established queue pair anyway
+//!   (their window bind is a send-queue operation).
 //! * Where no RDMA device exists, [`Provider::connect`] and [`Provider::listen`] fail at once
 //!   with a [`VerbsError::NoDevice`] (wrapped in [`Error::Provider`]); see [`is_no_device`].
 //!

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 
 use super::*;
-use crate::rdma::{Access, Connection};
+use crate::rdma::{Access, Connection, RecvWr, SendWr, Sge};
 
 /// The rdma_cm address to test on, when the environment provides one.
 fn test_addr() -> Option<SocketAddr> {
@@ -132,6 +132,27 @@ fn conformance_on_a_real_device() {
         assert_eq!(live_registrations(), before + 3, "region + window + region");
         assert_ne!(a.rkey(), a.lkey(), "the advertised rkey is the window's");
         drop((a, b));
+
+        // A Send that arrives before its receive is posted is not lost: the responder answers
+        // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit), which
+        // is why connect_with/accept_with may run their setup after establishment here.
+        let note = server.register(vec![7; 32], Access::NONE).unwrap();
+        server
+            .post_send(SendWr::send(1, vec![Sge::whole(&note)]))
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let rbuf = client.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        client
+            .post_recv(RecvWr::new(2, Sge::whole(&rbuf)))
+            .unwrap();
+        let c = tokio::time::timeout(std::time::Duration::from_secs(30), client.poll_completion())
+            .await
+            .expect("the late receive completes");
+        assert!(c.is_success() && c.byte_len == 32, "{c:?}");
+        assert_eq!(rbuf.to_vec(0..32).unwrap(), vec![7; 32]);
+        let c = server.poll_completion().await;
+        assert!(c.is_success(), "{c:?}");
+        drop((note, rbuf));
         client.disconnect().await.unwrap();
         drop((client, server, listener));
     });
