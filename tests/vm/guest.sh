@@ -34,10 +34,20 @@ pair() {
   timeout "$secs" "${server[@]}" >"$R/$name.server.log" 2>&1 &
   local spid=$!
   sleep 1
-  if timeout "$secs" "${client[@]}" >"$R/$name.log" 2>&1 && wait "$spid"; then
+  # The server may not be listening yet on a loaded host: retry the client while it waits.
+  local try crc=1
+  for try in 1 2 3 4; do
+    timeout "$secs" "${client[@]}" >"$R/$name.log" 2>&1
+    crc=$?
+    [ "$crc" -eq 0 ] && break
+    kill -0 "$spid" 2>/dev/null || break
+    grep -qiE "reject|refused|Unexpected CM event|Couldn't connect" "$R/$name.log" || break
+    sleep 2
+  done
+  if [ "$crc" -eq 0 ] && wait "$spid"; then
     echo "PASS $name"
   else
-    echo "FAIL $name; last lines (client, then server):"
+    echo "FAIL $name (client exit $crc, attempt $try); last lines (client, then server):"
     tail -n 15 "$R/$name.log" | sed 's/^/  | /'
     tail -n 15 "$R/$name.server.log" | sed 's/^/  S| /'
     failures=$((failures + 1))

@@ -22,6 +22,8 @@ use crate::rdma::{
 const RECV_BIT: u64 = 1 << 63;
 /// Completions fetched per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 32;
+/// Gather elements per send-queue request, at most.
+pub(super) const MAX_SGE: usize = 8;
 /// How long `register` waits for the window bind it posted.
 const BIND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Send-queue slots kept free for the provider's own requests (window binds).
@@ -35,11 +37,20 @@ enum Kind {
     Bind,
 }
 
+/// The request itself, kept (with the region handles it holds) until its completion.
+// Held only for what dropping it releases (the regions), never read.
+#[allow(dead_code)]
+enum Keep {
+    Send(SendWr),
+    Recv(RecvWr),
+    Nothing,
+}
+
 /// One outstanding request; `keep` holds the regions it names until its completion.
 struct Outstanding {
     seq: u64,
     kind: Kind,
-    keep: Vec<MemoryRegion>,
+    keep: Keep,
     /// For RDMA Read: the sink length, reported as the completion's byte count.
     len: u32,
 }
@@ -331,7 +342,7 @@ impl VerbsConnection {
         q: &mut Queues,
         wr: &mut ibv_send_wr,
         kind: Kind,
-        keep: Vec<MemoryRegion>,
+        keep: Keep,
         len: u32,
     ) -> Result<u64> {
         let seq = q.next_seq;
@@ -385,7 +396,7 @@ impl VerbsConnection {
             }
             // SAFETY: the bind names no local memory through a scatter list; the registration
             // it binds over outlives the window (the window is deallocated first).
-            unsafe { self.post_send_locked(&mut q, &mut wr, Kind::Bind, Vec::new(), 0)? }
+            unsafe { self.post_send_locked(&mut q, &mut wr, Kind::Bind, Keep::Nothing, 0)? }
         };
         let deadline = Instant::now() + BIND_TIMEOUT;
         loop {
@@ -522,7 +533,7 @@ impl Connection for VerbsConnection {
                 wr_id: wr.wr_id,
                 opcode: WcOpcode::Recv,
             },
-            keep: vec![wr.sge.mr],
+            keep: Keep::Recv(wr),
             len: 0,
         });
         Ok(())
@@ -531,8 +542,20 @@ impl Connection for VerbsConnection {
     fn post_send(&self, wr: SendWr) -> Result<()> {
         // SAFETY: all-zero is a valid starting point.
         let mut swr: ibv_send_wr = unsafe { std::mem::zeroed() };
-        let mut sges: Vec<ibv_sge> = Vec::new();
-        let mut keep = Vec::new();
+        // SAFETY: ibv_sge is plain old data; all-zero is valid.
+        let mut sges: [ibv_sge; MAX_SGE] = unsafe { std::mem::zeroed() };
+        let mut n = 0;
+        let max = self.shape.max_send_sge.min(MAX_SGE);
+        let mut add = |sge: &Sge| -> Result<()> {
+            if n == max {
+                return Err(Error::InvalidWorkRequest(format!(
+                    "more than {max} gather elements"
+                )));
+            }
+            sges[n] = self.sge(sge)?;
+            n += 1;
+            Ok(())
+        };
         let mut len = 0;
         let opcode = match &wr.op {
             SendOp::Send {
@@ -541,8 +564,7 @@ impl Connection for VerbsConnection {
                 invalidate,
             } => {
                 for s in sg {
-                    sges.push(self.sge(s)?);
-                    keep.push(s.mr.clone());
+                    add(s)?;
                 }
                 if *solicited {
                     swr.send_flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
@@ -557,8 +579,7 @@ impl Connection for VerbsConnection {
             }
             SendOp::RdmaWrite { sg, remote } => {
                 for s in sg {
-                    sges.push(self.sge(s)?);
-                    keep.push(s.mr.clone());
+                    add(s)?;
                 }
                 swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
                 swr.wr.rdma = rdma_t {
@@ -573,8 +594,7 @@ impl Connection for VerbsConnection {
                         "an RDMA Read sink needs local write access".into(),
                     ));
                 }
-                sges.push(self.sge(sink)?);
-                keep.push(sink.mr.clone());
+                add(sink)?;
                 len = sink.len as u32;
                 swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
                 swr.wr.rdma = rdma_t {
@@ -589,13 +609,6 @@ impl Connection for VerbsConnection {
                 WcOpcode::LocalInvalidate
             }
         };
-        if sges.len() > self.shape.max_send_sge {
-            return Err(Error::InvalidWorkRequest(format!(
-                "{} gather elements; the queue pair takes at most {}",
-                sges.len(),
-                self.shape.max_send_sge
-            )));
-        }
         let payload = wr.byte_len();
         if matches!(opcode, WcOpcode::Send | WcOpcode::RdmaWrite)
             && payload > 0
@@ -605,9 +618,9 @@ impl Connection for VerbsConnection {
             // `keep` holds them anyway, as for every request.
             swr.send_flags |= ibv_send_flags::IBV_SEND_INLINE.0;
         }
-        if !sges.is_empty() {
+        if n > 0 {
             swr.sg_list = sges.as_mut_ptr();
-            swr.num_sge = sges.len() as i32;
+            swr.num_sge = n as i32;
         }
         let mut q = self.lock();
         if !self.is_connected() {
@@ -624,8 +637,8 @@ impl Connection for VerbsConnection {
             opcode,
         };
         // SAFETY: every element was checked to lie inside a registration of this domain, and
-        // `keep` holds those regions until the completion is delivered.
-        unsafe { self.post_send_locked(&mut q, &mut swr, kind, keep, len)? };
+        // the request (holding those regions) is kept until the completion is delivered.
+        unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? };
         q.user_send += 1;
         Ok(())
     }

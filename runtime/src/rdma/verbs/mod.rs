@@ -50,7 +50,7 @@ const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// request, as perftest does for small messages); the device may grant less.
 const MAX_INLINE: u32 = 128;
 /// Gather elements per send-queue request.
-const MAX_SEND_SGE: u32 = 8;
+const MAX_SEND_SGE: u32 = conn::MAX_SGE as u32;
 /// IB CM REJ status for a rejection by the consumer (IBTA spec, table 112:
 /// "Consumer Reject"), as reported by `RDMA_CM_EVENT_REJECTED`.
 const IB_CM_REJ_CONSUMER_DEFINED: i32 = 28;

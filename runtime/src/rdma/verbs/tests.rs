@@ -142,9 +142,7 @@ fn conformance_on_a_real_device() {
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let rbuf = client.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-        client
-            .post_recv(RecvWr::new(2, Sge::whole(&rbuf)))
-            .unwrap();
+        client.post_recv(RecvWr::new(2, Sge::whole(&rbuf))).unwrap();
         let c = tokio::time::timeout(std::time::Duration::from_secs(30), client.poll_completion())
             .await
             .expect("the late receive completes");
