@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use rdma_sys::*;
 use tokio::io::unix::AsyncFd;
+
+use super::resources::{track, untrack, Object};
 use tokio::io::Interest;
 
 /// A raw file descriptor owned by someone else (the channel closes it).
@@ -108,7 +110,10 @@ impl EventChannel {
         // SAFETY: `raw` is a live channel.
         let fd = unsafe { (*raw).fd };
         match Readiness::new(fd) {
-            Ok(readiness) => Ok(Arc::new(EventChannel { raw, readiness })),
+            Ok(readiness) => {
+                track(Object::EventChannel);
+                Ok(Arc::new(EventChannel { raw, readiness }))
+            }
             Err(e) => {
                 // SAFETY: no identifier was created on the channel yet.
                 unsafe { rdma_destroy_event_channel(raw) };
@@ -168,6 +173,7 @@ impl Drop for EventChannel {
         self.readiness.release();
         // SAFETY: every identifier on the channel holds an Arc of it, so none is left.
         unsafe { rdma_destroy_event_channel(self.raw) };
+        untrack(Object::EventChannel);
     }
 }
 
@@ -199,6 +205,7 @@ impl CmId {
         {
             return Err(io::Error::last_os_error());
         }
+        track(Object::CmId);
         Ok(CmId {
             raw,
             channel: channel.clone(),
@@ -210,6 +217,7 @@ impl CmId {
     /// # Safety
     /// `raw` must be a live identifier bound to `channel` that nothing else will destroy.
     pub(super) unsafe fn adopt(raw: *mut rdma_cm_id, channel: &Arc<EventChannel>) -> CmId {
+        track(Object::CmId);
         CmId {
             raw,
             channel: channel.clone(),
@@ -222,7 +230,11 @@ impl CmId {
         if unsafe { rdma_migrate_id(self.raw, channel.raw()) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        // The identifier lives on under the new channel: skip our Drop (which would destroy
+        // it), but release the old channel's Arc.
         let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the Arc is moved out exactly once.
+        drop(unsafe { ptr::read(&this.channel) });
         Ok(CmId {
             raw: this.raw,
             channel: channel.clone(),
@@ -261,6 +273,7 @@ impl Drop for CmId {
         // SAFETY: the queue pair (if any) holds an Arc of this identifier and was destroyed
         // first; all events were acknowledged.
         unsafe { rdma_destroy_id(self.raw) };
+        untrack(Object::CmId);
     }
 }
 

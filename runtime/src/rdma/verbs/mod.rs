@@ -79,6 +79,38 @@ pub fn live_registrations() -> usize {
     resources::LIVE_REGISTRATIONS.load(Ordering::SeqCst)
 }
 
+/// The number of live rdma_cm and verbs objects other than registrations (event channels,
+/// identifiers, protection domains, completion queues, queue pairs) of this provider in this
+/// process, for leak checks.
+pub fn live_objects() -> usize {
+    resources::LIVE_OBJECTS
+        .iter()
+        .map(|n| n.load(Ordering::SeqCst))
+        .sum()
+}
+
+/// [`live_objects`] by kind, for diagnostics.
+#[cfg(test)]
+fn live_objects_by_kind() -> String {
+    use resources::Object::*;
+    [
+        EventChannel,
+        CmId,
+        ProtectionDomain,
+        CompletionQueue,
+        QueuePair,
+    ]
+    .iter()
+    .map(|&k| {
+        format!(
+            "{k:?} {}",
+            resources::LIVE_OBJECTS[k as usize].load(Ordering::SeqCst)
+        )
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
 /// The RDMA devices libibverbs sees, by name.
 pub fn device_names() -> Vec<String> {
     let mut n = 0;

@@ -17,6 +17,36 @@ use super::cm::{CmId, Readiness};
 /// Live memory registrations and memory windows of this process (see [`super::live_registrations`]).
 pub(super) static LIVE_REGISTRATIONS: AtomicUsize = AtomicUsize::new(0);
 
+/// Live rdma_cm and verbs objects other than registrations (event channels, identifiers,
+/// protection domains, completion queues, queue pairs); see [`super::live_objects`].
+pub(super) static LIVE_OBJECTS: [AtomicUsize; 5] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
+/// The kinds of object counted in [`LIVE_OBJECTS`].
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Object {
+    EventChannel,
+    CmId,
+    ProtectionDomain,
+    CompletionQueue,
+    QueuePair,
+}
+
+/// Counts one more live object.
+pub(super) fn track(kind: Object) {
+    LIVE_OBJECTS[kind as usize].fetch_add(1, Ordering::SeqCst);
+}
+
+/// Counts one object fewer.
+pub(super) fn untrack(kind: Object) {
+    LIVE_OBJECTS[kind as usize].fetch_sub(1, Ordering::SeqCst);
+}
+
 fn check(rc: i32) -> io::Result<()> {
     // libibverbs returns the errno (positive) or -1 with errno set.
     match rc {
@@ -71,6 +101,7 @@ impl ProtectionDomain {
         if raw.is_null() {
             return Err(io::Error::last_os_error());
         }
+        track(Object::ProtectionDomain);
         Ok(Arc::new(ProtectionDomain {
             raw,
             _id: id.clone(),
@@ -86,6 +117,7 @@ impl Drop for ProtectionDomain {
     fn drop(&mut self) {
         // SAFETY: every registration, window and queue pair in the domain holds an Arc of it.
         unsafe { ibv_dealloc_pd(self.raw) };
+        untrack(Object::ProtectionDomain);
     }
 }
 
@@ -130,6 +162,7 @@ impl CompletionQueue {
                 return Err(e);
             }
         };
+        track(Object::CompletionQueue);
         Ok(Arc::new(CompletionQueue {
             channel,
             raw,
@@ -193,6 +226,7 @@ impl Drop for CompletionQueue {
             ibv_destroy_cq(self.raw);
             ibv_destroy_comp_channel(self.channel);
         }
+        untrack(Object::CompletionQueue);
     }
 }
 
@@ -245,6 +279,7 @@ impl QueuePair {
         }
         // SAFETY: rdma_create_qp stored the queue pair in the identifier.
         let raw = unsafe { (*id.raw()).qp };
+        track(Object::QueuePair);
         Ok(QueuePair {
             raw,
             max_inline: attr.cap.max_inline_data,
@@ -270,6 +305,7 @@ impl Drop for QueuePair {
     fn drop(&mut self) {
         // SAFETY: the identifier outlives this (we hold an Arc); nothing posts any more.
         unsafe { rdma_destroy_qp(self.id.raw()) };
+        untrack(Object::QueuePair);
     }
 }
 

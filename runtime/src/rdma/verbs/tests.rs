@@ -104,6 +104,7 @@ fn conformance_on_a_real_device() {
     };
     let rt = runtime();
     let before = live_registrations();
+    let objects_before = live_objects();
     let report = rt.block_on(async {
         let harness = Harness::new(VerbsProvider::new(), addr);
         run_all(&harness).await
@@ -154,6 +155,14 @@ fn conformance_on_a_real_device() {
         client.disconnect().await.unwrap();
         drop((client, server, listener));
     });
+    // Dropping the runtime drops the connections' (aborted) event tasks, the last holders of
+    // their rdma_cm identifiers.
     drop(rt);
     assert_eq!(live_registrations(), before, "registrations leaked");
+    assert_eq!(
+        live_objects(),
+        objects_before,
+        "verbs or rdma_cm objects leaked: {}",
+        live_objects_by_kind()
+    );
 }
