@@ -354,7 +354,7 @@ impl VerbsConnection {
         // serialises posting so completions match the ring order.
         let rc = unsafe { ibv_post_send(self.qp.raw(), wr, &mut bad) };
         if rc != 0 {
-            return Err(post_error(rc));
+            return Err(post_error(rc, "send", self.shape.send_depth));
         }
         q.send.push_back(Outstanding {
             seq,
@@ -440,12 +440,10 @@ impl VerbsConnection {
 }
 
 /// Translates a non-zero `ibv_post_*` return code.
-fn post_error(rc: i32) -> Error {
+/// `ENOMEM` means the device's work queue is full (`queue` of `depth` requests).
+fn post_error(rc: i32, queue: &'static str, depth: usize) -> Error {
     match rc {
-        libc::ENOMEM => Error::QueueFull {
-            queue: "send",
-            depth: 0,
-        },
+        libc::ENOMEM => Error::QueueFull { queue, depth },
         rc if rc > 0 => Error::Io(io::Error::from_raw_os_error(rc)),
         _ => Error::Io(io::Error::last_os_error()),
     }
@@ -525,7 +523,7 @@ impl Connection for VerbsConnection {
         // entry keeps alive until the receive completes.
         let rc = unsafe { ibv_post_recv(self.qp.raw(), &mut rwr, &mut bad) };
         if rc != 0 {
-            return Err(post_error(rc));
+            return Err(post_error(rc, "receive", self.shape.recv_depth));
         }
         q.recv.push_back(Outstanding {
             seq,
