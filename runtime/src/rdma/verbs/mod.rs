@@ -11,6 +11,11 @@
 //! * Remotely accessible registrations advertise the rkey of a type-2 memory window bound over
 //!   the memory region, so a peer's Send with Invalidate and a local invalidate revoke it (a
 //!   plain user memory region cannot be invalidated).
+//! * Registering remotely accessible memory posts the window bind and waits for its completion
+//!   (microseconds on rxe; the caller's thread spins meanwhile), so the returned rkey is usable
+//!   at once. [`live_registrations`] and [`live_objects`] count what is alive, for leak checks.
+//! * Receive completions never report `solicited`: `ibv_wc` carries no such flag (verbs only
+//!   offers solicited-only CQ notification).
 //! * `connect_with`/`accept_with` use the contract's default (the setup runs right after
 //!   establishment): a Send that reaches a queue pair before its receive is posted draws a
 //!   "receiver not ready" NAK and is retried without limit (`rnr_retry_count` 7), so nothing is
