@@ -64,6 +64,8 @@ struct Queues {
     user_send: usize,
     ready: VecDeque<Completion>,
     binds: HashMap<u64, WcStatus>,
+    /// Registrations made while establishing, whose windows are bound at establishment.
+    pending_binds: Vec<(MemoryRegion, Access)>,
 }
 
 impl Queues {
@@ -79,6 +81,7 @@ impl Queues {
             user_send: 0,
             ready: VecDeque::new(),
             binds: HashMap::new(),
+            pending_binds: Vec::new(),
         }
     }
 }
@@ -86,6 +89,9 @@ impl Queues {
 /// The connection state shared with the rdma_cm event task.
 pub(super) struct State {
     pub(super) connected: AtomicBool,
+    /// The queue pair exists but the connection is not established yet: receives may be
+    /// posted, remotely accessible registrations bind their windows at establishment.
+    pub(super) establishing: AtomicBool,
 }
 
 /// Parameters fixed when the queue pair was created.
@@ -128,7 +134,7 @@ pub(super) struct Parts {
 pub struct VerbsConnection {
     // Field order is teardown order: the event task and queue pair go before the completion
     // queue, the domain, and the identifier.
-    events: JoinHandle<()>,
+    events: Option<JoinHandle<()>>,
     qp: QueuePair,
     queues: Mutex<Queues>,
     cq: Arc<CompletionQueue>,
@@ -199,13 +205,9 @@ pub(super) fn mw_access(access: Access) -> u32 {
 }
 
 impl VerbsConnection {
-    /// Assembles a connection from its established parts and starts watching rdma_cm events.
-    pub(super) fn new(
-        parts: Parts,
-        peer_private_data: Vec<u8>,
-        local: SocketAddr,
-        peer: SocketAddr,
-    ) -> VerbsConnection {
+    /// Assembles a connection that is still being established (see [`Self::established`]):
+    /// receives can be posted and memory registered, nothing can be sent yet.
+    pub(super) fn new(parts: Parts, local: SocketAddr, peer: SocketAddr) -> VerbsConnection {
         let Parts {
             id,
             pd,
@@ -214,11 +216,11 @@ impl VerbsConnection {
             shape,
         } = parts;
         let state = Arc::new(State {
-            connected: AtomicBool::new(true),
+            connected: AtomicBool::new(false),
+            establishing: AtomicBool::new(true),
         });
-        let events = tokio::spawn(watch_events(id.clone(), state.clone()));
         VerbsConnection {
-            events,
+            events: None,
             qp,
             queues: Mutex::new(Queues::new()),
             cq,
@@ -227,10 +229,43 @@ impl VerbsConnection {
             state,
             notify: Notify::new(),
             shape,
-            peer_private_data,
+            peer_private_data: Vec::new(),
             local,
             peer,
         }
+    }
+
+    /// Marks the connection established: binds the windows of registrations made while
+    /// establishing, then starts watching rdma_cm events (the peer's disconnect).
+    pub(super) fn established(
+        &mut self,
+        peer_private_data: Vec<u8>,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Result<()> {
+        self.peer_private_data = peer_private_data;
+        self.local = local;
+        self.peer = peer;
+        self.state.connected.store(true, Ordering::SeqCst);
+        self.state.establishing.store(false, Ordering::SeqCst);
+        let pending = std::mem::take(&mut self.lock().pending_binds);
+        for (region, access) in pending {
+            let reg = region
+                .handle::<Registration>()
+                .ok_or_else(|| Error::InvalidWorkRequest("foreign registration".into()))?;
+            self.bind(
+                reg,
+                region.as_mut_ptr(),
+                region.len(),
+                access,
+                region.rkey(),
+            )?;
+        }
+        self.events = Some(tokio::spawn(watch_events(
+            self._id.clone(),
+            self.state.clone(),
+        )));
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Queues> {
@@ -365,17 +400,17 @@ impl VerbsConnection {
         Ok(seq)
     }
 
-    /// Binds a fresh type-2 window over `reg` and waits for the bind to complete.
-    fn bind_window(
+    /// Binds `reg`'s window over `addr..addr + len` with the new key `rkey` and waits for the
+    /// bind to complete.
+    fn bind(
         &self,
-        reg: &mut Registration,
+        reg: &Registration,
         addr: *mut u8,
         len: usize,
         access: Access,
-    ) -> Result<u32> {
-        let mw = reg.alloc_window()?;
-        // SAFETY: `mw` was just allocated.
-        let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
+        rkey: u32,
+    ) -> Result<()> {
+        let mw = reg.mw();
         // SAFETY: all-zero is a valid starting point.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
@@ -405,7 +440,7 @@ impl VerbsConnection {
                 self.drain(&mut q);
                 if let Some(status) = q.binds.remove(&seq) {
                     return match status {
-                        WcStatus::Success => Ok(rkey),
+                        WcStatus::Success => Ok(()),
                         WcStatus::Flushed => Err(Error::Closed),
                         other => Err(Error::Io(io::Error::other(format!(
                             "binding a memory window failed: {other}"
@@ -476,12 +511,21 @@ impl Connection for VerbsConnection {
                 "cannot register an empty buffer".into(),
             ));
         }
-        MemoryRegion::register_with(buf, access, |addr, len| {
+        // While establishing, the send queue cannot take the window bind yet: the key is
+        // chosen now and the bind posted at establishment, before the peer can learn the key.
+        let defer = self.state.establishing.load(Ordering::SeqCst);
+        let region = MemoryRegion::register_with(buf, access, |addr, len| {
             // SAFETY: MemoryRegion keeps the buffer in place until the handle (this
             // registration) is dropped, which happens before the buffer is freed.
             let mut reg = unsafe { Registration::new(&self.pd, addr, len, mr_access(access))? };
             let rkey = if access.is_remote() {
-                self.bind_window(&mut reg, addr, len, access)?
+                let mw = reg.alloc_window()?;
+                // SAFETY: `mw` was just allocated. A type-2 window gets a new key per bind.
+                let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
+                if !defer {
+                    self.bind(&reg, addr, len, access, rkey)?;
+                }
+                rkey
             } else {
                 reg.rkey()
             };
@@ -491,7 +535,11 @@ impl Connection for VerbsConnection {
                 addr: addr as u64,
             };
             Ok((keys, reg))
-        })
+        })?;
+        if defer && access.is_remote() {
+            self.lock().pending_binds.push((region.clone(), access));
+        }
+        Ok(region)
     }
 
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
@@ -502,7 +550,7 @@ impl Connection for VerbsConnection {
             ));
         }
         let mut q = self.lock();
-        if !self.is_connected() {
+        if !self.is_connected() && !self.state.establishing.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
         if q.recv.len() >= self.shape.recv_depth {
@@ -621,6 +669,11 @@ impl Connection for VerbsConnection {
             swr.num_sge = n as i32;
         }
         let mut q = self.lock();
+        if self.state.establishing.load(Ordering::SeqCst) {
+            return Err(Error::InvalidWorkRequest(
+                "nothing can be sent before the connection is established".into(),
+            ));
+        }
         if !self.is_connected() {
             return Err(Error::Closed);
         }
@@ -695,7 +748,9 @@ impl Connection for VerbsConnection {
 
 impl Drop for VerbsConnection {
     fn drop(&mut self) {
-        self.events.abort();
+        if let Some(events) = &self.events {
+            events.abort();
+        }
         if self.state.connected.swap(false, Ordering::SeqCst) {
             // Flush outstanding work and tell the peer; errors only mean it already went.
             let _ = self.qp.disconnect();

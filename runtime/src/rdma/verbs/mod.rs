@@ -16,11 +16,12 @@
 //!   at once. [`live_registrations`] and [`live_objects`] count what is alive, for leak checks.
 //! * Receive completions never report `solicited`: `ibv_wc` carries no such flag (verbs only
 //!   offers solicited-only CQ notification).
-//! * `connect_with`/`accept_with` use the contract's default (the setup runs right after
-//!   establishment): a Send that reaches a queue pair before its receive is posted draws a
-//!   "receiver not ready" NAK and is retried without limit (`rnr_retry_count` 7), so nothing is
-//!   lost or failed; remotely accessible registrations need an established queue pair anyway
-//!   (their window bind is a send-queue operation).
+//! * `connect_with`/`accept_with` run their setup on the queue pair before `rdma_connect` /
+//!   `rdma_accept`, so receives are in place for the peer's first Send; a remotely accessible
+//!   registration made there gets its key at once and its window bound at establishment (a
+//!   bind is a send-queue operation). Besides, a Send that reaches a queue pair before its
+//!   receive is posted draws a "receiver not ready" NAK and is retried without limit
+//!   (`rnr_retry_count` 7), so it is never lost.
 //! * Where no RDMA device exists, [`Provider::connect`] and [`Provider::listen`] fail at once
 //!   with a [`VerbsError::NoDevice`] (wrapped in [`Error::Provider`]); see [`is_no_device`].
 //!
@@ -288,6 +289,21 @@ impl Provider for VerbsProvider {
     }
 
     async fn connect(&self, addr: SocketAddr, params: ConnectParams) -> Result<VerbsConnection> {
+        self.connect_with(addr, params, |_| Ok(())).await
+    }
+
+    /// Runs `setup` on the queue pair before `rdma_connect`: receives it posts are in place for
+    /// the peer's first Send; remotely accessible registrations get their keys at once and
+    /// their windows bound right after establishment (before this returns).
+    async fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> Result<VerbsConnection>
+    where
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
         ensure_device()?;
         let framed = private_data::encode(&params.private_data, private_data::MAX_CONNECT)?;
         let channel = open_channel()?;
@@ -326,6 +342,8 @@ impl Provider for VerbsProvider {
         )
         .await?;
         let (parts, limits) = build(&id, &params)?;
+        let mut conn = VerbsConnection::new(parts, addr_of(&id, addr), addr);
+        setup(&conn)?;
         {
             let mut param = conn_param(&params, &limits, &framed);
             // SAFETY: the identifier has a queue pair; `param` points at `framed`, alive here.
@@ -342,7 +360,8 @@ impl Provider for VerbsProvider {
         let peer_data = private_data::decode(&ev.private_data).to_vec();
         let local = addr_of(&id, addr);
         let peer = id.peer_addr().unwrap_or(addr);
-        Ok(VerbsConnection::new(parts, peer_data, local, peer))
+        conn.established(peer_data, local, peer)?;
+        Ok(conn)
     }
 
     async fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
@@ -442,7 +461,17 @@ impl ConnectRequest for VerbsRequest {
         &self.private_data
     }
 
-    async fn accept(mut self, params: ConnectParams) -> Result<VerbsConnection> {
+    async fn accept(self, params: ConnectParams) -> Result<VerbsConnection> {
+        self.accept_with(params, |_| Ok(())).await
+    }
+
+    /// Runs `setup` on the queue pair before `rdma_accept` (see
+    /// [`VerbsProvider::connect_with`](Provider::connect_with)).
+    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<VerbsConnection>
+    where
+        Self: Sized,
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
         let framed = private_data::encode(&params.private_data, private_data::MAX_ACCEPT)?;
         let id = self.id.take().ok_or(Error::Closed)?;
         // The connection gets its own event channel, so its events (establishment, the peer's
@@ -450,6 +479,8 @@ impl ConnectRequest for VerbsRequest {
         let channel = open_channel()?;
         let id = Arc::new(id.migrate(&channel)?);
         let (parts, limits) = build(&id, &params)?;
+        let mut conn = VerbsConnection::new(parts, addr_of(&id, self.peer), self.peer);
+        setup(&conn)?;
         {
             let mut param = conn_param(&params, &limits, &framed);
             // The accepting side settles the depths (rdma_cm: responder_resources at most the
@@ -469,7 +500,8 @@ impl ConnectRequest for VerbsRequest {
         .await?;
         let local = addr_of(&id, self.peer);
         let peer_data = std::mem::take(&mut self.private_data);
-        Ok(VerbsConnection::new(parts, peer_data, local, self.peer))
+        conn.established(peer_data, local, self.peer)?;
+        Ok(conn)
     }
 
     async fn reject(mut self, data: &[u8]) -> Result<()> {

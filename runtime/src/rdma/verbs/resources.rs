@@ -361,6 +361,11 @@ impl Registration {
         }
     }
 
+    /// The memory window (null unless [`Self::alloc_window`] succeeded).
+    pub(super) fn mw(&self) -> *mut ibv_mw {
+        self.mw
+    }
+
     pub(super) fn mr(&self) -> *mut ibv_mr {
         self.mr
     }

@@ -92,6 +92,12 @@ fn status_and_access_mapping() {
     );
 }
 
+/// A small registered message on `conn`.
+#[cfg(feature = "conformance")]
+fn hello_of(conn: &VerbsConnection) -> crate::rdma::MemoryRegion {
+    conn.register(vec![1; 8], Access::NONE).unwrap()
+}
+
 #[cfg(feature = "conformance")]
 #[test]
 fn conformance_on_a_real_device() {
@@ -135,8 +141,7 @@ fn conformance_on_a_real_device() {
         drop((a, b));
 
         // A Send that arrives before its receive is posted is not lost: the responder answers
-        // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit), which
-        // is why connect_with/accept_with may run their setup after establishment here.
+        // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit).
         let note = server.register(vec![7; 32], Access::NONE).unwrap();
         server
             .post_send(SendWr::send(1, vec![Sge::whole(&note)]))
@@ -152,6 +157,59 @@ fn conformance_on_a_real_device() {
         let c = server.poll_completion().await;
         assert!(c.is_success(), "{c:?}");
         drop((note, rbuf));
+        client.disconnect().await.unwrap();
+        drop((client, server, listener));
+
+        // connect_with/accept_with: a receive and a remotely writable region set up before
+        // establishment; the server sends at once, the client writes into the region.
+        let listener = provider.listen(addr).await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let (mut client_rbuf, mut server_regions) = (None, None);
+        let (client, server) = tokio::join!(
+            provider.connect_with(at, ConnectParams::new(), |c: &VerbsConnection| {
+                let r = c.register(vec![0; 64], Access::LOCAL_WRITE)?;
+                c.post_recv(RecvWr::new(9, Sge::whole(&r)))?;
+                client_rbuf = Some(r);
+                Ok(())
+            }),
+            listener.accept_with(ConnectParams::new(), |c: &VerbsConnection| {
+                let target = c.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+                let r = c.register(vec![0; 64], Access::LOCAL_WRITE)?;
+                c.post_recv(RecvWr::new(1, Sge::whole(&r)))?;
+                server_regions = Some((target, r));
+                Ok(())
+            })
+        );
+        let (client, server) = (client.unwrap(), server.unwrap());
+        let (client_rbuf, (target, server_rbuf)) = (client_rbuf.unwrap(), server_regions.unwrap());
+        let hello = server.register(vec![5; 16], Access::NONE).unwrap();
+        server
+            .post_send(SendWr::send(2, vec![Sge::whole(&hello)]))
+            .unwrap();
+        let c = client.poll_completion().await;
+        assert!(c.is_success() && c.wr_id == 9 && c.byte_len == 16, "{c:?}");
+        let data = client.register(vec![3; 64], Access::NONE).unwrap();
+        let remote = crate::rdma::RemoteAddr::new(target.rkey(), target.addr());
+        client
+            .post_send(SendWr::write(3, vec![Sge::whole(&data)], remote))
+            .unwrap();
+        client
+            .post_send(SendWr::send(4, vec![Sge::whole(&hello_of(&client))]))
+            .unwrap();
+        for id in [3, 4] {
+            let c = client.poll_completion().await;
+            assert!(c.is_success() && c.wr_id == id, "{c:?}");
+        }
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let c = server.poll_completion().await;
+            assert!(c.is_success(), "{c:?}");
+            got.push(c.wr_id);
+        }
+        got.sort();
+        assert_eq!(got, vec![1, 2]);
+        assert_eq!(target.to_vec(0..64).unwrap(), vec![3; 64]);
+        drop((client_rbuf, target, server_rbuf, hello, data));
         client.disconnect().await.unwrap();
         drop((client, server, listener));
     });
