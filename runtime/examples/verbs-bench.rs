@@ -282,6 +282,11 @@ async fn client(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     }
     conn.disconnect().await?;
 
+    // One machine-readable line for harnesses that aggregate several runs.
+    println!(
+        "BENCH busy_median_us={:.2} busy_avg_us={:.2} chan_median_us={:.2} chan_avg_us={:.2} write_mbs={mbs:.2}",
+        busy.median_us, busy.avg_us, blocking.median_us, blocking.avg_us
+    );
     println!(
         "PERF verbs provider send/recv 64 B (busy poll): {busy}; vs perftest: median/typical {}, avg/avg {}",
         ratio(busy.median_us, args.baseline_typical_us),

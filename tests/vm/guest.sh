@@ -111,35 +111,53 @@ provider() {
 }
 
 # Extracts a number from a perftest results line: the column after the size and iterations.
+# The median of the numbers on stdin.
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print 0}'; }
+# value KEY: the numbers recorded for KEY over the rounds, their median.
+value() { awk -v k="$1" '$1 == k {print $2}' "$R/rounds.txt" | median; }
+
+# perftest baselines and the provider's bench, interleaved over VM_PERF_ROUNDS rounds (default
+# 3; the host is shared, so single runs are noisy); medians are compared.
 perf() {
-  local lat_us typ_us ev_us evtyp_us bw_mbs
-  pair perf-ib_send_lat 90 ib_send_lat -R -d "$DEV" -s 64 -n 2000 -- \
-    ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR"
+  local rounds="${VM_PERF_ROUNDS:-3}" r log
+  : >"$R/rounds.txt"
   pair perf-ib_send_lat-events 90 ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 -- \
     ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 "$ADDR"
-  pair perf-ib_write_bw 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
-    ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR"
   # ib_send_lat: "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
-  lat_us="$(awk '$1 == 64 && NF >= 6 {print $6}' "$R/perf-ib_send_lat.log" | tail -n1)"
-  typ_us="$(awk '$1 == 64 && NF >= 6 {print $5}' "$R/perf-ib_send_lat.log" | tail -n1)"
-  ev_us="$(awk '$1 == 64 && NF >= 6 {print $6}' "$R/perf-ib_send_lat-events.log" | tail -n1)"
-  evtyp_us="$(awk '$1 == 64 && NF >= 6 {print $5}' "$R/perf-ib_send_lat-events.log" | tail -n1)"
-  # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec)
-  bw_mbs="$(awk '$1 == 1048576 && NF >= 4 {print $4}' "$R/perf-ib_write_bw.log" | tail -n1)"
+  awk '$1 == 64 && NF >= 6 {print "ev_typ", $5; print "ev_avg", $6}' \
+    "$R/perf-ib_send_lat-events.log" >>"$R/rounds.txt"
+  for r in $(seq 1 "$rounds"); do
+    pair "perf-$r-ib_send_lat" 90 ib_send_lat -R -d "$DEV" -s 64 -n 2000 -- \
+      ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR"
+    awk '$1 == 64 && NF >= 6 {print "typ", $5; print "avg", $6}' \
+      "$R/perf-$r-ib_send_lat.log" >>"$R/rounds.txt"
+    pair "perf-$r-ib_write_bw" 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
+      ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR"
+    # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20)
+    awk '$1 == 1048576 && NF >= 4 {print "bw", $4}' "$R/perf-$r-ib_write_bw.log" >>"$R/rounds.txt"
+    if [ -n "${VM_BENCH:-}" ]; then
+      pair "perf-$r-verbs-bench" 180 "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
+        "$VM_BENCH" --connect "$ADDR:$((7480 + r))"
+      log="$R/perf-$r-verbs-bench.log"
+      sed -n 's/^BENCH //p' "$log" | tr ' ' '\n' | tr '=' ' ' >>"$R/rounds.txt"
+    fi
+  done
+  local typ avg ev_typ ev_avg bw bm ba cm ca wb
+  typ="$(value typ)" avg="$(value avg)" ev_typ="$(value ev_typ)" ev_avg="$(value ev_avg)"
+  bw="$(value bw)" bm="$(value busy_median_us)" ba="$(value busy_avg_us)"
+  cm="$(value chan_median_us)" ca="$(value chan_avg_us)" wb="$(value write_mbs)"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
+  pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a"}'; }
   {
-    echo "PERF perftest ib_send_lat -R 64 B: avg ${lat_us:-?} us (typical ${typ_us:-?})"
-    echo "PERF perftest ib_send_lat -R -e (completion events) 64 B: avg ${ev_us:-?} us (typical ${evtyp_us:-?})"
-    echo "PERF perftest ib_write_bw -R 1 MiB: ${bw_mbs:-?} MB/s"
+    echo "PERF medians of $rounds interleaved rounds (perftest, then the verbs provider, each round)"
+    echo "PERF 64 B send/recv one-way, busy poll: perftest ib_send_lat -R typical $typ us (avg $avg);" \
+      "provider median $bm us (avg $ba); ratio $(ratio "$bm" "$typ") (avg $(ratio "$ba" "$avg"))"
+    echo "PERF 64 B send/recv one-way, completion events: perftest ib_send_lat -R -e typical $ev_typ us" \
+      "(avg $ev_avg, 1 run); provider median $cm us (avg $ca); ratio $(ratio "$cm" "$ev_typ")"
+    echo "PERF 1 MiB RDMA Write: perftest ib_write_bw -R $bw MB/s; provider $wb MB/s;" \
+      "provider/perftest $(pct "$wb" "$bw")"
   } | tee "$R/perf.txt"
-  if [ -n "${VM_BENCH:-}" ]; then
-    pair perf-verbs-bench 180 "$VM_BENCH" --listen "$ADDR:7472" -- \
-      "$VM_BENCH" --connect "$ADDR:7472" --baseline-lat-us "${lat_us:-0}" \
-      --baseline-typical-us "${typ_us:-0}" --baseline-events-lat-us "${ev_us:-0}" \
-      --baseline-events-typical-us "${evtyp_us:-0}" --baseline-bw-mbs "${bw_mbs:-0}"
-    grep '^PERF' "$R/perf-verbs-bench.log" | tee -a "$R/perf.txt"
-  else
-    echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
-  fi
+  [ -n "${VM_BENCH:-}" ] || echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
 }
 
 case "$VM_MODE" in
