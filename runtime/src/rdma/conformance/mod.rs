@@ -7,7 +7,7 @@
 //! * from a plain binary (e.g. inside a QEMU guest with Soft-RoCE): [`run_all`] returns a
 //!   [`Report`] that prints one line per case; [`block_on`] runs it without `#[tokio::main]`.
 //!
-//! ```ignore
+//! ```no_run
 //! # #[cfg(feature = "soft")] {
 //! use rpcrdma::rdma::conformance::{block_on, run_all, Harness};
 //! use rpcrdma::rdma::soft::SoftProvider;

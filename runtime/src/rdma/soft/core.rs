@@ -3,7 +3,7 @@
 //! Inputs: [`Core::post_send`], [`Core::post_recv`], stream bytes ([`Core::handle_input`]),
 //! [`Core::peer_closed`], [`Core::close`]. Outputs: stream bytes ([`Core::poll_transmit`]),
 //! completions ([`Core::poll_completion`]), and [`Core::state`]. No sockets, no clocks; the
-//! driver ([`super::driver`]) moves bytes between these calls and a TCP stream.
+//! driver (`soft::driver`) moves bytes between these calls and a TCP stream.
 //!
 //! Every field from the wire is validated before it touches memory; an invalid segment makes
 //! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
