@@ -25,7 +25,10 @@ fn provider(kind: RnicKind, markers: bool, revision: u8) -> SoftProvider {
 /// initiator/responder (the figures' "V=v, M=x/y").
 type Cell = Option<(u8, bool, bool)>;
 
-fn cells() -> Vec<((RnicKind, bool), (RnicKind, bool), Cell)> {
+/// An endpoint: flavour and marker preference.
+type End = (RnicKind, bool);
+
+fn cells() -> Vec<(End, End, Cell)> {
     let ok = |v, x: u8, y: u8| Some((v, x == 1, y == 1));
     vec![
         // Figure 2.
