@@ -41,6 +41,7 @@ async fn raw_connect(addr: std::net::SocketAddr) -> TcpStream {
         markers: false,
         crc: false,
         reject: false,
+        enhanced: false,
         reserved: 0,
         revision: 1,
         private_data: vec![],
