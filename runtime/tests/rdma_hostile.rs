@@ -41,6 +41,7 @@ async fn raw_connect(addr: std::net::SocketAddr) -> TcpStream {
         markers: false,
         crc: false,
         reject: false,
+        enhanced: false,
         reserved: 0,
         revision: 1,
         private_data: vec![],
@@ -136,10 +137,10 @@ async fn bad_peers_are_terminated_and_others_carry_on() {
             TermCode::new(TermLayer::Ddp, 1, 0x02),
         ),
         (
-            "bad CRC-less garbage length",
+            "ULPDU shorter than any DDP header",
             Access::REMOTE_WRITE,
-            |_, _| vec![0xff, 0xff, 0, 0],
-            TermCode::new(TermLayer::Llp, 0, 0x03),
+            |_, _| vec![0x00, 0x02, 0x41, 0x43],
+            TermCode::new(TermLayer::Llp, 0, 0x04),
         ),
     ];
     for (what, access, make, code) in cases {

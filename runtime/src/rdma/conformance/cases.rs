@@ -118,6 +118,62 @@ pub(super) async fn send_recv_ordering<T: ProviderUnderTest>(put: &T) -> Result<
     Ok(())
 }
 
+pub(super) async fn preposted_receives<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
+    let provider = put.provider();
+    let listener = provider.listen(put.listen_addr()).await.step("listen")?;
+    let addr = listener.local_addr().step("listener address")?;
+    let mut server_buf = None;
+    let mut client_buf = None;
+    // Both sides send their first message as soon as they can; only receives posted in the
+    // setup callbacks can be in place in time.
+    let accept = listener.accept_with(ConnectParams::new(), |conn| {
+        let mr = conn.register(vec![0; 64], Access::LOCAL_WRITE)?;
+        conn.post_recv(RecvWr::new(1, Sge::whole(&mr)))?;
+        server_buf = Some(mr);
+        Ok(())
+    });
+    let connect = provider.connect_with(addr, ConnectParams::new(), |conn| {
+        let mr = conn.register(vec![0; 64], Access::LOCAL_WRITE)?;
+        conn.post_recv(RecvWr::new(2, Sge::whole(&mr)))?;
+        client_buf = Some(mr);
+        Ok(())
+    });
+    let (client, server) = tokio::time::timeout(STEP, async { tokio::join!(connect, accept) })
+        .await
+        .map_err(|_| Failure("connection setup timed out".into()))?;
+    let (client, server) = (client.step("connect_with")?, server.step("accept_with")?);
+    let hello = region(&server, 5, Access::NONE, |i| b"hello"[i])?;
+    let world = region(&client, 5, Access::NONE, |i| b"world"[i])?;
+    server
+        .post_send(SendWr::send(3, vec![Sge::whole(&hello)]))
+        .step("server send")?;
+    client
+        .post_send(SendWr::send(4, vec![Sge::whole(&world)]))
+        .step("client send")?;
+    let mut client_seen = Vec::new();
+    let mut server_seen = Vec::new();
+    for _ in 0..2 {
+        client_seen.push(next(&client, "client completions").await?);
+        server_seen.push(next(&server, "server completions").await?);
+    }
+    for c in client_seen.iter().chain(&server_seen) {
+        ensure!(c.status == WcStatus::Success, "completion {c:?}");
+    }
+    let (sb, cb) = (
+        server_buf.ok_or_else(|| Failure("accept_with setup did not run".into()))?,
+        client_buf.ok_or_else(|| Failure("connect_with setup did not run".into()))?,
+    );
+    ensure!(
+        sb.to_vec(0..5).step("read back")? == b"world",
+        "server received other bytes"
+    );
+    ensure!(
+        cb.to_vec(0..5).step("read back")? == b"hello",
+        "client received other bytes"
+    );
+    Ok(())
+}
+
 pub(super) async fn solicited_send<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
     let (client, server) = pair(put).await?;
     let rbuf = region(&server, 64, Access::LOCAL_WRITE, |_| 0)?;

@@ -7,7 +7,7 @@
 //! * from a plain binary (e.g. inside a QEMU guest with Soft-RoCE): [`run_all`] returns a
 //!   [`Report`] that prints one line per case; [`block_on`] runs it without `#[tokio::main]`.
 //!
-//! ```ignore
+//! ```no_run
 //! # #[cfg(feature = "soft")] {
 //! use rpcrdma::rdma::conformance::{block_on, run_all, Harness};
 //! use rpcrdma::rdma::soft::SoftProvider;
@@ -107,6 +107,8 @@ cases! {
     PrivateData => private_data,
     /// Sends land in posted receives in order, with their lengths, and complete in order.
     SendRecvOrdering => send_recv_ordering,
+    /// Receives posted in `accept_with`/`connect_with` setup catch the peer's very first Send.
+    PrepostedReceives => preposted_receives,
     /// Send with Solicited Event is delivered like a Send.
     SolicitedSend => solicited_send,
     /// A Send longer than the posted receive fails: local length error at the receiver, a remote
@@ -214,6 +216,7 @@ macro_rules! rdma_conformance_tests {
     ($make:expr) => {
         $crate::rdma_conformance_tests!(@case $make, private_data, PrivateData);
         $crate::rdma_conformance_tests!(@case $make, send_recv_ordering, SendRecvOrdering);
+        $crate::rdma_conformance_tests!(@case $make, preposted_receives, PrepostedReceives);
         $crate::rdma_conformance_tests!(@case $make, solicited_send, SolicitedSend);
         $crate::rdma_conformance_tests!(@case $make, send_too_long, SendTooLong);
         $crate::rdma_conformance_tests!(@case $make, write_then_send, WriteThenSend);

@@ -3,7 +3,7 @@
 //! Inputs: [`Core::post_send`], [`Core::post_recv`], stream bytes ([`Core::handle_input`]),
 //! [`Core::peer_closed`], [`Core::close`]. Outputs: stream bytes ([`Core::poll_transmit`]),
 //! completions ([`Core::poll_completion`]), and [`Core::state`]. No sockets, no clocks; the
-//! driver ([`super::driver`]) moves bytes between these calls and a TCP stream.
+//! driver (`soft::driver`) moves bytes between these calls and a TCP stream.
 //!
 //! Every field from the wire is validated before it touches memory; an invalid segment makes
 //! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
@@ -34,7 +34,8 @@ pub struct CoreConfig {
     pub tx: Framing,
     /// Framing of the data this side receives.
     pub rx: Framing,
-    /// Largest ULPDU (DDP segment) sent and accepted (RFC 5044 MULPDU).
+    /// Largest ULPDU (DDP segment) sent (RFC 5044 MULPDU). Any ULPDU length the 16-bit field
+    /// can carry is accepted on receive: MPA does not negotiate the peer's MULPDU.
     pub mulpdu: usize,
     /// Send queue depth.
     pub sq_depth: usize,
@@ -194,7 +195,7 @@ impl Core {
     pub fn new(cfg: CoreConfig, tags: Arc<TagTable>) -> Core {
         Core {
             writer: FpduWriter::new(cfg.tx),
-            reader: FpduReader::new(cfg.rx, cfg.mulpdu),
+            reader: FpduReader::new(cfg.rx, u16::MAX as usize),
             cfg,
             tags,
             state: State::Established,
@@ -757,7 +758,7 @@ impl Core {
             return None;
         }
         let ulpdu_len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
-        if ulpdu_len > self.cfg.mulpdu || ulpdu_len < ddp::TAGGED_LEN {
+        if ulpdu_len < ddp::TAGGED_LEN {
             return None;
         }
         let payload = ulpdu_len - ddp::TAGGED_LEN;

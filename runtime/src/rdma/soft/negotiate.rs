@@ -117,9 +117,9 @@ impl MpaConfig {
         self.kind == RnicKind::Rdmac || self.crc
     }
 
-    fn private_data(revision: u8, depths: ReadDepths, ulp: &[u8]) -> Vec<u8> {
+    fn private_data(enhanced: bool, depths: ReadDepths, ulp: &[u8]) -> Vec<u8> {
         let mut pd = Vec::with_capacity(ENHANCED_LEN + ulp.len());
-        if revision >= 2 {
+        if enhanced {
             EnhancedParams {
                 ird: depths.ird,
                 ord: depths.ord,
@@ -132,8 +132,8 @@ impl MpaConfig {
     }
 
     /// Splits received private data into the revision 2 words and the ULP part.
-    fn split(revision: u8, pd: &[u8]) -> Result<(Option<EnhancedParams>, Vec<u8>), Refusal> {
-        if revision >= 2 {
+    fn split(enhanced: bool, pd: &[u8]) -> Result<(Option<EnhancedParams>, Vec<u8>), Refusal> {
+        if enhanced {
             let (params, ulp) =
                 EnhancedParams::parse(pd).map_err(|e| Refusal::Malformed(e.to_string()))?;
             Ok((Some(params), ulp.to_vec()))
@@ -145,14 +145,17 @@ impl MpaConfig {
     /// The MPA Request this side sends as initiator.
     pub fn request(&self, ulp_private_data: &[u8], depths: ReadDepths) -> StartupFrame {
         let revision = self.revision();
+        // RFC 6581 section 9: revision 2 requests carry the S bit and the IRD/ORD words.
+        let enhanced = revision >= 2;
         StartupFrame {
             kind: FrameKind::Request,
             markers: self.wants_markers(),
             crc: self.wants_crc(),
             reject: false,
+            enhanced,
             reserved: 0,
             revision,
-            private_data: MpaConfig::private_data(revision, depths, ulp_private_data),
+            private_data: MpaConfig::private_data(enhanced, depths, ulp_private_data),
         }
     }
 
@@ -182,14 +185,17 @@ impl MpaConfig {
         let rdmac_mode = version == 0;
         let markers = rdmac_mode || self.wants_markers();
         let crc = rdmac_mode || self.wants_crc();
+        let request_enhanced = request.revision >= 2 && request.enhanced;
+        let enhanced = revision >= 2 && request_enhanced;
         let reply = StartupFrame {
             kind: FrameKind::Reply,
             markers,
             crc,
             reject: false,
+            enhanced,
             reserved: 0,
             revision,
-            private_data: MpaConfig::private_data(revision, depths, ulp_private_data),
+            private_data: MpaConfig::private_data(enhanced, depths, ulp_private_data),
         };
         if refuse {
             let local = self.kind;
@@ -202,16 +208,18 @@ impl MpaConfig {
             );
         }
         let outcome =
-            MpaConfig::split(peer_rev, &request.private_data).map(|(enhanced, ulp)| Negotiated {
-                local_revision: revision,
-                peer_revision: peer_rev,
-                version,
-                rx_markers: markers,
-                tx_markers: rdmac_mode || request.markers,
-                // RFC 5044 section 7.1: CRC is used when either side asks for it.
-                crc: crc || request.crc,
-                peer_enhanced: if revision >= 2 { enhanced } else { None },
-                peer_private_data: ulp,
+            MpaConfig::split(request_enhanced, &request.private_data).map(|(params, ulp)| {
+                Negotiated {
+                    local_revision: revision,
+                    peer_revision: peer_rev,
+                    version,
+                    rx_markers: markers,
+                    tx_markers: rdmac_mode || request.markers,
+                    // RFC 5044 section 7.1: CRC is used when either side asks for it.
+                    crc: crc || request.crc,
+                    peer_enhanced: if enhanced { params } else { None },
+                    peer_private_data: ulp,
+                }
             });
         (reply, outcome)
     }
@@ -222,15 +230,17 @@ impl MpaConfig {
             RnicKind::Rdmac => 0,
             _ => self.revision().min(request.revision.max(1)),
         };
+        let enhanced = revision >= 2 && request.revision >= 2 && request.enhanced;
         StartupFrame {
             kind: FrameKind::Reply,
             markers: self.wants_markers(),
             crc: self.wants_crc(),
             reject: true,
+            enhanced,
             reserved: 0,
             revision,
             private_data: MpaConfig::private_data(
-                revision,
+                enhanced,
                 ReadDepths::default(),
                 ulp_private_data,
             ),
@@ -245,7 +255,7 @@ impl MpaConfig {
     ) -> Result<Negotiated, Refusal> {
         let peer_rev = reply.revision;
         if reply.reject {
-            let (_, ulp) = MpaConfig::split(peer_rev, &reply.private_data)
+            let (_, ulp) = MpaConfig::split(peer_rev >= 2 && reply.enhanced, &reply.private_data)
                 .unwrap_or((None, reply.private_data.clone()));
             return Err(Refusal::Rejected { private_data: ulp });
         }
@@ -271,7 +281,8 @@ impl MpaConfig {
             _ => 1,
         };
         let rdmac_mode = version == 0;
-        let (enhanced, ulp) = MpaConfig::split(peer_rev, &reply.private_data)?;
+        let (enhanced, ulp) =
+            MpaConfig::split(peer_rev >= 2 && reply.enhanced, &reply.private_data)?;
         Ok(Negotiated {
             local_revision: request.revision,
             peer_revision: peer_rev,

@@ -265,7 +265,10 @@ impl SoftRequest {
     }
 
     fn ulp_private_data(&self) -> &[u8] {
-        if self.request.revision >= 2 && self.request.private_data.len() >= ENHANCED_LEN {
+        if self.request.revision >= 2
+            && self.request.enhanced
+            && self.request.private_data.len() >= ENHANCED_LEN
+        {
             &self.request.private_data[ENHANCED_LEN..]
         } else {
             &self.request.private_data

@@ -199,3 +199,26 @@ fn rejection_carries_private_data() {
         })
     );
 }
+
+#[test]
+fn revision_2_sets_the_s_bit_and_honours_its_absence() {
+    let cfg = MpaConfig::default();
+    let request = cfg.request(b"pd", ReadDepths::default());
+    let mut wire = vec![];
+    request.emit(&mut wire);
+    // RFC 6581 section 9: S bit (0x10 of the flags byte, siw's MPA_RR_FLAG_ENHANCED).
+    assert_eq!(wire[16] & 0x10, 0x10);
+    assert_eq!(wire[17], 2);
+    // A revision 2 request without S carries no IRD/ORD words: all of it is ULP data.
+    let plain = StartupFrame {
+        enhanced: false,
+        private_data: b"abcdef".to_vec(),
+        ..request
+    };
+    let (reply, outcome) = cfg.respond(&plain, b"ok", ReadDepths::default());
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.peer_private_data, b"abcdef");
+    assert_eq!(outcome.peer_enhanced, None);
+    assert!(!reply.enhanced);
+    assert_eq!(reply.private_data, b"ok");
+}

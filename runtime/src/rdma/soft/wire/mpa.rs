@@ -23,7 +23,10 @@ pub const ULPDU_LEN_LEN: usize = 2;
 const FLAG_M: u8 = 0x80;
 const FLAG_C: u8 = 0x40;
 const FLAG_R: u8 = 0x20;
-const FLAG_RES: u8 = 0x1f;
+/// S: enhanced connection establishment, IRD/ORD words lead the private data (RFC 6581
+/// section 9; Linux siw calls it `MPA_RR_FLAG_ENHANCED`).
+const FLAG_S: u8 = 0x10;
+const FLAG_RES: u8 = 0x0f;
 
 /// Which startup frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +48,8 @@ pub struct StartupFrame {
     pub crc: bool,
     /// R: the responder rejects the connection (Reply only).
     pub reject: bool,
+    /// S: the private data starts with the RFC 6581 IRD/ORD words (revision 2).
+    pub enhanced: bool,
     /// The reserved flag bits as received (zero when sent by us).
     pub reserved: u8,
     /// Rev: the MPA revision (0 RDMAC, 1 RFC 5044, 2 RFC 6581).
@@ -87,6 +92,7 @@ impl StartupFrame {
                 markers: flags & FLAG_M != 0,
                 crc: flags & FLAG_C != 0,
                 reject: flags & FLAG_R != 0,
+                enhanced: flags & FLAG_S != 0,
                 reserved: flags & FLAG_RES,
                 revision: b[17],
                 private_data: Vec::new(),
@@ -136,6 +142,9 @@ impl StartupFrame {
         }
         if self.reject {
             flags |= FLAG_R;
+        }
+        if self.enhanced {
+            flags |= FLAG_S;
         }
         out.push(flags);
         out.push(self.revision);
@@ -472,6 +481,7 @@ mod tests {
             markers: true,
             crc: false,
             reject: false,
+            enhanced: false,
             reserved: 0,
             revision: 1,
             private_data: b"hello".to_vec(),
