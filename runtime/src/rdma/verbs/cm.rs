@@ -1,0 +1,353 @@
+//! rdma_cm objects: the event channel (driven by tokio `AsyncFd`) and the connection identifier.
+
+use std::io;
+use std::mem::ManuallyDrop;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, RawFd};
+use std::ptr;
+use std::sync::Arc;
+
+use rdma_sys::*;
+use tokio::io::unix::AsyncFd;
+
+use super::resources::{track, untrack, Object};
+use tokio::io::Interest;
+
+/// A raw file descriptor owned by someone else (the channel closes it).
+struct BorrowedFd(RawFd);
+
+impl AsRawFd for BorrowedFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Puts `fd` into non-blocking mode so that reads return `EAGAIN` instead of sleeping.
+pub(super) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we were handed by libibverbs/librdmacm; no memory involved.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A readiness source for a descriptor of libibverbs or librdmacm.
+pub(super) struct Readiness(Option<AsyncFd<BorrowedFd>>);
+
+impl Readiness {
+    /// Registers `fd` (made non-blocking) with the tokio reactor of the current runtime.
+    pub(super) fn new(fd: RawFd) -> io::Result<Readiness> {
+        set_nonblocking(fd)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(io::Error::other(
+                "the verbs provider must run inside a tokio runtime",
+            ));
+        }
+        // SAFETY: the descriptor belongs to a channel that outlives this registration: owners
+        // call `release` before closing it.
+        let fd = unsafe { AsyncFd::register_with_interest(BorrowedFd(fd), Interest::READABLE) }
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Readiness(Some(fd)))
+    }
+
+    /// Calls `op` until it stops returning `WouldBlock`, waiting for readability in between.
+    pub(super) async fn read_with<T>(
+        &self,
+        mut op: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        let fd = self.0.as_ref().expect("readiness used after release");
+        loop {
+            let mut guard = fd.readable().await?;
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                other => return other,
+            }
+        }
+    }
+
+    /// Deregisters from the reactor; call before the descriptor is closed.
+    pub(super) fn release(&mut self) {
+        drop(self.0.take());
+    }
+}
+
+/// An rdma_cm event channel (`rdma_create_event_channel`): the descriptor on which the events of
+/// the identifiers bound to it arrive.
+pub(super) struct EventChannel {
+    raw: *mut rdma_event_channel,
+    readiness: Readiness,
+}
+
+// SAFETY: librdmacm event channels may be used from any thread; `raw` is never aliased mutably.
+unsafe impl Send for EventChannel {}
+// SAFETY: as above; reading events is serialised by the kernel.
+unsafe impl Sync for EventChannel {}
+
+/// The parts of an rdma_cm event this provider uses, copied out before the event is acknowledged.
+#[derive(Debug)]
+pub(super) struct CmEvent {
+    pub(super) kind: rdma_cm_event_type::Type,
+    pub(super) status: i32,
+    pub(super) id: *mut rdma_cm_id,
+    pub(super) private_data: Vec<u8>,
+    pub(super) responder_resources: u8,
+    pub(super) initiator_depth: u8,
+}
+
+impl EventChannel {
+    /// Opens a channel (fails with `ENODEV`/`ENOENT` when the kernel has no rdma_cm).
+    pub(super) fn new() -> io::Result<Arc<EventChannel>> {
+        // SAFETY: plain constructor; null means failure with errno set.
+        let raw = unsafe { rdma_create_event_channel() };
+        if raw.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a live channel.
+        let fd = unsafe { (*raw).fd };
+        match Readiness::new(fd) {
+            Ok(readiness) => {
+                track(Object::EventChannel);
+                Ok(Arc::new(EventChannel { raw, readiness }))
+            }
+            Err(e) => {
+                // SAFETY: no identifier was created on the channel yet.
+                unsafe { rdma_destroy_event_channel(raw) };
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn raw(&self) -> *mut rdma_event_channel {
+        self.raw
+    }
+
+    /// The next event; it is acknowledged (released) before this returns.
+    pub(super) async fn next_event(&self) -> io::Result<CmEvent> {
+        self.readiness
+            .read_with(|| {
+                let mut event = ptr::null_mut();
+                // SAFETY: the channel is live and non-blocking; `event` receives an event we
+                // acknowledge below after copying what we need.
+                if unsafe { rdma_get_cm_event(self.raw, &mut event) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `event` is valid until rdma_ack_cm_event.
+                let ev = unsafe { &*event };
+                // SAFETY: the `conn` member is the active one for the connected port space.
+                let conn = unsafe { &ev.param.conn };
+                let private_data = if conn.private_data.is_null() {
+                    Vec::new()
+                } else {
+                    // SAFETY: librdmacm guarantees `private_data_len` readable bytes.
+                    unsafe {
+                        std::slice::from_raw_parts(
+                            conn.private_data as *const u8,
+                            conn.private_data_len as usize,
+                        )
+                    }
+                    .to_vec()
+                };
+                let out = CmEvent {
+                    kind: ev.event,
+                    status: ev.status,
+                    id: ev.id,
+                    private_data,
+                    responder_resources: conn.responder_resources,
+                    initiator_depth: conn.initiator_depth,
+                };
+                // SAFETY: acknowledging the event we own; nothing refers to it afterwards.
+                unsafe { rdma_ack_cm_event(event) };
+                Ok(out)
+            })
+            .await
+    }
+}
+
+impl Drop for EventChannel {
+    fn drop(&mut self) {
+        self.readiness.release();
+        // SAFETY: every identifier on the channel holds an Arc of it, so none is left.
+        unsafe { rdma_destroy_event_channel(self.raw) };
+        untrack(Object::EventChannel);
+    }
+}
+
+/// An rdma_cm identifier (`rdma_create_id`, port space `RDMA_PS_TCP`): the root of one
+/// connection's verbs objects. It keeps its event channel alive and is destroyed last.
+pub(super) struct CmId {
+    raw: *mut rdma_cm_id,
+    channel: Arc<EventChannel>,
+}
+
+// SAFETY: rdma_cm identifiers may be used from any thread.
+unsafe impl Send for CmId {}
+// SAFETY: as above.
+unsafe impl Sync for CmId {}
+
+impl CmId {
+    /// A new identifier on `channel` in the reliable-connected (TCP) port space.
+    pub(super) fn new(channel: &Arc<EventChannel>) -> io::Result<CmId> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the channel is live; `raw` receives the identifier.
+        if unsafe {
+            rdma_create_id(
+                channel.raw(),
+                &mut raw,
+                ptr::null_mut(),
+                rdma_port_space::RDMA_PS_TCP,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        track(Object::CmId);
+        Ok(CmId {
+            raw,
+            channel: channel.clone(),
+        })
+    }
+
+    /// Adopts an identifier delivered by a `CONNECT_REQUEST` on `channel`.
+    ///
+    /// # Safety
+    /// `raw` must be a live identifier bound to `channel` that nothing else will destroy.
+    pub(super) unsafe fn adopt(raw: *mut rdma_cm_id, channel: &Arc<EventChannel>) -> CmId {
+        track(Object::CmId);
+        CmId {
+            raw,
+            channel: channel.clone(),
+        }
+    }
+
+    /// Moves the identifier's events to `channel` (`rdma_migrate_id`).
+    pub(super) fn migrate(self, channel: &Arc<EventChannel>) -> io::Result<CmId> {
+        // SAFETY: both live; every event of this identifier was acknowledged by next_event.
+        if unsafe { rdma_migrate_id(self.raw, channel.raw()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The identifier lives on under the new channel: skip our Drop (which would destroy
+        // it), but release the old channel's Arc.
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the Arc is moved out exactly once.
+        drop(unsafe { ptr::read(&this.channel) });
+        Ok(CmId {
+            raw: this.raw,
+            channel: channel.clone(),
+        })
+    }
+
+    pub(super) fn raw(&self) -> *mut rdma_cm_id {
+        self.raw
+    }
+
+    pub(super) fn channel(&self) -> &Arc<EventChannel> {
+        &self.channel
+    }
+
+    /// The device context the identifier is bound to (null before address resolution).
+    pub(super) fn context(&self) -> *mut ibv_context {
+        // SAFETY: the identifier is live.
+        unsafe { (*self.raw).verbs }
+    }
+
+    /// The bound local address.
+    pub(super) fn local_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: the identifier is live; the address lives inside it.
+        sockaddr_to_std(unsafe { rdma_get_local_addr(&*self.raw) })
+    }
+
+    /// The peer's address.
+    pub(super) fn peer_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: as above.
+        sockaddr_to_std(unsafe { rdma_get_peer_addr(&*self.raw) })
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        // SAFETY: the queue pair (if any) holds an Arc of this identifier and was destroyed
+        // first; all events were acknowledged.
+        unsafe { rdma_destroy_id(self.raw) };
+        untrack(Object::CmId);
+    }
+}
+
+/// A `sockaddr_storage` for `addr`, with its length.
+pub(super) fn std_to_sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
+        }
+    }
+    storage
+}
+
+/// The address in `sa`, if it is IPv4 or IPv6.
+pub(super) fn sockaddr_to_std(sa: &libc::sockaddr) -> Option<SocketAddr> {
+    match sa.sa_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says this is a sockaddr_in (rdma_cm stores a full storage).
+            let sin = unsafe { &*(sa as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &*(sa as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_addresses_round_trip_through_sockaddr() {
+        for text in ["192.0.2.1:20049", "[2001:db8::1]:7471", "0.0.0.0:0"] {
+            let addr: SocketAddr = text.parse().unwrap();
+            let storage = std_to_sockaddr(addr);
+            // SAFETY: storage starts with a sockaddr header.
+            let sa = unsafe { &*(&storage as *const _ as *const libc::sockaddr) };
+            assert_eq!(sockaddr_to_std(sa), Some(addr));
+        }
+    }
+}

@@ -1,0 +1,759 @@
+//! A connected RC queue pair: registration, posting, and completions.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rdma_sys::*;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::cm::CmId;
+use super::resources::{CompletionQueue, ProtectionDomain, QueuePair, Registration};
+use crate::rdma::{
+    Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, Result, SendOp,
+    SendWr, Sge, WcOpcode, WcStatus, WrId,
+};
+
+/// The `wr_id` bit that marks receive-queue requests; the low bits are a sequence number.
+const RECV_BIT: u64 = 1 << 63;
+/// Completions fetched per `ibv_poll_cq` call.
+const POLL_BATCH: usize = 32;
+/// Gather elements per send-queue request, at most.
+pub(super) const MAX_SGE: usize = 8;
+/// How long `register` waits for the window bind it posted.
+const BIND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Send-queue slots kept free for the provider's own requests (window binds).
+pub(super) const SPARE_SEND_SLOTS: u32 = 16;
+
+/// What an outstanding request is, for its completion.
+enum Kind {
+    /// A consumer request.
+    User { wr_id: WrId, opcode: WcOpcode },
+    /// The provider's window bind for `register`.
+    Bind,
+}
+
+/// The request itself, kept (with the region handles it holds) until its completion.
+// Held only for what dropping it releases (the regions), never read.
+#[allow(dead_code)]
+enum Keep {
+    Send(SendWr),
+    Recv(RecvWr),
+    Nothing,
+}
+
+/// One outstanding request; `keep` holds the regions it names until its completion.
+struct Outstanding {
+    seq: u64,
+    kind: Kind,
+    keep: Keep,
+    /// For RDMA Read: the sink length, reported as the completion's byte count.
+    len: u32,
+}
+
+struct Queues {
+    /// Reused `ibv_poll_cq` buffer.
+    wcs: Vec<ibv_wc>,
+    next_seq: u64,
+    send: VecDeque<Outstanding>,
+    recv: VecDeque<Outstanding>,
+    user_send: usize,
+    ready: VecDeque<Completion>,
+    binds: HashMap<u64, WcStatus>,
+    /// Registrations made while establishing, whose windows are bound at establishment.
+    pending_binds: Vec<(MemoryRegion, Access)>,
+}
+
+impl Queues {
+    fn new() -> Queues {
+        Queues {
+            wcs: (0..POLL_BATCH)
+                // SAFETY: ibv_wc is plain old data; all-zero is valid.
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
+            next_seq: 0,
+            send: VecDeque::new(),
+            recv: VecDeque::new(),
+            user_send: 0,
+            ready: VecDeque::new(),
+            binds: HashMap::new(),
+            pending_binds: Vec::new(),
+        }
+    }
+}
+
+/// The connection state shared with the rdma_cm event task.
+pub(super) struct State {
+    pub(super) connected: AtomicBool,
+    /// The queue pair exists but the connection is not established yet: receives may be
+    /// posted, remotely accessible registrations bind their windows at establishment.
+    pub(super) establishing: AtomicBool,
+}
+
+/// Parameters fixed when the queue pair was created.
+pub(super) struct Shape {
+    pub(super) send_depth: usize,
+    pub(super) recv_depth: usize,
+    pub(super) max_send_sge: usize,
+    /// Sends and RDMA Writes up to this length are posted inline.
+    pub(super) max_inline: usize,
+    /// The device is Soft-RoCE (rxe), whose completions need the fix-ups in [`rxe_quirks`].
+    pub(super) rxe: bool,
+}
+
+/// Fix-ups for Soft-RoCE (Linux `rdma_rxe`, checked on 6.1), applied only on rxe devices:
+///
+/// * rxe writes receive completions for user space with the *kernel's* flag value
+///   `IB_WC_WITH_INVALIDATE` (`1 << 2`), not the user-space `IBV_WC_WITH_INV` (`1 << 3`), so a
+///   Send with Invalidate is recognised by either bit (rxe never sets `IBV_WC_IP_CSUM_OK`).
+/// * rxe reports a Send longer than the posted receive buffer as `IBV_WC_LOC_QP_OP_ERR`
+///   (its `copy_data` returns `-EINVAL`, not the `-ENOSPC` that `send_data_in` maps to a length
+///   error). This provider checks every receive element before posting (lkey of this
+///   connection's domain, range inside the registration), so on a receive that status can
+///   only mean the overrun; it is reported as [`WcStatus::LocalLengthError`].
+pub(super) mod rxe_quirks {
+    /// The kernel's `IB_WC_WITH_INVALIDATE`.
+    pub(crate) const KERNEL_WITH_INVALIDATE: u32 = 1 << 2;
+}
+
+/// The verbs objects of one connection, built before it is established.
+pub(super) struct Parts {
+    pub(super) id: Arc<CmId>,
+    pub(super) pd: Arc<ProtectionDomain>,
+    pub(super) cq: Arc<CompletionQueue>,
+    pub(super) qp: QueuePair,
+    pub(super) shape: Shape,
+}
+
+/// A connection of the verbs provider: an RC queue pair with its completion queue and
+/// protection domain, created through rdma_cm.
+pub struct VerbsConnection {
+    // Field order is teardown order: the event task and queue pair go before the completion
+    // queue, the domain, and the identifier.
+    events: Option<JoinHandle<()>>,
+    qp: QueuePair,
+    queues: Mutex<Queues>,
+    cq: Arc<CompletionQueue>,
+    pd: Arc<ProtectionDomain>,
+    _id: Arc<CmId>,
+    state: Arc<State>,
+    notify: Notify,
+    shape: Shape,
+    peer_private_data: Vec<u8>,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+impl std::fmt::Debug for VerbsConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsConnection")
+            .field("local", &self.local)
+            .field("peer", &self.peer)
+            .field("connected", &self.is_connected())
+            .finish()
+    }
+}
+
+/// Maps a verbs completion status onto the contract's.
+pub(super) fn map_status(status: ibv_wc_status::Type) -> WcStatus {
+    use ibv_wc_status::*;
+    match status {
+        IBV_WC_SUCCESS => WcStatus::Success,
+        IBV_WC_WR_FLUSH_ERR => WcStatus::Flushed,
+        IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,
+        IBV_WC_LOC_PROT_ERR | IBV_WC_LOC_ACCESS_ERR | IBV_WC_MW_BIND_ERR => {
+            WcStatus::LocalProtectionError
+        }
+        IBV_WC_LOC_QP_OP_ERR => WcStatus::LocalQpOperationError,
+        IBV_WC_REM_ACCESS_ERR => WcStatus::RemoteAccessError,
+        IBV_WC_REM_OP_ERR | IBV_WC_REM_ABORT_ERR => WcStatus::RemoteOperationError,
+        IBV_WC_REM_INV_REQ_ERR | IBV_WC_REM_INV_RD_REQ_ERR => WcStatus::RemoteInvalidRequest,
+        IBV_WC_BAD_RESP_ERR => WcStatus::BadResponse,
+        IBV_WC_GENERAL_ERR | IBV_WC_FATAL_ERR => WcStatus::GeneralError,
+        other => WcStatus::Other(other),
+    }
+}
+
+/// The verbs access bits for a region with `access`: the memory region itself gets local
+/// rights only (plus `MW_BIND`); remote rights go to the window bound over it.
+pub(super) fn mr_access(access: Access) -> u32 {
+    let mut bits = 0;
+    // Remote write through a window requires local write on the region (IB spec C10-78).
+    if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
+        bits |= ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+    }
+    if access.is_remote() {
+        bits |= ibv_access_flags::IBV_ACCESS_MW_BIND.0;
+    }
+    bits
+}
+
+/// The verbs access bits of the window for `access`.
+pub(super) fn mw_access(access: Access) -> u32 {
+    let mut bits = 0;
+    if access.contains(Access::REMOTE_READ) {
+        bits |= ibv_access_flags::IBV_ACCESS_REMOTE_READ.0;
+    }
+    if access.contains(Access::REMOTE_WRITE) {
+        bits |= ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
+    }
+    bits
+}
+
+impl VerbsConnection {
+    /// Assembles a connection that is still being established (see [`Self::established`]):
+    /// receives can be posted and memory registered, nothing can be sent yet.
+    pub(super) fn new(parts: Parts, local: SocketAddr, peer: SocketAddr) -> VerbsConnection {
+        let Parts {
+            id,
+            pd,
+            cq,
+            qp,
+            shape,
+        } = parts;
+        let state = Arc::new(State {
+            connected: AtomicBool::new(false),
+            establishing: AtomicBool::new(true),
+        });
+        VerbsConnection {
+            events: None,
+            qp,
+            queues: Mutex::new(Queues::new()),
+            cq,
+            pd,
+            _id: id,
+            state,
+            notify: Notify::new(),
+            shape,
+            peer_private_data: Vec::new(),
+            local,
+            peer,
+        }
+    }
+
+    /// Marks the connection established: binds the windows of registrations made while
+    /// establishing, then starts watching rdma_cm events (the peer's disconnect).
+    pub(super) fn established(
+        &mut self,
+        peer_private_data: Vec<u8>,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Result<()> {
+        self.peer_private_data = peer_private_data;
+        self.local = local;
+        self.peer = peer;
+        self.state.connected.store(true, Ordering::SeqCst);
+        self.state.establishing.store(false, Ordering::SeqCst);
+        let pending = std::mem::take(&mut self.lock().pending_binds);
+        for (region, access) in pending {
+            let reg = region
+                .handle::<Registration>()
+                .ok_or_else(|| Error::InvalidWorkRequest("foreign registration".into()))?;
+            self.bind(
+                reg,
+                region.as_mut_ptr(),
+                region.len(),
+                access,
+                region.rkey(),
+            )?;
+        }
+        self.events = Some(tokio::spawn(watch_events(
+            self._id.clone(),
+            self.state.clone(),
+        )));
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The scatter/gather element for `sge`, checking that its region is ours.
+    fn sge(&self, sge: &Sge) -> Result<ibv_sge> {
+        let reg = sge.mr.handle::<Registration>().ok_or_else(|| {
+            Error::InvalidWorkRequest("the region was not registered by the verbs provider".into())
+        })?;
+        if reg.pd() != self.pd.raw() {
+            return Err(Error::InvalidWorkRequest(
+                "the region belongs to another connection's protection domain".into(),
+            ));
+        }
+        sge.mr.checked_range(sge.offset, sge.len)?;
+        let length = u32::try_from(sge.len)
+            .map_err(|_| Error::InvalidWorkRequest("an element longer than 4 GiB".into()))?;
+        Ok(ibv_sge {
+            addr: sge.mr.as_mut_ptr() as u64 + sge.offset as u64,
+            length,
+            lkey: reg.lkey(),
+        })
+    }
+
+    /// Drains the completion queue into the ready list; returns how many were consumed.
+    fn drain(&self, q: &mut Queues) -> usize {
+        let mut wcs = std::mem::take(&mut q.wcs);
+        let mut total = 0;
+        while let Ok(n) = self.cq.poll(&mut wcs) {
+            for wc in &wcs[..n] {
+                self.complete(q, wc);
+            }
+            total += n;
+            if n < POLL_BATCH {
+                break;
+            }
+        }
+        q.wcs = wcs;
+        if total > 0 {
+            self.notify.notify_waiters();
+        }
+        total
+    }
+
+    /// Turns one work completion into a contract completion (or a bind result).
+    fn complete(&self, q: &mut Queues, wc: &ibv_wc) {
+        let is_recv = wc.wr_id & RECV_BIT != 0;
+        let seq = wc.wr_id & !RECV_BIT;
+        let ring = if is_recv { &mut q.recv } else { &mut q.send };
+        // Completions of one queue arrive in posting order, so this is the front entry.
+        let Some(pos) = ring.iter().position(|o| o.seq == seq) else {
+            return;
+        };
+        let Some(entry) = ring.remove(pos) else {
+            return;
+        };
+        let mut status = map_status(wc.status);
+        if self.shape.rxe && is_recv && wc.status == ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+            status = WcStatus::LocalLengthError;
+        }
+        if status != WcStatus::Success {
+            // Any error completion means the queue pair is in the error state.
+            self.state.connected.store(false, Ordering::SeqCst);
+        }
+        match entry.kind {
+            Kind::Bind => {
+                q.binds.insert(seq, status);
+            }
+            Kind::User { wr_id, opcode } => {
+                if !is_recv {
+                    q.user_send -= 1;
+                }
+                let mut c = Completion::new(wr_id, opcode, status);
+                if status == WcStatus::Success {
+                    match opcode {
+                        WcOpcode::Recv => {
+                            c = c.with_byte_len(wc.byte_len);
+                            let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
+                            if self.shape.rxe {
+                                inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
+                            }
+                            if wc.wc_flags & inv != 0 {
+                                // SAFETY: WITH_INV says the union holds the invalidated rkey.
+                                let rkey =
+                                    unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
+                                c = c.with_invalidated_rkey(rkey);
+                            }
+                        }
+                        WcOpcode::RdmaRead => c = c.with_byte_len(entry.len),
+                        _ => {}
+                    }
+                }
+                q.ready.push_back(c);
+            }
+        }
+        drop(entry.keep);
+    }
+
+    /// Posts `wr` to the send queue while `q` is locked, recording it as `kind`.
+    ///
+    /// # Safety
+    /// Every address in `wr` must point into a live registration of this connection that is
+    /// kept alive (through `keep`) until the request completes; the hardware reads or writes it
+    /// asynchronously.
+    unsafe fn post_send_locked(
+        &self,
+        q: &mut Queues,
+        wr: &mut ibv_send_wr,
+        kind: Kind,
+        keep: Keep,
+        len: u32,
+    ) -> Result<u64> {
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        wr.wr_id = seq;
+        wr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: the caller guarantees the memory; the queue pair is live; the lock
+        // serialises posting so completions match the ring order.
+        let rc = unsafe { ibv_post_send(self.qp.raw(), wr, &mut bad) };
+        if rc != 0 {
+            return Err(post_error(rc, "send", self.shape.send_depth));
+        }
+        q.send.push_back(Outstanding {
+            seq,
+            kind,
+            keep,
+            len,
+        });
+        Ok(seq)
+    }
+
+    /// Binds `reg`'s window over `addr..addr + len` with the new key `rkey` and waits for the
+    /// bind to complete.
+    fn bind(
+        &self,
+        reg: &Registration,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+        rkey: u32,
+    ) -> Result<()> {
+        let mw = reg.mw();
+        // SAFETY: all-zero is a valid starting point.
+        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
+        wr.bind_mw_tso_union.bind_mw = bind_mw_t {
+            mw,
+            rkey,
+            bind_info: ibv_mw_bind_info {
+                mr: reg.mr(),
+                addr: addr as u64,
+                length: len as u64,
+                mw_access_flags: mw_access(access),
+            },
+        };
+        let seq = {
+            let mut q = self.lock();
+            if !self.is_connected() {
+                return Err(Error::Closed);
+            }
+            // SAFETY: the bind names no local memory through a scatter list; the registration
+            // it binds over outlives the window (the window is deallocated first).
+            unsafe { self.post_send_locked(&mut q, &mut wr, Kind::Bind, Keep::Nothing, 0)? }
+        };
+        let deadline = Instant::now() + BIND_TIMEOUT;
+        loop {
+            {
+                let mut q = self.lock();
+                self.drain(&mut q);
+                if let Some(status) = q.binds.remove(&seq) {
+                    return match status {
+                        WcStatus::Success => Ok(()),
+                        WcStatus::Flushed => Err(Error::Closed),
+                        other => Err(Error::Io(io::Error::other(format!(
+                            "binding a memory window failed: {other}"
+                        )))),
+                    };
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the memory window bind did not complete",
+                )));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Waits until completions may have arrived: a completion-channel event, or another task
+    /// having drained completions into the ready list (`notified` was registered before the
+    /// caller last looked, so no drain in between is missed).
+    async fn wait(&self, notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) {
+        tokio::select! {
+            _ = notified => {}
+            r = self.cq.wait_event() => {
+                if r.is_err() {
+                    // The channel failed; fall back to a short sleep so polling continues.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Translates a non-zero `ibv_post_*` return code.
+/// `ENOMEM` means the device's work queue is full (`queue` of `depth` requests).
+fn post_error(rc: i32, queue: &'static str, depth: usize) -> Error {
+    match rc {
+        libc::ENOMEM => Error::QueueFull { queue, depth },
+        rc if rc > 0 => Error::Io(io::Error::from_raw_os_error(rc)),
+        _ => Error::Io(io::Error::last_os_error()),
+    }
+}
+
+/// Watches the connection's rdma_cm events: when the peer disconnects (or the device goes
+/// away), moves the queue pair to the error state so outstanding work is flushed.
+async fn watch_events(id: Arc<CmId>, state: Arc<State>) {
+    loop {
+        let Ok(event) = id.channel().next_event().await else {
+            return;
+        };
+        match event.kind {
+            rdma_cm_event_type::RDMA_CM_EVENT_DISCONNECTED
+            | rdma_cm_event_type::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                state.connected.store(false, Ordering::SeqCst);
+                // SAFETY: the identifier is live (we hold an Arc). Answering the peer's
+                // disconnect moves our queue pair to the error state, flushing it.
+                unsafe { rdma_disconnect(id.raw()) };
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Connection for VerbsConnection {
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
+        if buf.is_empty() {
+            return Err(Error::InvalidWorkRequest(
+                "cannot register an empty buffer".into(),
+            ));
+        }
+        // While establishing, the send queue cannot take the window bind yet: the key is
+        // chosen now and the bind posted at establishment, before the peer can learn the key.
+        let defer = self.state.establishing.load(Ordering::SeqCst);
+        let region = MemoryRegion::register_with(buf, access, |addr, len| {
+            // SAFETY: MemoryRegion keeps the buffer in place until the handle (this
+            // registration) is dropped, which happens before the buffer is freed.
+            let mut reg = unsafe { Registration::new(&self.pd, addr, len, mr_access(access))? };
+            let rkey = if access.is_remote() {
+                let mw = reg.alloc_window()?;
+                // SAFETY: `mw` was just allocated. A type-2 window gets a new key per bind.
+                let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
+                if !defer {
+                    self.bind(&reg, addr, len, access, rkey)?;
+                }
+                rkey
+            } else {
+                reg.rkey()
+            };
+            let keys = RegionKeys {
+                lkey: reg.lkey(),
+                rkey,
+                addr: addr as u64,
+            };
+            Ok((keys, reg))
+        })?;
+        if defer && access.is_remote() {
+            self.lock().pending_binds.push((region.clone(), access));
+        }
+        Ok(region)
+    }
+
+    fn post_recv(&self, wr: RecvWr) -> Result<()> {
+        let mut sge = self.sge(&wr.sge)?;
+        if !wr.sge.mr.access().contains(Access::LOCAL_WRITE) {
+            return Err(Error::InvalidWorkRequest(
+                "a receive buffer needs local write access".into(),
+            ));
+        }
+        let mut q = self.lock();
+        if !self.is_connected() && !self.state.establishing.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        if q.recv.len() >= self.shape.recv_depth {
+            return Err(Error::QueueFull {
+                queue: "receive",
+                depth: self.shape.recv_depth,
+            });
+        }
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        // SAFETY: all-zero is a valid starting point.
+        let mut rwr: ibv_recv_wr = unsafe { std::mem::zeroed() };
+        rwr.wr_id = seq | RECV_BIT;
+        rwr.sg_list = &mut sge;
+        rwr.num_sge = 1;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: the element points into a live registration of this domain, which the ring
+        // entry keeps alive until the receive completes.
+        let rc = unsafe { ibv_post_recv(self.qp.raw(), &mut rwr, &mut bad) };
+        if rc != 0 {
+            return Err(post_error(rc, "receive", self.shape.recv_depth));
+        }
+        q.recv.push_back(Outstanding {
+            seq,
+            kind: Kind::User {
+                wr_id: wr.wr_id,
+                opcode: WcOpcode::Recv,
+            },
+            keep: Keep::Recv(wr),
+            len: 0,
+        });
+        Ok(())
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<()> {
+        // SAFETY: all-zero is a valid starting point.
+        let mut swr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        // SAFETY: ibv_sge is plain old data; all-zero is valid.
+        let mut sges: [ibv_sge; MAX_SGE] = unsafe { std::mem::zeroed() };
+        let mut n = 0;
+        let max = self.shape.max_send_sge.min(MAX_SGE);
+        let mut add = |sge: &Sge| -> Result<()> {
+            if n == max {
+                return Err(Error::InvalidWorkRequest(format!(
+                    "more than {max} gather elements"
+                )));
+            }
+            sges[n] = self.sge(sge)?;
+            n += 1;
+            Ok(())
+        };
+        let mut len = 0;
+        let opcode = match &wr.op {
+            SendOp::Send {
+                sg,
+                solicited,
+                invalidate,
+            } => {
+                for s in sg {
+                    add(s)?;
+                }
+                if *solicited {
+                    swr.send_flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
+                }
+                if let Some(rkey) = invalidate {
+                    swr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
+                    swr.imm_data_invalidated_rkey_union.invalidated_rkey = *rkey;
+                } else {
+                    swr.opcode = ibv_wr_opcode::IBV_WR_SEND;
+                }
+                WcOpcode::Send
+            }
+            SendOp::RdmaWrite { sg, remote } => {
+                for s in sg {
+                    add(s)?;
+                }
+                swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+                swr.wr.rdma = rdma_t {
+                    remote_addr: remote.addr,
+                    rkey: remote.rkey,
+                };
+                WcOpcode::RdmaWrite
+            }
+            SendOp::RdmaRead { sink, remote } => {
+                if !sink.mr.access().contains(Access::LOCAL_WRITE) {
+                    return Err(Error::InvalidWorkRequest(
+                        "an RDMA Read sink needs local write access".into(),
+                    ));
+                }
+                add(sink)?;
+                len = sink.len as u32;
+                swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
+                swr.wr.rdma = rdma_t {
+                    remote_addr: remote.addr,
+                    rkey: remote.rkey,
+                };
+                WcOpcode::RdmaRead
+            }
+            SendOp::LocalInvalidate { rkey } => {
+                swr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
+                swr.imm_data_invalidated_rkey_union.invalidated_rkey = *rkey;
+                WcOpcode::LocalInvalidate
+            }
+        };
+        let payload = wr.byte_len();
+        if matches!(opcode, WcOpcode::Send | WcOpcode::RdmaWrite)
+            && payload > 0
+            && payload <= self.shape.max_inline as u64
+        {
+            // The device copies the bytes at post time; the regions need not stay alive, but
+            // `keep` holds them anyway, as for every request.
+            swr.send_flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        if n > 0 {
+            swr.sg_list = sges.as_mut_ptr();
+            swr.num_sge = n as i32;
+        }
+        let mut q = self.lock();
+        if self.state.establishing.load(Ordering::SeqCst) {
+            return Err(Error::InvalidWorkRequest(
+                "nothing can be sent before the connection is established".into(),
+            ));
+        }
+        if !self.is_connected() {
+            return Err(Error::Closed);
+        }
+        if q.user_send >= self.shape.send_depth {
+            return Err(Error::QueueFull {
+                queue: "send",
+                depth: self.shape.send_depth,
+            });
+        }
+        let kind = Kind::User {
+            wr_id: wr.wr_id,
+            opcode,
+        };
+        // SAFETY: every element was checked to lie inside a registration of this domain, and
+        // the request (holding those regions) is kept until the completion is delivered.
+        unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? };
+        q.user_send += 1;
+        Ok(())
+    }
+
+    async fn poll_completion(&self) -> Completion {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(c) = self.try_completion() {
+                return c;
+            }
+            // Arm, then look again: a completion that arrived before arming raises no event.
+            let _ = self.cq.arm();
+            if let Some(c) = self.try_completion() {
+                return c;
+            }
+            self.wait(notified).await;
+        }
+    }
+
+    fn try_completion(&self) -> Option<Completion> {
+        let mut q = self.lock();
+        if let Some(c) = q.ready.pop_front() {
+            return Some(c);
+        }
+        self.drain(&mut q);
+        q.ready.pop_front()
+    }
+
+    fn peer_private_data(&self) -> &[u8] {
+        &self.peer_private_data
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn is_connected(&self) -> bool {
+        self.state.connected.load(Ordering::SeqCst)
+    }
+
+    async fn disconnect(&self) -> Result<()> {
+        // Hold the queue lock so no post races with the transition.
+        let _q = self.lock();
+        if self.state.connected.swap(false, Ordering::SeqCst) {
+            self.qp.disconnect()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for VerbsConnection {
+    fn drop(&mut self) {
+        if let Some(events) = &self.events {
+            events.abort();
+        }
+        if self.state.connected.swap(false, Ordering::SeqCst) {
+            // Flush outstanding work and tell the peer; errors only mean it already went.
+            let _ = self.qp.disconnect();
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! The verbs provider: real RDMA hardware or Soft-RoCE through libibverbs and rdma_cm
+//! (feature `verbs`, on `rdma-sys`).
+//!
+//! * Connections are made with rdma_cm in the reliable-connected port space (`RDMA_PS_TCP`),
+//!   carrying the contract's private data in the CM messages (see [`private_data`] for the
+//!   one-byte length framing and the limits).
+//! * Each connection owns a protection domain, a completion queue whose completion channel is
+//!   driven by tokio's `AsyncFd` (every event is consumed until `EAGAIN`, every completion of a
+//!   batch is kept), and an RC queue pair. Ownership mirrors the verbs object tree: each object
+//!   holds an `Arc` of its parent and destroys itself in `Drop`.
+//! * Remotely accessible registrations advertise the rkey of a type-2 memory window bound over
+//!   the memory region, so a peer's Send with Invalidate and a local invalidate revoke it (a
+//!   plain user memory region cannot be invalidated).
+//! * Registering remotely accessible memory posts the window bind and waits for its completion
+//!   (microseconds on rxe; the caller's thread spins meanwhile), so the returned rkey is usable
+//!   at once. [`live_registrations`] and [`live_objects`] count what is alive, for leak checks.
+//! * Receive completions never report `solicited`: `ibv_wc` carries no such flag (verbs only
+//!   offers solicited-only CQ notification).
+//! * `connect_with`/`accept_with` run their setup on the queue pair before `rdma_connect` /
+//!   `rdma_accept`, so receives are in place for the peer's first Send; a remotely accessible
+//!   registration made there gets its key at once and its window bound at establishment (a
+//!   bind is a send-queue operation). Besides, a Send that reaches a queue pair before its
+//!   receive is posted draws a "receiver not ready" NAK and is retried without limit
+//!   (`rnr_retry_count` 7), so it is never lost.
+//! * Where no RDMA device exists, [`Provider::connect`] and [`Provider::listen`] fail at once
+//!   with a [`VerbsError::NoDevice`] (wrapped in [`Error::Provider`]); see [`is_no_device`].
+//!
+//! `tests/vm/run provider` runs the conformance suite against this provider on Soft-RoCE in a
+//! QEMU guest.
+
+mod cm;
+mod conn;
+pub mod private_data;
+mod resources;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdma_sys::*;
+
+use self::cm::{std_to_sockaddr, CmEvent, CmId, EventChannel};
+use self::conn::{Parts, Shape, SPARE_SEND_SLOTS};
+use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair};
+use crate::rdma::{ConnectParams, ConnectRequest, Error, Listener, Provider, Result};
+
+pub use self::conn::VerbsConnection;
+
+/// rdma_cm address and route resolution timeout.
+const RESOLVE_TIMEOUT_MS: i32 = 2000;
+/// How long connection establishment may take before it is abandoned.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Sends and RDMA Writes up to this many bytes are posted inline (copied into the work
+/// request, as perftest does for small messages); the device may grant less.
+const MAX_INLINE: u32 = 128;
+/// Gather elements per send-queue request.
+const MAX_SEND_SGE: u32 = conn::MAX_SGE as u32;
+/// IB CM REJ status for a rejection by the consumer (IBTA spec, table 112:
+/// "Consumer Reject"), as reported by `RDMA_CM_EVENT_REJECTED`.
+const IB_CM_REJ_CONSUMER_DEFINED: i32 = 28;
+
+/// Failures specific to the verbs provider (carried in [`Error::Provider`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerbsError {
+    /// libibverbs lists no RDMA device, or the kernel has no rdma_cm.
+    #[error("no RDMA device: {0} (load a driver, e.g. `modprobe rdma_rxe` and `rdma link add rxe0 type rxe netdev IFACE`, or use the `soft` provider)")]
+    NoDevice(String),
+}
+
+/// True when `err` is the verbs provider's "no RDMA device" error.
+pub fn is_no_device(err: &Error) -> bool {
+    matches!(err, Error::Provider(e) if matches!(e.downcast_ref::<VerbsError>(), Some(VerbsError::NoDevice(_))))
+}
+
+fn no_device(why: impl Into<String>) -> Error {
+    Error::Provider(Box::new(VerbsError::NoDevice(why.into())))
+}
+
+/// The number of live memory registrations and memory windows made by this provider in this
+/// process (for leak checks: it returns to its old value once every region is dropped).
+pub fn live_registrations() -> usize {
+    resources::LIVE_REGISTRATIONS.load(Ordering::SeqCst)
+}
+
+/// The number of live rdma_cm and verbs objects other than registrations (event channels,
+/// identifiers, protection domains, completion queues, queue pairs) of this provider in this
+/// process, for leak checks.
+pub fn live_objects() -> usize {
+    resources::LIVE_OBJECTS
+        .iter()
+        .map(|n| n.load(Ordering::SeqCst))
+        .sum()
+}
+
+/// [`live_objects`] by kind, for diagnostics.
+#[cfg(test)]
+fn live_objects_by_kind() -> String {
+    use resources::Object::*;
+    [
+        EventChannel,
+        CmId,
+        ProtectionDomain,
+        CompletionQueue,
+        QueuePair,
+    ]
+    .iter()
+    .map(|&k| {
+        format!(
+            "{k:?} {}",
+            resources::LIVE_OBJECTS[k as usize].load(Ordering::SeqCst)
+        )
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// The RDMA devices libibverbs sees, by name.
+pub fn device_names() -> Vec<String> {
+    let mut n = 0;
+    // SAFETY: returns an array of `n` device pointers (or null), freed below.
+    let list = unsafe { ibv_get_device_list(&mut n) };
+    if list.is_null() {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for i in 0..n.max(0) as usize {
+        // SAFETY: `i < n`; names are NUL-terminated strings owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name(*list.add(i))) };
+        names.push(name.to_string_lossy().into_owned());
+    }
+    // SAFETY: the list came from ibv_get_device_list and is not used afterwards.
+    unsafe { ibv_free_device_list(list) };
+    names
+}
+
+/// Fails with [`VerbsError::NoDevice`] unless libibverbs lists a device.
+fn ensure_device() -> Result<()> {
+    if device_names().is_empty() {
+        return Err(no_device("libibverbs lists no devices"));
+    }
+    Ok(())
+}
+
+/// Opens an event channel, reporting a missing rdma_cm as "no RDMA device".
+fn open_channel() -> Result<Arc<EventChannel>> {
+    EventChannel::new().map_err(|e| match e.raw_os_error() {
+        Some(libc::ENODEV) | Some(libc::ENOENT) | Some(libc::ENXIO) => {
+            no_device(format!("cannot open the rdma_cm device: {e}"))
+        }
+        _ => Error::Io(e),
+    })
+}
+
+/// The verbs provider. Cheap to create; it holds no resources.
+#[derive(Clone, Debug, Default)]
+pub struct VerbsProvider {
+    _private: (),
+}
+
+impl VerbsProvider {
+    /// A provider on whatever RDMA device rdma_cm resolves the addresses to.
+    pub fn new() -> VerbsProvider {
+        VerbsProvider::default()
+    }
+}
+
+/// Waits for the next event on `id`'s channel, bounded by [`ESTABLISH_TIMEOUT`].
+async fn next_event(channel: &EventChannel, what: &str) -> Result<CmEvent> {
+    match tokio::time::timeout(ESTABLISH_TIMEOUT, channel.next_event()).await {
+        Ok(r) => r.map_err(Error::Io),
+        Err(_) => Err(Error::Establishment(format!(
+            "timed out waiting for {what}"
+        ))),
+    }
+}
+
+/// Waits for `want` on the channel, turning the failure events into errors.
+async fn expect_event(
+    channel: &EventChannel,
+    want: rdma_cm_event_type::Type,
+    what: &str,
+) -> Result<CmEvent> {
+    use rdma_cm_event_type::*;
+    loop {
+        let ev = next_event(channel, what).await?;
+        if ev.kind == want {
+            return Ok(ev);
+        }
+        match ev.kind {
+            RDMA_CM_EVENT_REJECTED if ev.status == IB_CM_REJ_CONSUMER_DEFINED => {
+                return Err(Error::Rejected {
+                    private_data: private_data::decode(&ev.private_data).to_vec(),
+                })
+            }
+            RDMA_CM_EVENT_REJECTED => {
+                return Err(Error::Establishment(format!(
+                    "{what}: connection refused (CM reject reason {})",
+                    ev.status
+                )))
+            }
+            RDMA_CM_EVENT_ADDR_ERROR
+            | RDMA_CM_EVENT_ROUTE_ERROR
+            | RDMA_CM_EVENT_CONNECT_ERROR
+            | RDMA_CM_EVENT_UNREACHABLE
+            | RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                let status = io::Error::from_raw_os_error(ev.status.saturating_abs());
+                if ev.kind == RDMA_CM_EVENT_ADDR_ERROR && ev.status.saturating_abs() == libc::ENODEV
+                {
+                    return Err(no_device(format!(
+                        "{what}: no RDMA device serves the address"
+                    )));
+                }
+                return Err(Error::Establishment(format!(
+                    "{what}: rdma_cm event {} ({status})",
+                    ev.kind
+                )));
+            }
+            // Stray events (e.g. for an earlier identifier) are ignored.
+            _ => {}
+        }
+    }
+}
+
+/// Protection domain, completion queue and queue pair for an identifier bound to a device.
+fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)> {
+    let limits = DeviceLimits::query(id)?;
+    let cap = limits.max_qp_wr.saturating_sub(SPARE_SEND_SLOTS).max(1);
+    let send_depth = params.send_queue_depth.clamp(1, cap);
+    let recv_depth = params.recv_queue_depth.clamp(1, limits.max_qp_wr.max(1));
+    let send_wr = send_depth + SPARE_SEND_SLOTS;
+    let cqe = (send_wr + recv_depth).min(limits.max_cqe.max(1));
+    let send_sge = MAX_SEND_SGE.min(limits.max_sge.max(1));
+    let pd = ProtectionDomain::new(id)?;
+    let cq = CompletionQueue::new(id, cqe)?;
+    let qp = QueuePair::new(id, &pd, &cq, send_wr, recv_depth, send_sge, MAX_INLINE)?;
+    let shape = Shape {
+        send_depth: send_depth as usize,
+        recv_depth: recv_depth as usize,
+        max_send_sge: send_sge as usize,
+        max_inline: qp.max_inline as usize,
+        rxe: is_rxe(id),
+    };
+    let parts = Parts {
+        id: id.clone(),
+        pd,
+        cq,
+        qp,
+        shape,
+    };
+    Ok((parts, limits))
+}
+
+/// True when the identifier's device is Soft-RoCE (`rxe*`).
+fn is_rxe(id: &CmId) -> bool {
+    let ctx = id.context();
+    // SAFETY: a bound identifier has a live context whose device name is a C string.
+    let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name((*ctx).device)) };
+    name.to_bytes().starts_with(b"rxe")
+}
+
+/// The rdma_cm connection parameters (private data already framed into `framed`).
+fn conn_param(params: &ConnectParams, limits: &DeviceLimits, framed: &[u8]) -> rdma_conn_param {
+    // SAFETY: all-zero is a valid starting point.
+    let mut p: rdma_conn_param = unsafe { std::mem::zeroed() };
+    p.private_data = framed.as_ptr().cast();
+    p.private_data_len = framed.len() as u8;
+    // IRD: RDMA Reads the peer may have outstanding here; ORD: ours at the peer.
+    p.responder_resources = params.ird.min(limits.max_qp_rd_atom).min(255) as u8;
+    p.initiator_depth = params.ord.min(limits.max_qp_init_rd_atom).min(255) as u8;
+    p.retry_count = 7;
+    // 7 = retry forever while the peer has no receive posted.
+    p.rnr_retry_count = 7;
+    p
+}
+
+fn addr_of(id: &CmId, fallback: SocketAddr) -> SocketAddr {
+    id.local_addr().unwrap_or(fallback)
+}
+
+impl Provider for VerbsProvider {
+    type Conn = VerbsConnection;
+    type Listener = VerbsListener;
+
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+
+    async fn connect(&self, addr: SocketAddr, params: ConnectParams) -> Result<VerbsConnection> {
+        self.connect_with(addr, params, |_| Ok(())).await
+    }
+
+    /// Runs `setup` on the queue pair before `rdma_connect`: receives it posts are in place for
+    /// the peer's first Send; remotely accessible registrations get their keys at once and
+    /// their windows bound right after establishment (before this returns).
+    async fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> Result<VerbsConnection>
+    where
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
+        ensure_device()?;
+        let framed = private_data::encode(&params.private_data, private_data::MAX_CONNECT)?;
+        let channel = open_channel()?;
+        let id = Arc::new(CmId::new(&channel)?);
+        let mut dst = std_to_sockaddr(addr);
+        // SAFETY: the identifier is live; `dst` is a valid socket address.
+        if unsafe {
+            rdma_resolve_addr(
+                id.raw(),
+                std::ptr::null_mut(),
+                (&mut dst as *mut libc::sockaddr_storage).cast(),
+                RESOLVE_TIMEOUT_MS,
+            )
+        } != 0
+        {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                return Err(no_device(format!("no RDMA device routes to {addr}")));
+            }
+            return Err(Error::Io(e));
+        }
+        expect_event(
+            &channel,
+            rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED,
+            "address resolution",
+        )
+        .await?;
+        // SAFETY: the address is resolved.
+        if unsafe { rdma_resolve_route(id.raw(), RESOLVE_TIMEOUT_MS) } != 0 {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        expect_event(
+            &channel,
+            rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_RESOLVED,
+            "route resolution",
+        )
+        .await?;
+        let (parts, limits) = build(&id, &params)?;
+        let mut conn = VerbsConnection::new(parts, addr_of(&id, addr), addr);
+        setup(&conn)?;
+        {
+            let mut param = conn_param(&params, &limits, &framed);
+            // SAFETY: the identifier has a queue pair; `param` points at `framed`, alive here.
+            if unsafe { rdma_connect(id.raw(), &mut param) } != 0 {
+                return Err(Error::Io(io::Error::last_os_error()));
+            }
+        }
+        let ev = expect_event(
+            &channel,
+            rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED,
+            "connection establishment",
+        )
+        .await?;
+        let peer_data = private_data::decode(&ev.private_data).to_vec();
+        let local = addr_of(&id, addr);
+        let peer = id.peer_addr().unwrap_or(addr);
+        conn.established(peer_data, local, peer)?;
+        Ok(conn)
+    }
+
+    async fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
+        ensure_device()?;
+        let channel = open_channel()?;
+        let id = CmId::new(&channel)?;
+        let mut sa = std_to_sockaddr(addr);
+        // SAFETY: the identifier is live; `sa` is a valid socket address.
+        if unsafe { rdma_bind_addr(id.raw(), (&mut sa as *mut libc::sockaddr_storage).cast()) } != 0
+        {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                return Err(no_device(format!("no RDMA device has the address {addr}")));
+            }
+            return Err(Error::Io(e));
+        }
+        // SAFETY: bound identifier.
+        if unsafe { rdma_listen(id.raw(), 128) } != 0 {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        let local = addr_of(&id, addr);
+        Ok(VerbsListener { id, local })
+    }
+}
+
+/// A listening rdma_cm identifier.
+pub struct VerbsListener {
+    id: CmId,
+    local: SocketAddr,
+}
+
+impl std::fmt::Debug for VerbsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsListener")
+            .field("local", &self.local)
+            .finish()
+    }
+}
+
+impl Listener for VerbsListener {
+    type Conn = VerbsConnection;
+    type Request = VerbsRequest;
+
+    fn local_addr(&self) -> Result<SocketAddr> {
+        Ok(self.local)
+    }
+
+    async fn next_request(&self) -> Result<VerbsRequest> {
+        loop {
+            let ev = self.id.channel().next_event().await?;
+            if ev.kind != rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
+                continue;
+            }
+            // SAFETY: a CONNECT_REQUEST hands us a new identifier on the listener's channel;
+            // the request owns it from here on.
+            let id = unsafe { CmId::adopt(ev.id, self.id.channel()) };
+            let peer = id.peer_addr().unwrap_or(self.local);
+            return Ok(VerbsRequest {
+                id: Some(id),
+                peer,
+                private_data: private_data::decode(&ev.private_data).to_vec(),
+                peer_ird: ev.responder_resources,
+                peer_ord: ev.initiator_depth,
+            });
+        }
+    }
+}
+
+/// A connection request received by a [`VerbsListener`].
+pub struct VerbsRequest {
+    id: Option<CmId>,
+    peer: SocketAddr,
+    private_data: Vec<u8>,
+    /// The requester's inbound RDMA Read depth: bounds our outbound depth.
+    peer_ird: u8,
+    /// The requester's outbound RDMA Read depth: our inbound depth need not exceed it.
+    peer_ord: u8,
+}
+
+impl std::fmt::Debug for VerbsRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsRequest")
+            .field("peer", &self.peer)
+            .field("private_data", &self.private_data)
+            .finish()
+    }
+}
+
+impl ConnectRequest for VerbsRequest {
+    type Conn = VerbsConnection;
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    async fn accept(self, params: ConnectParams) -> Result<VerbsConnection> {
+        self.accept_with(params, |_| Ok(())).await
+    }
+
+    /// Runs `setup` on the queue pair before `rdma_accept` (see
+    /// [`VerbsProvider::connect_with`](Provider::connect_with)).
+    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<VerbsConnection>
+    where
+        Self: Sized,
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
+        let framed = private_data::encode(&params.private_data, private_data::MAX_ACCEPT)?;
+        let id = self.id.take().ok_or(Error::Closed)?;
+        // The connection gets its own event channel, so its events (establishment, the peer's
+        // disconnect) never mix with the listener's.
+        let channel = open_channel()?;
+        let id = Arc::new(id.migrate(&channel)?);
+        let (parts, limits) = build(&id, &params)?;
+        let mut conn = VerbsConnection::new(parts, addr_of(&id, self.peer), self.peer);
+        setup(&conn)?;
+        {
+            let mut param = conn_param(&params, &limits, &framed);
+            // The accepting side settles the depths (rdma_cm: responder_resources at most the
+            // requester's initiator_depth, initiator_depth at most its responder_resources).
+            param.responder_resources = param.responder_resources.min(self.peer_ord);
+            param.initiator_depth = param.initiator_depth.min(self.peer_ird);
+            // SAFETY: the identifier has a queue pair; `param` points at `framed`, alive here.
+            if unsafe { rdma_accept(id.raw(), &mut param) } != 0 {
+                return Err(Error::Io(io::Error::last_os_error()));
+            }
+        }
+        expect_event(
+            &channel,
+            rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED,
+            "connection establishment",
+        )
+        .await?;
+        let local = addr_of(&id, self.peer);
+        let peer_data = std::mem::take(&mut self.private_data);
+        conn.established(peer_data, local, self.peer)?;
+        Ok(conn)
+    }
+
+    async fn reject(mut self, data: &[u8]) -> Result<()> {
+        let framed = private_data::encode(data, private_data::MAX_REJECT)?;
+        let id = self.id.take().ok_or(Error::Closed)?;
+        // SAFETY: live identifier of a pending request; `framed` outlives the call.
+        if unsafe { rdma_reject(id.raw(), framed.as_ptr().cast(), framed.len() as u8) } != 0 {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for VerbsRequest {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            // A request dropped undecided is rejected without private data.
+            // SAFETY: live identifier of a pending request.
+            unsafe { rdma_reject(id.raw(), std::ptr::null(), 0) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

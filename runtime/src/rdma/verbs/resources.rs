@@ -1,0 +1,402 @@
+//! The verbs object tree below an rdma_cm identifier: protection domain, completion channel and
+//! queue, queue pair, memory registrations and memory windows.
+//!
+//! Ownership mirrors the tree: every object holds an `Arc` of its parent and destroys itself in
+//! `Drop`, so children always go first (a registration outliving its connection keeps the
+//! protection domain and the device context alive, not the queue pair).
+
+use std::io;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use rdma_sys::*;
+
+use super::cm::{CmId, Readiness};
+
+/// Live memory registrations and memory windows of this process (see [`super::live_registrations`]).
+pub(super) static LIVE_REGISTRATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Live rdma_cm and verbs objects other than registrations (event channels, identifiers,
+/// protection domains, completion queues, queue pairs); see [`super::live_objects`].
+pub(super) static LIVE_OBJECTS: [AtomicUsize; 5] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
+/// The kinds of object counted in [`LIVE_OBJECTS`].
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Object {
+    EventChannel,
+    CmId,
+    ProtectionDomain,
+    CompletionQueue,
+    QueuePair,
+}
+
+/// Counts one more live object.
+pub(super) fn track(kind: Object) {
+    LIVE_OBJECTS[kind as usize].fetch_add(1, Ordering::SeqCst);
+}
+
+/// Counts one object fewer.
+pub(super) fn untrack(kind: Object) {
+    LIVE_OBJECTS[kind as usize].fetch_sub(1, Ordering::SeqCst);
+}
+
+fn check(rc: i32) -> io::Result<()> {
+    // libibverbs returns the errno (positive) or -1 with errno set.
+    match rc {
+        0 => Ok(()),
+        rc if rc > 0 => Err(io::Error::from_raw_os_error(rc)),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// What the device allows, clamped to what this provider asks for.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct DeviceLimits {
+    pub(super) max_qp_wr: u32,
+    pub(super) max_sge: u32,
+    pub(super) max_cqe: u32,
+    pub(super) max_qp_rd_atom: u32,
+    pub(super) max_qp_init_rd_atom: u32,
+}
+
+impl DeviceLimits {
+    pub(super) fn query(id: &CmId) -> io::Result<DeviceLimits> {
+        // SAFETY: all-zero is a valid ibv_device_attr to be filled in.
+        let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the identifier is bound to a device (address resolved or request received).
+        check(unsafe { ibv_query_device(id.context(), &mut attr) })?;
+        let pos = |v: i32| v.max(0) as u32;
+        Ok(DeviceLimits {
+            max_qp_wr: pos(attr.max_qp_wr),
+            max_sge: pos(attr.max_sge),
+            max_cqe: pos(attr.max_cqe),
+            max_qp_rd_atom: pos(attr.max_qp_rd_atom),
+            max_qp_init_rd_atom: pos(attr.max_qp_init_rd_atom),
+        })
+    }
+}
+
+/// A protection domain (`ibv_alloc_pd`) on the identifier's device.
+pub(super) struct ProtectionDomain {
+    raw: *mut ibv_pd,
+    _id: Arc<CmId>,
+}
+
+// SAFETY: verbs objects are thread-safe in libibverbs.
+unsafe impl Send for ProtectionDomain {}
+// SAFETY: as above.
+unsafe impl Sync for ProtectionDomain {}
+
+impl ProtectionDomain {
+    pub(super) fn new(id: &Arc<CmId>) -> io::Result<Arc<ProtectionDomain>> {
+        // SAFETY: the identifier's context is live while the identifier is.
+        let raw = unsafe { ibv_alloc_pd(id.context()) };
+        if raw.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        track(Object::ProtectionDomain);
+        Ok(Arc::new(ProtectionDomain {
+            raw,
+            _id: id.clone(),
+        }))
+    }
+
+    pub(super) fn raw(&self) -> *mut ibv_pd {
+        self.raw
+    }
+}
+
+impl Drop for ProtectionDomain {
+    fn drop(&mut self) {
+        // SAFETY: every registration, window and queue pair in the domain holds an Arc of it.
+        unsafe { ibv_dealloc_pd(self.raw) };
+        untrack(Object::ProtectionDomain);
+    }
+}
+
+/// A completion queue with its own completion channel, whose descriptor is driven by tokio.
+pub(super) struct CompletionQueue {
+    channel: *mut ibv_comp_channel,
+    raw: *mut ibv_cq,
+    readiness: Readiness,
+    _id: Arc<CmId>,
+}
+
+// SAFETY: verbs objects are thread-safe in libibverbs.
+unsafe impl Send for CompletionQueue {}
+// SAFETY: as above.
+unsafe impl Sync for CompletionQueue {}
+
+impl CompletionQueue {
+    pub(super) fn new(id: &Arc<CmId>, entries: u32) -> io::Result<Arc<CompletionQueue>> {
+        // SAFETY: the identifier's context is live.
+        let channel = unsafe { ibv_create_comp_channel(id.context()) };
+        if channel.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: context and channel are live.
+        let raw =
+            unsafe { ibv_create_cq(id.context(), entries as i32, ptr::null_mut(), channel, 0) };
+        if raw.is_null() {
+            let e = io::Error::last_os_error();
+            // SAFETY: no queue uses the channel.
+            unsafe { ibv_destroy_comp_channel(channel) };
+            return Err(e);
+        }
+        // SAFETY: channel is live.
+        let readiness = match Readiness::new(unsafe { (*channel).fd }) {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: both were just created and are unused.
+                unsafe {
+                    ibv_destroy_cq(raw);
+                    ibv_destroy_comp_channel(channel);
+                }
+                return Err(e);
+            }
+        };
+        track(Object::CompletionQueue);
+        Ok(Arc::new(CompletionQueue {
+            channel,
+            raw,
+            readiness,
+            _id: id.clone(),
+        }))
+    }
+
+    pub(super) fn raw(&self) -> *mut ibv_cq {
+        self.raw
+    }
+
+    /// Asks for an event on the next completion (`ibv_req_notify_cq`).
+    pub(super) fn arm(&self) -> io::Result<()> {
+        // SAFETY: the queue is live.
+        check(unsafe { ibv_req_notify_cq(self.raw, 0) })
+    }
+
+    /// Polls up to `wcs.len()` completions; returns how many were written.
+    pub(super) fn poll(&self, wcs: &mut [ibv_wc]) -> io::Result<usize> {
+        // SAFETY: `wcs` has room for the requested number of entries.
+        let n = unsafe { ibv_poll_cq(self.raw, wcs.len() as i32, wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
+        }
+        Ok(n as usize)
+    }
+
+    /// Waits until the channel reports at least one event, then consumes (and acknowledges)
+    /// every pending event until `EAGAIN`.
+    pub(super) async fn wait_event(&self) -> io::Result<()> {
+        self.readiness
+            .read_with(|| {
+                let mut got = 0u32;
+                loop {
+                    let mut cq = ptr::null_mut();
+                    let mut ctx = ptr::null_mut();
+                    // SAFETY: the channel is live and non-blocking.
+                    if unsafe { ibv_get_cq_event(self.channel, &mut cq, &mut ctx) } != 0 {
+                        let e = io::Error::last_os_error();
+                        if e.kind() == io::ErrorKind::WouldBlock && got > 0 {
+                            return Ok(());
+                        }
+                        return Err(e);
+                    }
+                    // SAFETY: the event belongs to our queue (the only one on this channel).
+                    unsafe { ibv_ack_cq_events(cq, 1) };
+                    got += 1;
+                }
+            })
+            .await
+    }
+}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        self.readiness.release();
+        // SAFETY: the queue pair using this queue holds an Arc of it and is gone; every event
+        // was acknowledged in wait_event.
+        unsafe {
+            ibv_destroy_cq(self.raw);
+            ibv_destroy_comp_channel(self.channel);
+        }
+        untrack(Object::CompletionQueue);
+    }
+}
+
+/// A reliable-connected queue pair created through rdma_cm (`rdma_create_qp`).
+pub(super) struct QueuePair {
+    raw: *mut ibv_qp,
+    /// The inline data the queue pair accepts per request (what the device granted).
+    pub(super) max_inline: u32,
+    id: Arc<CmId>,
+    _pd: Arc<ProtectionDomain>,
+    _cq: Arc<CompletionQueue>,
+}
+
+// SAFETY: verbs objects are thread-safe in libibverbs.
+unsafe impl Send for QueuePair {}
+// SAFETY: as above.
+unsafe impl Sync for QueuePair {}
+
+impl QueuePair {
+    pub(super) fn new(
+        id: &Arc<CmId>,
+        pd: &Arc<ProtectionDomain>,
+        cq: &Arc<CompletionQueue>,
+        send_wr: u32,
+        recv_wr: u32,
+        send_sge: u32,
+        max_inline: u32,
+    ) -> io::Result<QueuePair> {
+        // SAFETY: all-zero is a valid starting point for the attributes.
+        let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        attr.send_cq = cq.raw();
+        attr.recv_cq = cq.raw();
+        attr.qp_type = ibv_qp_type::IBV_QPT_RC;
+        // Every request this provider posts is signaled; the flag is set per request.
+        attr.sq_sig_all = 0;
+        attr.cap.max_send_wr = send_wr;
+        attr.cap.max_recv_wr = recv_wr;
+        attr.cap.max_send_sge = send_sge;
+        attr.cap.max_recv_sge = 1;
+        attr.cap.max_inline_data = max_inline;
+        // SAFETY: identifier, domain and queue are live and on the same device.
+        if let Err(e) = check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) }) {
+            if max_inline == 0 {
+                return Err(e);
+            }
+            // Some devices take no inline data at all: try again without.
+            attr.cap.max_inline_data = 0;
+            // SAFETY: as above.
+            check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) })?;
+        }
+        // SAFETY: rdma_create_qp stored the queue pair in the identifier.
+        let raw = unsafe { (*id.raw()).qp };
+        track(Object::QueuePair);
+        Ok(QueuePair {
+            raw,
+            max_inline: attr.cap.max_inline_data,
+            id: id.clone(),
+            _pd: pd.clone(),
+            _cq: cq.clone(),
+        })
+    }
+
+    pub(super) fn raw(&self) -> *mut ibv_qp {
+        self.raw
+    }
+
+    /// Moves the queue pair to the error state through rdma_cm (`rdma_disconnect`), which
+    /// flushes every outstanding request.
+    pub(super) fn disconnect(&self) -> io::Result<()> {
+        // SAFETY: the identifier is live.
+        check(unsafe { rdma_disconnect(self.id.raw()) })
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // SAFETY: the identifier outlives this (we hold an Arc); nothing posts any more.
+        unsafe { rdma_destroy_qp(self.id.raw()) };
+        untrack(Object::QueuePair);
+    }
+}
+
+/// One memory registration (`ibv_reg_mr`) and, for remotely accessible memory, the type-2
+/// memory window bound over it whose rkey is advertised (so that the peer's Send with
+/// Invalidate, or a local invalidate, can revoke it).
+pub(super) struct Registration {
+    mr: *mut ibv_mr,
+    mw: *mut ibv_mw,
+    pd: Arc<ProtectionDomain>,
+}
+
+// SAFETY: verbs objects are thread-safe in libibverbs.
+unsafe impl Send for Registration {}
+// SAFETY: as above.
+unsafe impl Sync for Registration {}
+
+impl Registration {
+    /// Registers `len` bytes at `addr` with `access` (`IBV_ACCESS_*` bits).
+    ///
+    /// # Safety
+    /// `addr..addr + len` must stay allocated and in place until the registration is dropped.
+    pub(super) unsafe fn new(
+        pd: &Arc<ProtectionDomain>,
+        addr: *mut u8,
+        len: usize,
+        access: u32,
+    ) -> io::Result<Registration> {
+        // SAFETY: the caller guarantees the range; the domain is live.
+        let mr = unsafe { ibv_reg_mr(pd.raw(), addr.cast(), len, access as i32) };
+        if mr.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
+        Ok(Registration {
+            mr,
+            mw: ptr::null_mut(),
+            pd: pd.clone(),
+        })
+    }
+
+    /// Allocates the type-2 memory window to bind over this registration.
+    pub(super) fn alloc_window(&mut self) -> io::Result<*mut ibv_mw> {
+        // SAFETY: the domain is live.
+        let mw = unsafe { ibv_alloc_mw(self.pd.raw(), ibv_mw_type::IBV_MW_TYPE_2) };
+        match mw {
+            Some(mw) if !mw.is_null() => {
+                LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
+                self.mw = mw;
+                Ok(mw)
+            }
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// The memory window (null unless [`Self::alloc_window`] succeeded).
+    pub(super) fn mw(&self) -> *mut ibv_mw {
+        self.mw
+    }
+
+    pub(super) fn mr(&self) -> *mut ibv_mr {
+        self.mr
+    }
+
+    pub(super) fn lkey(&self) -> u32 {
+        // SAFETY: the registration is live.
+        unsafe { (*self.mr).lkey }
+    }
+
+    pub(super) fn rkey(&self) -> u32 {
+        // SAFETY: the registration is live.
+        unsafe { (*self.mr).rkey }
+    }
+
+    /// The protection domain the registration belongs to.
+    pub(super) fn pd(&self) -> *mut ibv_pd {
+        self.pd.raw()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // SAFETY: the window (bound over the region) goes first, then the region; no work
+        // request names them any more (requests hold the MemoryRegion until completion).
+        unsafe {
+            if !self.mw.is_null() {
+                ibv_dealloc_mw(self.mw);
+                LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
+            }
+            ibv_dereg_mr(self.mr);
+        }
+        LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
+    }
+}

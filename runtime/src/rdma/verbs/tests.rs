@@ -1,0 +1,226 @@
+//! Tests of the verbs provider.
+//!
+//! Without an RDMA device (the development machine, CI) they check the "no RDMA device" errors.
+//! With `RPCRDMA_VERBS_ADDR` set to the address of an RDMA-capable interface (the Soft-RoCE
+//! guest of `tests/vm/run provider`) they run the whole provider conformance suite and check
+//! that no registration leaks.
+
+use std::net::SocketAddr;
+
+use super::*;
+use crate::rdma::{Access, Connection, RecvWr, SendWr, Sge};
+
+/// The rdma_cm address to test on, when the environment provides one.
+fn test_addr() -> Option<SocketAddr> {
+    let text = std::env::var("RPCRDMA_VERBS_ADDR").ok()?;
+    let ip: std::net::IpAddr = text
+        .parse()
+        .unwrap_or_else(|e| panic!("RPCRDMA_VERBS_ADDR={text:?}: {e}"));
+    Some(SocketAddr::new(ip, 0))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn without_a_device_connect_and_listen_fail_clearly() {
+    if test_addr().is_some() || !device_names().is_empty() {
+        // A device exists: the conformance test below covers this machine.
+        assert!(!device_names().is_empty() || test_addr().is_some());
+        return;
+    }
+    let rt = runtime();
+    let provider = VerbsProvider::new();
+    let addr: SocketAddr = "192.0.2.1:20049".parse().unwrap();
+    let err = rt
+        .block_on(provider.connect(addr, ConnectParams::new()))
+        .unwrap_err();
+    assert!(is_no_device(&err), "connect: {err}");
+    assert!(err.to_string().contains("no RDMA device"), "{err}");
+    let err = rt.block_on(provider.listen(addr)).unwrap_err();
+    assert!(is_no_device(&err), "listen: {err}");
+}
+
+#[test]
+fn status_and_access_mapping() {
+    use crate::rdma::WcStatus;
+    assert_eq!(
+        conn::map_status(ibv_wc_status::IBV_WC_SUCCESS),
+        WcStatus::Success
+    );
+    assert_eq!(
+        conn::map_status(ibv_wc_status::IBV_WC_WR_FLUSH_ERR),
+        WcStatus::Flushed
+    );
+    assert_eq!(
+        conn::map_status(ibv_wc_status::IBV_WC_REM_ACCESS_ERR),
+        WcStatus::RemoteAccessError
+    );
+    assert_eq!(
+        conn::map_status(ibv_wc_status::IBV_WC_REM_INV_REQ_ERR),
+        WcStatus::RemoteInvalidRequest
+    );
+    assert_eq!(
+        conn::map_status(ibv_wc_status::IBV_WC_LOC_LEN_ERR),
+        WcStatus::LocalLengthError
+    );
+    assert_eq!(conn::map_status(99), WcStatus::Other(99));
+    // Remote rights live on the window, never on the region's own rkey.
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    assert_eq!(
+        conn::mr_access(rw) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
+        0
+    );
+    assert_ne!(
+        conn::mr_access(rw) & ibv_access_flags::IBV_ACCESS_MW_BIND.0,
+        0
+    );
+    assert_ne!(
+        conn::mw_access(rw) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
+        0
+    );
+    assert_eq!(conn::mw_access(Access::LOCAL_WRITE), 0);
+    // Remote write needs local write on the region underneath.
+    assert_ne!(
+        conn::mr_access(Access::REMOTE_WRITE) & ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0,
+        0
+    );
+}
+
+/// A small registered message on `conn`.
+#[cfg(feature = "conformance")]
+fn hello_of(conn: &VerbsConnection) -> crate::rdma::MemoryRegion {
+    conn.register(vec![1; 8], Access::NONE).unwrap()
+}
+
+#[cfg(feature = "conformance")]
+#[test]
+fn conformance_on_a_real_device() {
+    use crate::rdma::conformance::{run_all, Harness};
+
+    let Some(addr) = test_addr() else {
+        // No device to test on here: the test above checks the error path instead.
+        assert!(std::env::var_os("RPCRDMA_VERBS_ADDR").is_none());
+        return;
+    };
+    let rt = runtime();
+    let before = live_registrations();
+    let objects_before = live_objects();
+    let report = rt.block_on(async {
+        let harness = Harness::new(VerbsProvider::new(), addr);
+        run_all(&harness).await
+    });
+    print!("{report}");
+    assert!(
+        report.passed(),
+        "the verbs provider failed conformance:\n{report}"
+    );
+
+    // Registrations outlive nothing: after a connection with a remotely accessible region
+    // (a window bound over a region) and a local one is dropped, the count is back.
+    rt.block_on(async {
+        let provider = VerbsProvider::new();
+        let listener = provider.listen(addr).await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let (client, server) = tokio::join!(
+            provider.connect(at, ConnectParams::new()),
+            listener.accept(ConnectParams::new())
+        );
+        let (client, server) = (client.unwrap(), server.unwrap());
+        let a = server
+            .register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let b = client.register(vec![1; 4096], Access::NONE).unwrap();
+        assert_eq!(live_registrations(), before + 3, "region + window + region");
+        assert_ne!(a.rkey(), a.lkey(), "the advertised rkey is the window's");
+        drop((a, b));
+
+        // A Send that arrives before its receive is posted is not lost: the responder answers
+        // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit).
+        let note = server.register(vec![7; 32], Access::NONE).unwrap();
+        server
+            .post_send(SendWr::send(1, vec![Sge::whole(&note)]))
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let rbuf = client.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        client.post_recv(RecvWr::new(2, Sge::whole(&rbuf))).unwrap();
+        let c = tokio::time::timeout(std::time::Duration::from_secs(30), client.poll_completion())
+            .await
+            .expect("the late receive completes");
+        assert!(c.is_success() && c.byte_len == 32, "{c:?}");
+        assert_eq!(rbuf.to_vec(0..32).unwrap(), vec![7; 32]);
+        let c = server.poll_completion().await;
+        assert!(c.is_success(), "{c:?}");
+        drop((note, rbuf));
+        client.disconnect().await.unwrap();
+        drop((client, server, listener));
+
+        // connect_with/accept_with: a receive and a remotely writable region set up before
+        // establishment; the server sends at once, the client writes into the region.
+        let listener = provider.listen(addr).await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let (mut client_rbuf, mut server_regions) = (None, None);
+        let (client, server) = tokio::join!(
+            provider.connect_with(at, ConnectParams::new(), |c: &VerbsConnection| {
+                let r = c.register(vec![0; 64], Access::LOCAL_WRITE)?;
+                c.post_recv(RecvWr::new(9, Sge::whole(&r)))?;
+                client_rbuf = Some(r);
+                Ok(())
+            }),
+            listener.accept_with(ConnectParams::new(), |c: &VerbsConnection| {
+                let target = c.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+                let r = c.register(vec![0; 64], Access::LOCAL_WRITE)?;
+                c.post_recv(RecvWr::new(1, Sge::whole(&r)))?;
+                server_regions = Some((target, r));
+                Ok(())
+            })
+        );
+        let (client, server) = (client.unwrap(), server.unwrap());
+        let (client_rbuf, (target, server_rbuf)) = (client_rbuf.unwrap(), server_regions.unwrap());
+        let hello = server.register(vec![5; 16], Access::NONE).unwrap();
+        server
+            .post_send(SendWr::send(2, vec![Sge::whole(&hello)]))
+            .unwrap();
+        let c = client.poll_completion().await;
+        assert!(c.is_success() && c.wr_id == 9 && c.byte_len == 16, "{c:?}");
+        let data = client.register(vec![3; 64], Access::NONE).unwrap();
+        let remote = crate::rdma::RemoteAddr::new(target.rkey(), target.addr());
+        client
+            .post_send(SendWr::write(3, vec![Sge::whole(&data)], remote))
+            .unwrap();
+        client
+            .post_send(SendWr::send(4, vec![Sge::whole(&hello_of(&client))]))
+            .unwrap();
+        for id in [3, 4] {
+            let c = client.poll_completion().await;
+            assert!(c.is_success() && c.wr_id == id, "{c:?}");
+        }
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let c = server.poll_completion().await;
+            assert!(c.is_success(), "{c:?}");
+            got.push(c.wr_id);
+        }
+        got.sort();
+        assert_eq!(got, vec![1, 2]);
+        assert_eq!(target.to_vec(0..64).unwrap(), vec![3; 64]);
+        drop((client_rbuf, target, server_rbuf, hello, data));
+        client.disconnect().await.unwrap();
+        drop((client, server, listener));
+    });
+    // Dropping the runtime drops the connections' (aborted) event tasks, the last holders of
+    // their rdma_cm identifiers.
+    drop(rt);
+    assert_eq!(live_registrations(), before, "registrations leaked");
+    assert_eq!(
+        live_objects(),
+        objects_before,
+        "verbs or rdma_cm objects leaked: {}",
+        live_objects_by_kind()
+    );
+}

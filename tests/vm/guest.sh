@@ -1,0 +1,170 @@
+#!/bin/bash
+# Runs inside the test guest, chrooted into the host root (read-only; /tmp and /run are tmpfs).
+# Environment: VM_MODE (smoke|provider|perf|all), VM_REPO (repository path), VM_KDIR (the unpacked
+# kernel package: its modules). Writes logs, perf.txt and its exit status to tests/vm/work/results.
+set -uo pipefail
+R="$VM_REPO/tests/vm/work/results"
+# shellcheck disable=SC1091
+[ -f "$R/plan.env" ] && . "$R/plan.env"
+ADDR=192.0.2.1
+DEV=rxe0
+failures=0
+
+note() { echo "VM: $*"; }
+# step NAME SECONDS CMD...: runs one check with a time limit, logs to results/NAME.log.
+step() {
+  local name="$1" secs="$2"
+  shift 2
+  if timeout "$secs" "$@" >"$R/$name.log" 2>&1; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name (exit $?); last lines:"
+    tail -n 20 "$R/$name.log" | sed 's/^/  | /'
+    failures=$((failures + 1))
+  fi
+}
+# pair NAME SECONDS SERVER-CMD -- CLIENT-CMD: server in the background, client after it listens.
+pair() {
+  local name="$1" secs="$2"
+  shift 2
+  local server=() client=()
+  while [ "$1" != -- ]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  timeout "$secs" "${server[@]}" >"$R/$name.server.log" 2>&1 &
+  local spid=$!
+  sleep 1
+  # The server may not be listening yet on a loaded host: retry the client while it waits.
+  local try crc=1
+  for try in 1 2 3 4; do
+    timeout "$secs" "${client[@]}" >"$R/$name.log" 2>&1
+    crc=$?
+    [ "$crc" -eq 0 ] && break
+    kill -0 "$spid" 2>/dev/null || break
+    grep -qiE "reject|refused|Unexpected CM event|Couldn't connect" "$R/$name.log" || break
+    sleep 2
+  done
+  if [ "$crc" -eq 0 ] && wait "$spid"; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name (client exit $crc, attempt $try); last lines (client, then server):"
+    tail -n 15 "$R/$name.log" | sed 's/^/  | /'
+    tail -n 15 "$R/$name.server.log" | sed 's/^/  S| /'
+    failures=$((failures + 1))
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+  fi
+}
+
+# --- Soft-RoCE on one end of a veth pair. Both processes of a test use rxe0 at 192.0.2.1; rxe
+# loops packets for its own address back internally.
+ip link set lo up
+for m in veth crc32_generic rdma_rxe ib_uverbs rdma_ucm rdma_cm; do
+  modprobe -d "$VM_KDIR" "$m" || note "modprobe $m failed"
+done
+ip link add v0 type veth peer name v1
+ip link set v0 up
+ip link set v1 up
+ip addr add "$ADDR/24" dev v0
+rdma link add "$DEV" type rxe netdev v0 || note "rdma link add failed"
+ulimit -l unlimited
+
+smoke() {
+  step ibv_devices 30 sh -c "ibv_devices | tee /dev/stderr | grep -q $DEV"
+  pair ibv_rc_pingpong 60 ibv_rc_pingpong -d "$DEV" -g 0 -n 200 -s 65536 -- \
+    ibv_rc_pingpong -d "$DEV" -g 0 -n 200 -s 65536 "$ADDR"
+  pair rping 60 rping -s -a "$ADDR" -C 10 -- rping -c -a "$ADDR" -C 10 -v
+}
+
+provider() {
+  if [ -z "${VM_TEST_BINS:-}" ]; then
+    echo "FAIL provider: no test binaries were built (is the verbs feature there?)"
+    failures=$((failures + 1))
+    return
+  fi
+  local b i=0
+  for b in $VM_TEST_BINS; do
+    i=$((i + 1))
+    # RPCRDMA_VERBS_ADDR tells the conformance tests which rdma_cm address to use.
+    # Only the verbs provider's tests: the rest of the crate is tested on the host.
+    step "tests-$i-$(basename "$b")" 240 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 \
+      "$b" rdma::verbs --test-threads=1 --nocapture
+    grep -E '^test result|^test .*(ok|FAILED|ignored)$|^verbs: ' "$R/tests-$i-$(basename "$b").log" |
+      sed 's/^/TEST /'
+  done
+  if [ -n "${VM_RDMA_PING:-}" ]; then
+    # rdma-ping between two processes, one session per operation.
+    local probe
+    probe="$("$VM_RDMA_PING" --provider verbs --connect "$ADDR:1" 2>&1)"
+    if [[ "$probe" == *"not available in this build"* ]]; then
+      echo "SKIP rdma-ping: its --provider verbs hook is not wired to rpcrdma::rdma::verbs yet"
+    else
+      local port=7471 op
+      for op in send write read; do
+        pair "rdma-ping-$op" 60 "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
+          "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op "$op" --size 4096 --count 20
+        grep -- '^---' "$R/rdma-ping-$op.log" | sed 's/^/TEST /'
+        port=$((port + 1))
+      done
+    fi
+  fi
+}
+
+# Extracts a number from a perftest results line: the column after the size and iterations.
+# The median of the numbers on stdin.
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print 0}'; }
+# value KEY: the numbers recorded for KEY over the rounds, their median.
+value() { awk -v k="$1" '$1 == k {print $2}' "$R/rounds.txt" | median; }
+
+# perftest baselines and the provider's bench, interleaved over VM_PERF_ROUNDS rounds (default
+# 3; the host is shared, so single runs are noisy); medians are compared.
+perf() {
+  local rounds="${VM_PERF_ROUNDS:-3}" r log
+  : >"$R/rounds.txt"
+  pair perf-ib_send_lat-events 90 ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 -- \
+    ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 "$ADDR"
+  # ib_send_lat: "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
+  awk '$1 == 64 && NF >= 6 {print "ev_typ", $5; print "ev_avg", $6}' \
+    "$R/perf-ib_send_lat-events.log" >>"$R/rounds.txt"
+  for r in $(seq 1 "$rounds"); do
+    pair "perf-$r-ib_send_lat" 90 ib_send_lat -R -d "$DEV" -s 64 -n 2000 -- \
+      ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR"
+    awk '$1 == 64 && NF >= 6 {print "typ", $5; print "avg", $6}' \
+      "$R/perf-$r-ib_send_lat.log" >>"$R/rounds.txt"
+    pair "perf-$r-ib_write_bw" 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
+      ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR"
+    # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20)
+    awk '$1 == 1048576 && NF >= 4 {print "bw", $4}' "$R/perf-$r-ib_write_bw.log" >>"$R/rounds.txt"
+    if [ -n "${VM_BENCH:-}" ]; then
+      pair "perf-$r-verbs-bench" 180 "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
+        "$VM_BENCH" --connect "$ADDR:$((7480 + r))"
+      log="$R/perf-$r-verbs-bench.log"
+      sed -n 's/^BENCH //p' "$log" | tr ' ' '\n' | tr '=' ' ' >>"$R/rounds.txt"
+    fi
+  done
+  local typ avg ev_typ ev_avg bw bm ba cm ca wb
+  typ="$(value typ)" avg="$(value avg)" ev_typ="$(value ev_typ)" ev_avg="$(value ev_avg)"
+  bw="$(value bw)" bm="$(value busy_median_us)" ba="$(value busy_avg_us)"
+  cm="$(value chan_median_us)" ca="$(value chan_avg_us)" wb="$(value write_mbs)"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
+  pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a"}'; }
+  {
+    echo "PERF medians of $rounds interleaved rounds (perftest, then the verbs provider, each round)"
+    echo "PERF 64 B send/recv one-way, busy poll: perftest ib_send_lat -R typical $typ us (avg $avg);" \
+      "provider median $bm us (avg $ba); ratio $(ratio "$bm" "$typ") (avg $(ratio "$ba" "$avg"))"
+    echo "PERF 64 B send/recv one-way, completion events: perftest ib_send_lat -R -e typical $ev_typ us" \
+      "(avg $ev_avg, 1 run); provider median $cm us (avg $ca); ratio $(ratio "$cm" "$ev_typ")"
+    echo "PERF 1 MiB RDMA Write: perftest ib_write_bw -R $bw MB/s; provider $wb MB/s;" \
+      "provider/perftest $(pct "$wb" "$bw")"
+  } | tee "$R/perf.txt"
+  [ -n "${VM_BENCH:-}" ] || echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
+}
+
+case "$VM_MODE" in
+smoke) smoke ;;
+provider) provider ;;
+perf) perf ;;
+all) smoke; provider; perf ;;
+esac
+note "$failures failure(s)"
+[ "$failures" -eq 0 ]
