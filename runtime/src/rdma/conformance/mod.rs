@@ -1,0 +1,239 @@
+//! The provider conformance suite, written once and run against every provider.
+//!
+//! A provider passes when every [`Case`] passes. The suite runs
+//!
+//! * from `#[test]`s: [`rdma_conformance_tests!`](crate::rdma_conformance_tests) expands to one
+//!   test per case, and
+//! * from a plain binary (e.g. inside a QEMU guest with Soft-RoCE): [`run_all`] returns a
+//!   [`Report`] that prints one line per case; [`block_on`] runs it without `#[tokio::main]`.
+//!
+//! ```ignore
+//! # #[cfg(feature = "soft")] {
+//! use rpcrdma::rdma::conformance::{block_on, run_all, Harness};
+//! use rpcrdma::rdma::soft::SoftProvider;
+//!
+//! let harness = Harness::new(SoftProvider::default(), "127.0.0.1:0".parse().unwrap());
+//! let report = block_on(run_all(&harness));
+//! print!("{report}");
+//! assert!(report.passed());
+//! # }
+//! ```
+
+mod cases;
+mod util;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+
+use super::Provider;
+
+pub use util::Failure;
+
+/// What the suite needs from a provider under test: the provider and an address to listen on.
+pub trait ProviderUnderTest: Send + Sync + 'static {
+    /// The provider type.
+    type P: Provider;
+
+    /// The provider.
+    fn provider(&self) -> &Self::P;
+
+    /// Where the passive side of each test connection listens; port 0 picks a free port.
+    /// For a verbs provider this must be an address of an RDMA-capable interface.
+    fn listen_addr(&self) -> SocketAddr;
+}
+
+/// The plain [`ProviderUnderTest`]: a provider and a listen address.
+#[derive(Debug)]
+pub struct Harness<P> {
+    /// The provider.
+    pub provider: P,
+    /// The listen address (port 0 allowed).
+    pub listen_addr: SocketAddr,
+}
+
+impl<P: Provider> Harness<P> {
+    /// A harness for `provider` listening on `listen_addr`.
+    pub fn new(provider: P, listen_addr: SocketAddr) -> Harness<P> {
+        Harness {
+            provider,
+            listen_addr,
+        }
+    }
+}
+
+impl<P: Provider> ProviderUnderTest for Harness<P> {
+    type P = P;
+    fn provider(&self) -> &P {
+        &self.provider
+    }
+    fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
+    }
+}
+
+macro_rules! cases {
+    ($($(#[$doc:meta])* $variant:ident => $func:ident,)*) => {
+        /// One conformance case.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Case {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Case {
+            /// Every case, in the order [`run_all`] runs them.
+            pub const ALL: &'static [Case] = &[$(Case::$variant,)*];
+
+            /// The case's name (also the name of its generated test).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Case::$variant => stringify!($func),)*
+                }
+            }
+        }
+
+        /// Runs one case against `put`.
+        pub async fn run_case<T: ProviderUnderTest>(put: &T, case: Case) -> Result<(), Failure> {
+            match case {
+                $(Case::$variant => cases::$func(put).await,)*
+            }
+        }
+    };
+}
+
+cases! {
+    /// Connection private data travels both ways; a rejection carries its private data.
+    PrivateData => private_data,
+    /// Sends land in posted receives in order, with their lengths, and complete in order.
+    SendRecvOrdering => send_recv_ordering,
+    /// Send with Solicited Event is delivered like a Send.
+    SolicitedSend => solicited_send,
+    /// A Send longer than the posted receive fails: local length error at the receiver, a remote
+    /// error at the sender.
+    SendTooLong => send_too_long,
+    /// RDMA Write data is visible at the target once a later Send completes there.
+    WriteThenSend => write_then_send,
+    /// RDMA Read copies the remote bytes into the local sink.
+    RdmaRead => rdma_read,
+    /// Writes and reads outside a registration, without the right, or with an unknown tag are
+    /// refused with a remote access error and write nothing.
+    AccessViolations => access_violations,
+    /// A tag invalidated locally, or remotely by Send with Invalidate, can no longer be used.
+    InvalidatedTag => invalidated_tag,
+    /// Closing with work outstanding flushes it, on both sides.
+    DisconnectFlushes => disconnect_flushes,
+    /// Hundreds of outstanding Sends, Writes and Reads (more Reads than the ORD) all complete,
+    /// in order.
+    ManyOutstanding => many_outstanding,
+}
+
+/// The outcome of one case.
+#[derive(Debug)]
+pub struct CaseResult {
+    /// The case.
+    pub case: Case,
+    /// `Ok` or why it failed.
+    pub outcome: Result<(), Failure>,
+}
+
+/// The outcome of a whole run.
+#[derive(Debug)]
+pub struct Report {
+    /// The provider's name.
+    pub provider: &'static str,
+    /// One entry per case, in run order.
+    pub results: Vec<CaseResult>,
+}
+
+impl Report {
+    /// True when every case passed.
+    pub fn passed(&self) -> bool {
+        self.results.iter().all(|r| r.outcome.is_ok())
+    }
+
+    /// The failed cases.
+    pub fn failures(&self) -> impl Iterator<Item = &CaseResult> {
+        self.results.iter().filter(|r| r.outcome.is_err())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.results {
+            match &r.outcome {
+                Ok(()) => writeln!(f, "{}: {} ... ok", self.provider, r.case.name())?,
+                Err(e) => writeln!(f, "{}: {} ... FAILED: {e}", self.provider, r.case.name())?,
+            }
+        }
+        let failed = self.failures().count();
+        writeln!(
+            f,
+            "{}: conformance {}: {} passed, {} failed",
+            self.provider,
+            if failed == 0 { "ok" } else { "FAILED" },
+            self.results.len() - failed,
+            failed
+        )
+    }
+}
+
+/// Runs every case against `put`, one after the other.
+pub async fn run_all<T: ProviderUnderTest>(put: &T) -> Report {
+    let mut results = Vec::with_capacity(Case::ALL.len());
+    for &case in Case::ALL {
+        let outcome = run_case(put, case).await;
+        results.push(CaseResult { case, outcome });
+    }
+    Report {
+        provider: put.provider().name(),
+        results,
+    }
+}
+
+/// Runs a future to completion on a fresh multi-threaded tokio runtime (for plain binaries and
+/// the generated tests).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("building a tokio runtime")
+        .block_on(future)
+}
+
+/// Expands to one `#[test]` per conformance [`Case`](crate::rdma::conformance::Case), each
+/// building its provider under test with `$make` (an expression of a type implementing
+/// [`ProviderUnderTest`](crate::rdma::conformance::ProviderUnderTest)).
+///
+/// ```ignore
+/// rpcrdma::rdma_conformance_tests!(Harness::new(SoftProvider::default(), "127.0.0.1:0".parse().unwrap()));
+/// ```
+#[macro_export]
+macro_rules! rdma_conformance_tests {
+    ($make:expr) => {
+        $crate::rdma_conformance_tests!(@case $make, private_data, PrivateData);
+        $crate::rdma_conformance_tests!(@case $make, send_recv_ordering, SendRecvOrdering);
+        $crate::rdma_conformance_tests!(@case $make, solicited_send, SolicitedSend);
+        $crate::rdma_conformance_tests!(@case $make, send_too_long, SendTooLong);
+        $crate::rdma_conformance_tests!(@case $make, write_then_send, WriteThenSend);
+        $crate::rdma_conformance_tests!(@case $make, rdma_read, RdmaRead);
+        $crate::rdma_conformance_tests!(@case $make, access_violations, AccessViolations);
+        $crate::rdma_conformance_tests!(@case $make, invalidated_tag, InvalidatedTag);
+        $crate::rdma_conformance_tests!(@case $make, disconnect_flushes, DisconnectFlushes);
+        $crate::rdma_conformance_tests!(@case $make, many_outstanding, ManyOutstanding);
+    };
+    (@case $make:expr, $name:ident, $variant:ident) => {
+        #[test]
+        fn $name() {
+            let put = $make;
+            let outcome = $crate::rdma::conformance::block_on($crate::rdma::conformance::run_case(
+                &put,
+                $crate::rdma::conformance::Case::$variant,
+            ));
+            if let Err(failure) = outcome {
+                panic!("conformance case {} failed: {failure}", stringify!($name));
+            }
+        }
+    };
+}

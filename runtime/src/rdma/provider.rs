@@ -1,0 +1,226 @@
+//! The provider traits: connection management, registration, posting, completions.
+//!
+//! They follow verbs semantics (one queue pair per [`Connection`], work requests identified by a
+//! `wr_id`, one completion per request, a completion queue polled asynchronously) so that both
+//! the software iWARP provider and a verbs provider (rdma-sys + rdma_cm) implement them directly.
+//!
+//! Posting is synchronous (like `ibv_post_send`): it validates the request, queues it, and
+//! returns. The outcome arrives later as a [`Completion`]. Every posted request yields exactly
+//! one completion, also when the connection goes down ([`WcStatus::Flushed`](super::WcStatus)).
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use super::access::Access;
+use super::completion::Completion;
+use super::error::Result;
+use super::mr::MemoryRegion;
+use super::wr::{RecvWr, SendWr};
+
+/// The largest private data every provider accepts (MPA allows 512 octets, RFC 5044 section
+/// 7.1; rdma_cm on iWARP fewer once it adds its own header, so providers may refuse less).
+pub const MAX_PRIVATE_DATA: usize = 512;
+
+/// Parameters of an active or passive connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectParams {
+    /// Private data for the peer (MPA Request/Reply private data, rdma_cm private data).
+    pub private_data: Vec<u8>,
+    /// Inbound RDMA Read queue depth: how many RDMA Reads the peer may have outstanding here.
+    pub ird: u32,
+    /// Outbound RDMA Read queue depth: how many RDMA Reads this side may have outstanding.
+    pub ord: u32,
+    /// Maximum outstanding send-queue requests.
+    pub send_queue_depth: u32,
+    /// Maximum outstanding receive-queue requests.
+    pub recv_queue_depth: u32,
+}
+
+impl Default for ConnectParams {
+    fn default() -> ConnectParams {
+        ConnectParams {
+            private_data: Vec::new(),
+            ird: 16,
+            ord: 16,
+            send_queue_depth: 1024,
+            recv_queue_depth: 1024,
+        }
+    }
+}
+
+impl ConnectParams {
+    /// Default parameters: no private data, IRD/ORD 16, queue depths 1024.
+    pub fn new() -> ConnectParams {
+        ConnectParams::default()
+    }
+
+    /// Sets the private data.
+    pub fn private_data(mut self, data: impl Into<Vec<u8>>) -> ConnectParams {
+        self.private_data = data.into();
+        self
+    }
+
+    /// Sets the inbound and outbound RDMA Read depths.
+    pub fn read_depths(mut self, ird: u32, ord: u32) -> ConnectParams {
+        self.ird = ird;
+        self.ord = ord;
+        self
+    }
+
+    /// Sets the send and receive queue depths.
+    pub fn queue_depths(mut self, send: u32, recv: u32) -> ConnectParams {
+        self.send_queue_depth = send;
+        self.recv_queue_depth = recv;
+        self
+    }
+}
+
+/// An RDMA provider: makes connections.
+pub trait Provider: Send + Sync + 'static {
+    /// A connected queue pair.
+    type Conn: Connection;
+    /// A passive endpoint.
+    type Listener: Listener<Conn = Self::Conn>;
+
+    /// A short name for logs ("soft", "verbs").
+    fn name(&self) -> &'static str;
+
+    /// Connects to `addr`, sending `params.private_data` with the request. Fails with
+    /// [`Error::Rejected`](super::Error::Rejected) when the peer rejects.
+    fn connect(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send;
+
+    /// Listens on `addr` (port 0 picks a free port; see [`Listener::local_addr`]).
+    fn listen(&self, addr: SocketAddr) -> impl Future<Output = Result<Self::Listener>> + Send;
+
+    /// Like [`Provider::connect`], but runs `setup` on the new connection before any data from
+    /// the peer is processed, so receives it posts there are in place for the peer's first
+    /// Send (verbs: receives posted before `rdma_connect` completes). The default runs `setup`
+    /// after `connect`, which is only race-free when the peer does not send first.
+    fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move {
+            let conn = self.connect(addr, params).await?;
+            setup(&conn)?;
+            Ok(conn)
+        }
+    }
+}
+
+/// A passive endpoint that yields connection requests.
+pub trait Listener: Send + Sync + 'static {
+    /// The connection type produced.
+    type Conn: Connection;
+    /// A pending connection request.
+    type Request: ConnectRequest<Conn = Self::Conn>;
+
+    /// The address actually bound.
+    fn local_addr(&self) -> Result<SocketAddr>;
+
+    /// Waits for the next connection request (its private data is readable before deciding).
+    fn next_request(&self) -> impl Future<Output = Result<Self::Request>> + Send;
+
+    /// Waits for the next request and accepts it with `params`.
+    fn accept(&self, params: ConnectParams) -> impl Future<Output = Result<Self::Conn>> + Send {
+        async move { self.next_request().await?.accept(params).await }
+    }
+
+    /// Waits for the next request and accepts it, running `setup` before any data from the
+    /// peer is processed (see [`ConnectRequest::accept_with`]).
+    fn accept_with<F>(
+        &self,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move { self.next_request().await?.accept_with(params, setup).await }
+    }
+}
+
+/// A connection request received by a [`Listener`], to accept or reject.
+pub trait ConnectRequest: Send + 'static {
+    /// The connection type produced.
+    type Conn: Connection;
+
+    /// The address of the requesting peer.
+    fn peer_addr(&self) -> SocketAddr;
+
+    /// The private data that came with the request.
+    fn private_data(&self) -> &[u8];
+
+    /// Accepts, sending `params.private_data` back.
+    fn accept(self, params: ConnectParams) -> impl Future<Output = Result<Self::Conn>> + Send;
+
+    /// Rejects, sending `private_data` back.
+    fn reject(self, private_data: &[u8]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Accepts, running `setup` on the connection before any data from the peer is processed,
+    /// so receives posted there are in place for the peer's first Send (verbs: receives
+    /// posted before `rdma_accept`). The default runs `setup` after `accept`, which is only
+    /// race-free when the peer does not send first.
+    fn accept_with<F>(
+        self,
+        params: ConnectParams,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        Self: Sized,
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        async move {
+            let conn = self.accept(params).await?;
+            setup(&conn)?;
+            Ok(conn)
+        }
+    }
+}
+
+/// A connected queue pair with its completion queue and its registrations.
+///
+/// All methods take `&self`; share a connection between tasks with an `Arc`.
+pub trait Connection: Send + Sync + 'static {
+    /// Registers `buf` with `access` for use on this connection (verbs: in its protection
+    /// domain). The registration lives until the last clone of the region is dropped.
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion>;
+
+    /// Posts a receive buffer for one incoming Send.
+    fn post_recv(&self, wr: RecvWr) -> Result<()>;
+
+    /// Posts a send-queue request (Send, RDMA Write, RDMA Read, local invalidate).
+    fn post_send(&self, wr: SendWr) -> Result<()>;
+
+    /// Waits for the next completion of either queue.
+    fn poll_completion(&self) -> impl Future<Output = Completion> + Send;
+
+    /// The next completion if one is ready now.
+    fn try_completion(&self) -> Option<Completion>;
+
+    /// The private data the peer sent while connecting (its request or its reply).
+    fn peer_private_data(&self) -> &[u8];
+
+    /// The local address of the connection.
+    fn local_addr(&self) -> SocketAddr;
+
+    /// The peer's address.
+    fn peer_addr(&self) -> SocketAddr;
+
+    /// True until the connection is closed or enters the error state.
+    fn is_connected(&self) -> bool;
+
+    /// Closes the connection. Outstanding and later-posted requests complete with
+    /// [`WcStatus::Flushed`](super::WcStatus::Flushed); completions stay pollable.
+    fn disconnect(&self) -> impl Future<Output = Result<()>> + Send;
+}

@@ -1,0 +1,189 @@
+//! The thin tokio driver: moves bytes between a TCP stream and a [`Core`], and wakes
+//! completion pollers. Two tasks per connection: receive (socket -> core, with direct
+//! placement of tagged payloads into registered memory) and transmit (core -> socket).
+
+use std::io;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::core::{Core, State};
+use super::tap::{ConnTap, Direction};
+use crate::rdma::Completion;
+
+/// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers).
+const RX_BUF: usize = 256 * 1024;
+
+/// State shared by a connection handle and its driver tasks.
+pub(crate) struct Shared {
+    core: Mutex<Core>,
+    tx_notify: Notify,
+    cq_notify: Notify,
+    tap: Option<ConnTap>,
+}
+
+impl Shared {
+    pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
+        Arc::new(Shared {
+            core: Mutex::new(core),
+            tx_notify: Notify::new(),
+            cq_notify: Notify::new(),
+            tap,
+        })
+    }
+
+    /// Locks the core (a poisoned lock is still usable: the core never panics mid-update by
+    /// design, and a panic elsewhere must not wedge the connection).
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes whoever may have work after a core update.
+    pub(crate) fn kick(&self) {
+        self.tx_notify.notify_one();
+        self.cq_notify.notify_waiters();
+    }
+
+    pub(crate) async fn next_completion(&self) -> Completion {
+        loop {
+            let mut notified = pin!(self.cq_notify.notified());
+            notified.as_mut().enable();
+            if let Some(c) = self.core().poll_completion() {
+                return c;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Starts the driver tasks; returns (receive task, transmit task).
+pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, JoinHandle<()>) {
+    let (rd, wr) = stream.into_split();
+    let rx = tokio::spawn(rx_loop(shared.clone(), rd));
+    let tx = tokio::spawn(tx_loop(shared, wr));
+    (rx, tx)
+}
+
+async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
+    let mut buf = vec![0u8; RX_BUF];
+    let (mut start, mut end) = (0usize, 0usize);
+    loop {
+        // Direct placement: the payload of a tagged segment goes from the socket straight
+        // into the registered memory, under the region's lock, without a bounce buffer.
+        if start == end {
+            let direct = shared
+                .core()
+                .direct_placement()
+                .filter(|d| d.remaining > 0)
+                .cloned();
+            if let Some(d) = direct {
+                if let Err(e) = rd.readable().await {
+                    tracing::debug!(error = %e, "receive failed");
+                    shared.core().peer_closed();
+                    shared.kick();
+                    break;
+                }
+                let res = d
+                    .region
+                    .with_mut_slice(|s| rd.try_read(&mut s[d.offset..d.offset + d.remaining]));
+                match res {
+                    Ok(0) => {
+                        shared.core().peer_closed();
+                        shared.kick();
+                        break;
+                    }
+                    Ok(n) => {
+                        if let Some(tap) = &shared.tap {
+                            d.region.with_slice(|s| {
+                                tap.record(Direction::Received, &s[d.offset..d.offset + n])
+                            });
+                        }
+                        let mut core = shared.core();
+                        core.placed_direct(n);
+                        let kick = core.has_completions() || core.wants_transmit();
+                        drop(core);
+                        if kick {
+                            shared.kick();
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "receive failed");
+                        shared.core().peer_closed();
+                        shared.kick();
+                        break;
+                    }
+                }
+                continue;
+            }
+            start = 0;
+            end = 0;
+        } else if end == buf.len() {
+            buf.copy_within(start..end, 0);
+            end -= start;
+            start = 0;
+        }
+        let n = match rd.read(&mut buf[end..]).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(error = %e, "receive failed");
+                0
+            }
+        };
+        if n == 0 {
+            shared.core().peer_closed();
+            shared.kick();
+            break;
+        }
+        if let Some(tap) = &shared.tap {
+            tap.record(Direction::Received, &buf[end..end + n]);
+        }
+        end += n;
+        let mut core = shared.core();
+        start += core.handle_input(&buf[start..end]);
+        let established = core.state() == State::Established;
+        drop(core);
+        shared.kick();
+        if !established {
+            break;
+        }
+    }
+}
+
+async fn tx_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
+    let mut out = Vec::with_capacity(512 * 1024);
+    loop {
+        let mut notified = pin!(shared.tx_notify.notified());
+        notified.as_mut().enable();
+        out.clear();
+        let (shutdown, more) = {
+            let mut core = shared.core();
+            let shutdown = core.poll_transmit(&mut out);
+            (shutdown, core.wants_transmit())
+        };
+        shared.cq_notify.notify_waiters();
+        if !out.is_empty() {
+            if let Some(tap) = &shared.tap {
+                tap.record(Direction::Sent, &out);
+            }
+            if let Err(e) = wr.write_all(&out).await {
+                tracing::debug!(error = %e, "send failed");
+                shared.core().peer_closed();
+                shared.kick();
+                break;
+            }
+        }
+        if shutdown {
+            let _ = wr.shutdown().await;
+            break;
+        }
+        if !more {
+            notified.await;
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The software iWARP provider: RDMAP (RFC 5040) over DDP (RFC 5041) over MPA (RFC 5044,
+//! RFC 6581) over TCP.
+//!
+//! * [`wire`]: header formats (parse/emit), no state.
+//! * [`negotiate`]: the MPA startup negotiation between RDMAC and IETF RNICs
+//!   (draft-carrier-rddp-rnic-interop-00).
+//! * [`core`]: the sans-IO connection core (bytes and work requests in, bytes and
+//!   completions out).
+//! * `driver`: the tokio tasks that move bytes between a TCP stream and the core.
+//! * [`SoftProvider`]: the [`Provider`](crate::rdma::Provider) built from them.
+
+pub mod core;
+mod driver;
+pub mod negotiate;
+mod provider;
+pub mod tags;
+pub mod tap;
+pub mod wire;
+
+pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
+pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};
+pub use tap::{Direction, WireTap};

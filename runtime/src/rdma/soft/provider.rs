@@ -1,0 +1,473 @@
+//! [`SoftProvider`]: the contract's [`Provider`] on MPA/DDP/RDMAP over tokio TCP.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::core::{Core, CoreConfig, State};
+use super::driver::{self, Shared};
+use super::negotiate::{MpaConfig, Negotiated, ReadDepths, Refusal};
+use super::tags::TagTable;
+use super::tap::{ConnTap, Direction, WireTap};
+use super::wire::mpa::{
+    FrameKind, Framing, StartupFrame, ENHANCED_LEN, MAX_PRIVATE_DATA, STARTUP_HEADER_LEN,
+};
+use crate::rdma::{
+    Access, Completion, ConnectParams, ConnectRequest, Connection, Error, Listener, MemoryRegion,
+    Provider, RecvWr, Result, SendWr,
+};
+
+/// Settings of the software provider.
+#[derive(Clone)]
+pub struct SoftConfig {
+    /// MPA flavour, marker and CRC preferences, revision.
+    pub mpa: MpaConfig,
+    /// Largest DDP segment sent and accepted (MULPDU, RFC 5044 section 4.2), at most 65535.
+    pub mulpdu: usize,
+    /// Limit for the MPA startup exchange.
+    pub handshake_timeout: Duration,
+    /// Sees every byte of every connection (capture files, tests).
+    pub tap: Option<Arc<dyn WireTap>>,
+    /// Complete Sends and RDMA Writes once the peer confirmed them, so that a refusal shows
+    /// in their completions as on verbs (see [`CoreConfig::confirm`]).
+    pub confirm_completions: bool,
+}
+
+impl Default for SoftConfig {
+    fn default() -> SoftConfig {
+        SoftConfig {
+            mpa: MpaConfig::default(),
+            mulpdu: 16384,
+            handshake_timeout: Duration::from_secs(10),
+            tap: None,
+            confirm_completions: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for SoftConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SoftConfig")
+            .field("mpa", &self.mpa)
+            .field("mulpdu", &self.mulpdu)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("tap", &self.tap.is_some())
+            .field("confirm_completions", &self.confirm_completions)
+            .finish()
+    }
+}
+
+/// The software iWARP provider.
+#[derive(Clone, Debug, Default)]
+pub struct SoftProvider {
+    config: SoftConfig,
+}
+
+impl SoftProvider {
+    /// A provider with `config`.
+    pub fn new(config: SoftConfig) -> SoftProvider {
+        SoftProvider { config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SoftConfig {
+        &self.config
+    }
+}
+
+fn ulp_limit(config: &SoftConfig) -> usize {
+    if config.mpa.revision() >= 2 {
+        MAX_PRIVATE_DATA - ENHANCED_LEN
+    } else {
+        MAX_PRIVATE_DATA
+    }
+}
+
+fn check_private_data(config: &SoftConfig, pd: &[u8]) -> Result<()> {
+    let max = ulp_limit(config);
+    if pd.len() > max {
+        return Err(Error::PrivateDataTooLong { len: pd.len(), max });
+    }
+    Ok(())
+}
+
+fn depths(params: &ConnectParams) -> ReadDepths {
+    ReadDepths {
+        ird: params.ird.min(0x3fff) as u16,
+        ord: params.ord.min(0x3fff) as u16,
+    }
+}
+
+async fn read_frame(stream: &mut TcpStream, kind: FrameKind) -> Result<StartupFrame> {
+    let mut head = [0u8; STARTUP_HEADER_LEN];
+    stream.read_exact(&mut head).await?;
+    let (mut frame, pd_len) =
+        StartupFrame::parse_header(kind, &head).map_err(|e| Error::Establishment(e.to_string()))?;
+    let mut pd = vec![0u8; pd_len];
+    stream.read_exact(&mut pd).await?;
+    frame.private_data = pd;
+    Ok(frame)
+}
+
+async fn write_frame(
+    stream: &mut TcpStream,
+    frame: &StartupFrame,
+    tap: Option<&ConnTap>,
+) -> Result<()> {
+    let mut out = Vec::with_capacity(frame.len());
+    frame.emit(&mut out);
+    if let Some(tap) = tap {
+        tap.record(Direction::Sent, &out);
+    }
+    stream.write_all(&out).await?;
+    Ok(())
+}
+
+fn record_frame(tap: Option<&ConnTap>, frame: &StartupFrame) {
+    if let Some(tap) = tap {
+        let mut out = Vec::with_capacity(frame.len());
+        frame.emit(&mut out);
+        tap.record(Direction::Received, &out);
+    }
+}
+
+fn conn_tap(config: &SoftConfig, stream: &TcpStream) -> Option<ConnTap> {
+    let tap = config.tap.clone()?;
+    Some(ConnTap {
+        tap,
+        local: stream.local_addr().ok()?,
+        peer: stream.peer_addr().ok()?,
+    })
+}
+
+fn refusal_error(r: Refusal) -> Error {
+    match r {
+        Refusal::Rejected { private_data } => Error::Rejected { private_data },
+        other => Error::Establishment(other.to_string()),
+    }
+}
+
+impl Provider for SoftProvider {
+    type Conn = SoftConnection;
+    type Listener = SoftListener;
+
+    fn name(&self) -> &'static str {
+        "soft"
+    }
+
+    async fn connect(&self, addr: SocketAddr, params: ConnectParams) -> Result<SoftConnection> {
+        self.connect_with(addr, params, |_| Ok(())).await
+    }
+
+    async fn connect_with<F>(
+        &self,
+        addr: SocketAddr,
+        params: ConnectParams,
+        setup: F,
+    ) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
+        check_private_data(&self.config, &params.private_data)?;
+        let config = self.config.clone();
+        let work = async move {
+            let mut stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let tap = conn_tap(&config, &stream);
+            let request = config.mpa.request(&params.private_data, depths(&params));
+            write_frame(&mut stream, &request, tap.as_ref()).await?;
+            let reply = read_frame(&mut stream, FrameKind::Reply).await?;
+            record_frame(tap.as_ref(), &reply);
+            match config.mpa.complete(&request, &reply) {
+                Ok(negotiated) => {
+                    SoftConnection::start(stream, negotiated, &params, &config, tap, setup)
+                }
+                Err(refusal) => {
+                    let _ = stream.shutdown().await;
+                    Err(refusal_error(refusal))
+                }
+            }
+        };
+        tokio::time::timeout(self.config.handshake_timeout, work)
+            .await
+            .map_err(|_| Error::Establishment("MPA startup timed out".into()))?
+    }
+
+    async fn listen(&self, addr: SocketAddr) -> Result<SoftListener> {
+        Ok(SoftListener {
+            listener: TcpListener::bind(addr).await?,
+            config: self.config.clone(),
+        })
+    }
+}
+
+/// A listening socket of the soft provider.
+#[derive(Debug)]
+pub struct SoftListener {
+    listener: TcpListener,
+    config: SoftConfig,
+}
+
+impl Listener for SoftListener {
+    type Conn = SoftConnection;
+    type Request = SoftRequest;
+
+    fn local_addr(&self) -> Result<SocketAddr> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    async fn next_request(&self) -> Result<SoftRequest> {
+        loop {
+            let (mut stream, peer) = self.listener.accept().await?;
+            stream.set_nodelay(true)?;
+            let tap = conn_tap(&self.config, &stream);
+            let read = tokio::time::timeout(
+                self.config.handshake_timeout,
+                read_frame(&mut stream, FrameKind::Request),
+            )
+            .await;
+            match read {
+                Ok(Ok(request)) => {
+                    record_frame(tap.as_ref(), &request);
+                    return Ok(SoftRequest {
+                        stream,
+                        peer,
+                        request,
+                        config: self.config.clone(),
+                        tap,
+                    });
+                }
+                // A peer that cannot send an MPA Request does not stop the listener.
+                Ok(Err(e)) => tracing::warn!(%peer, error = %e, "bad MPA Request"),
+                Err(_) => tracing::warn!(%peer, "MPA Request timed out"),
+            }
+        }
+    }
+}
+
+/// A received MPA Request.
+pub struct SoftRequest {
+    stream: TcpStream,
+    peer: SocketAddr,
+    request: StartupFrame,
+    config: SoftConfig,
+    tap: Option<ConnTap>,
+}
+
+impl SoftRequest {
+    /// The raw MPA Request frame.
+    pub fn frame(&self) -> &StartupFrame {
+        &self.request
+    }
+
+    fn ulp_private_data(&self) -> &[u8] {
+        if self.request.revision >= 2 && self.request.private_data.len() >= ENHANCED_LEN {
+            &self.request.private_data[ENHANCED_LEN..]
+        } else {
+            &self.request.private_data
+        }
+    }
+}
+
+impl ConnectRequest for SoftRequest {
+    type Conn = SoftConnection;
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn private_data(&self) -> &[u8] {
+        self.ulp_private_data()
+    }
+
+    async fn accept(self, params: ConnectParams) -> Result<SoftConnection> {
+        self.accept_with(params, |_| Ok(())).await
+    }
+
+    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
+        check_private_data(&self.config, &params.private_data)?;
+        let (reply, outcome) =
+            self.config
+                .mpa
+                .respond(&self.request, &params.private_data, depths(&params));
+        write_frame(&mut self.stream, &reply, self.tap.as_ref()).await?;
+        match outcome {
+            Ok(negotiated) => SoftConnection::start(
+                self.stream,
+                negotiated,
+                &params,
+                &self.config,
+                self.tap,
+                setup,
+            ),
+            Err(refusal) => {
+                let _ = self.stream.shutdown().await;
+                Err(refusal_error(refusal))
+            }
+        }
+    }
+
+    async fn reject(mut self, private_data: &[u8]) -> Result<()> {
+        check_private_data(&self.config, private_data)?;
+        let reply = self.config.mpa.reject(&self.request, private_data);
+        write_frame(&mut self.stream, &reply, self.tap.as_ref()).await?;
+        let _ = self.stream.shutdown().await;
+        Ok(())
+    }
+}
+
+/// A connection of the soft provider.
+pub struct SoftConnection {
+    shared: Arc<Shared>,
+    tags: Arc<TagTable>,
+    negotiated: Negotiated,
+    local: SocketAddr,
+    peer: SocketAddr,
+    rx_task: Mutex<Option<JoinHandle<()>>>,
+    tx_task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SoftConnection {
+    /// Builds the connection, runs `setup` on it, and only then starts reading the stream.
+    fn start(
+        stream: TcpStream,
+        negotiated: Negotiated,
+        params: &ConnectParams,
+        config: &SoftConfig,
+        tap: Option<ConnTap>,
+        setup: impl FnOnce(&SoftConnection) -> Result<()>,
+    ) -> Result<SoftConnection> {
+        let local = stream.local_addr()?;
+        let peer = stream.peer_addr()?;
+        let peer_ird = negotiated
+            .peer_enhanced
+            .map(|e| e.ird as u32)
+            .filter(|&ird| ird > 0)
+            .unwrap_or(params.ord);
+        let cfg = CoreConfig {
+            version: negotiated.version,
+            tx: Framing {
+                markers: negotiated.tx_markers,
+                crc: negotiated.crc,
+            },
+            rx: Framing {
+                markers: negotiated.rx_markers,
+                crc: negotiated.crc,
+            },
+            mulpdu: config.mulpdu.clamp(64, u16::MAX as usize),
+            sq_depth: params.send_queue_depth.max(1) as usize,
+            rq_depth: params.recv_queue_depth.max(1) as usize,
+            ord: params.ord.min(peer_ird).max(1) as usize,
+            ird: params.ird.max(1) as usize,
+            confirm: config.confirm_completions,
+        };
+        tracing::debug!(?negotiated, "MPA Full Operation");
+        let tags = Arc::new(TagTable::default());
+        let shared = Shared::new(Core::new(cfg, tags.clone()), tap);
+        let conn = SoftConnection {
+            shared: shared.clone(),
+            tags,
+            negotiated,
+            local,
+            peer,
+            rx_task: Mutex::new(None),
+            tx_task: Mutex::new(None),
+        };
+        setup(&conn)?;
+        let (rx_task, tx_task) = driver::spawn(shared, stream);
+        *conn.rx_task.lock().unwrap_or_else(|e| e.into_inner()) = Some(rx_task);
+        *conn.tx_task.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx_task);
+        Ok(conn)
+    }
+
+    /// What MPA negotiation decided: revisions, DDP/RDMAP version, markers per direction, CRC.
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
+    }
+
+    /// The Terminate this side received, if the peer terminated the connection.
+    pub fn terminate_received(&self) -> Option<super::wire::rdmap::Terminate> {
+        self.shared.core().terminate_received().cloned()
+    }
+
+    /// The Terminate this side sent, if it terminated the connection.
+    pub fn terminate_sent(&self) -> Option<super::wire::rdmap::Terminate> {
+        self.shared.core().terminate_sent().cloned()
+    }
+}
+
+impl Connection for SoftConnection {
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
+        self.tags.register(buf, access)
+    }
+
+    fn post_recv(&self, wr: RecvWr) -> Result<()> {
+        self.shared.core().post_recv(wr)
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<()> {
+        self.shared.core().post_send(wr)?;
+        self.shared.kick();
+        Ok(())
+    }
+
+    async fn poll_completion(&self) -> Completion {
+        self.shared.next_completion().await
+    }
+
+    fn try_completion(&self) -> Option<Completion> {
+        self.shared.core().poll_completion()
+    }
+
+    fn peer_private_data(&self) -> &[u8] {
+        &self.negotiated.peer_private_data
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn is_connected(&self) -> bool {
+        self.shared.core().state() == State::Established
+    }
+
+    async fn disconnect(&self) -> Result<()> {
+        self.shared.core().close();
+        self.shared.kick();
+        let task = self
+            .tx_task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SoftConnection {
+    fn drop(&mut self) {
+        self.shared.core().close();
+        self.shared.kick();
+        if let Some(task) = self
+            .rx_task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+}

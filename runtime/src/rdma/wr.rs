@@ -1,0 +1,203 @@
+//! Work requests: what a consumer posts to the send and receive queues (verbs `ibv_send_wr`,
+//! `ibv_recv_wr`; RDMAP RFC 5040 section 5 operations).
+
+use std::ops::Range;
+
+use super::error::Result;
+use super::mr::MemoryRegion;
+
+/// A caller-chosen identifier returned in the [`Completion`](super::Completion) of a request.
+pub type WrId = u64;
+
+/// A scatter/gather element: a byte range of a local registration.
+///
+/// The element holds a clone of the region, so the memory outlives the work request even if the
+/// caller drops every other handle.
+#[derive(Clone, Debug)]
+pub struct Sge {
+    /// The registration.
+    pub mr: MemoryRegion,
+    /// Offset of the first byte inside the registration.
+    pub offset: usize,
+    /// Number of bytes.
+    pub len: usize,
+}
+
+impl Sge {
+    /// A range of `mr`; fails when the range is not inside the registration.
+    pub fn new(mr: &MemoryRegion, range: Range<usize>) -> Result<Sge> {
+        let len = range.end.saturating_sub(range.start);
+        mr.checked_range(range.start, len)?;
+        Ok(Sge {
+            mr: mr.clone(),
+            offset: range.start,
+            len,
+        })
+    }
+
+    /// The whole registration.
+    pub fn whole(mr: &MemoryRegion) -> Sge {
+        Sge {
+            mr: mr.clone(),
+            offset: 0,
+            len: mr.len(),
+        }
+    }
+
+    /// The byte range inside the registration.
+    pub fn range(&self) -> Range<usize> {
+        self.offset..self.offset + self.len
+    }
+}
+
+/// A buffer of the peer, named by its steering tag: the target of an RDMA Write, the source of an
+/// RDMA Read. The length is the length of the local side of the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteAddr {
+    /// The peer's steering tag (STag / rkey).
+    pub rkey: u32,
+    /// The peer's address (tagged offset) of the first byte.
+    pub addr: u64,
+}
+
+impl RemoteAddr {
+    /// The remote buffer `rkey` at `addr`.
+    pub fn new(rkey: u32, addr: u64) -> RemoteAddr {
+        RemoteAddr { rkey, addr }
+    }
+
+    /// The address `offset` bytes further on (wrapping is refused by the peer, not here).
+    pub fn offset(self, offset: u64) -> RemoteAddr {
+        RemoteAddr {
+            rkey: self.rkey,
+            addr: self.addr.wrapping_add(offset),
+        }
+    }
+}
+
+/// The operation of a send-queue work request.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum SendOp {
+    /// RDMAP Send (RFC 5040 section 5.3): the gathered bytes land in the peer's next posted
+    /// receive. With `solicited` the peer sees a solicited event; with `invalidate` the peer
+    /// invalidates its own steering tag before the receive completes (Send with Invalidate).
+    Send {
+        /// The bytes to send, gathered in order.
+        sg: Vec<Sge>,
+        /// Send with Solicited Event.
+        solicited: bool,
+        /// Send with Invalidate: the peer's steering tag to invalidate.
+        invalidate: Option<u32>,
+    },
+    /// RDMA Write (RFC 5040 section 5.1): the gathered bytes are placed at `remote`.
+    RdmaWrite {
+        /// The bytes to write, gathered in order.
+        sg: Vec<Sge>,
+        /// The target buffer of the peer (needs remote write access there).
+        remote: RemoteAddr,
+    },
+    /// RDMA Read (RFC 5040 section 5.2): `sink.len` bytes at `remote` are copied into `sink`.
+    RdmaRead {
+        /// The local data sink (needs local write access).
+        sink: Sge,
+        /// The source buffer of the peer (needs remote read access there).
+        remote: RemoteAddr,
+    },
+    /// Local invalidate: the local steering tag `rkey` can no longer be used by the peer.
+    LocalInvalidate {
+        /// The local steering tag.
+        rkey: u32,
+    },
+}
+
+/// A send-queue work request. Every request produces exactly one completion.
+#[derive(Clone, Debug)]
+pub struct SendWr {
+    /// Returned in the completion.
+    pub wr_id: WrId,
+    /// What to do.
+    pub op: SendOp,
+}
+
+impl SendWr {
+    /// A plain Send of the gathered bytes.
+    pub fn send(wr_id: WrId, sg: Vec<Sge>) -> SendWr {
+        SendWr {
+            wr_id,
+            op: SendOp::Send {
+                sg,
+                solicited: false,
+                invalidate: None,
+            },
+        }
+    }
+
+    /// An RDMA Write of the gathered bytes to `remote`.
+    pub fn write(wr_id: WrId, sg: Vec<Sge>, remote: RemoteAddr) -> SendWr {
+        SendWr {
+            wr_id,
+            op: SendOp::RdmaWrite { sg, remote },
+        }
+    }
+
+    /// An RDMA Read of `sink.len` bytes from `remote` into `sink`.
+    pub fn read(wr_id: WrId, sink: Sge, remote: RemoteAddr) -> SendWr {
+        SendWr {
+            wr_id,
+            op: SendOp::RdmaRead { sink, remote },
+        }
+    }
+
+    /// A local invalidate of the local steering tag `rkey`.
+    pub fn local_invalidate(wr_id: WrId, rkey: u32) -> SendWr {
+        SendWr {
+            wr_id,
+            op: SendOp::LocalInvalidate { rkey },
+        }
+    }
+
+    /// Marks a Send as "with Solicited Event" (no effect on other operations).
+    pub fn solicited(mut self) -> SendWr {
+        if let SendOp::Send { solicited, .. } = &mut self.op {
+            *solicited = true;
+        }
+        self
+    }
+
+    /// Makes a Send a "Send with Invalidate" of the peer's tag `rkey` (no effect on other
+    /// operations).
+    pub fn with_invalidate(mut self, rkey: u32) -> SendWr {
+        if let SendOp::Send { invalidate, .. } = &mut self.op {
+            *invalidate = Some(rkey);
+        }
+        self
+    }
+
+    /// Total number of payload bytes the request moves.
+    pub fn byte_len(&self) -> u64 {
+        match &self.op {
+            SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => {
+                sg.iter().map(|s| s.len as u64).sum()
+            }
+            SendOp::RdmaRead { sink, .. } => sink.len as u64,
+            SendOp::LocalInvalidate { .. } => 0,
+        }
+    }
+}
+
+/// A receive-queue work request: one buffer for one incoming Send.
+#[derive(Clone, Debug)]
+pub struct RecvWr {
+    /// Returned in the completion.
+    pub wr_id: WrId,
+    /// Where the incoming message is placed (needs local write access).
+    pub sge: Sge,
+}
+
+impl RecvWr {
+    /// A receive into `sge`.
+    pub fn new(wr_id: WrId, sge: Sge) -> RecvWr {
+        RecvWr { wr_id, sge }
+    }
+}
