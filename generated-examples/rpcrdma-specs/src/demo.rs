@@ -514,7 +514,15 @@ pub async fn serve(listener: &SoftListener) -> Result<u32> {
     let mut ep = Endpoint::new(conn, recv, "responder");
     let mut handled = 0;
     while let Some(msg) = ep.recv().await? {
-        handle(&mut ep, msg).await?;
+        if let Err(e) = handle(&mut ep, msg).await {
+            // A requester may disconnect as soon as it has our reply, before our Send
+            // completes locally: that flushes the Send, and is the end of the session.
+            if ep.conn.is_connected() {
+                return Err(e);
+            }
+            println!("responder: the requester left while a reply was completing ({e})");
+            break;
+        }
         handled += 1;
     }
     println!("responder: requester disconnected after {handled} messages");
