@@ -36,7 +36,7 @@ pub const ECHO_VERS: u32 = 1;
 pub const PROC_NULL: u32 = 0;
 /// Procedure ECHO: `opaque data<>` in, the same out.
 pub const PROC_ECHO: u32 = 1;
-/// Receive buffer size on both sides: the inline threshold (section 3.3.2: 1024 bytes by default).
+/// Receive buffer size on both sides: the inline threshold (section 4.3.1: "Implementations MUST support an inline threshold of 1024 bytes").
 pub const INLINE_THRESHOLD: usize = 1024;
 /// Receives posted on each side and the credits granted (section 4.3, `rdma_credit`).
 pub const CREDITS: u32 = 8;
@@ -590,52 +590,19 @@ async fn answer(ep: &mut Endpoint, msg: Bytes) -> std::result::Result<(), Refusa
     let RpcMsgBody::Call(body) = &msg.body else {
         return Err(Refusal::Chunk("a reply where a call was expected".into()));
     };
-    let result = match (body.rpcvers, body.prog, body.vers, body.proc) {
-        (RPC_VERSION, ECHO_PROG, ECHO_VERS, PROC_NULL) => None,
-        (RPC_VERSION, ECHO_PROG, ECHO_VERS, PROC_ECHO) => {
-            let data = dec.get_ddp_opaque(Some(MAX_ECHO_SIZE as u32))?;
-            Some(data)
-        }
-        (RPC_VERSION, ECHO_PROG, ECHO_VERS, _) => {
-            return reply_plain(
-                ep,
-                &hdr,
-                accepted(msg.xid, default(AcceptStat::ProcUnavail)),
-            )
-            .await
-        }
-        (RPC_VERSION, ECHO_PROG, _, _) => {
-            let mismatch = MismatchInfo {
-                low: ECHO_VERS,
-                high: ECHO_VERS,
-            };
-            let reply = accepted(msg.xid, AcceptedReplyData::ProgMismatch(mismatch));
-            return reply_plain(ep, &hdr, reply).await;
-        }
-        (RPC_VERSION, _, _, _) => {
-            return reply_plain(
-                ep,
-                &hdr,
-                accepted(msg.xid, default(AcceptStat::ProgUnavail)),
-            )
-            .await
-        }
-        _ => {
-            let mismatch = MismatchInfo {
-                low: RPC_VERSION,
-                high: RPC_VERSION,
-            };
-            let body = ReplyBody::MsgDenied(RejectedReply::RpcMismatch(mismatch));
-            let reply = RpcMsg {
-                xid: msg.xid,
-                body: RpcMsgBody::Reply(body),
-            };
-            return reply_plain(ep, &hdr, reply).await;
+    if let Some(refused) = check_program(msg.xid, body) {
+        return reply_plain(ep, &hdr, refused).await;
+    }
+    let result = match decode_args(dec, body.proc) {
+        Ok(result) => result,
+        // Section 5.5: chunk errors get ERR_CHUNK; other argument errors RPC GARBAGE_ARGS.
+        Err(e) if e.kind().is_chunk_error() => return Err(Refusal::Chunk(e.to_string())),
+        Err(e) => {
+            println!("responder: xid={:#x} GARBAGE_ARGS: {e}", msg.xid);
+            let garbage = accepted(msg.xid, default(AcceptStat::GarbageArgs));
+            return reply_plain(ep, &hdr, garbage).await;
         }
     };
-    // Section 4.4.4.2: every Read chunk must have been consumed at its Position.
-    dec.take_chunks().map(|c| c.finish()).transpose()?;
-    dec.finish()?;
     println!(
         "responder: xid={:#x} proc {} ({} argument bytes)",
         msg.xid,
@@ -644,6 +611,46 @@ async fn answer(ep: &mut Endpoint, msg: Bytes) -> std::result::Result<(), Refusa
     );
     send_result(ep, &chunks.rdma_writes, msg.xid, result).await?;
     Ok(())
+}
+
+/// The RFC 5531 section 9 refusals: RPC_MISMATCH, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL.
+fn check_program(xid: u32, call: &CallBody) -> Option<RpcMsg> {
+    let data = if call.rpcvers != RPC_VERSION {
+        let mismatch = MismatchInfo {
+            low: RPC_VERSION,
+            high: RPC_VERSION,
+        };
+        let body = ReplyBody::MsgDenied(RejectedReply::RpcMismatch(mismatch));
+        return Some(RpcMsg {
+            xid,
+            body: RpcMsgBody::Reply(body),
+        });
+    } else if call.prog != ECHO_PROG {
+        default(AcceptStat::ProgUnavail)
+    } else if call.vers != ECHO_VERS {
+        AcceptedReplyData::ProgMismatch(MismatchInfo {
+            low: ECHO_VERS,
+            high: ECHO_VERS,
+        })
+    } else if call.proc != PROC_NULL && call.proc != PROC_ECHO {
+        default(AcceptStat::ProcUnavail)
+    } else {
+        return None;
+    };
+    Some(accepted(xid, data))
+}
+
+/// Decodes the arguments of `proc` (NULL: none; ECHO: `opaque data<>`, DDP-eligible) and checks
+/// that nothing is left over: no trailing bytes, and (section 4.4.4.2) every Read chunk was
+/// consumed at its Position.
+fn decode_args(mut dec: Decoder, proc: u32) -> xdr::Result<Option<Bytes>> {
+    let result = match proc {
+        PROC_ECHO => Some(dec.get_ddp_opaque(Some(MAX_ECHO_SIZE as u32))?),
+        _ => None,
+    };
+    dec.take_chunks().map(|c| c.finish()).transpose()?;
+    dec.finish()?;
+    Ok(result)
 }
 
 fn default(discriminant: AcceptStat) -> AcceptedReplyData {
