@@ -36,7 +36,8 @@ pub const ECHO_VERS: u32 = 1;
 pub const PROC_NULL: u32 = 0;
 /// Procedure ECHO: `opaque data<>` in, the same out.
 pub const PROC_ECHO: u32 = 1;
-/// Receive buffer size on both sides: the inline threshold (section 4.3.1: "Implementations MUST support an inline threshold of 1024 bytes").
+/// Receive buffer size on both sides: the inline threshold (section 4.3.1: "Implementations
+/// MUST support an inline threshold of 1024 bytes").
 pub const INLINE_THRESHOLD: usize = 1024;
 /// Receives posted on each side and the credits granted (section 4.3, `rdma_credit`).
 pub const CREDITS: u32 = 8;
@@ -333,8 +334,8 @@ async fn call_echo(ep: &mut Endpoint, xid: u32, size: usize) -> Result<(Duration
     call(xid, PROC_ECHO).encode(&mut enc)?;
     enc.put_ddp_opaque(&Bytes::from(pattern(size)), None)?;
     let (inline, moved) = enc.finish_with_chunks();
-    // Register each moved item for REMOTE READ. The payload has no other owner left, so
-    // `Vec::from` takes its buffer over without a copy.
+    // Register each moved item for REMOTE READ. Nothing else shares the payload any more, so
+    // `Vec::from` takes its buffer over instead of copying it.
     let mut reads = Vec::new();
     let mut sources = Vec::new();
     for item in moved {
