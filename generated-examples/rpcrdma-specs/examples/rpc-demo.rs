@@ -83,7 +83,7 @@ async fn run(args: &Args) -> demo::Result<()> {
     };
     println!(
         "--- NULL round trip {:.1} us; ECHO {} bytes round trip {:.1} us ({}); \
-         ERR_VERS probe {}; ERR_CHUNK probe {}",
+         ERR_VERS probe {}; ERR_CHUNK probe {}; PROC_UNAVAIL/GARBAGE_ARGS probe {}",
         report.null_rtt.as_secs_f64() * 1e6,
         report.size,
         report.echo_rtt.as_secs_f64() * 1e6,
@@ -94,8 +94,9 @@ async fn run(args: &Args) -> demo::Result<()> {
         },
         ok(report.err_vers_ok),
         ok(report.err_chunk_ok),
+        ok(report.rpc_refusals_ok),
     );
-    if report.verified && report.err_vers_ok && report.err_chunk_ok {
+    if report.verified && report.err_vers_ok && report.err_chunk_ok && report.rpc_refusals_ok {
         println!("verification OK");
         Ok(())
     } else {

@@ -96,6 +96,9 @@ pub struct Report {
     pub err_vers_ok: bool,
     /// The responder answered a misplaced Read chunk with RDMA_ERROR / ERR_CHUNK.
     pub err_chunk_ok: bool,
+    /// The responder answered an unknown procedure with PROC_UNAVAIL and an ECHO call without
+    /// its argument with GARBAGE_ARGS (RFC 5531 section 9).
+    pub rpc_refusals_ok: bool,
 }
 
 /// One end of the connection: the connection, its receive buffers and completions seen early.
@@ -300,6 +303,30 @@ async fn call_null(ep: &mut Endpoint, xid: u32) -> Result<Duration> {
     Ok(t0.elapsed())
 }
 
+/// Sends calls that the responder must refuse at the RPC level: an unknown procedure
+/// (PROC_UNAVAIL) and ECHO without its argument (GARBAGE_ARGS, not an RPC-over-RDMA error).
+async fn probe_rpc_refusals(ep: &mut Endpoint, xid: u32) -> Result<bool> {
+    let mut ok = true;
+    for (xid, proc, expected) in [
+        (xid, 7, AcceptStat::ProcUnavail),
+        (xid + 1, PROC_ECHO, AcceptStat::GarbageArgs),
+    ] {
+        let mut enc = Encoder::new();
+        call(xid, proc).encode(&mut enc)?;
+        ep.send(&header(xid, rdma_msg(vec![], vec![])), Some(enc.finish()))
+            .await?;
+        let (_, rpc) = expect_reply(ep, xid).await?;
+        let reply = RpcMsg::decode(&mut Decoder::new(rpc))?;
+        let got = match &reply.body {
+            RpcMsgBody::Reply(ReplyBody::MsgAccepted(a)) => Some(a.reply_data.discriminant()),
+            _ => None,
+        };
+        println!("requester: proc {proc} (no arguments) -> {got:?}");
+        ok &= got == Some(expected);
+    }
+    Ok(ok)
+}
+
 /// Receives the reply for `xid`: an RDMA_MSG, or an error for RDMA_ERROR.
 async fn expect_reply(ep: &mut Endpoint, xid: u32) -> Result<(Rpcrdma1Msg, Bytes)> {
     let msg = ep
@@ -485,6 +512,7 @@ pub async fn request(provider: &SoftProvider, addr: SocketAddr, size: usize) -> 
     let null_rtt = call_null(&mut ep, 0x1000).await?;
     let (echo_rtt, used_chunks, verified) = call_echo(&mut ep, 0x1001, size).await?;
     let (err_vers_ok, err_chunk_ok) = probe_errors(&mut ep, 0x1002).await?;
+    let rpc_refusals_ok = probe_rpc_refusals(&mut ep, 0x1004).await?;
     let _ = ep.conn.disconnect().await;
     Ok(Report {
         null_rtt,
@@ -494,6 +522,7 @@ pub async fn request(provider: &SoftProvider, addr: SocketAddr, size: usize) -> 
         verified,
         err_vers_ok,
         err_chunk_ok,
+        rpc_refusals_ok,
     })
 }
 

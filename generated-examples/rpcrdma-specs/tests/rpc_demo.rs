@@ -1,5 +1,5 @@
 //! The rpc-demo flow in-process: NULL, ECHO with and without chunks, and the responder's
-//! RDMA_ERROR answers (ERR_VERS, ERR_CHUNK).
+//! RDMA_ERROR answers (ERR_VERS, ERR_CHUNK) and RPC refusals (PROC_UNAVAIL, GARBAGE_ARGS).
 
 #[path = "../src/demo.rs"]
 #[allow(dead_code)]
