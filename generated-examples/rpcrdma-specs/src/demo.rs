@@ -102,7 +102,7 @@ pub struct Report {
 }
 
 /// One end of the connection: the connection, its receive buffers and completions seen early.
-pub struct Endpoint {
+struct Endpoint {
     conn: SoftConnection,
     recv: MemoryRegion,
     early: Vec<Completion>,
@@ -496,6 +496,9 @@ async fn probe_errors(ep: &mut Endpoint, xid: u32) -> Result<(bool, bool)> {
 
 /// Runs the requester against the responder at `addr`.
 pub async fn request(provider: &SoftProvider, addr: SocketAddr, size: usize) -> Result<Report> {
+    if size > MAX_ECHO_SIZE {
+        return fail(format!("ECHO size {size} exceeds {MAX_ECHO_SIZE} bytes"));
+    }
     let mut recv = None;
     let conn = provider
         .connect_with(addr, ConnectParams::new(), |c: &SoftConnection| {
