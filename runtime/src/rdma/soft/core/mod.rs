@@ -1,0 +1,477 @@
+//! The sans-IO connection core: RDMAP over DDP over MPA in Full Operation.
+//!
+//! Inputs: [`Core::post_send`], [`Core::post_recv`], stream bytes ([`Core::handle_input`]),
+//! [`Core::peer_closed`], [`Core::close`]. Outputs: stream bytes ([`Core::poll_transmit`]),
+//! completions ([`Core::poll_completion`]), and [`Core::state`]. No sockets, no clocks; the
+//! driver (`soft::driver`) moves bytes between these calls and a TCP stream.
+//!
+//! Every field from the wire is validated before it touches memory; an invalid segment makes
+//! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
+//! and enter the error state, which flushes all outstanding work.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::tags::TagTable;
+use super::wire::ddp::{self, Buffer, DdpHeader};
+use super::wire::mpa::{FpduReader, FpduWriter, Framing};
+use super::wire::rdmap::{Opcode, ReadRequest, TermCode, TermLayer, Terminate};
+use super::wire::WireError;
+use crate::rdma::{
+    Access, Completion, Error, MemoryRegion, RecvWr, Result, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+
+/// Stop filling the transmit buffer beyond this many bytes per call.
+const TX_BATCH: usize = 256 * 1024;
+
+/// Parameters of a core, fixed at connection establishment.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreConfig {
+    /// DDP and RDMAP version (0 RDMAC, 1 IETF).
+    pub version: u8,
+    /// Framing of the data this side sends.
+    pub tx: Framing,
+    /// Framing of the data this side receives.
+    pub rx: Framing,
+    /// Largest ULPDU (DDP segment) sent (RFC 5044 MULPDU). Any ULPDU length the 16-bit field
+    /// can carry is accepted on receive: MPA does not negotiate the peer's MULPDU.
+    pub mulpdu: usize,
+    /// Send queue depth.
+    pub sq_depth: usize,
+    /// Receive queue depth.
+    pub rq_depth: usize,
+    /// Outstanding outbound RDMA Reads.
+    pub ord: usize,
+    /// Outstanding inbound RDMA Reads accepted.
+    pub ird: usize,
+    /// Complete Sends and RDMA Writes only once the peer has processed them (confirmed by a
+    /// later RDMA Read Response, sending a zero-length RDMA Read as a probe when needed), so
+    /// a refusal by the peer shows up in the request's own completion, as on verbs. Without
+    /// it they complete when handed to TCP (RFC 5040 section 5) and a refusal only
+    /// terminates the connection.
+    pub confirm: bool,
+}
+
+/// Connection state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Full Operation.
+    Established,
+    /// Closed in an orderly way (locally or by the peer).
+    Closed,
+    /// Terminated after an error (sent or received Terminate, bad stream).
+    Error,
+}
+
+/// An error found in an incoming segment: the Terminate to send and the local effect.
+#[derive(Debug)]
+struct Fault {
+    code: TermCode,
+    /// Length and header of the offending DDP segment (D flag).
+    ddp: Option<(u16, Vec<u8>)>,
+    /// The offending RDMA Read Request header (R flag).
+    rdmap: Option<Vec<u8>>,
+    /// Status for the receive being filled, if the error concerns it.
+    recv_status: Option<WcStatus>,
+}
+
+impl Fault {
+    fn new(code: TermCode) -> Fault {
+        Fault {
+            code,
+            ddp: None,
+            rdmap: None,
+            recv_status: None,
+        }
+    }
+}
+
+impl From<WireError> for Fault {
+    fn from(e: WireError) -> Fault {
+        Fault::new(e.terminate())
+    }
+}
+
+struct Inflight {
+    wr_id: u64,
+    opcode: WcOpcode,
+    byte_len: u32,
+    status: Option<WcStatus>,
+    /// Fully handed to TCP, waiting for confirmation.
+    emitted: Option<Emitted>,
+}
+
+/// What identifies an emitted request in a Terminate's copy of the offending header.
+#[derive(Clone, Copy)]
+enum Emitted {
+    Send { msn: u32 },
+    Write { stag: u32, to: u64, len: u64 },
+}
+
+struct TxJob {
+    seq: u64,
+    wr: SendWr,
+    msn: u32,
+    sent: usize,
+    total: usize,
+}
+
+struct PendingRead {
+    /// The user's request, or `None` for a confirmation probe.
+    seq: Option<u64>,
+    /// Emitted requests with a lower sequence number are confirmed by this read's response.
+    confirms_upto: u64,
+    sink: Option<Sge>,
+    sink_stag: u32,
+    sink_to: u64,
+    size: usize,
+    received: usize,
+}
+
+struct InboundRead {
+    source: Option<MemoryRegion>,
+    src_off: usize,
+    sink_stag: u32,
+    sink_to: u64,
+    size: usize,
+    sent: usize,
+}
+
+struct CurRecv {
+    wr: RecvWr,
+    placed: usize,
+}
+
+/// Where the payload of the FPDU being received goes when the driver places it straight from
+/// the socket (tagged segments without CRC and markers).
+#[derive(Debug, Clone)]
+pub struct DirectPlacement {
+    /// Target registration.
+    pub region: MemoryRegion,
+    /// Offset of the first byte.
+    pub offset: usize,
+    /// Payload bytes still to read from the stream.
+    pub remaining: usize,
+    /// Pad bytes after the payload.
+    pub pad: usize,
+}
+
+/// The connection core. See the module documentation for the call contract.
+pub struct Core {
+    cfg: CoreConfig,
+    tags: Arc<TagTable>,
+    writer: FpduWriter,
+    reader: FpduReader,
+    state: State,
+    sq: VecDeque<SendWr>,
+    cur_tx: Option<TxJob>,
+    inflight: VecDeque<Inflight>,
+    inflight_base: u64,
+    pending_reads: VecDeque<PendingRead>,
+    inbound_reads: VecDeque<InboundRead>,
+    tx_msn: [u32; 3],
+    rx_msn: [u32; 3],
+    rq: VecDeque<RecvWr>,
+    cur_recv: Option<CurRecv>,
+    cq: VecDeque<Completion>,
+    out_urgent: Vec<u8>,
+    terminate_received: Option<Terminate>,
+    terminate_sent: Option<Terminate>,
+    direct: Option<DirectState>,
+    scratch: Vec<u8>,
+    unconfirmed: usize,
+}
+
+/// Progress of a direct placement.
+struct DirectState {
+    place: DirectPlacement,
+    last: bool,
+    read_response: bool,
+}
+
+impl Core {
+    /// A core in Full Operation.
+    pub fn new(cfg: CoreConfig, tags: Arc<TagTable>) -> Core {
+        Core {
+            writer: FpduWriter::new(cfg.tx),
+            reader: FpduReader::new(cfg.rx, u16::MAX as usize),
+            cfg,
+            tags,
+            state: State::Established,
+            sq: VecDeque::new(),
+            cur_tx: None,
+            inflight: VecDeque::new(),
+            inflight_base: 0,
+            pending_reads: VecDeque::new(),
+            inbound_reads: VecDeque::new(),
+            // RFC 5041 section 5.1: the MSN of each queue starts at 1.
+            tx_msn: [1; 3],
+            rx_msn: [1; 3],
+            rq: VecDeque::new(),
+            cur_recv: None,
+            cq: VecDeque::new(),
+            out_urgent: Vec::new(),
+            terminate_received: None,
+            terminate_sent: None,
+            direct: None,
+            scratch: Vec::new(),
+            unconfirmed: 0,
+        }
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The Terminate received from the peer, if any.
+    pub fn terminate_received(&self) -> Option<&Terminate> {
+        self.terminate_received.as_ref()
+    }
+
+    /// The Terminate sent to the peer, if any.
+    pub fn terminate_sent(&self) -> Option<&Terminate> {
+        self.terminate_sent.as_ref()
+    }
+
+    fn check_sge(&self, sge: &Sge, need: Access) -> Result<()> {
+        if !self.tags.owns(&sge.mr) {
+            return Err(Error::InvalidWorkRequest(
+                "the region was registered on another connection".into(),
+            ));
+        }
+        if !sge.mr.access().contains(need) {
+            return Err(Error::InvalidWorkRequest(format!(
+                "the region lacks {need:?} access"
+            )));
+        }
+        sge.mr.checked_range(sge.offset, sge.len)?;
+        Ok(())
+    }
+
+    /// Queues a send-queue request.
+    pub fn post_send(&mut self, wr: SendWr) -> Result<()> {
+        if self.state != State::Established {
+            return Err(Error::Closed);
+        }
+        let outstanding = self.sq.len() + self.inflight.len();
+        if outstanding >= self.cfg.sq_depth {
+            return Err(Error::QueueFull {
+                queue: "send",
+                depth: self.cfg.sq_depth,
+            });
+        }
+        match &wr.op {
+            SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => {
+                for sge in sg {
+                    self.check_sge(sge, Access::NONE)?;
+                }
+                if wr.byte_len() > u32::MAX as u64 {
+                    return Err(Error::InvalidWorkRequest(
+                        "message longer than 4 GiB".into(),
+                    ));
+                }
+            }
+            SendOp::RdmaRead { sink, .. } => self.check_sge(sink, Access::LOCAL_WRITE)?,
+            SendOp::LocalInvalidate { .. } => {}
+        }
+        self.sq.push_back(wr);
+        Ok(())
+    }
+
+    /// Queues a receive buffer.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<()> {
+        if self.state != State::Established {
+            return Err(Error::Closed);
+        }
+        if self.rq.len() + self.cur_recv.is_some() as usize >= self.cfg.rq_depth {
+            return Err(Error::QueueFull {
+                queue: "receive",
+                depth: self.cfg.rq_depth,
+            });
+        }
+        self.check_sge(&wr.sge, Access::LOCAL_WRITE)?;
+        self.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// The next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+
+    /// True when completions are waiting.
+    pub fn has_completions(&self) -> bool {
+        !self.cq.is_empty()
+    }
+
+    /// True when [`Core::poll_transmit`] has something to emit.
+    pub fn wants_transmit(&self) -> bool {
+        if !self.out_urgent.is_empty() {
+            return true;
+        }
+        if self.state != State::Established {
+            return false;
+        }
+        !self.inbound_reads.is_empty()
+            || self.cur_tx.is_some()
+            || self.needs_probe()
+            || match self.sq.front() {
+                Some(SendWr {
+                    op: SendOp::RdmaRead { .. },
+                    ..
+                }) => self.pending_reads.len() < self.cfg.ord.max(1),
+                Some(_) => true,
+                None => false,
+            }
+    }
+
+    /// Closes the connection in an orderly way: everything outstanding is flushed.
+    pub fn close(&mut self) {
+        if self.state == State::Established {
+            self.state = State::Closed;
+        }
+        self.flush(None);
+    }
+
+    /// The peer closed its stream.
+    pub fn peer_closed(&mut self) {
+        self.close();
+    }
+
+    fn seq_entry(&mut self, seq: u64) -> Option<&mut Inflight> {
+        let idx = seq.checked_sub(self.inflight_base)? as usize;
+        self.inflight.get_mut(idx)
+    }
+
+    fn push_inflight(&mut self, wr_id: u64, opcode: WcOpcode, byte_len: u32) -> u64 {
+        let seq = self.inflight_base + self.inflight.len() as u64;
+        self.inflight.push_back(Inflight {
+            wr_id,
+            opcode,
+            byte_len,
+            status: None,
+            emitted: None,
+        });
+        seq
+    }
+
+    fn finish(&mut self, seq: u64, status: WcStatus) {
+        if let Some(e) = self.seq_entry(seq) {
+            if e.status.is_none() {
+                e.status = Some(status);
+            }
+        }
+        self.drain_inflight();
+    }
+
+    /// Moves finished send-queue requests to the completion queue, in posting order.
+    fn drain_inflight(&mut self) {
+        while let Some(front) = self.inflight.front() {
+            let Some(status) = front.status else { break };
+            let e = self.inflight.pop_front().expect("front exists");
+            self.inflight_base += 1;
+            let len = if status == WcStatus::Success {
+                e.byte_len
+            } else {
+                0
+            };
+            self.cq
+                .push_back(Completion::new(e.wr_id, e.opcode, status).with_byte_len(len));
+        }
+    }
+
+    /// Flushes every outstanding request. `first_error` goes to the oldest unfinished
+    /// send-queue request (the one a received Terminate refers to).
+    fn flush(&mut self, first_error: Option<WcStatus>) {
+        let mut first_error = first_error;
+        if let Some(cur) = self.cur_recv.take() {
+            self.cq.push_back(Completion::new(
+                cur.wr.wr_id,
+                WcOpcode::Recv,
+                WcStatus::Flushed,
+            ));
+        }
+        for wr in self.rq.drain(..) {
+            self.cq
+                .push_back(Completion::new(wr.wr_id, WcOpcode::Recv, WcStatus::Flushed));
+        }
+        for e in self.inflight.iter_mut() {
+            if e.status.is_none() {
+                e.status = Some(first_error.take().unwrap_or(WcStatus::Flushed));
+            }
+        }
+        self.cur_tx = None;
+        self.unconfirmed = 0;
+        self.pending_reads.clear();
+        self.inbound_reads.clear();
+        self.direct = None;
+        self.drain_inflight();
+        for wr in self.sq.drain(..) {
+            let status = first_error.take().unwrap_or(WcStatus::Flushed);
+            self.cq
+                .push_back(Completion::new(wr.wr_id, opcode_of(&wr.op), status));
+        }
+    }
+}
+
+/// The offset of `[to, to + len)` inside `region`, if it lies inside.
+fn bounds(region: &MemoryRegion, to: u64, len: usize) -> Option<usize> {
+    let off = to.checked_sub(region.addr())?;
+    let end = off.checked_add(len as u64)?;
+    (end <= region.len() as u64).then_some(off as usize)
+}
+
+/// The completion status a requester reports for a Terminate it received.
+fn status_of(code: TermCode) -> WcStatus {
+    match (code.layer, code.etype) {
+        (TermLayer::Rdmap, 1) | (TermLayer::Ddp, 1) => WcStatus::RemoteAccessError,
+        (TermLayer::Rdmap, 2) | (TermLayer::Ddp, 2) => WcStatus::RemoteOperationError,
+        _ => WcStatus::RemoteOperationError,
+    }
+}
+
+fn opcode_of(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send { .. } => WcOpcode::Send,
+        SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
+        SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+        SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
+    }
+}
+
+/// The element and offset holding `start..start + n` when one element holds it all.
+fn locate_single(sg: &[Sge], start: usize, n: usize) -> Option<(&MemoryRegion, usize)> {
+    let mut base = 0;
+    for sge in sg {
+        if start >= base && start + n <= base + sge.len {
+            return Some((&sge.mr, sge.offset + (start - base)));
+        }
+        base += sge.len;
+    }
+    if n == 0 {
+        return sg.first().map(|s| (&s.mr, s.offset));
+    }
+    None
+}
+
+/// Appends `n` bytes starting at `start` of the gathered elements to `out`.
+fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
+    let mut base = 0;
+    let end = start + n;
+    for sge in sg {
+        let (lo, hi) = (base.max(start), (base + sge.len).min(end));
+        if lo < hi {
+            let (a, b) = (sge.offset + lo - base, sge.offset + hi - base);
+            sge.mr.with_slice(|s| out.extend_from_slice(&s[a..b]));
+        }
+        base += sge.len;
+    }
+}
+
+mod rx;
+mod tx;
+
+#[cfg(test)]
+mod tests;

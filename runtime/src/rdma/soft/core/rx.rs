@@ -1,0 +1,501 @@
+//! The receive half of the core: FPDUs from the stream (or placed directly from the socket),
+//! validation of every header field, placement, Terminate handling.
+
+use super::*;
+
+impl Core {
+    /// What the driver may place straight from the stream, if the core is in the middle of a
+    /// directly placed tagged segment.
+    pub fn direct_placement(&self) -> Option<&DirectPlacement> {
+        self.direct.as_ref().map(|d| &d.place)
+    }
+
+    /// Feeds stream bytes; returns how many were consumed. Consumes everything once the
+    /// connection is no longer established.
+    pub fn handle_input(&mut self, buf: &[u8]) -> usize {
+        let mut at = 0;
+        while self.state == State::Established && at < buf.len() {
+            if self.direct.is_some() {
+                at += self.feed_direct(&buf[at..]);
+                continue;
+            }
+            if let Some(n) = self.try_begin_direct(&buf[at..]) {
+                if n == 0 {
+                    break;
+                }
+                at += n;
+                continue;
+            }
+            match self.reader.next(&buf[at..]) {
+                Ok(Some(fpdu)) => {
+                    at += fpdu.consumed;
+                    if let Err(fault) = self.process(&fpdu.ulpdu) {
+                        self.fail(fault);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => self.fail(e.into()),
+            }
+        }
+        if self.state != State::Established {
+            return buf.len();
+        }
+        at
+    }
+
+    /// Begins a direct placement when `buf` starts with the header of a tagged segment and the
+    /// receive direction has neither CRC nor markers. `Some(0)`: need more bytes; `None`: not a
+    /// direct candidate (use the FPDU path).
+    pub(super) fn try_begin_direct(&mut self, buf: &[u8]) -> Option<usize> {
+        if self.cfg.rx.crc || self.cfg.rx.markers {
+            return None;
+        }
+        if buf.len() < 3 {
+            return None;
+        }
+        if buf[2] & 0x80 == 0 {
+            return None;
+        }
+        let head_len = 2 + ddp::TAGGED_LEN;
+        if buf.len() < head_len {
+            return None;
+        }
+        let ulpdu_len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+        if ulpdu_len < ddp::TAGGED_LEN {
+            return None;
+        }
+        let payload = ulpdu_len - ddp::TAGGED_LEN;
+        // Small segments are cheaper through the FPDU path.
+        if payload < 4096 {
+            return None;
+        }
+        let hdr = match DdpHeader::parse(&buf[2..head_len]) {
+            Ok(h) => h,
+            Err(_) => return None,
+        };
+        let raw = buf[2..head_len].to_vec();
+        match self.validate_tagged(&hdr, payload, &raw) {
+            Ok((Some(region), offset, read_response)) => {
+                self.reader.advance(head_len);
+                self.direct = Some(DirectState {
+                    place: DirectPlacement {
+                        region,
+                        offset,
+                        remaining: payload,
+                        pad: crate::rdma::soft::wire::mpa::pad_len(ulpdu_len),
+                    },
+                    last: hdr.last,
+                    read_response,
+                });
+                Some(head_len)
+            }
+            Ok((None, ..)) => None,
+            Err(fault) => {
+                self.fail(fault);
+                Some(head_len)
+            }
+        }
+    }
+
+    /// Copies buffered payload bytes of a direct placement; returns bytes consumed.
+    pub(super) fn feed_direct(&mut self, buf: &[u8]) -> usize {
+        let Some(d) = self.direct.as_mut() else {
+            return 0;
+        };
+        let n = d.place.remaining.min(buf.len());
+        if n > 0 {
+            let off = d.place.offset;
+            d.place
+                .region
+                .with_mut_slice(|s| s[off..off + n].copy_from_slice(&buf[..n]));
+        }
+        let mut used = n;
+        self.placed_direct_inner(n);
+        // Pad bytes after the payload.
+        if let Some(d) = self.direct.as_mut() {
+            if d.place.remaining == 0 {
+                let pad = d.place.pad.min(buf.len() - used);
+                d.place.pad -= pad;
+                used += pad;
+                self.reader.advance(pad);
+                if d.place.pad == 0 {
+                    self.end_direct();
+                }
+            }
+        }
+        used
+    }
+
+    /// Records `n` payload bytes the driver placed straight from the socket into the region
+    /// of [`Core::direct_placement`].
+    pub fn placed_direct(&mut self, n: usize) {
+        self.placed_direct_inner(n);
+        if let Some(d) = &self.direct {
+            if d.place.remaining == 0 && d.place.pad == 0 {
+                self.end_direct();
+            }
+        }
+    }
+
+    pub(super) fn placed_direct_inner(&mut self, n: usize) {
+        if let Some(d) = self.direct.as_mut() {
+            d.place.remaining -= n;
+            d.place.offset += n;
+            self.reader.advance(n);
+            if d.read_response {
+                if let Some(p) = self.pending_reads.front_mut() {
+                    p.received += n;
+                }
+            }
+        }
+    }
+
+    pub(super) fn end_direct(&mut self) {
+        if let Some(d) = self.direct.take() {
+            if d.read_response && d.last {
+                self.finish_read();
+            }
+        }
+    }
+
+    pub(super) fn finish_read(&mut self) {
+        if let Some(p) = self.pending_reads.pop_front() {
+            // RFC 5040 section 5.5: the responder processed everything sent before the Read
+            // Request before it answered, so those Sends and Writes are confirmed.
+            self.confirm_before(p.confirms_upto);
+            let status = if p.received == p.size {
+                WcStatus::Success
+            } else {
+                WcStatus::BadResponse
+            };
+            match p.seq {
+                Some(seq) => self.finish(seq, status),
+                None => self.drain_inflight(),
+            }
+        }
+    }
+
+    pub(super) fn confirm_before(&mut self, upto: u64) {
+        let n = (upto.saturating_sub(self.inflight_base) as usize).min(self.inflight.len());
+        for e in self.inflight.iter_mut().take(n) {
+            if e.status.is_none() && e.emitted.is_some() {
+                e.status = Some(WcStatus::Success);
+                self.unconfirmed -= 1;
+            }
+        }
+    }
+
+    /// Applies a received Terminate: the request it names (by the offending header it
+    /// carries) gets `status`, the ones before it were processed, the rest are flushed.
+    pub(super) fn apply_terminate(&mut self, term: &Terminate, status: WcStatus) {
+        let named = term
+            .ddp
+            .as_ref()
+            .and_then(|(_, raw)| DdpHeader::parse(raw).ok());
+        let target = self.inflight.iter().position(|e| match (e.emitted, named) {
+            (Some(Emitted::Send { msn }), Some(h)) => {
+                matches!(h.buffer, Buffer::Untagged { qn: ddp::QN_SEND, msn: m, .. } if m == msn)
+            }
+            (Some(Emitted::Write { stag, to, len }), Some(h)) => match h.buffer {
+                Buffer::Tagged { stag: s, to: t } => {
+                    s == stag && t >= to && t <= to.wrapping_add(len)
+                }
+                _ => false,
+            },
+            _ => false,
+        });
+        let target = target.or_else(|| self.inflight.iter().position(|e| e.status.is_none()));
+        if let Some(t) = target {
+            for (i, e) in self.inflight.iter_mut().enumerate() {
+                if e.status.is_none() {
+                    if i < t && e.emitted.is_some() {
+                        e.status = Some(WcStatus::Success);
+                    } else if i == t {
+                        e.status = Some(status);
+                    }
+                }
+            }
+        }
+        self.flush(None);
+    }
+
+    /// Sends a Terminate for `fault` and enters the error state.
+    pub(super) fn fail(&mut self, fault: Fault) {
+        if self.state != State::Established {
+            return;
+        }
+        tracing::warn!(code = ?fault.code, "terminating connection");
+        let mut term = Terminate::new(fault.code);
+        term.ddp = fault.ddp;
+        term.rdmap = fault.rdmap;
+        // Terminate goes on untagged queue 2 (RFC 5040 section 5.4) and is the last message.
+        let msn = self.tx_msn[2];
+        self.tx_msn[2] = msn.wrapping_add(1);
+        let hdr = self.untagged(Opcode::Terminate, ddp::QN_TERMINATE, msn, 0, true, 0);
+        let mut body = Vec::new();
+        term.emit(&mut body);
+        let mut out = std::mem::take(&mut self.out_urgent);
+        self.emit(&hdr, &[&body], &mut out);
+        self.out_urgent = out;
+        self.terminate_sent = Some(term);
+        self.state = State::Error;
+        if let (Some(status), Some(cur)) = (fault.recv_status, self.cur_recv.take()) {
+            self.cq
+                .push_back(Completion::new(cur.wr.wr_id, WcOpcode::Recv, status));
+        }
+        self.flush(None);
+    }
+
+    pub(super) fn process(&mut self, ulpdu: &[u8]) -> std::result::Result<(), Fault> {
+        let hdr = DdpHeader::parse(ulpdu)?;
+        let hlen = hdr.len();
+        let raw = &ulpdu[..hlen];
+        let payload = &ulpdu[hlen..];
+        let with_hdr = |code: TermCode| Fault {
+            ddp: Some((ulpdu.len() as u16, raw.to_vec())),
+            ..Fault::new(code)
+        };
+        // RFC 5041 section 7.2 / RFC 5040 section 7.1: versions must be the negotiated ones.
+        if hdr.ddp_version != self.cfg.version {
+            let code = match hdr.buffer {
+                Buffer::Tagged { .. } => TermCode::new(TermLayer::Ddp, 1, 0x04),
+                Buffer::Untagged { .. } => WireError::DdpVersion(hdr.ddp_version).terminate(),
+            };
+            return Err(with_hdr(code));
+        }
+        if hdr.rdmap_version != self.cfg.version {
+            return Err(Fault::new(
+                WireError::RdmapVersion(hdr.rdmap_version).terminate(),
+            ));
+        }
+        match hdr.buffer {
+            Buffer::Tagged { .. } => {
+                let (region, offset, read_response) =
+                    self.validate_tagged(&hdr, payload.len(), raw)?;
+                if let (false, Some(region)) = (payload.is_empty(), region) {
+                    region.with_mut_slice(|s| {
+                        s[offset..offset + payload.len()].copy_from_slice(payload)
+                    });
+                }
+                if read_response {
+                    if let Some(p) = self.pending_reads.front_mut() {
+                        p.received += payload.len();
+                    }
+                    if hdr.last {
+                        self.finish_read();
+                    }
+                }
+                Ok(())
+            }
+            Buffer::Untagged {
+                rsvd_ulp,
+                qn,
+                msn,
+                mo,
+            } => self.process_untagged(&hdr, rsvd_ulp, qn, msn, mo, payload, raw),
+        }
+    }
+
+    /// Checks a tagged segment against the tag table (RDMA Write) or the pending RDMA Read
+    /// (Read Response); returns the region, the offset in it, and whether it is a response.
+    pub(super) fn validate_tagged(
+        &mut self,
+        hdr: &DdpHeader,
+        len: usize,
+        raw: &[u8],
+    ) -> std::result::Result<(Option<MemoryRegion>, usize, bool), Fault> {
+        let Buffer::Tagged { stag, to } = hdr.buffer else {
+            return Err(Fault::new(TermCode::CATASTROPHIC));
+        };
+        let seg_len = (raw.len() + len) as u16;
+        let with_hdr = |code: TermCode| Fault {
+            ddp: Some((seg_len, raw.to_vec())),
+            ..Fault::new(code)
+        };
+        match Opcode::from(hdr.opcode) {
+            Opcode::RdmaWrite => {
+                // RFC 5041 section 7.2 (tagged buffer errors) and RFC 5040 section 7.1 (access).
+                let region = self
+                    .tags
+                    .lookup(stag)
+                    .map_err(|_| with_hdr(TermCode::DDP_INVALID_STAG))?;
+                if !region.access().contains(Access::REMOTE_WRITE) {
+                    return Err(with_hdr(TermCode::ACCESS_RIGHTS));
+                }
+                let offset =
+                    bounds(&region, to, len).ok_or_else(|| with_hdr(TermCode::DDP_BASE_BOUNDS))?;
+                Ok((Some(region), offset, false))
+            }
+            Opcode::ReadResponse => {
+                let p = self
+                    .pending_reads
+                    .front()
+                    .ok_or_else(|| with_hdr(TermCode::new(TermLayer::Ddp, 1, 0x02)))?;
+                if stag != p.sink_stag {
+                    return Err(with_hdr(TermCode::DDP_INVALID_STAG));
+                }
+                let expected_to = p.sink_to.wrapping_add(p.received as u64);
+                if to != expected_to || p.received + len > p.size {
+                    return Err(with_hdr(TermCode::DDP_BASE_BOUNDS));
+                }
+                match &p.sink {
+                    Some(sink) => Ok((Some(sink.mr.clone()), sink.offset + p.received, true)),
+                    None => Ok((None, 0, true)),
+                }
+            }
+            _ => Err(Fault::new(WireError::Opcode(hdr.opcode).terminate())),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn process_untagged(
+        &mut self,
+        hdr: &DdpHeader,
+        rsvd_ulp: u32,
+        qn: u32,
+        msn: u32,
+        mo: u32,
+        payload: &[u8],
+        raw: &[u8],
+    ) -> std::result::Result<(), Fault> {
+        let seg_len = (raw.len() + payload.len()) as u16;
+        let with_hdr = |code: TermCode| Fault {
+            ddp: Some((seg_len, raw.to_vec())),
+            ..Fault::new(code)
+        };
+        let opcode = Opcode::from(hdr.opcode);
+        let qi = match qn {
+            ddp::QN_SEND | ddp::QN_READ_REQUEST | ddp::QN_TERMINATE => qn as usize,
+            _ => return Err(with_hdr(WireError::QueueNumber(qn).terminate())),
+        };
+        let opcode_ok = match qn {
+            ddp::QN_SEND => matches!(
+                opcode,
+                Opcode::Send
+                    | Opcode::SendInvalidate
+                    | Opcode::SendSolicited
+                    | Opcode::SendSolicitedInvalidate
+            ),
+            ddp::QN_READ_REQUEST => opcode == Opcode::ReadRequest,
+            _ => opcode == Opcode::Terminate,
+        };
+        if !opcode_ok {
+            return Err(Fault::new(WireError::Opcode(hdr.opcode).terminate()));
+        }
+        // RFC 5041 section 5.3: segments of the expected message only (TCP keeps order).
+        if msn != self.rx_msn[qi] {
+            return Err(with_hdr(TermCode::DDP_MSN_RANGE));
+        }
+        match qn {
+            ddp::QN_SEND => {
+                if self.cur_recv.is_none() {
+                    if mo != 0 {
+                        return Err(with_hdr(TermCode::DDP_INVALID_MO));
+                    }
+                    let wr = self
+                        .rq
+                        .pop_front()
+                        .ok_or_else(|| with_hdr(TermCode::DDP_NO_BUFFER))?;
+                    self.cur_recv = Some(CurRecv { wr, placed: 0 });
+                }
+                let cur = self.cur_recv.as_mut().expect("set above");
+                if mo as usize != cur.placed {
+                    return Err(with_hdr(TermCode::DDP_INVALID_MO));
+                }
+                if cur.placed + payload.len() > cur.wr.sge.len {
+                    // RFC 5041 section 7.2: message too long for the buffer.
+                    return Err(Fault {
+                        recv_status: Some(WcStatus::LocalLengthError),
+                        ..with_hdr(TermCode::DDP_TOO_LONG)
+                    });
+                }
+                if !payload.is_empty() {
+                    cur.wr
+                        .sge
+                        .mr
+                        .write(cur.wr.sge.offset + cur.placed, payload)
+                        .map_err(|_| Fault::new(TermCode::CATASTROPHIC))?;
+                }
+                cur.placed += payload.len();
+                if hdr.last {
+                    let cur = self.cur_recv.take().expect("set above");
+                    self.rx_msn[0] = msn.wrapping_add(1);
+                    let mut c = Completion::new(cur.wr.wr_id, WcOpcode::Recv, WcStatus::Success)
+                        .with_byte_len(cur.placed as u32)
+                        .with_solicited(matches!(
+                            opcode,
+                            Opcode::SendSolicited | Opcode::SendSolicitedInvalidate
+                        ));
+                    if matches!(
+                        opcode,
+                        Opcode::SendInvalidate | Opcode::SendSolicitedInvalidate
+                    ) {
+                        // RFC 5040 section 5.3: invalidate before the receive completes.
+                        if !self.tags.invalidate(rsvd_ulp) {
+                            self.cur_recv = Some(cur);
+                            return Err(Fault {
+                                recv_status: Some(WcStatus::RemoteInvalidRequest),
+                                ..with_hdr(TermCode::CANNOT_INVALIDATE)
+                            });
+                        }
+                        c = c.with_invalidated_rkey(rsvd_ulp);
+                    }
+                    self.cq.push_back(c);
+                }
+                Ok(())
+            }
+            ddp::QN_READ_REQUEST => {
+                if !hdr.last || mo != 0 {
+                    return Err(with_hdr(TermCode::DDP_INVALID_MO));
+                }
+                let req = ReadRequest::parse(payload).map_err(|e| Fault {
+                    ddp: Some((seg_len, raw.to_vec())),
+                    ..Fault::from(e)
+                })?;
+                let with_req = |code: TermCode| Fault {
+                    rdmap: Some(payload.to_vec()),
+                    ..Fault::new(code)
+                };
+                if self.inbound_reads.len() >= self.cfg.ird.max(1) {
+                    return Err(with_req(TermCode::new(TermLayer::Rdmap, 2, 0xff)));
+                }
+                let size = req.size as usize;
+                // RFC 5040 section 5.2: a zero-length Read is not validated.
+                let (source, src_off) = if size == 0 {
+                    (None, 0)
+                } else {
+                    let region = self
+                        .tags
+                        .lookup(req.src_stag)
+                        .map_err(|_| with_req(TermCode::INVALID_STAG))?;
+                    if !region.access().contains(Access::REMOTE_READ) {
+                        return Err(with_req(TermCode::ACCESS_RIGHTS));
+                    }
+                    let off = bounds(&region, req.src_to, size)
+                        .ok_or_else(|| with_req(TermCode::BASE_BOUNDS))?;
+                    (Some(region), off)
+                };
+                self.rx_msn[1] = msn.wrapping_add(1);
+                self.inbound_reads.push_back(InboundRead {
+                    source,
+                    src_off,
+                    sink_stag: req.sink_stag,
+                    sink_to: req.sink_to,
+                    size,
+                    sent: 0,
+                });
+                Ok(())
+            }
+            _ => {
+                let term = Terminate::parse(payload)
+                    .unwrap_or_else(|_| Terminate::new(TermCode::new(TermLayer::Llp, 0, 0x04)));
+                tracing::warn!(code = ?term.code, "peer terminated the connection");
+                let status = status_of(term.code);
+                self.state = State::Error;
+                self.apply_terminate(&term, status);
+                self.terminate_received = Some(term);
+                Ok(())
+            }
+        }
+    }
+}

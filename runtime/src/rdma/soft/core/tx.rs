@@ -1,0 +1,292 @@
+//! The transmit half of the core: segmentation of Sends and RDMA Writes to the MULPDU,
+//! RDMA Read Requests (and confirmation probes), RDMA Read Responses.
+
+use super::*;
+
+impl Core {
+    pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[&[u8]], out: &mut Vec<u8>) {
+        let mut head = Vec::with_capacity(ddp::UNTAGGED_LEN + 28);
+        hdr.emit(&mut head);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + payload.len());
+        parts.push(&head);
+        parts.extend_from_slice(payload);
+        self.writer.write(&parts, out);
+    }
+
+    pub(super) fn untagged(
+        &self,
+        opcode: Opcode,
+        qn: u32,
+        msn: u32,
+        mo: u32,
+        last: bool,
+        rsvd: u32,
+    ) -> DdpHeader {
+        DdpHeader {
+            last,
+            ddp_version: self.cfg.version,
+            rdmap_version: self.cfg.version,
+            opcode: opcode.into(),
+            reserved: 0,
+            buffer: Buffer::Untagged {
+                rsvd_ulp: rsvd,
+                qn,
+                msn,
+                mo,
+            },
+        }
+    }
+
+    pub(super) fn tagged(&self, opcode: Opcode, stag: u32, to: u64, last: bool) -> DdpHeader {
+        DdpHeader {
+            last,
+            ddp_version: self.cfg.version,
+            rdmap_version: self.cfg.version,
+            opcode: opcode.into(),
+            reserved: 0,
+            buffer: Buffer::Tagged { stag, to },
+        }
+    }
+
+    /// Appends wire bytes to `out` (up to a batch). Returns true when the stream should be
+    /// shut down afterwards (closed or terminated).
+    pub fn poll_transmit(&mut self, out: &mut Vec<u8>) -> bool {
+        out.append(&mut self.out_urgent);
+        while self.state == State::Established && out.len() < TX_BATCH {
+            if !self.inbound_reads.is_empty() {
+                self.emit_read_response(out);
+                continue;
+            }
+            if self.cur_tx.is_none() && !self.start_next(out) {
+                if self.needs_probe() {
+                    self.emit_read_request(None, None, 0, 0, 0, 0, out);
+                }
+                break;
+            }
+            if self.cur_tx.is_some() {
+                self.emit_segment(out);
+            }
+        }
+        self.state != State::Established
+    }
+
+    /// Starts the next send-queue request; false when nothing can start.
+    pub(super) fn start_next(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(front) = self.sq.front() else {
+            return false;
+        };
+        match &front.op {
+            SendOp::RdmaRead { .. } if self.pending_reads.len() >= self.cfg.ord.max(1) => false,
+            _ => {
+                let wr = self.sq.pop_front().expect("front exists");
+                let byte_len = wr.byte_len() as u32;
+                match wr.op {
+                    SendOp::Send { .. } | SendOp::RdmaWrite { .. } => {
+                        let opcode = opcode_of(&wr.op);
+                        let seq = self.push_inflight(wr.wr_id, opcode, byte_len);
+                        let msn = if opcode == WcOpcode::Send {
+                            let m = self.tx_msn[0];
+                            self.tx_msn[0] = m.wrapping_add(1);
+                            m
+                        } else {
+                            0
+                        };
+                        self.cur_tx = Some(TxJob {
+                            seq,
+                            msn,
+                            sent: 0,
+                            total: byte_len as usize,
+                            wr,
+                        });
+                    }
+                    SendOp::RdmaRead { sink, remote } => {
+                        let seq = self.push_inflight(wr.wr_id, WcOpcode::RdmaRead, byte_len);
+                        let sink_stag = sink.mr.rkey();
+                        let sink_to = sink.mr.addr().wrapping_add(sink.offset as u64);
+                        self.emit_read_request(
+                            Some(seq),
+                            Some(sink),
+                            sink_stag,
+                            sink_to,
+                            remote.rkey,
+                            remote.addr,
+                            out,
+                        );
+                    }
+                    SendOp::LocalInvalidate { rkey } => {
+                        let seq = self.push_inflight(wr.wr_id, WcOpcode::LocalInvalidate, 0);
+                        let status = if self.tags.invalidate(rkey) {
+                            WcStatus::Success
+                        } else {
+                            WcStatus::LocalProtectionError
+                        };
+                        self.finish(seq, status);
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
+    /// that would confirm them.
+    pub(super) fn needs_probe(&self) -> bool {
+        self.cfg.confirm
+            && self.unconfirmed > 0
+            && self.pending_reads.is_empty()
+            && self.cur_tx.is_none()
+            && self.sq.is_empty()
+    }
+
+    /// Emits an RDMA Read Request (RFC 5040 section 4.4); `seq`/`sink` are `None` for a
+    /// zero-length confirmation probe.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit_read_request(
+        &mut self,
+        seq: Option<u64>,
+        sink: Option<Sge>,
+        sink_stag: u32,
+        sink_to: u64,
+        src_stag: u32,
+        src_to: u64,
+        out: &mut Vec<u8>,
+    ) {
+        let size = sink.as_ref().map_or(0, |s| s.len);
+        let req = ReadRequest {
+            sink_stag,
+            sink_to,
+            size: size as u32,
+            src_stag,
+            src_to,
+        };
+        let msn = self.tx_msn[1];
+        self.tx_msn[1] = msn.wrapping_add(1);
+        let hdr = self.untagged(Opcode::ReadRequest, ddp::QN_READ_REQUEST, msn, 0, true, 0);
+        let mut body = Vec::with_capacity(28);
+        req.emit(&mut body);
+        self.emit(&hdr, &[&body], out);
+        let confirms_upto = self.inflight_base + self.inflight.len() as u64;
+        self.pending_reads.push_back(PendingRead {
+            seq,
+            confirms_upto,
+            size,
+            sink,
+            sink_stag,
+            sink_to,
+            received: 0,
+        });
+    }
+
+    /// Emits the next segment of the current Send or RDMA Write.
+    pub(super) fn emit_segment(&mut self, out: &mut Vec<u8>) {
+        let Some(job) = self.cur_tx.take() else {
+            return;
+        };
+        let (hdr_len, sg) = match &job.wr.op {
+            SendOp::Send { sg, .. } => (ddp::UNTAGGED_LEN, sg),
+            SendOp::RdmaWrite { sg, .. } => (ddp::TAGGED_LEN, sg),
+            _ => return,
+        };
+        let room = self.cfg.mulpdu - hdr_len;
+        let n = room.min(job.total - job.sent);
+        let last = job.sent + n == job.total;
+        let hdr = match &job.wr.op {
+            SendOp::Send {
+                solicited,
+                invalidate,
+                ..
+            } => {
+                let opcode = match (solicited, invalidate.is_some()) {
+                    (false, false) => Opcode::Send,
+                    (false, true) => Opcode::SendInvalidate,
+                    (true, false) => Opcode::SendSolicited,
+                    (true, true) => Opcode::SendSolicitedInvalidate,
+                };
+                self.untagged(
+                    opcode,
+                    ddp::QN_SEND,
+                    job.msn,
+                    job.sent as u32,
+                    last,
+                    invalidate.unwrap_or(0),
+                )
+            }
+            SendOp::RdmaWrite { remote, .. } => self.tagged(
+                Opcode::RdmaWrite,
+                remote.rkey,
+                remote.addr.wrapping_add(job.sent as u64),
+                last,
+            ),
+            _ => return,
+        };
+        // Gather `n` bytes starting at `job.sent` across the elements.
+        let single = locate_single(sg, job.sent, n);
+        match single {
+            Some((mr, off)) => {
+                let mut head = Vec::with_capacity(hdr_len);
+                hdr.emit(&mut head);
+                let writer = &mut self.writer;
+                mr.with_slice(|s| writer.write(&[&head, &s[off..off + n]], out));
+            }
+            None => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.clear();
+                gather(sg, job.sent, n, &mut buf);
+                self.emit(&hdr, &[&buf], out);
+                self.scratch = buf;
+            }
+        }
+        let mut job = job;
+        job.sent += n;
+        if last {
+            if self.cfg.confirm {
+                let emitted = match &job.wr.op {
+                    SendOp::RdmaWrite { remote, .. } => Emitted::Write {
+                        stag: remote.rkey,
+                        to: remote.addr,
+                        len: job.total as u64,
+                    },
+                    _ => Emitted::Send { msn: job.msn },
+                };
+                if let Some(e) = self.seq_entry(job.seq) {
+                    e.emitted = Some(emitted);
+                }
+                self.unconfirmed += 1;
+            } else {
+                // RFC 5040 section 5: a Send or Write completes locally once handed to the LLP.
+                self.finish(job.seq, WcStatus::Success);
+            }
+        } else {
+            self.cur_tx = Some(job);
+        }
+    }
+
+    pub(super) fn emit_read_response(&mut self, out: &mut Vec<u8>) {
+        let Some(mut r) = self.inbound_reads.pop_front() else {
+            return;
+        };
+        let room = self.cfg.mulpdu - ddp::TAGGED_LEN;
+        let n = room.min(r.size - r.sent);
+        let last = r.sent + n == r.size;
+        let hdr = self.tagged(
+            Opcode::ReadResponse,
+            r.sink_stag,
+            r.sink_to.wrapping_add(r.sent as u64),
+            last,
+        );
+        let mut head = Vec::with_capacity(ddp::TAGGED_LEN);
+        hdr.emit(&mut head);
+        match &r.source {
+            Some(mr) => {
+                let start = r.src_off + r.sent;
+                let writer = &mut self.writer;
+                mr.with_slice(|s| writer.write(&[&head, &s[start..start + n]], out));
+            }
+            None => self.writer.write(&[&head], out),
+        }
+        r.sent += n;
+        if !last {
+            self.inbound_reads.push_front(r);
+        }
+    }
+}
