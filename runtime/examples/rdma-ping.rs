@@ -91,7 +91,7 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     let result = match args.provider {
         ProviderKind::Soft => runtime.block_on(run_soft(&args)),
-        ProviderKind::Verbs => run_verbs(&args),
+        ProviderKind::Verbs => runtime.block_on(run_verbs(&args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -102,11 +102,56 @@ fn main() -> ExitCode {
     }
 }
 
-/// The hook for the verbs provider (feature `verbs`).
-fn run_verbs(_args: &Args) -> Result<(), String> {
-    Err("the verbs provider is not available in this build \
-         (rebuild with `--features verbs` once the verbs provider is wired into rdma-ping)"
-        .into())
+/// The verbs provider (feature `verbs`): rdma_cm + libibverbs, e.g. Soft-RoCE.
+#[cfg(feature = "verbs")]
+async fn run_verbs(args: &Args) -> Result<(), String> {
+    let provider = rpcrdma::rdma::verbs::VerbsProvider::new();
+    if let Some(addr) = args.listen {
+        serve(&provider, addr).await
+    } else if let Some(addr) = args.connect {
+        ping(&provider, addr, args).await
+    } else {
+        Err("give --listen or --connect".into())
+    }
+}
+
+/// Without the `verbs` feature.
+#[cfg(not(feature = "verbs"))]
+async fn run_verbs(_args: &Args) -> Result<(), String> {
+    Err(
+        "the verbs provider is not available in this build (rebuild with `--features verbs`)"
+            .into(),
+    )
+}
+
+/// What the session code needs to explain a connection, per provider.
+trait PingConn: Connection {
+    /// Prints what was negotiated.
+    fn describe(&self) {}
+    /// Explains why the connection went down.
+    fn explain(&self, e: String) -> String {
+        e
+    }
+}
+
+impl PingConn for SoftConnection {
+    fn describe(&self) {
+        describe_soft(self)
+    }
+    fn explain(&self, e: String) -> String {
+        why_soft(self, e)
+    }
+}
+
+#[cfg(feature = "verbs")]
+impl PingConn for rpcrdma::rdma::verbs::VerbsConnection {}
+
+fn describe<C: PingConn>(conn: &C) {
+    conn.describe()
+}
+
+fn why<C: PingConn>(conn: &C, e: impl std::fmt::Display) -> String {
+    conn.explain(e.to_string())
 }
 
 async fn run_soft(args: &Args) -> Result<(), String> {
@@ -133,7 +178,7 @@ async fn run_soft(args: &Args) -> Result<(), String> {
     }
 }
 
-fn describe(conn: &SoftConnection) {
+fn describe_soft(conn: &SoftConnection) {
     let n = conn.negotiated();
     let onoff = |b: bool| if b { "on" } else { "off" };
     println!(
@@ -152,14 +197,14 @@ fn describe(conn: &SoftConnection) {
     }
 }
 
-async fn next(conn: &SoftConnection) -> Result<rpcrdma::rdma::Completion, String> {
+async fn next<C: Connection>(conn: &C) -> Result<rpcrdma::rdma::Completion, String> {
     tokio::time::timeout(TIMEOUT, conn.poll_completion())
         .await
         .map_err(|_| "timed out waiting for a completion".to_string())
 }
 
 /// Explains why a connection went down.
-fn why(conn: &SoftConnection, e: impl std::fmt::Display) -> String {
+fn why_soft(conn: &SoftConnection, e: impl std::fmt::Display) -> String {
     if let Some(t) = conn.terminate_received() {
         format!("{e} (the peer sent Terminate {:?})", t.code)
     } else if let Some(t) = conn.terminate_sent() {
@@ -169,7 +214,10 @@ fn why(conn: &SoftConnection, e: impl std::fmt::Display) -> String {
     }
 }
 
-async fn serve(provider: &SoftProvider, addr: SocketAddr) -> Result<(), String> {
+async fn serve<P: Provider>(provider: &P, addr: SocketAddr) -> Result<(), String>
+where
+    P::Conn: PingConn,
+{
     let listener = provider.listen(addr).await.map_err(|e| e.to_string())?;
     println!(
         "listening on {}",
@@ -191,7 +239,7 @@ async fn serve(provider: &SoftProvider, addr: SocketAddr) -> Result<(), String> 
     let slot = size.max(16);
     let mut regions = None;
     let conn = request
-        .accept_with(ConnectParams::new(), |conn: &SoftConnection| {
+        .accept_with(ConnectParams::new(), |conn: &P::Conn| {
             let buf = conn.register(
                 (0..size).map(|i| i as u8).collect(),
                 Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
@@ -251,7 +299,10 @@ async fn serve(provider: &SoftProvider, addr: SocketAddr) -> Result<(), String> 
     Ok(())
 }
 
-async fn ping(provider: &SoftProvider, addr: SocketAddr, args: &Args) -> Result<(), String> {
+async fn ping<P: Provider>(provider: &P, addr: SocketAddr, args: &Args) -> Result<(), String>
+where
+    P::Conn: PingConn,
+{
     let size = args.size as usize;
     let op = match args.op {
         Op::Send => OP_SEND,
@@ -266,7 +317,7 @@ async fn ping(provider: &SoftProvider, addr: SocketAddr, args: &Args) -> Result<
         .connect_with(
             addr,
             ConnectParams::new().private_data(pd),
-            |conn: &SoftConnection| {
+            |conn: &P::Conn| {
                 // Posted before the server's first Send can arrive.
                 let rbuf = conn.register(vec![0; slot * 2], Access::LOCAL_WRITE)?;
                 conn.post_recv(RecvWr::new(0, Sge::new(&rbuf, 0..slot)?))?;
