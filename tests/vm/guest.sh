@@ -146,8 +146,9 @@ perf() {
   typ="$(value typ)" avg="$(value avg)" ev_typ="$(value ev_typ)" ev_avg="$(value ev_avg)"
   bw="$(value bw)" bm="$(value busy_median_us)" ba="$(value busy_avg_us)"
   cm="$(value chan_median_us)" ca="$(value chan_avg_us)" wb="$(value write_mbs)"
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
-  pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a"}'; }
+  # perftest prints "inf" when its event-mode clock misbehaves under TCG: no ratio then.
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
+  pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.0f%%", 100 * a / b; else print "n/a"}'; }
   {
     echo "PERF medians of $rounds interleaved rounds (perftest, then the verbs provider, each round)"
     echo "PERF 64 B send/recv one-way, busy poll: perftest ib_send_lat -R typical $typ us (avg $avg);" \
