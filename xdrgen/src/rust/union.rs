@@ -116,24 +116,13 @@ impl Gen<'_> {
                         "`case {label_text}:` (several declarations, an anonymous struct) ({}).",
                         self.origin(&arm.loc)
                     ));
-                    let fnames: Vec<_> = fs.iter().map(|f| field_name(&f.name)).collect();
-                    let fdecls = fs.iter().zip(&fnames).map(|(f, n)| {
-                        let fd = self.field_doc(f);
-                        let t = self.rust_type(&f.repr);
-                        quote!(#fd #n: #t,)
-                    });
-                    // Bind fields to fresh names: a field called `enc` must not shadow the encoder.
-                    let binds: Vec<_> = (0..fs.len())
-                        .map(|i| format_ident!("field_{}", i))
-                        .collect();
-                    let encs = fs
-                        .iter()
-                        .zip(&binds)
-                        .map(|(f, b)| self.encode_field(f, quote!(#b)));
-                    let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                        let e = self.decode_field(f);
-                        quote!(#n: #e,)
-                    });
+                    let ArmFields {
+                        fnames,
+                        fdecls,
+                        binds,
+                        encs,
+                        decs,
+                    } = self.arm_fields(fs);
                     decls.push(quote!(#d #v { #(#fdecls)* },));
                     disc_arms.push(quote!(Self::#v { .. } => #value,));
                     enc_arms.push(quote!(Self::#v { #(#fnames: #binds),* } => { #(#encs)* }));
@@ -184,23 +173,13 @@ impl Gen<'_> {
                             "`default:` (several declarations) ({}): any other discriminant.",
                             self.origin(&arm.loc)
                         ));
-                        let fnames: Vec<_> = fs.iter().map(|f| field_name(&f.name)).collect();
-                        let fdecls = fs.iter().zip(&fnames).map(|(f, n)| {
-                            let fd = self.field_doc(f);
-                            let t = self.rust_type(&f.repr);
-                            quote!(#fd #n: #t,)
-                        });
-                        let binds: Vec<_> = (0..fs.len())
-                            .map(|i| format_ident!("field_{}", i))
-                            .collect();
-                        let encs = fs
-                            .iter()
-                            .zip(&binds)
-                            .map(|(f, b)| self.encode_field(f, quote!(#b)));
-                        let decs = fs.iter().zip(&fnames).map(|(f, n)| {
-                            let e = self.decode_field(f);
-                            quote!(#n: #e,)
-                        });
+                        let ArmFields {
+                            fnames,
+                            fdecls,
+                            binds,
+                            encs,
+                            decs,
+                        } = self.arm_fields(fs);
                         decls.push(quote!(#d #dn { #[doc = " The discriminant (none of the explicit cases)."] discriminant: #dt, #(#fdecls)* },));
                         disc_arms.push(quote!(Self::#dn { discriminant, .. } => *discriminant,));
                         enc_arms.push(quote!(Self::#dn { discriminant, #(#fnames: #binds),* } => { #guard #(#encs)* }));
@@ -259,6 +238,55 @@ impl Gen<'_> {
                 #min
                 #decode_fn
             }
+        }
+    }
+}
+
+/// The pieces of a union arm with several declarations (the drafts' dialect): field names,
+/// declarations, fresh bindings for encoding, encode statements and decode initialisers.
+struct ArmFields {
+    fnames: Vec<proc_macro2::Ident>,
+    fdecls: Vec<TokenStream>,
+    binds: Vec<proc_macro2::Ident>,
+    encs: Vec<TokenStream>,
+    decs: Vec<TokenStream>,
+}
+
+impl Gen<'_> {
+    fn arm_fields(&self, fs: &[Field]) -> ArmFields {
+        let fnames: Vec<_> = fs.iter().map(|f| field_name(&f.name)).collect();
+        let fdecls = fs
+            .iter()
+            .zip(&fnames)
+            .map(|(f, n)| {
+                let fd = self.field_doc(f);
+                let t = self.rust_type(&f.repr);
+                quote!(#fd #n: #t,)
+            })
+            .collect();
+        // Bind fields to fresh names: a field called `enc` must not shadow the encoder.
+        let binds: Vec<_> = (0..fs.len())
+            .map(|i| format_ident!("field_{}", i))
+            .collect();
+        let encs = fs
+            .iter()
+            .zip(&binds)
+            .map(|(f, b)| self.encode_field(f, quote!(#b)))
+            .collect();
+        let decs = fs
+            .iter()
+            .zip(&fnames)
+            .map(|(f, n)| {
+                let e = self.decode_field(f);
+                quote!(#n: #e,)
+            })
+            .collect();
+        ArmFields {
+            fnames,
+            fdecls,
+            binds,
+            encs,
+            decs,
         }
     }
 }
