@@ -1,5 +1,6 @@
 //! Property tests: any value of a derived type survives encode/decode, its encoding is a whole
-//! number of XDR units no shorter than `MIN_ENCODED_LEN`, and no strict prefix decodes.
+//! number of XDR units no shorter than `MIN_ENCODED_LEN`, no strict prefix decodes, and
+//! decoding in place over any old value gives what a fresh decode gives.
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -151,6 +152,24 @@ proptest! {
         let wire = xdr::to_bytes(&value).unwrap();
         let len = cut.index(wire.len());
         prop_assert!(xdr::from_bytes::<Record>(wire.slice(..len)).is_err());
+    }
+
+    #[test]
+    fn decode_in_place_equals_fresh_decode(
+        old in record(),
+        new in record(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let wire = xdr::to_bytes(&new).unwrap();
+        let mut held = old.clone();
+        xdr::from_bytes_in_place(wire.clone(), &mut held).unwrap();
+        prop_assert!(same(&held, &new), "{:?} != {:?}", held, new);
+        // A cut message fails in place exactly where a fresh decode fails.
+        let cut = wire.slice(..cut.index(wire.len()));
+        let fresh = xdr::from_bytes::<Record>(cut.clone()).unwrap_err();
+        let mut held = old;
+        let in_place = xdr::from_bytes_in_place(cut, &mut held).unwrap_err();
+        prop_assert_eq!(fresh, in_place);
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub fn expand(cont: &Container<'_>) -> TokenStream {
         Data::Enum(constants) => (quote!(4usize), decode_enum(cont, &krate, constants)),
         Data::Union(arms) => union_parts(cont, &krate, arms),
     };
+    let in_place = match &cont.data {
+        Data::Struct(fields) => decode_fields_in_place(&krate, fields),
+        // Enums are `Copy`-like; unions keep the default (a fresh decode).
+        Data::Enum(_) | Data::Union(_) => TokenStream::new(),
+    };
     quote! {
         #[automatically_derived]
         impl #impl_generics #xdr::Decode for #ident #ty_generics #where_clause {
@@ -33,6 +38,20 @@ pub fn expand(cont: &Container<'_>) -> TokenStream {
             fn decode(__dec: &mut #xdr::Decoder) -> #xdr::Result<Self> {
                 #body
             }
+
+            #in_place
+        }
+    }
+}
+
+/// `decode_in_place` for a struct: each field decoded over the old one, reusing what it owns.
+fn decode_fields_in_place(krate: &syn::Path, fields: &[Field<'_>]) -> TokenStream {
+    let xdr = quote!(#krate::xdr);
+    let stmts = fields.iter().map(|f| field::decode_in_place(krate, f));
+    quote! {
+        fn decode_in_place(&mut self, __dec: &mut #xdr::Decoder) -> #xdr::Result<()> {
+            #(#stmts)*
+            ::core::result::Result::Ok(())
         }
     }
 }

@@ -124,6 +124,40 @@ pub fn decode(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     }
 }
 
+/// A statement that decodes the field from `__dec` over `self`'s old value, reusing its
+/// vectors; shapes with nothing to reuse (opaque data, strings, fixed arrays, DDP-eligible
+/// fields) are assigned a fresh decode.
+pub fn decode_in_place(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
+    let xdr = quote!(#krate::xdr);
+    let ty = field.ty;
+    let member = &field.member;
+    let span = ty.span();
+    let fresh = || {
+        let e = decode(krate, field);
+        quote_spanned!(span=> self.#member = #e;)
+    };
+    if field.attrs.ddp.is_set() {
+        return fresh();
+    }
+    match (
+        field.shape,
+        field.attrs.fixed.get(),
+        field.attrs.list.is_set(),
+    ) {
+        (Shape::Bytes | Shape::XdrString, _, _) | (Shape::Vec(_), Some(_), false) => fresh(),
+        (Shape::Vec(_), _, true) => {
+            quote_spanned!(span=> #xdr::decode_list_in_place(__dec, &mut self.#member)?;)
+        }
+        (Shape::Vec(_), None, false) => {
+            let max = max_expr(field);
+            quote_spanned!(span=> #xdr::decode_array_in_place(__dec, &mut self.#member, #max)?;)
+        }
+        _ => {
+            quote_spanned!(span=> <#ty as #xdr::Decode>::decode_in_place(&mut self.#member, __dec)?;)
+        }
+    }
+}
+
 /// A constant expression for the fewest bytes the field takes on the wire. It never
 /// overestimates: decoders use it to refuse counts the input cannot hold.
 pub fn min_len(krate: &syn::Path, field: &Field<'_>) -> TokenStream {

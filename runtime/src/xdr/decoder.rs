@@ -117,6 +117,13 @@ impl Decoder {
         })
     }
 
+    /// Reads the next `N` bytes as an array, with one bounds check: generated code decodes
+    /// a run of consecutive fixed-size numeric fields from one array.
+    #[inline]
+    pub fn get_array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        self.take::<N>()
+    }
+
     /// Reads an unsigned 32-bit integer.
     #[inline]
     pub fn get_u32(&mut self) -> Result<u32> {
@@ -152,13 +159,19 @@ impl Decoder {
     }
 
     /// Reads a boolean; anything but 0 or 1 is an error (RFC 4506 section 4.4).
+    #[inline]
     pub fn get_bool(&mut self) -> Result<bool> {
-        let at = self.offset();
         match self.get_u32()? {
             0 => Ok(false),
             1 => Ok(true),
-            v => Err(Error::new(ErrorKind::InvalidBool(v), at)),
+            v => Err(self.invalid_bool(v)),
         }
+    }
+
+    /// The error for a boolean that is neither 0 nor 1, just read.
+    #[cold]
+    fn invalid_bool(&self, v: u32) -> Error {
+        Error::new(ErrorKind::InvalidBool(v), self.offset() - BLOCK)
     }
 
     /// Reads the present flag of optional data (RFC 4506 section 4.19).

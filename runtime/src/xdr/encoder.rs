@@ -140,6 +140,14 @@ impl Encoder {
         self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
+    /// Writes `N` bytes given as an array. Generated code encodes a run of consecutive
+    /// fixed-size numeric fields as one array: one capacity check and one copy for the run
+    /// (what rpcgen's `XDR_INLINE` does). `N` should be a multiple of four.
+    #[inline]
+    pub fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
+        self.buf.extend_from_slice(&bytes);
+    }
+
     /// Writes a single-precision float.
     pub fn put_f32(&mut self, v: f32) {
         self.buf.extend_from_slice(&v.to_be_bytes());
@@ -333,6 +341,48 @@ impl Encoder {
         (self.finish(), moved)
     }
 
+    /// Ends the message written so far and returns it like [`finish`](Self::finish), leaving
+    /// the encoder empty, with the same settings, ready for the next message.
+    ///
+    /// The returned message shares the encoder's buffer; the buffer's unused capacity is kept
+    /// for the next message, and once every message taken from it has been dropped, the whole
+    /// buffer is reclaimed. A send loop that reuses one encoder (created with enough
+    /// capacity for a few messages) therefore stops allocating.
+    pub fn take(&mut self) -> Encoded {
+        self.take_with_chunks().0
+    }
+
+    /// [`take`](Self::take) for an encoder with a chunking policy: also returns the items
+    /// moved to chunks, and starts the next message with none moved.
+    pub fn take_with_chunks(&mut self) -> (Encoded, Vec<MovedItem>) {
+        let moved = match self.chunking.as_mut() {
+            Some(c) => {
+                c.removed = 0;
+                std::mem::take(&mut c.moved)
+            }
+            None => Vec::new(),
+        };
+        self.copied_opaque = 0;
+        let encoded = if self.parts.is_empty() {
+            let one = self.buf.split().freeze();
+            Encoded {
+                len: one.len(),
+                parts: Parts::One(one),
+            }
+        } else {
+            if !self.buf.is_empty() {
+                let tail = self.buf.split().freeze();
+                self.flushed += tail.len();
+                self.parts.push(tail);
+            }
+            Encoded {
+                parts: Parts::Many(std::mem::take(&mut self.parts)),
+                len: std::mem::take(&mut self.flushed),
+            }
+        };
+        (encoded, moved)
+    }
+
     /// Ends encoding and returns the message as a gather list.
     pub fn finish(mut self) -> Encoded {
         if self.parts.is_empty() {
@@ -472,6 +522,33 @@ mod tests {
         assert_eq!(whole, encoded.to_bytes());
         assert_eq!(&whole[..8], &[0, 0, 0, 1, 0, 0, 4, 1]);
         assert_eq!(&whole[whole.len() - 4..], &[0, 0, 0, 2]);
+    }
+
+    #[test]
+    fn take_starts_the_next_message_and_reuses_the_buffer() {
+        let mut enc = Encoder::with_capacity(64);
+        enc.put_u32(1);
+        let first = enc.take();
+        assert_eq!(&first.to_bytes()[..], &[0, 0, 0, 1]);
+        assert!(enc.is_empty());
+        enc.put_u32(2);
+        enc.put_gathered(Bytes::from(vec![7; DEFAULT_GATHER_THRESHOLD]));
+        enc.put_u32(3);
+        let second = enc.take();
+        assert_eq!(second.parts().len(), 3);
+        assert_eq!(second.len(), 8 + DEFAULT_GATHER_THRESHOLD);
+        assert!(enc.is_empty());
+        let first_ptr = first.parts()[0].as_ptr();
+        drop((first, second));
+        // Every message taken has been dropped: the next ones reuse the original buffer.
+        let mut reused = false;
+        for i in 0..64u32 {
+            enc.put_u32(i);
+            let m = enc.take();
+            assert_eq!(&m.to_bytes()[..], &i.to_be_bytes());
+            reused |= m.parts()[0].as_ptr() == first_ptr;
+        }
+        assert!(reused, "the buffer was reclaimed once it was free");
     }
 
     #[test]

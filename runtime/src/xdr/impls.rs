@@ -95,6 +95,20 @@ impl<T: Decode> Decode for Option<T> {
             Ok(None)
         }
     }
+
+    fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+        match (dec.get_present()?, self.as_mut()) {
+            (true, Some(v)) => v.decode_in_place(dec),
+            (true, None) => {
+                *self = Some(T::decode(dec)?);
+                Ok(())
+            }
+            (false, _) => {
+                *self = None;
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Boxes carry recursive types; decoding one counts against [`Limits::max_depth`](super::Limits).
@@ -112,6 +126,13 @@ impl<T: Decode> Decode for Box<T> {
         dec.leave();
         v.map(Box::new)
     }
+
+    fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+        dec.enter()?;
+        let v = (**self).decode_in_place(dec);
+        dec.leave();
+        v
+    }
 }
 
 /// A variable-length array without a declared maximum (`T x<>`).
@@ -124,6 +145,10 @@ impl<T: Encode> Encode for Vec<T> {
 impl<T: Decode> Decode for Vec<T> {
     fn decode(dec: &mut Decoder) -> Result<Self> {
         decode_array(dec, None)
+    }
+
+    fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+        decode_array_in_place(dec, self, None)
     }
 }
 
@@ -140,6 +165,12 @@ impl<T: Decode, const N: usize> Decode for [T; N] {
         let v = decode_fixed_array(dec, N)?;
         v.try_into()
             .map_err(|_| dec.error(ErrorKind::Invalid("fixed array length mismatch")))
+    }
+
+    fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+        // The same up-front check as `decode_fixed_array`, so both fail alike.
+        dec.check_count(N as u64, T::MIN_ENCODED_LEN, dec.offset())?;
+        self.iter_mut().try_for_each(|v| v.decode_in_place(dec))
     }
 }
 
@@ -158,6 +189,12 @@ macro_rules! tuple {
             const MIN_ENCODED_LEN: usize = 0 $(+ $name::MIN_ENCODED_LEN)+;
             fn decode(dec: &mut Decoder) -> Result<Self> {
                 Ok(($($name::decode(dec)?,)+))
+            }
+            #[allow(non_snake_case)]
+            fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+                let ($($name,)+) = self;
+                $($name.decode_in_place(dec)?;)+
+                Ok(())
             }
         }
     };
@@ -196,6 +233,24 @@ pub fn decode_fixed_array<T: Decode>(dec: &mut Decoder, len: usize) -> Result<Ve
     collect(dec, len)
 }
 
+/// Decodes a variable-length array into `out` (see [`Decode::decode_in_place`]): the elements
+/// `out` already holds are decoded in place, the rest pushed, the surplus dropped.
+pub fn decode_array_in_place<T: Decode>(
+    dec: &mut Decoder,
+    out: &mut Vec<T>,
+    max: Option<u32>,
+) -> Result<()> {
+    let count = dec.get_count(max, T::MIN_ENCODED_LEN)?;
+    out.truncate(count);
+    for item in out.iter_mut() {
+        item.decode_in_place(dec)?;
+    }
+    while out.len() < count {
+        out.push(T::decode(dec)?);
+    }
+    Ok(())
+}
+
 fn collect<T: Decode>(dec: &mut Decoder, count: usize) -> Result<Vec<T>> {
     // The count has been checked against the input, but the in-memory size of T can exceed
     // its wire size; grow as elements actually decode.
@@ -229,6 +284,18 @@ pub fn decode_list<T: Decode>(dec: &mut Decoder) -> Result<Vec<T>> {
     Ok(out)
 }
 
+/// Decodes a list written by [`encode_list`] into `out` (see [`Decode::decode_in_place`]),
+/// iteratively, bounded by [`Limits::max_elements`](super::Limits).
+pub fn decode_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
+    let mut n = 0;
+    while dec.get_present()? {
+        next_in_place(dec, out, n)?;
+        n += 1;
+    }
+    out.truncate(n);
+    Ok(())
+}
+
 /// Encodes a self-referential list used directly (`struct L head;`): the first element has no
 /// present flag. An empty slice cannot be encoded.
 pub fn encode_nonempty_list<T: Encode>(
@@ -252,18 +319,53 @@ pub fn decode_nonempty_list<T: Decode>(dec: &mut Decoder) -> Result<Vec<T>> {
     Ok(out)
 }
 
+/// Decodes a list written by [`encode_nonempty_list`] into `out` (see
+/// [`Decode::decode_in_place`]).
+pub fn decode_nonempty_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
+    // The first element, like `decode_nonempty_list`'s, is not counted against the limit.
+    match out.first_mut() {
+        Some(first) => first.decode_in_place(dec)?,
+        None => out.push(T::decode(dec)?),
+    }
+    let mut n = 1;
+    while dec.get_present()? {
+        next_in_place(dec, out, n)?;
+        n += 1;
+    }
+    out.truncate(n);
+    Ok(())
+}
+
 fn push_bounded<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
+    check_list_length(dec, out.len())?;
+    out.push(T::decode(dec)?);
+    Ok(())
+}
+
+/// Decodes list element `n` over `out[n]` if there is one, else pushes it.
+fn next_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, n: usize) -> Result<()> {
+    check_list_length(dec, n)?;
+    match out.get_mut(n) {
+        Some(item) => item.decode_in_place(dec),
+        None => {
+            out.push(T::decode(dec)?);
+            Ok(())
+        }
+    }
+}
+
+/// Refuses a list element beyond [`Limits::max_elements`](super::Limits) when `len` are read.
+fn check_list_length(dec: &Decoder, len: usize) -> Result<()> {
     let max = dec.limits().max_elements;
-    if out.len() >= max as usize {
+    if len >= max as usize {
         return Err(Error::new(
             ErrorKind::LimitExceeded {
                 limit: "list length",
-                value: out.len() as u64 + 1,
+                value: len as u64 + 1,
                 maximum: max.into(),
             },
             dec.offset(),
         ));
     }
-    out.push(T::decode(dec)?);
     Ok(())
 }

@@ -20,6 +20,7 @@
 //! assert_eq!((n, s.as_bytes()), (7, &b"hello"[..]));
 //! ```
 
+mod block;
 pub mod bounds;
 mod ddp;
 mod ddp_marks;
@@ -31,6 +32,7 @@ mod limits;
 mod procedure;
 mod string;
 
+pub use block::BlockNumber;
 pub use bounds::EncodedSize;
 pub use bytes::Bytes;
 pub use ddp::{
@@ -42,8 +44,9 @@ pub use decoder::Decoder;
 pub use encoder::{Encoded, Encoder, DEFAULT_GATHER_THRESHOLD};
 pub use error::{Error, ErrorKind, Result};
 pub use impls::{
-    decode_array, decode_fixed_array, decode_list, decode_nonempty_list, encode_array,
-    encode_fixed_array, encode_list, encode_nonempty_list,
+    decode_array, decode_array_in_place, decode_fixed_array, decode_list, decode_list_in_place,
+    decode_nonempty_list, decode_nonempty_list_in_place, encode_array, encode_fixed_array,
+    encode_list, encode_nonempty_list,
 };
 pub use limits::Limits;
 pub use procedure::Procedure;
@@ -78,6 +81,19 @@ pub trait Decode: Sized {
 
     /// Reads one value from `dec`.
     fn decode(dec: &mut Decoder) -> Result<Self>;
+
+    /// Reads one value from `dec` into `self`, reusing what `self` already owns: vectors keep
+    /// their capacity and their elements are decoded in place, so a receive loop that decodes
+    /// every message into the same value stops allocating once it has seen its largest message
+    /// (the counterpart of serde's `deserialize_in_place` and prost's `merge`).
+    ///
+    /// The result equals `Self::decode`'s. On error, `self` holds some valid value of the type
+    /// (partly updated): keep it only for its allocations.
+    #[inline]
+    fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
+        *self = Self::decode(dec)?;
+        Ok(())
+    }
 }
 
 /// Encodes `value` into one contiguous buffer (copying any gathered parts together once).
@@ -90,6 +106,14 @@ pub fn to_bytes<T: Encode + ?Sized>(value: &T) -> Result<Bytes> {
 /// Decodes one `T` from `buf` with default [`Limits`], rejecting trailing bytes.
 pub fn from_bytes<T: Decode>(buf: Bytes) -> Result<T> {
     from_bytes_with_limits(buf, Limits::default())
+}
+
+/// Decodes one `T` from `buf` into `value` (see [`Decode::decode_in_place`]) with default
+/// [`Limits`], rejecting trailing bytes.
+pub fn from_bytes_in_place<T: Decode>(buf: Bytes, value: &mut T) -> Result<()> {
+    let mut dec = Decoder::new(buf);
+    value.decode_in_place(&mut dec)?;
+    dec.finish()
 }
 
 /// Decodes one `T` from `buf` under `limits`, rejecting trailing bytes.

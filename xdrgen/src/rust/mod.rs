@@ -16,6 +16,7 @@ mod bounds;
 mod ddp;
 pub mod ident;
 mod program;
+mod runs;
 mod shape;
 mod union;
 
@@ -25,6 +26,7 @@ use quote::{format_ident, quote};
 use crate::diag::Sources;
 use crate::ir::*;
 use ident::{const_name, field_name, type_name, type_name_str, unique};
+use runs::FieldGroup;
 
 /// Zero bytes padding `len` to a multiple of four.
 pub fn padding(len: usize) -> usize {
@@ -302,13 +304,22 @@ impl Gen<'_> {
             let t = self.rust_type(&f.repr);
             quote!(#d pub #n: #t,)
         });
-        let enc = fields
-            .iter()
-            .zip(&names)
-            .map(|(f, n)| self.encode_field(f, quote!(&self.#n)));
-        let dec = fields.iter().zip(&names).map(|(f, n)| {
-            let e = self.decode_field(f);
-            quote!(#n: #e,)
+        let groups = self.field_groups(fields);
+        let enc = groups.iter().map(|g| match g {
+            FieldGroup::Single(i) => {
+                let n = &names[*i];
+                self.encode_field(&fields[*i], quote!(&self.#n))
+            }
+            FieldGroup::Run(run) => {
+                let values: Vec<_> = run
+                    .iter()
+                    .map(|(i, w)| {
+                        let n = &names[*i];
+                        (quote!(self.#n), *w)
+                    })
+                    .collect();
+                self.encode_run(&values)
+            }
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);
         if let Some(next) = list_next {
@@ -323,8 +334,9 @@ impl Gen<'_> {
         let d = doc(&text);
         let derives = self.derives(&item.props, false);
         let min = self.min_len(&item.props);
-        let body = quote!(::core::result::Result::Ok(Self { #(#dec)* }));
+        let body = self.struct_decode_body(fields, &names, &groups);
         let decode_fn = self.decode_fn(&item.props, body);
+        let in_place = self.struct_decode_in_place(item, fields, &names, &groups);
         quote! {
             #d
             #derives
@@ -340,7 +352,100 @@ impl Gen<'_> {
             impl #rt::Decode for #name {
                 #min
                 #decode_fn
+                #in_place
             }
+        }
+    }
+
+    /// `decode_in_place` for a struct with a field that owns reusable memory: those fields
+    /// decode in place, the others are assigned. Recursive structs keep the default (a fresh
+    /// decode), which does the nesting-depth accounting.
+    fn struct_decode_in_place(
+        &self,
+        item: &Item,
+        fields: &[Field],
+        names: &[proc_macro2::Ident],
+        groups: &[FieldGroup],
+    ) -> TokenStream {
+        let rt = &self.rt;
+        let mut reuse: Vec<Option<TokenStream>> = fields
+            .iter()
+            .zip(names)
+            .map(|(f, n)| {
+                (!Self::is_ddp(f))
+                    .then(|| self.decode_in_place(&f.repr, quote!(&mut self.#n)))
+                    .flatten()
+            })
+            .collect();
+        if item.props.recursive || reuse.iter().all(Option::is_none) {
+            return TokenStream::new();
+        }
+        let stmts = groups.iter().enumerate().map(|(k, g)| match g {
+            FieldGroup::Single(i) => {
+                let n = &names[*i];
+                reuse[*i].take().unwrap_or_else(|| {
+                    let e = self.decode_field(&fields[*i]);
+                    quote!(self.#n = #e;)
+                })
+            }
+            FieldGroup::Run(run) => {
+                let block = format_ident!("block_{}", k);
+                let members: Vec<_> = run.iter().map(|(i, w)| (&fields[*i], *w)).collect();
+                let (read, exprs) = self.decode_run(&block, &members);
+                let sets = run.iter().zip(exprs).map(|((i, _), e)| {
+                    let n = &names[*i];
+                    quote!(self.#n = #e;)
+                });
+                quote!(#read #(#sets)*)
+            }
+        });
+        quote! {
+            fn decode_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<()> {
+                #(#stmts)*
+                ::core::result::Result::Ok(())
+            }
+        }
+    }
+
+    /// The body of a struct's `decode`. With runs of numeric fields, the fields are read
+    /// into fresh bindings in order (a field called `dec` must not shadow the decoder), then
+    /// the struct is built.
+    fn struct_decode_body(
+        &self,
+        fields: &[Field],
+        names: &[proc_macro2::Ident],
+        groups: &[FieldGroup],
+    ) -> TokenStream {
+        if !groups.iter().any(|g| matches!(g, FieldGroup::Run(_))) {
+            let dec = fields.iter().zip(names).map(|(f, n)| {
+                let e = self.decode_field(f);
+                quote!(#n: #e,)
+            });
+            return quote!(::core::result::Result::Ok(Self { #(#dec)* }));
+        }
+        let binds: Vec<_> = (0..fields.len())
+            .map(|i| format_ident!("field_{}", i))
+            .collect();
+        let stmts = groups.iter().enumerate().map(|(k, g)| match g {
+            FieldGroup::Single(i) => {
+                let b = &binds[*i];
+                let e = self.decode_field(&fields[*i]);
+                quote!(let #b = #e;)
+            }
+            FieldGroup::Run(run) => {
+                let block = format_ident!("block_{}", k);
+                let members: Vec<_> = run.iter().map(|(i, w)| (&fields[*i], *w)).collect();
+                let (read, exprs) = self.decode_run(&block, &members);
+                let lets = run.iter().zip(exprs).map(|((i, _), e)| {
+                    let b = &binds[*i];
+                    quote!(let #b = #e;)
+                });
+                quote!(#read #(#lets)*)
+            }
+        });
+        quote! {
+            #(#stmts)*
+            ::core::result::Result::Ok(Self { #(#names: #binds),* })
         }
     }
 
@@ -364,6 +469,15 @@ impl Gen<'_> {
         let enc = self.encode(repr, quote!(&self.0));
         let de = self.decode(repr);
         let decode_fn = self.decode_fn(&item.props, quote!(::core::result::Result::Ok(Self(#de))));
+        let in_place = match self.decode_in_place(repr, quote!(&mut self.0)) {
+            Some(stmt) if !item.props.recursive => quote! {
+                fn decode_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<()> {
+                    #stmt
+                    ::core::result::Result::Ok(())
+                }
+            },
+            _ => TokenStream::new(),
+        };
         quote! {
             #d
             #derives
@@ -383,6 +497,7 @@ impl Gen<'_> {
             impl #rt::Decode for #name {
                 #min
                 #decode_fn
+                #in_place
             }
         }
     }

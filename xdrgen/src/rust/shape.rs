@@ -170,6 +170,60 @@ impl Gen<'_> {
         }
     }
 
+    /// Whether a value of shape `r` owns heap memory that decoding in place can reuse
+    /// (vectors, boxes, and the structs and unions that may hold them).
+    pub(super) fn owns_heap(&self, r: &Repr) -> bool {
+        match r {
+            Repr::Prim(_) | Repr::FixedOpaque(_) | Repr::VarOpaque(_) | Repr::Str(_) => false,
+            Repr::VarArray(..) | Repr::Boxed(_) | Repr::List(_) | Repr::NonEmptyList(_) => true,
+            Repr::FixedArray(e, _) | Repr::Optional(e) => self.owns_heap(e),
+            Repr::Named(n) => {
+                match self.model.get(n) {
+                    None => false,
+                    // A recursive type holds a box or a vector somewhere in its cycle.
+                    Some(item) if item.props.recursive => true,
+                    Some(item) => match &item.kind {
+                        ItemKind::Typedef { repr, .. } => self.owns_heap(repr),
+                        ItemKind::Struct { fields, .. } => {
+                            fields.iter().any(|f| self.owns_heap(&f.repr))
+                        }
+                        ItemKind::Union(u) => u.arms.iter().chain(&u.default).any(|arm| match &arm
+                            .payload
+                        {
+                            Payload::Void => false,
+                            Payload::One(f) => self.owns_heap(&f.repr),
+                            Payload::Many(fs) => fs.iter().any(|f| self.owns_heap(&f.repr)),
+                        }),
+                        _ => false,
+                    },
+                }
+            }
+        }
+    }
+
+    /// A statement decoding shape `r` into `place` (a `&mut` expression) while reusing what it
+    /// owns ([`Decode::decode_in_place`](rpcrdma::xdr::Decode::decode_in_place)); `None` when
+    /// the shape owns nothing reusable or has no in-place form, and the caller assigns a fresh
+    /// decode instead.
+    pub(super) fn decode_in_place(&self, r: &Repr, place: TokenStream) -> Option<TokenStream> {
+        let rt = &self.rt;
+        if !self.owns_heap(r) {
+            return None;
+        }
+        match r {
+            Repr::List(_) => Some(quote!(#rt::decode_list_in_place(dec, #place)?;)),
+            Repr::NonEmptyList(_) => {
+                Some(quote!(#rt::decode_nonempty_list_in_place(dec, #place)?;))
+            }
+            Repr::VarArray(e, m) if e.is_natural() => {
+                let mx = self.max(m);
+                Some(quote!(#rt::decode_array_in_place(dec, #place, #mx)?;))
+            }
+            _ if r.is_natural() => Some(quote!(#rt::Decode::decode_in_place(#place, dec)?;)),
+            _ => None,
+        }
+    }
+
     /// An expression decoding shape `r` (uses `?`).
     pub(super) fn decode(&self, r: &Repr) -> TokenStream {
         let rt = &self.rt;

@@ -83,6 +83,8 @@ impl Gen<'_> {
         let mut disc_arms = Vec::new();
         let mut enc_arms = Vec::new();
         let mut dec_arms = Vec::new();
+        // Arms whose value can be decoded in place when `self` already holds that arm.
+        let mut in_place_arms = Vec::new();
         for ((l, arm), v) in variants.iter().zip(&vnames) {
             let value = self.label_value(&u.disc, l);
             let label_text = l.name.clone().unwrap_or_else(|| l.value.to_string());
@@ -110,6 +112,11 @@ impl Gen<'_> {
                     disc_arms.push(quote!(Self::#v(..) => #value,));
                     enc_arms.push(quote!(Self::#v(value) => { #e }));
                     dec_arms.push(quote!(#value => Self::#v(#de),));
+                    if !Self::is_ddp(f) {
+                        if let Some(stmt) = self.decode_in_place(&f.repr, quote!(value)) {
+                            in_place_arms.push(quote!((#value, Self::#v(value)) => { #stmt }));
+                        }
+                    }
                 }
                 Payload::Many(fs) => {
                     let d = doc(&format!(
@@ -205,13 +212,47 @@ impl Gen<'_> {
         let min = self.min_len(&item.props);
         // An enum discriminant's own decode already rejected values outside the enum; the
         // fallback arm catches members (or integers) that have no arm.
-        let body = quote! {
-            let at = dec.offset();
-            let d = <#dt as #rt::Decode>::decode(dec)?;
-            let _ = at;
+        let arm_match = quote! {
             #[allow(unreachable_patterns)]
             let value = match d { #(#dec_arms)* #fallback };
             ::core::result::Result::Ok(value)
+        };
+        let in_place = !item.props.recursive && !in_place_arms.is_empty();
+        // With an in-place decode, the arm decoding is shared through a private helper.
+        let (body, helper, in_place_fn) = if in_place {
+            let body = quote! {
+                let at = dec.offset();
+                let d = <#dt as #rt::Decode>::decode(dec)?;
+                Self::decode_arm(d, at, dec)
+            };
+            let helper = quote! {
+                /// Decodes the arm selected by discriminant `d` (read at offset `at`).
+                fn decode_arm(d: #dt, at: usize, dec: &mut #rt::Decoder) -> #rt::Result<Self> {
+                    let _ = at;
+                    #arm_match
+                }
+            };
+            let in_place_fn = quote! {
+                fn decode_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<()> {
+                    let at = dec.offset();
+                    let d = <#dt as #rt::Decode>::decode(dec)?;
+                    #[allow(unreachable_patterns)]
+                    match (d, &mut *self) {
+                        #(#in_place_arms)*
+                        _ => *self = Self::decode_arm(d, at, dec)?,
+                    }
+                    ::core::result::Result::Ok(())
+                }
+            };
+            (body, helper, in_place_fn)
+        } else {
+            let body = quote! {
+                let at = dec.offset();
+                let d = <#dt as #rt::Decode>::decode(dec)?;
+                let _ = at;
+                #arm_match
+            };
+            (body, TokenStream::new(), TokenStream::new())
         };
         let decode_fn = self.decode_fn(&item.props, body);
         quote! {
@@ -224,6 +265,7 @@ impl Gen<'_> {
                 pub fn discriminant(&self) -> #dt {
                     match self { #(#disc_arms)* }
                 }
+                #helper
             }
 
             impl #rt::Encode for #name {
@@ -237,6 +279,7 @@ impl Gen<'_> {
             impl #rt::Decode for #name {
                 #min
                 #decode_fn
+                #in_place_fn
             }
         }
     }

@@ -1,0 +1,82 @@
+//! The pair the `v1_header` bench times (encode + decode of an RDMA_MSG header with two read
+//! segments and one write chunk of two segments), in a plain loop, for instruction-level
+//! profiles that wall-clock noise cannot blur:
+//!
+//! ```text
+//! cargo build --release -p rpcgen-oracle --example v1_header_loop
+//! valgrind --tool=callgrind target/release/examples/v1_header_loop 100000 steady
+//! callgrind_annotate callgrind.out.*
+//! ```
+//!
+//! Arguments: iterations (default 1,000,000) and `fresh` (a new encoder and decoded value
+//! each time, the default) or `steady` (one encoder reused with `take`, decoding in place).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use rpcrdma::xdr::{Bytes, Decode, Decoder, Encode, Encoder};
+use rpcrdma_specs::v1::{
+    Rpcrdma1Body, Rpcrdma1Chunks, Rpcrdma1Msg, Rpcrdma1ReadList, Rpcrdma1ReadSegment,
+    Rpcrdma1Segment, Rpcrdma1WriteChunk, Rpcrdma1WriteList,
+};
+
+fn header() -> Rpcrdma1Msg {
+    let seg = |rdma_handle, rdma_offset| Rpcrdma1Segment {
+        rdma_handle,
+        rdma_length: 8192,
+        rdma_offset,
+    };
+    let read = |rdma_target| Rpcrdma1ReadList {
+        rdma_entry: Rpcrdma1ReadSegment {
+            rdma_position: 120,
+            rdma_target,
+        },
+    };
+    Rpcrdma1Msg {
+        rdma_xid: 0x1234_5678,
+        rdma_vers: 1,
+        rdma_credit: 128,
+        rdma_body: Rpcrdma1Body::RdmaMsg(Rpcrdma1Chunks {
+            rdma_reads: vec![
+                read(seg(0x1001, 0x7f00_0000_0000)),
+                read(seg(0x1002, 0x7f00_0000_2000)),
+            ],
+            rdma_writes: vec![Rpcrdma1WriteList {
+                rdma_entry: Rpcrdma1WriteChunk {
+                    rdma_target: vec![seg(0x2001, 0x7f00_1000_0000), seg(0x2002, 0x7f00_1000_2000)],
+                },
+            }],
+            rdma_reply: None,
+        }),
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: u32 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let steady = args.next().as_deref() == Some("steady");
+    let msg = header();
+    let mut send = Encoder::with_capacity(4096);
+    let mut held = msg.clone();
+    let start = Instant::now();
+    for _ in 0..n {
+        if steady {
+            black_box(&msg).encode(&mut send).expect("encodes");
+            let wire: Bytes = send.take().into_bytes();
+            held.decode_in_place(&mut Decoder::new(wire))
+                .expect("decodes");
+            black_box(&held);
+        } else {
+            let mut enc = Encoder::with_capacity(256);
+            black_box(&msg).encode(&mut enc).expect("encodes");
+            let wire: Bytes = enc.finish().into_bytes();
+            black_box(Rpcrdma1Msg::decode(&mut Decoder::new(wire)).expect("decodes"));
+        }
+    }
+    let per_pair = start.elapsed().as_secs_f64() * 1e9 / f64::from(n.max(1));
+    println!("{per_pair:.1} ns per encode+decode pair");
+    assert_eq!(held, msg);
+}
