@@ -234,6 +234,27 @@ fn linked_list_length_is_bounded_by_limits() {
     ));
 }
 
+proptest! {
+    /// The fused read of a present flag and a block gives what reading them one after the
+    /// other gives, on any input: the same value, the same error, the same position.
+    #[test]
+    fn present_block_reads_like_flag_then_block(bytes in prop::collection::vec(any::<u8>(), 0..16), flag in 0u32..3) {
+        let mut wire = flag.to_be_bytes().to_vec();
+        wire.extend_from_slice(&bytes);
+        let wire = Bytes::from(wire);
+        let mut fused = Decoder::new(wire.clone());
+        let got = fused.get_present_block::<8>();
+        let mut apart = Decoder::new(wire);
+        let want = apart
+            .get_present()
+            .and_then(|p| if p { apart.get_block::<8>().map(Some) } else { Ok(None) });
+        prop_assert_eq!(&got, &want);
+        if got.is_ok() {
+            prop_assert_eq!(fused.offset(), apart.offset());
+        }
+    }
+}
+
 type Composite = (Vec<XdrString>, Option<Vec<u64>>, Bytes, Vec<Vec<u32>>);
 
 fn composite() -> impl Strategy<Value = Composite> {

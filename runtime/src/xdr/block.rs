@@ -1,12 +1,49 @@
-//! Numbers at constant offsets of a fixed-size block. Generated code encodes and decodes a
-//! run of consecutive numeric fields as one block ([`Encoder::put_array`],
-//! [`Decoder::get_array`]): one capacity or bounds check for the run instead of one per
-//! field, as rpcgen's `XDR_INLINE` does. An offset beyond the block is a compile-time error.
-//!
-//! [`Encoder::put_array`]: super::Encoder::put_array
-//! [`Decoder::get_array`]: super::Decoder::get_array
+//! Fixed-size blocks of numbers. Generated code encodes and decodes a run of consecutive
+//! numeric fields (nested structs of numbers included) as one [`Block`]: one capacity or
+//! bounds check for the run instead of one per field, as rpcgen's `XDR_INLINE` does.
+//! Offsets are constants; one beyond the block is a compile-time error.
 
-/// A fixed-size XDR number that can sit in a block.
+/// `N` bytes of XDR holding numbers at constant offsets.
+///
+/// ```
+/// use rpcrdma::xdr::Block;
+///
+/// let mut b = Block::<12>::new();
+/// b.put::<0>(7u32);
+/// b.put::<4>(-1i64);
+/// assert_eq!(b.get::<0, u32>(), 7);
+/// assert_eq!(b.get::<4, i64>(), -1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> Block<N> {
+    /// A block of zeros.
+    #[inline(always)]
+    pub const fn new() -> Self {
+        Block([0; N])
+    }
+
+    /// Writes `v`, big-endian, at byte `AT`.
+    #[inline(always)]
+    pub fn put<const AT: usize>(&mut self, v: impl BlockNumber) {
+        v.write_at::<AT, N>(&mut self.0);
+    }
+
+    /// Reads the big-endian number at byte `AT`.
+    #[inline(always)]
+    pub fn get<const AT: usize, T: BlockNumber>(&self) -> T {
+        T::read_at::<AT, N>(&self.0)
+    }
+}
+
+impl<const N: usize> Default for Block<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A fixed-size XDR number that can sit in a [`Block`].
 pub trait BlockNumber: Copy {
     /// Reads the big-endian number at byte `AT` of block `b`.
     fn read_at<const AT: usize, const N: usize>(b: &[u8; N]) -> Self;
@@ -42,16 +79,18 @@ mod tests {
 
     #[test]
     fn numbers_round_trip_at_their_offsets() {
-        let mut b = [0u8; 16];
-        7u32.write_at::<0, 16>(&mut b);
-        (-2i32).write_at::<4, 16>(&mut b);
-        0x0102_0304_0506_0708u64.write_at::<8, 16>(&mut b);
-        assert_eq!(b[..8], [0, 0, 0, 7, 0xff, 0xff, 0xff, 0xfe]);
-        assert_eq!(b[8..], [1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(u32::read_at::<0, 16>(&b), 7);
-        assert_eq!(i32::read_at::<4, 16>(&b), -2);
-        assert_eq!(u64::read_at::<8, 16>(&b), 0x0102_0304_0506_0708);
-        1.5f64.write_at::<8, 16>(&mut b);
-        assert_eq!(f64::read_at::<8, 16>(&b), 1.5);
+        let mut b = Block::<16>::new();
+        b.put::<0>(7u32);
+        b.put::<4>(-2i32);
+        b.put::<8>(0x0102_0304_0506_0708u64);
+        assert_eq!(b.0[..8], [0, 0, 0, 7, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(b.0[8..], [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(b.get::<0, u32>(), 7);
+        assert_eq!(b.get::<4, i32>(), -2);
+        assert_eq!(b.get::<8, u64>(), 0x0102_0304_0506_0708);
+        b.put::<8>(1.5f64);
+        assert_eq!(b.get::<8, f64>(), 1.5);
+        b.put::<4>(0.25f32);
+        assert_eq!(b.get::<4, f32>(), 0.25);
     }
 }

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::ddp::ReceivedChunks;
-use super::{padding, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
+use super::{padding, Block, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
 
 /// Reads XDR items from a [`Bytes`] buffer.
 ///
@@ -117,11 +117,40 @@ impl Decoder {
         })
     }
 
-    /// Reads the next `N` bytes as an array, with one bounds check: generated code decodes
-    /// a run of consecutive fixed-size numeric fields from one array.
+    /// Reads the next `N` bytes as a [`Block`], with one bounds check: generated code decodes
+    /// a run of consecutive fixed-size numeric fields from one block.
     #[inline]
-    pub fn get_array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        self.take::<N>()
+    pub fn get_block<const N: usize>(&mut self) -> Result<Block<N>> {
+        self.take::<N>().map(Block)
+    }
+
+    /// Reads a present flag (RFC 4506 section 4.19) and, when it is TRUE, the next `N`
+    /// bytes as a [`Block`]: generated code reads optional data or a list element of a fixed
+    /// size this way, with one bounds check for the flag and the value. Errors are those of
+    /// [`get_present`](Self::get_present) followed by [`get_block`](Self::get_block).
+    #[inline]
+    pub fn get_present_block<const N: usize>(&mut self) -> Result<Option<Block<N>>> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        if let Some((flag, value)) = rest.split_first_chunk::<BLOCK>() {
+            match (u32::from_be_bytes(*flag), value.first_chunk::<N>()) {
+                (0, _) => {
+                    self.pos += BLOCK;
+                    return Ok(None);
+                }
+                (1, Some(value)) => {
+                    let value = Block(*value);
+                    self.pos += BLOCK + N;
+                    return Ok(Some(value));
+                }
+                _ => {}
+            }
+        }
+        // A bad flag, or input that ends early.
+        if self.get_present()? {
+            self.get_block().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// Reads an unsigned 32-bit integer.
@@ -236,9 +265,10 @@ impl Decoder {
     /// The count is checked against `max`, [`Limits::max_elements`] and, when each element
     /// takes at least `min_element_len` bytes, against the input left, so a hostile count never
     /// causes an allocation the input cannot back.
+    #[inline]
     pub fn get_count(&mut self, max: Option<u32>, min_element_len: usize) -> Result<usize> {
-        let at = self.offset();
         let count = self.get_u32()?;
+        let at = self.offset() - BLOCK;
         if let Some(max) = max {
             if count > max {
                 return Err(Error::new(
@@ -256,29 +286,37 @@ impl Decoder {
 
     /// Checks that `count` elements of at least `min_element_len` bytes each are within
     /// [`Limits::max_elements`] and the input left.
+    #[inline]
     pub fn check_count(&self, count: u64, min_element_len: usize, at: usize) -> Result<()> {
+        if count > self.limits.max_elements as u64
+            || count.saturating_mul(min_element_len as u64) > self.remaining() as u64
+        {
+            return Err(self.bad_count(count, at));
+        }
+        Ok(())
+    }
+
+    /// The error for a count that [`check_count`](Self::check_count) refuses.
+    #[cold]
+    fn bad_count(&self, count: u64, at: usize) -> Error {
         if count > self.limits.max_elements as u64 {
-            return Err(Error::new(
+            Error::new(
                 ErrorKind::LimitExceeded {
                     limit: "element count",
                     value: count,
                     maximum: self.limits.max_elements as u64,
                 },
                 at,
-            ));
-        }
-        if min_element_len > 0
-            && count.saturating_mul(min_element_len as u64) > self.remaining() as u64
-        {
-            return Err(Error::new(
+            )
+        } else {
+            Error::new(
                 ErrorKind::CountExceedsInput {
                     count,
                     remaining: self.remaining(),
                 },
                 at,
-            ));
+            )
         }
-        Ok(())
     }
 
     /// Enters one level of recursive nesting; pair with [`Decoder::leave`].
@@ -384,10 +422,5 @@ impl Decoder {
             ));
         }
         Ok(items)
-    }
-
-    /// Reads one 4-byte block without interpreting it.
-    pub fn get_block(&mut self) -> Result<[u8; BLOCK]> {
-        self.take::<BLOCK>()
     }
 }

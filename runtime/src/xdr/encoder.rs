@@ -3,7 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem};
-use super::{padding, Encode, Error, ErrorKind, Result, XdrString};
+use super::{padding, Block, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
 /// copied into the encoder's buffer.
@@ -140,12 +140,12 @@ impl Encoder {
         self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
-    /// Writes `N` bytes given as an array. Generated code encodes a run of consecutive
-    /// fixed-size numeric fields as one array: one capacity check and one copy for the run
-    /// (what rpcgen's `XDR_INLINE` does). `N` should be a multiple of four.
+    /// Writes a [`Block`]: generated code encodes a run of consecutive fixed-size numeric
+    /// fields as one block, with one capacity check and one copy for the run (what rpcgen's
+    /// `XDR_INLINE` does). `N` should be a multiple of four.
     #[inline]
-    pub fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
-        self.buf.extend_from_slice(&bytes);
+    pub fn put_block<const N: usize>(&mut self, block: &Block<N>) {
+        self.buf.extend_from_slice(&block.0);
     }
 
     /// Writes a single-precision float.
@@ -170,22 +170,27 @@ impl Encoder {
         self.buf.extend_from_slice(&ZEROS[..padding(len)]);
     }
 
-    /// Checks `len` against a declared maximum.
+    /// Checks `len` against a declared maximum (and the 32-bit length field of RFC 4506
+    /// section 4.10).
+    #[inline]
     pub fn check_max(&self, len: usize, max: Option<u32>) -> Result<()> {
-        match max {
-            Some(max) if len > max as usize => Err(self.error(ErrorKind::ExceedsDeclaredMaximum {
-                length: len as u64,
-                maximum: max,
-            })),
-            _ if len > u32::MAX as usize => Err(self.error(ErrorKind::ExceedsDeclaredMaximum {
-                length: len as u64,
-                maximum: u32::MAX,
-            })),
-            _ => Ok(()),
+        let maximum = max.unwrap_or(u32::MAX);
+        if len > maximum as usize {
+            return Err(self.over_maximum(len, maximum));
         }
+        Ok(())
+    }
+
+    #[cold]
+    fn over_maximum(&self, len: usize, maximum: u32) -> Error {
+        self.error(ErrorKind::ExceedsDeclaredMaximum {
+            length: len as u64,
+            maximum,
+        })
     }
 
     /// Writes a length or element count after checking it against `max`.
+    #[inline]
     pub fn put_length(&mut self, len: usize, max: Option<u32>) -> Result<()> {
         self.check_max(len, max)?;
         self.put_u32(len as u32);
@@ -349,6 +354,15 @@ impl Encoder {
     /// buffer is reclaimed. A send loop that reuses one encoder (created with enough
     /// capacity for a few messages) therefore stops allocating.
     pub fn take(&mut self) -> Encoded {
+        if self.parts.is_empty() && self.chunking.is_none() {
+            // The common case: one contiguous message and nothing moved to chunks.
+            self.copied_opaque = 0;
+            let one = self.buf.split().freeze();
+            return Encoded {
+                len: one.len(),
+                parts: Parts::One(one),
+            };
+        }
         self.take_with_chunks().0
     }
 

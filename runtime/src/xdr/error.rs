@@ -99,8 +99,14 @@ pub enum ErrorKind {
 }
 
 /// An encoding or decoding failure with the byte offset where it happened.
+///
+/// Boxed, so that a [`Result`] is a register wide on the success path that every codec call
+/// takes: errors are rare and may cost an allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub struct Error(Box<Located>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Located {
     kind: ErrorKind,
     offset: usize,
 }
@@ -121,18 +127,19 @@ impl ErrorKind {
 
 impl Error {
     /// An error of `kind` at byte `offset` of the message.
+    #[cold]
     pub fn new(kind: ErrorKind, offset: usize) -> Self {
-        Error { kind, offset }
+        Error(Box::new(Located { kind, offset }))
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     /// The byte offset, from the start of the message, of the item that failed.
     pub fn offset(&self) -> usize {
-        self.offset
+        self.0.offset
     }
 }
 
@@ -203,7 +210,7 @@ impl fmt::Display for ErrorKind {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "XDR error at byte {}: {}", self.offset, self.kind)
+        write!(f, "XDR error at byte {}: {}", self.0.offset, self.0.kind)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{Decode, Decoder, Encode, Encoder, Error, ErrorKind, Result, XdrString};
+use super::{Decode, Decoder, Encode, Encoder, Error, ErrorKind, Result, XdrString, BLOCK};
 
 macro_rules! scalar {
     ($t:ty, $put:ident, $get:ident, $len:expr) => {
@@ -75,10 +75,7 @@ impl Decode for XdrString {
 impl<T: Encode> Encode for Option<T> {
     fn encode(&self, enc: &mut Encoder) -> Result<()> {
         match self {
-            Some(v) => {
-                enc.put_bool(true);
-                v.encode(enc)
-            }
+            Some(v) => v.encode_present(enc),
             None => {
                 enc.put_bool(false);
                 Ok(())
@@ -89,25 +86,19 @@ impl<T: Encode> Encode for Option<T> {
 
 impl<T: Decode> Decode for Option<T> {
     fn decode(dec: &mut Decoder) -> Result<Self> {
-        if dec.get_present()? {
-            T::decode(dec).map(Some)
-        } else {
-            Ok(None)
-        }
+        T::decode_present(dec)
     }
 
     fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
-        match (dec.get_present()?, self.as_mut()) {
-            (true, Some(v)) => v.decode_in_place(dec),
-            (true, None) => {
-                *self = Some(T::decode(dec)?);
-                Ok(())
+        match self {
+            Some(v) => {
+                if !v.decode_present_in_place(dec)? {
+                    *self = None;
+                }
             }
-            (false, _) => {
-                *self = None;
-                Ok(())
-            }
+            None => *self = T::decode_present(dec)?,
         }
+        Ok(())
     }
 }
 
@@ -267,8 +258,7 @@ fn collect<T: Decode>(dec: &mut Decoder, count: usize) -> Result<Vec<T>> {
 /// touches the stack.
 pub fn encode_list<T: Encode>(enc: &mut Encoder, items: &[T]) -> Result<()> {
     for item in items {
-        enc.put_bool(true);
-        item.encode(enc)?;
+        item.encode_present(enc)?;
     }
     enc.put_bool(false);
     Ok(())
@@ -278,22 +268,14 @@ pub fn encode_list<T: Encode>(enc: &mut Encoder, items: &[T]) -> Result<()> {
 /// [`Limits::max_elements`](super::Limits).
 pub fn decode_list<T: Decode>(dec: &mut Decoder) -> Result<Vec<T>> {
     let mut out = Vec::new();
-    while dec.get_present()? {
-        push_bounded(dec, &mut out)?;
-    }
+    decode_list_from(dec, &mut out, 0)?;
     Ok(out)
 }
 
 /// Decodes a list written by [`encode_list`] into `out` (see [`Decode::decode_in_place`]),
 /// iteratively, bounded by [`Limits::max_elements`](super::Limits).
 pub fn decode_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
-    let mut n = 0;
-    while dec.get_present()? {
-        next_in_place(dec, out, n)?;
-        n += 1;
-    }
-    out.truncate(n);
-    Ok(())
+    decode_list_from(dec, out, 0)
 }
 
 /// Encodes a self-referential list used directly (`struct L head;`): the first element has no
@@ -313,9 +295,7 @@ pub fn encode_nonempty_list<T: Encode>(
 /// Decodes a list written by [`encode_nonempty_list`].
 pub fn decode_nonempty_list<T: Decode>(dec: &mut Decoder) -> Result<Vec<T>> {
     let mut out = vec![T::decode(dec)?];
-    while dec.get_present()? {
-        push_bounded(dec, &mut out)?;
-    }
+    decode_list_from(dec, &mut out, 1)?;
     Ok(out)
 }
 
@@ -327,35 +307,38 @@ pub fn decode_nonempty_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec
         Some(first) => first.decode_in_place(dec)?,
         None => out.push(T::decode(dec)?),
     }
-    let mut n = 1;
-    while dec.get_present()? {
-        next_in_place(dec, out, n)?;
+    decode_list_from(dec, out, 1)
+}
+
+/// Reads list elements (each after a TRUE present flag, the last flag FALSE) into `out`
+/// from index `n` on: elements `out` already holds there are decoded in place, the rest
+/// pushed, the surplus dropped.
+fn decode_list_from<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, mut n: usize) -> Result<()> {
+    loop {
+        let flag_at = dec.offset();
+        let more = match out.get_mut(n) {
+            Some(item) => item.decode_present_in_place(dec)?,
+            None => match T::decode_present(dec)? {
+                Some(item) => {
+                    out.push(item);
+                    true
+                }
+                None => false,
+            },
+        };
+        if !more {
+            out.truncate(n);
+            return Ok(());
+        }
+        check_list_length(dec, n, flag_at + BLOCK)?;
         n += 1;
     }
-    out.truncate(n);
-    Ok(())
 }
 
-fn push_bounded<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
-    check_list_length(dec, out.len())?;
-    out.push(T::decode(dec)?);
-    Ok(())
-}
-
-/// Decodes list element `n` over `out[n]` if there is one, else pushes it.
-fn next_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, n: usize) -> Result<()> {
-    check_list_length(dec, n)?;
-    match out.get_mut(n) {
-        Some(item) => item.decode_in_place(dec),
-        None => {
-            out.push(T::decode(dec)?);
-            Ok(())
-        }
-    }
-}
-
-/// Refuses a list element beyond [`Limits::max_elements`](super::Limits) when `len` are read.
-fn check_list_length(dec: &Decoder, len: usize) -> Result<()> {
+/// Refuses list element number `len` (counting from 0), read at offset `at`, when it is
+/// beyond [`Limits::max_elements`](super::Limits).
+#[inline]
+fn check_list_length(dec: &Decoder, len: usize, at: usize) -> Result<()> {
     let max = dec.limits().max_elements;
     if len >= max as usize {
         return Err(Error::new(
@@ -364,7 +347,7 @@ fn check_list_length(dec: &Decoder, len: usize) -> Result<()> {
                 value: len as u64 + 1,
                 maximum: max.into(),
             },
-            dec.offset(),
+            at,
         ));
     }
     Ok(())

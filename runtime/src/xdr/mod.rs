@@ -32,7 +32,7 @@ mod limits;
 mod procedure;
 mod string;
 
-pub use block::BlockNumber;
+pub use block::{Block, BlockNumber};
 pub use bounds::EncodedSize;
 pub use bytes::Bytes;
 pub use ddp::{
@@ -68,6 +68,15 @@ pub trait Encode {
     /// Fails when a value breaks a declared maximum (a variable-length item longer than its
     /// bound, a fixed-length opaque of the wrong length): encoding never emits a wrong message.
     fn encode(&self, enc: &mut Encoder) -> Result<()>;
+
+    /// Appends a TRUE present flag and then `self`: present optional data, or one element of
+    /// a linked list (RFC 4506 section 4.19). Generated types of a fixed size write the flag
+    /// and the value as one block.
+    #[inline]
+    fn encode_present(&self, enc: &mut Encoder) -> Result<()> {
+        enc.put_bool(true);
+        self.encode(enc)
+    }
 }
 
 /// A type that can be read from XDR.
@@ -93,6 +102,30 @@ pub trait Decode: Sized {
     fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
         *self = Self::decode(dec)?;
         Ok(())
+    }
+
+    /// Reads a present flag (RFC 4506 section 4.19) and, when it is TRUE, the value after
+    /// it. Generated types of a fixed size read the flag and the value as one block.
+    #[inline]
+    fn decode_present(dec: &mut Decoder) -> Result<Option<Self>> {
+        if dec.get_present()? {
+            Self::decode(dec).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// [`decode_present`](Self::decode_present) into `self` (see
+    /// [`decode_in_place`](Self::decode_in_place)): true when the flag was TRUE and `self`
+    /// now holds the value after it; false, with `self` untouched, when the flag was FALSE.
+    #[inline]
+    fn decode_present_in_place(&mut self, dec: &mut Decoder) -> Result<bool> {
+        if dec.get_present()? {
+            self.decode_in_place(dec)?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
     }
 }
 

@@ -98,6 +98,12 @@ extern "C" {
     pub fn oracle_v1_random(seed: u64, buf: *mut u8, cap: u32, len: *mut u32) -> i32;
     pub fn oracle_v1_bench_new(msg: *const V1Msg) -> *mut V1Bench;
     pub fn oracle_v1_bench_pair(bench: *mut V1Bench, buf: *mut u8, cap: u32, len: *mut u32) -> i32;
+    pub fn oracle_v1_bench_pair_reuse(
+        bench: *mut V1Bench,
+        buf: *mut u8,
+        cap: u32,
+        len: *mut u32,
+    ) -> i32;
     pub fn oracle_v1_bench_free(bench: *mut V1Bench);
 
     pub fn oracle_rpc_encode(msg: *const RpcMsg, buf: *mut u8, cap: u32, len: *mut u32) -> i32;

@@ -190,6 +190,20 @@ impl V1Bench {
         })?;
         Ok(len as usize)
     }
+
+    /// The steady-state iteration: encode as [`encode_decode`](Self::encode_decode) does,
+    /// then decode into one structure kept across calls. rpcgen's `xdr_reference` and
+    /// `xdr_array` reuse the memory a non-NULL pointer holds, so after the first call nothing
+    /// is allocated or freed. Returns the length.
+    pub fn encode_decode_reuse(&mut self, buf: &mut [u8]) -> Result<usize, OracleError> {
+        let cap = u32::try_from(buf.len()).map_err(|_| OracleError::Encode)?;
+        let mut len = 0u32;
+        // SAFETY: `self.bench` is live until drop; `buf` is valid for `cap` bytes.
+        check(unsafe {
+            ffi::oracle_v1_bench_pair_reuse(self.bench.as_ptr(), buf.as_mut_ptr(), cap, &mut len)
+        })?;
+        Ok(len as usize)
+    }
 }
 
 impl Drop for V1Bench {

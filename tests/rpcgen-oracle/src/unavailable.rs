@@ -56,4 +56,8 @@ impl V1Bench {
     pub fn encode_decode(&mut self, _: &mut [u8]) -> Result<usize, OracleError> {
         Err(OracleError::Unavailable)
     }
+    /// Unavailable: built without rpcgen.
+    pub fn encode_decode_reuse(&mut self, _: &mut [u8]) -> Result<usize, OracleError> {
+        Err(OracleError::Unavailable)
+    }
 }

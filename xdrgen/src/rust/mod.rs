@@ -313,12 +313,12 @@ impl Gen<'_> {
             FieldGroup::Run(run) => {
                 let values: Vec<_> = run
                     .iter()
-                    .map(|(i, w)| {
+                    .map(|(i, flat)| {
                         let n = &names[*i];
-                        (quote!(self.#n), *w)
+                        (quote!(self.#n), flat)
                     })
                     .collect();
-                self.encode_run(&values)
+                self.encode_run(false, &values)
             }
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);
@@ -337,6 +337,7 @@ impl Gen<'_> {
         let body = self.struct_decode_body(fields, &names, &groups);
         let decode_fn = self.decode_fn(&item.props, body);
         let in_place = self.struct_decode_in_place(item, fields, &names, &groups);
+        let (enc_present, dec_present) = self.struct_present_block(fields, &names, &groups);
         quote! {
             #d
             #derives
@@ -347,12 +348,14 @@ impl Gen<'_> {
                     #(#enc)*
                     ::core::result::Result::Ok(())
                 }
+                #enc_present
             }
 
             impl #rt::Decode for #name {
                 #min
                 #decode_fn
                 #in_place
+                #dec_present
             }
         }
     }
@@ -390,8 +393,8 @@ impl Gen<'_> {
             }
             FieldGroup::Run(run) => {
                 let block = format_ident!("block_{}", k);
-                let members: Vec<_> = run.iter().map(|(i, w)| (&fields[*i], *w)).collect();
-                let (read, exprs) = self.decode_run(&block, &members);
+                let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
+                let (read, exprs) = self.decode_run(&block, &flats);
                 let sets = run.iter().zip(exprs).map(|((i, _), e)| {
                     let n = &names[*i];
                     quote!(self.#n = #e;)
@@ -423,6 +426,20 @@ impl Gen<'_> {
             });
             return quote!(::core::result::Result::Ok(Self { #(#dec)* }));
         }
+        if let [FieldGroup::Run(run)] = groups {
+            // Every field in one block: build the struct straight from it.
+            let block = format_ident!("block");
+            let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
+            let (read, exprs) = self.decode_run(&block, &flats);
+            let inits = run.iter().zip(exprs).map(|((i, _), e)| {
+                let n = &names[*i];
+                quote!(#n: #e,)
+            });
+            return quote! {
+                #read
+                ::core::result::Result::Ok(Self { #(#inits)* })
+            };
+        }
         let binds: Vec<_> = (0..fields.len())
             .map(|i| format_ident!("field_{}", i))
             .collect();
@@ -434,8 +451,8 @@ impl Gen<'_> {
             }
             FieldGroup::Run(run) => {
                 let block = format_ident!("block_{}", k);
-                let members: Vec<_> = run.iter().map(|(i, w)| (&fields[*i], *w)).collect();
-                let (read, exprs) = self.decode_run(&block, &members);
+                let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
+                let (read, exprs) = self.decode_run(&block, &flats);
                 let lets = run.iter().zip(exprs).map(|((i, _), e)| {
                     let b = &binds[*i];
                     quote!(let #b = #e;)
