@@ -1482,6 +1482,126 @@ mod tests {
         assert_eq!(lenient.definitions.len(), 3);
     }
 
+    /// Every defect of a file in one run, in source order, at the positions the hand-written
+    /// parser reported (this list was taken from it).
+    #[test]
+    fn diagnostics_in_order_with_positions() {
+        use crate::diag::Severity::{Error, Warning};
+        let src = "const uint32 A 1;\nconst B = ;\nstrcut s { int a; };\n\
+            struct t int x; string s[4]; opaque o; };\n\
+            union u switch (int) { case 1: int a; int b; default: void; default: void; };\n\
+            enum e { X = 1, Y, };\ntypedef int z /* @ddp */;\n\
+            /* @ddp */ typedef struct { } empty;\n\
+            program P { version V { void F(int, ) = 1; } = 1; } = 1;\n\
+            program Q { version W { void G(void) = 1; } = 1; } = 2\n\
+            struct after { unsinged int x; int y };\n";
+        let definition =
+            "a definition (`const`, `typedef`, `enum`, `struct`, `union` or `program`)";
+        let expected = [
+            (
+                Error,
+                "typed constant `A`: XDR constants have no type".to_string(),
+                6..14,
+            ),
+            (
+                Error,
+                "missing `=` in the definition of constant `A`".into(),
+                14..14,
+            ),
+            (
+                Error,
+                "expected the constant's value, found `;`".into(),
+                28..29,
+            ),
+            (
+                Error,
+                format!("expected {definition}, found `strcut`"),
+                30..36,
+            ),
+            (Error, "missing `{` after `struct t`".into(), 59..59),
+            (Error, "a string cannot have a fixed length".into(), 67..78),
+            (Error, "`opaque` needs a length".into(), 88..88),
+            (
+                Error,
+                "the union's discriminant has no name".into(),
+                112..112,
+            ),
+            (
+                Error,
+                "union arm has 2 declarations; XDR allows one per arm".into(),
+                131..136,
+            ),
+            (
+                Error,
+                "a union has at most one `default` arm".into(),
+                153..167,
+            ),
+            (
+                Warning,
+                "annotation `@ddp` is not before a declaration in a struct or union arm".into(),
+                207..217,
+            ),
+            (
+                Warning,
+                "annotation `@ddp` is not before a declaration in a struct or union arm".into(),
+                219..229,
+            ),
+            (Error, "a struct needs at least one field".into(), 247..248),
+            (Error, "expected a type, found `)`".into(), 292..293),
+            (
+                Error,
+                format!("expected {definition}, found `}}`"),
+                299..300,
+            ),
+            (
+                Error,
+                format!("expected {definition}, found `}}`"),
+                306..307,
+            ),
+            (Error, "expected `;` after the definition".into(), 367..367),
+            (
+                Error,
+                "expected a name, found keyword `int`".into(),
+                392..395,
+            ),
+            (
+                Error,
+                "expected `;` after the field, found `}`".into(),
+                404..404,
+            ),
+        ];
+        let (spec, d) = parse(src, false);
+        let got: Vec<_> = d
+            .items
+            .iter()
+            .map(|d| {
+                let span = d.primary.as_ref().map(|(loc, _)| loc.span.clone());
+                (d.severity, d.message.clone(), span.unwrap_or(0..0))
+            })
+            .collect();
+        assert_eq!(got, expected);
+        assert_eq!(d.items[3].help, ["did you mean `struct`?"]);
+        assert_eq!(d.items[17].help, ["did you mean `unsigned`?"]);
+        let spans: Vec<_> = spec
+            .definitions
+            .iter()
+            .map(|(_, l)| l.span.clone())
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                0..17,
+                51..92,
+                93..170,
+                171..192,
+                193..218,
+                230..255,
+                313..367,
+                368..407
+            ]
+        );
+    }
+
     #[test]
     fn deep_nesting_is_an_error_even_on_a_small_stack() {
         let deep = [
