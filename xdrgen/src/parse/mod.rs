@@ -1,11 +1,13 @@
 //! From text to [`ast::Specification`](crate::ast::Specification): preprocessing, lexing,
 //! parsing. Nothing here panics, whatever the input; every problem becomes a diagnostic.
 //!
-//! The lexer's recognisers are `nom` combinators (one per lexical class of RFC 4506 section
-//! 6.2). The grammar of section 6.3 is a recursive-descent parser over those tokens, written
-//! by hand rather than as nom combinators because it must recover after an error (skip to
-//! the next `;` or definition) to report every defect of a draft in one run, and attach
-//! rustc-style fix-it hints (a missing `{` or `=`, a typed constant) at exact positions.
+//! Lexing and parsing are both `nom` combinators. The lexer's recognisers work on the text,
+//! one per lexical class of RFC 4506 section 6.2. The grammar of section 6.3 works on the
+//! tokens, through a nom input type over the token slice ([`parser`]); it recovers after an
+//! error (skips to the next `;` or definition) to report every defect of a draft in one
+//! run, and attaches rustc-style fix-it hints (a missing `{` or `=`, a typed constant) at
+//! exact positions: a failure carries its finished diagnostic in nom's error type, and the
+//! recovery points are parsers themselves.
 
 pub mod lexer;
 pub mod parser;
@@ -107,7 +109,7 @@ pub fn parse_file(file: FileId, text: &str, lenient: bool, diags: &mut Diagnosti
     for (span, msg) in lex_errors {
         diags.push(Diagnostic::error(msg).at(&Loc { file, span }, "here"));
     }
-    let spec = parser::Parser::new(&tokens, file, lenient, diags).specification();
+    let spec = parser::parse(&tokens, file, lenient, diags);
     let fallback = pre
         .c_defines
         .iter()
