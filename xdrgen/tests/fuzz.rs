@@ -180,7 +180,7 @@ fn deep_nesting_and_long_constant_chains_are_errors_not_crashes() {
         "} y; ".repeat(10_000)
     );
     let comp = Config::new().check_sources(&[("deep.x", &deep)]);
-    assert!(comp.render().contains("nested deeper than 64"));
+    assert!(comp.render().contains("nested deeper than 32"));
     let mut chain = String::from("const C0 = 1;\n");
     for i in 1..5_000 {
         chain.push_str(&format!("const C{i} = C{};\n", i - 1));

@@ -40,9 +40,8 @@
 //! * **Nesting.** Inline `struct {..}`, `enum {..}` and `union switch ..` type specifiers
 //!   count their depth in the context and stop at [`MAX_NESTING`], which bounds the
 //!   recursion; the repetitions and the recovery loops are iterative. A level of nesting
-//!   costs more stack through combinators than through hand-written functions, so a file
-//!   with more than a few inline types is parsed on a thread with a big enough stack
-//!   (`SHALLOW_NESTING`, `DEEP_STACK`).
+//!   costs more stack through combinators than through hand-written functions, which is
+//!   what sets [`MAX_NESTING`].
 //!
 //! Positions follow one rule: a parser that consumed tokens returns the input just after
 //! the last one; one that only looked at the next token (an absent optional part, a
@@ -63,7 +62,11 @@ use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics};
 
 /// The deepest nesting of inline type definitions accepted (bounds the parser's recursion).
-pub const MAX_NESTING: usize = 64;
+///
+/// A level costs the combinators 6 to 9 KB of stack in an optimised build and 27 to 39 KB in
+/// an unoptimised one (build scripts are usually unoptimised), so 32 levels fit in a spawned
+/// thread's default 2 MB stack in any build. Real files nest two or three levels.
+pub const MAX_NESTING: usize = 32;
 
 /// The keywords that start a definition.
 const DEF_KEYWORDS: &[&str] = &["const", "typedef", "enum", "struct", "union", "program"];
@@ -73,73 +76,18 @@ const DEFINITION: &str =
 
 /// Parses the tokens of one file (which end with [`Tok::Eof`]) into its definitions,
 /// recording every problem in `diags`; never fails and never panics.
-///
-/// A file with more than a few inline type definitions is parsed on a thread of its own,
-/// whose stack holds [`MAX_NESTING`] levels of them in any build.
 pub fn parse(
     toks: &[Token],
     file: FileId,
     lenient: bool,
     diags: &mut Diagnostics,
 ) -> Specification {
-    let (spec, found) = if inline_type_count(toks) <= SHALLOW_NESTING {
-        parse_here(toks, file, lenient)
-    } else {
-        std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .name("xdrgen-parse".into())
-                .stack_size(DEEP_STACK)
-                .spawn_scoped(s, || parse_here(toks, file, lenient))
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                // No thread to be had: this one's stack, as for any other file.
-                .unwrap_or_else(|_| parse_here(toks, file, lenient))
-        })
-    };
+    let (spec, found) = parse_here(toks, file, lenient);
     diags.items.extend(found);
     spec
 }
 
-/// Files with at most this many inline type definitions are parsed on the caller's stack.
-///
-/// A level of inline type definitions costs the parser 6 to 9 KB of stack in an optimised
-/// build and 27 to 39 KB in an unoptimised one (a level is some twenty frames of nom
-/// combinators), so [`MAX_NESTING`] levels do not fit a spawned thread's default 2 MB in a
-/// debug build.
-const SHALLOW_NESTING: usize = 8;
-
-/// The stack of the thread that parses files with more inline type definitions than
-/// [`SHALLOW_NESTING`] (reserved, not committed, until used).
-const DEEP_STACK: usize = 16 << 20;
-
-/// How many inline type definitions (`struct {`, `enum {`, `union {`, `union switch`) the
-/// tokens hold, counting up to just past [`SHALLOW_NESTING`]: each level of nesting is one of
-/// them, so this bounds the parser's depth.
-fn inline_type_count(toks: &[Token]) -> usize {
-    let mut count = 0;
-    let mut prev: Option<&Tok> = None;
-    for tok in toks.iter().map(|t| &t.tok) {
-        if matches!(tok, Tok::Annotation(_)) {
-            continue;
-        }
-        if let Some(Tok::Ident(w)) = prev {
-            let opens = match tok {
-                Tok::Punct('{') => matches!(w.as_str(), "struct" | "enum" | "union"),
-                Tok::Ident(s) => w == "union" && s == "switch",
-                _ => false,
-            };
-            if opens {
-                count += 1;
-                if count > SHALLOW_NESTING {
-                    break;
-                }
-            }
-        }
-        prev = Some(tok);
-    }
-    count
-}
-
-/// Parses on this thread: the definitions and the diagnostics, in order.
+/// The definitions and the diagnostics, in order.
 fn parse_here(toks: &[Token], file: FileId, lenient: bool) -> (Specification, Vec<Diagnostic>) {
     let ctx = Ctx {
         file,
@@ -1603,32 +1551,37 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_is_an_error_even_on_a_small_stack() {
-        let deep = [
-            format!(
-                "typedef {} int x; {} t;",
-                "struct { ".repeat(500),
-                "} y; ".repeat(500)
-            ),
-            format!(
-                "typedef {} int x; {} t;",
-                "union switch (int d) { case 1: ".repeat(500),
-                "} y; ".repeat(500)
-            ),
-            format!("typedef {} int d) t;", "union switch (".repeat(500)),
-        ];
-        // The caller's stack only has to hold the shallow files.
-        let small = std::thread::Builder::new().stack_size(1 << 20);
-        small
+    fn nesting_is_bounded_and_the_bound_fits_an_ordinary_thread() {
+        let nest = |levels: usize| {
+            [
+                format!(
+                    "typedef {} int x; {} t;",
+                    "struct { ".repeat(levels),
+                    "} y; ".repeat(levels)
+                ),
+                format!(
+                    "typedef {} int x; {} t;",
+                    "union switch (int d) { case 1: ".repeat(levels),
+                    "} y; ".repeat(levels)
+                ),
+                format!("typedef {} int d) t;", "union switch (".repeat(levels)),
+            ]
+        };
+        // A spawned thread's default stack holds MAX_NESTING levels, even unoptimised.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
             .spawn(move || {
-                for src in &deep {
-                    let (_, d) = parse(src, false);
-                    assert!(
-                        d.items
+                for (levels, refused) in
+                    [(MAX_NESTING, false), (MAX_NESTING + 1, true), (500, true)]
+                {
+                    for src in nest(levels) {
+                        let (_, d) = parse(&src, false);
+                        let too_deep = d
+                            .items
                             .iter()
-                            .any(|d| d.message.contains("nested deeper than 64")),
-                        "{d:?}"
-                    );
+                            .any(|d| d.message.contains("nested deeper than 32"));
+                        assert_eq!(too_deep, refused, "{levels} levels: {d:?}");
+                    }
                 }
             })
             .unwrap()
