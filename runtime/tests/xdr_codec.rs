@@ -33,7 +33,7 @@ fn decoding_a_large_opaque_copies_none_of_it() {
     enc.put_opaque(&Bytes::from(payload), None).unwrap();
     let wire = enc.finish().to_bytes();
 
-    let mut dec = Decoder::new(wire.clone());
+    let mut dec = Decoder::new(&wire);
     assert_eq!(dec.get_u32().unwrap(), 7);
     let data = dec.get_opaque(None).unwrap();
     dec.finish().unwrap();
@@ -46,6 +46,41 @@ fn decoding_a_large_opaque_copies_none_of_it() {
         "decoded slice points into the input"
     );
     assert_eq!(out.start as usize - input.start as usize, 8);
+}
+
+#[test]
+fn decoding_from_a_plain_slice_copies_opaque_data_out() {
+    let v = (7u32, Bytes::from_static(b"hello"), XdrString::from("xdr"));
+    let wire = xdr::to_bytes(&v).unwrap();
+    let mut dec = Decoder::from_slice(&wire);
+    let back = <(u32, Bytes, XdrString)>::decode(&mut dec).unwrap();
+    dec.finish().unwrap();
+    assert_eq!(back, v);
+    // Equal, but not a view of the input: the slice has no owner to share.
+    let range = wire.as_ptr_range();
+    assert!(!range.contains(&back.1.as_ptr()));
+    // Over the `Bytes` itself, the same item is a view of the input.
+    let shared = <(u32, Bytes, XdrString)>::decode(&mut Decoder::new(&wire)).unwrap();
+    assert!(range.contains(&shared.1.as_ptr()));
+}
+
+#[test]
+fn a_cleared_encoder_writes_the_next_message_from_the_start() {
+    let mut enc = Encoder::with_capacity(64);
+    1u32.encode(&mut enc).unwrap();
+    assert_eq!(enc.as_contiguous(), Some(&[0, 0, 0, 1][..]));
+    let buf = enc.as_contiguous().unwrap().as_ptr();
+    enc.clear();
+    assert!(enc.is_empty());
+    2u32.encode(&mut enc).unwrap();
+    assert_eq!(enc.as_contiguous(), Some(&[0, 0, 0, 2][..]));
+    assert_eq!(enc.as_contiguous().unwrap().as_ptr(), buf, "the buffer is reused");
+    // Gathered parts are not contiguous.
+    enc.put_opaque(&Bytes::from(vec![9; xdr::DEFAULT_GATHER_THRESHOLD]), None)
+        .unwrap();
+    assert_eq!(enc.as_contiguous(), None);
+    enc.clear();
+    assert_eq!(enc.as_contiguous(), Some(&[][..]));
 }
 
 #[test]
@@ -65,7 +100,7 @@ fn encoding_a_large_opaque_gathers_it_by_reference() {
     );
     assert_eq!(out.len(), 4 + 4 + payload.len() + 1 + 4);
     let whole = out.to_bytes();
-    let mut dec = Decoder::new(whole);
+    let mut dec = Decoder::new(&whole);
     assert_eq!(dec.get_u32().unwrap(), 1);
     assert_eq!(dec.get_opaque(None).unwrap(), payload);
     assert_eq!(dec.get_u32().unwrap(), 2);
@@ -91,7 +126,7 @@ fn rejects_values_over_declared_maximum_on_encode_and_decode() {
     ));
 
     let wire = xdr::to_bytes(&Bytes::from_static(b"12345")).unwrap();
-    let err = Decoder::new(wire).get_opaque(Some(4)).unwrap_err();
+    let err = Decoder::new(&wire).get_opaque(Some(4)).unwrap_err();
     assert!(matches!(
         err.kind(),
         ErrorKind::ExceedsDeclaredMaximum { .. }
@@ -117,7 +152,7 @@ fn rejects_fixed_opaque_of_wrong_length() {
 #[test]
 fn rejects_counts_the_input_cannot_hold_before_allocating() {
     let wire = Bytes::from_static(&[0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 1]);
-    let err = decode_array::<u32>(&mut Decoder::new(wire), None).unwrap_err();
+    let err = decode_array::<u32>(&mut Decoder::new(&wire), None).unwrap_err();
     assert!(matches!(
         err.kind(),
         ErrorKind::LimitExceeded { .. } | ErrorKind::CountExceedsInput { .. }
@@ -150,12 +185,12 @@ fn rejects_every_truncation() {
 #[test]
 fn strict_padding_is_optional() {
     let wire = Bytes::from_static(&[0, 0, 0, 1, b'x', 1, 0, 0]);
-    assert!(Decoder::new(wire.clone()).get_opaque(None).is_ok());
+    assert!(Decoder::new(&wire).get_opaque(None).is_ok());
     let strict = Limits {
         strict_padding: true,
         ..Limits::default()
     };
-    let err = Decoder::with_limits(wire, strict)
+    let err = Decoder::with_limits(&wire, strict)
         .unwrap()
         .get_opaque(None)
         .unwrap_err();
@@ -208,7 +243,7 @@ fn a_million_entry_linked_list_round_trips_iteratively() {
         max_elements: 2_000_000,
         ..Limits::default()
     };
-    let mut dec = Decoder::with_limits(wire, limits).unwrap();
+    let mut dec = Decoder::with_limits(&wire, limits).unwrap();
     let back: Vec<Entry> = decode_list(&mut dec).unwrap();
     dec.finish().unwrap();
     assert_eq!(back, items);
@@ -223,7 +258,8 @@ fn linked_list_length_is_bounded_by_limits() {
         max_elements: 10,
         ..Limits::default()
     };
-    let mut dec = Decoder::with_limits(enc.finish().to_bytes(), limits).unwrap();
+    let wire = enc.finish().to_bytes();
+    let mut dec = Decoder::with_limits(&wire, limits).unwrap();
     let err = decode_list::<Entry>(&mut dec).unwrap_err();
     assert!(matches!(
         err.kind(),
@@ -242,9 +278,9 @@ proptest! {
         let mut wire = flag.to_be_bytes().to_vec();
         wire.extend_from_slice(&bytes);
         let wire = Bytes::from(wire);
-        let mut fused = Decoder::new(wire.clone());
+        let mut fused = Decoder::new(&wire);
         let got = fused.get_present_block::<8>();
-        let mut apart = Decoder::new(wire);
+        let mut apart = Decoder::new(&wire);
         let want = apart
             .get_present()
             .and_then(|p| if p { apart.get_block::<8>().map(Some) } else { Ok(None) });
@@ -277,7 +313,8 @@ proptest! {
     #[test]
     fn decoding_random_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         let _ = xdr::from_bytes::<Composite>(Bytes::from(bytes.clone()));
-        let mut dec = Decoder::new(Bytes::from(bytes));
+        let bytes = Bytes::from(bytes);
+        let mut dec = Decoder::new(&bytes);
         let _ = decode_list::<Entry>(&mut dec);
     }
 

@@ -23,7 +23,7 @@ fn encode_call(data: &Bytes, base: usize) -> (Bytes, Vec<rpcrdma::xdr::MovedItem
 }
 
 fn decode_call(inline: Bytes, base: usize, chunks: ReceivedChunks) -> (u32, Bytes, u32) {
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_base_offset(base);
     dec.set_chunks(chunks);
     let a = dec.get_u32().unwrap();
@@ -115,7 +115,8 @@ fn a_second_chunk_position_counts_the_first_chunks_reinserted_bytes() {
         }
     );
     let chunks = ReceivedChunks::for_call([(4, one.clone()), (116, two.clone())]);
-    let mut dec = Decoder::new(inline.to_bytes());
+    let inline = inline.to_bytes();
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(chunks);
     assert_eq!(dec.get_ddp_opaque(None).unwrap(), one);
     assert_eq!(dec.get_u32().unwrap(), 5);
@@ -128,7 +129,7 @@ fn rejects_a_chunk_whose_length_disagrees_with_the_inline_count() {
     let data = Bytes::from(vec![7u8; 100]);
     let (inline, _) = encode_call(&data, 0);
     let short = ReceivedChunks::for_call([(8, data.slice(..96))]);
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(short);
     dec.get_u32().unwrap();
     let err = dec.get_ddp_opaque(None).unwrap_err();
@@ -146,7 +147,7 @@ fn rejects_a_chunk_whose_length_disagrees_with_the_inline_count() {
 fn rejects_read_chunks_that_match_no_item_or_are_misaligned() {
     let (inline, _) = encode_call(&Bytes::from_static(b"tiny"), 0);
     for (pos, want_misaligned) in [(24u32, false), (6, true)] {
-        let mut dec = Decoder::new(inline.clone());
+        let mut dec = Decoder::new(&inline);
         dec.set_chunks(ReceivedChunks::for_call([(pos, Bytes::from_static(b"zz"))]));
         dec.get_u32().unwrap();
         dec.get_ddp_opaque(None).unwrap();
@@ -173,7 +174,8 @@ fn replies_fill_write_chunks_in_order_and_report_unused_ones() {
 
     // The requester gets back the first chunk with its data and the second unused (length 0).
     let chunks = ReceivedChunks::for_reply([data.clone(), Bytes::new()]);
-    let mut dec = Decoder::new(inline.to_bytes());
+    let inline = inline.to_bytes();
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(chunks);
     dec.get_u32().unwrap();
     assert_eq!(dec.get_ddp_opaque(None).unwrap(), data);
@@ -205,7 +207,8 @@ fn arrays_move_whole_elements_and_keep_the_count_inline() {
     let (inline, moved) = enc.finish_with_chunks();
     assert_eq!(&inline.to_bytes()[..], &[0, 0, 0, 100]);
     assert_eq!(moved[0].data.len(), 800);
-    let mut dec = Decoder::new(inline.to_bytes());
+    let inline = inline.to_bytes();
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(ReceivedChunks::for_call([(4, moved[0].data.clone())]));
     assert_eq!(dec.get_ddp_array::<u64>(Some(1000)).unwrap(), items);
 }

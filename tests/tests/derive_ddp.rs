@@ -62,7 +62,8 @@ fn derived_ddp_field_moves_to_a_read_chunk_at_its_xdr_position() {
     assert_eq!(moved[0].target, ChunkTarget::Read { position: 156 });
     assert_eq!(moved[0].data.as_ptr(), payload.as_ptr());
 
-    let mut dec = Decoder::new(inline.to_bytes());
+    let inline = inline.to_bytes();
+    let mut dec = Decoder::new(&inline);
     dec.set_base_offset(100);
     dec.set_chunks(ReceivedChunks::for_call([(156, payload.clone())]));
     let back = Write3Args::decode(&mut dec).unwrap();
@@ -101,7 +102,8 @@ fn optional_ddp_data_keeps_its_present_flag_inline() {
             ChunkTarget::Write { index: 1 }
         ]
     );
-    let mut dec = Decoder::new(inline.to_bytes());
+    let inline = inline.to_bytes();
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(ReceivedChunks::for_reply(
         moved.iter().map(|m| m.data.clone()),
     ));

@@ -58,7 +58,7 @@ fn encode_write_call(args: &Write3args) -> (Bytes, Vec<MovedItem>, usize) {
 }
 
 fn decode_write_call(inline: Bytes, chunks: ReceivedChunks) -> (RpcMsg, Write3args) {
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(chunks);
     let msg = RpcMsg::decode(&mut dec).unwrap();
     let args = Write3args::decode(&mut dec).unwrap();
@@ -137,7 +137,7 @@ fn a_read_reply_places_its_data_in_the_provided_write_chunk() {
     // The actual length the responder reports in the reply's Write list.
     assert_eq!(moved[0].data.len(), 300_000);
 
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(ReceivedChunks::for_reply([moved[0].data.clone()]));
     assert_eq!(Read3res::decode(&mut dec).unwrap(), res);
     let usage = dec.take_chunks().unwrap().finish().unwrap();
@@ -156,7 +156,7 @@ fn a_failed_read_leaves_the_write_chunk_unused() {
     assert!(moved.is_empty(), "no result to write");
     assert_eq!(inline.len(), 8);
     // The responder returns the chunk with every segment length zero (seed 004 4.4.5.1).
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(ReceivedChunks::for_reply([Bytes::new()]));
     assert_eq!(Read3res::decode(&mut dec).unwrap(), res);
     let usage = dec.take_chunks().unwrap().finish().unwrap();
@@ -190,7 +190,7 @@ fn odd_lengths_round_trip_with_and_without_pad_bytes() {
         let res = read_ok(payload.clone());
         let (inline, _) = encode_read_reply(&res, 8192);
         for chunk in [payload.clone(), padded.clone()] {
-            let mut dec = Decoder::new(inline.clone());
+            let mut dec = Decoder::new(&inline);
             dec.set_chunks(ReceivedChunks::for_reply([chunk]));
             assert_eq!(Read3res::decode(&mut dec).unwrap(), res, "len {len}");
         }
@@ -201,7 +201,7 @@ fn odd_lengths_round_trip_with_and_without_pad_bytes() {
 fn a_chunk_that_disagrees_with_the_inline_count_is_a_chunk_error() {
     let payload = Bytes::from(vec![1u8; 8192]);
     let (inline, _, _) = encode_write_call(&write_args(payload.clone()));
-    let mut dec = Decoder::new(inline);
+    let mut dec = Decoder::new(&inline);
     dec.set_chunks(ReceivedChunks::for_call([(96, payload.slice(..8000))]));
     RpcMsg::decode(&mut dec).unwrap();
     let err = Write3args::decode(&mut dec).unwrap_err();

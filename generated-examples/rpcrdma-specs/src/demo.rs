@@ -278,7 +278,7 @@ fn policy() -> ThresholdPolicy {
 
 /// Splits a received message into its header and the RPC message after it.
 fn parse(msg: Bytes) -> Result<(Rpcrdma1Msg, Bytes)> {
-    let mut dec = Decoder::new(msg);
+    let mut dec = Decoder::new(&msg);
     let hdr = Rpcrdma1Msg::decode(&mut dec)?;
     Ok((hdr, dec.rest()))
 }
@@ -293,7 +293,7 @@ async fn call_null(ep: &mut Endpoint, xid: u32) -> Result<Duration> {
     ep.send(&header(xid, rdma_msg(vec![], vec![])), Some(enc.finish()))
         .await?;
     let (hdr, rpc) = expect_reply(ep, xid).await?;
-    let mut dec = Decoder::new(rpc);
+    let mut dec = Decoder::new(&rpc);
     check_success(&RpcMsg::decode(&mut dec)?, xid)?;
     dec.finish()?;
     println!(
@@ -316,7 +316,7 @@ async fn probe_rpc_refusals(ep: &mut Endpoint, xid: u32) -> Result<bool> {
         ep.send(&header(xid, rdma_msg(vec![], vec![])), Some(enc.finish()))
             .await?;
         let (_, rpc) = expect_reply(ep, xid).await?;
-        let reply = RpcMsg::decode(&mut Decoder::new(rpc))?;
+        let reply = RpcMsg::decode(&mut Decoder::new(&rpc))?;
         let got = match &reply.body {
             RpcMsgBody::Reply(ReplyBody::MsgAccepted(a)) => Some(a.reply_data.discriminant()),
             _ => None,
@@ -397,7 +397,7 @@ async fn call_echo(ep: &mut Endpoint, xid: u32, size: usize) -> Result<(Duration
         .await?;
     let (hdr, rpc) = expect_reply(ep, xid).await?;
     let written = written_chunks(&hdr, sink.as_ref())?;
-    let mut dec = Decoder::new(rpc);
+    let mut dec = Decoder::new(&rpc);
     dec.set_chunks(ReceivedChunks::for_reply(written));
     check_success(&RpcMsg::decode(&mut dec)?, xid)?;
     let echoed = dec.get_ddp_opaque(Some(MAX_ECHO_SIZE as u32))?;
@@ -617,7 +617,7 @@ async fn answer(ep: &mut Endpoint, msg: Bytes) -> std::result::Result<(), Refusa
         return Err(Refusal::Chunk("only RDMA_MSG is supported".into()));
     };
     let pulled = pull_read_chunks(ep, &chunks.rdma_reads).await?;
-    let mut dec = Decoder::new(rpc);
+    let mut dec = Decoder::new(&rpc);
     dec.set_chunks(ReceivedChunks::for_call(pulled));
     let msg = RpcMsg::decode(&mut dec)?;
     let RpcMsgBody::Call(body) = &msg.body else {
@@ -676,7 +676,7 @@ fn check_program(xid: u32, call: &CallBody) -> Option<RpcMsg> {
 /// Decodes the arguments of `proc` (NULL: none; ECHO: `opaque data<>`, DDP-eligible) and checks
 /// that nothing is left over: no trailing bytes, and (section 4.4.4.2) every Read chunk was
 /// consumed at its Position.
-fn decode_args(mut dec: Decoder, proc: u32) -> xdr::Result<Option<Bytes>> {
+fn decode_args(mut dec: Decoder<'_>, proc: u32) -> xdr::Result<Option<Bytes>> {
     let result = match proc {
         PROC_ECHO => Some(dec.get_ddp_opaque(Some(MAX_ECHO_SIZE as u32))?),
         _ => None,

@@ -1,21 +1,25 @@
-//! Reading XDR from a `Bytes` buffer without copying.
+//! Reading XDR from a buffer without copying.
 
 use bytes::Bytes;
 
 use super::ddp::ReceivedChunks;
 use super::{padding, Block, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
 
-/// Reads XDR items from a [`Bytes`] buffer.
+/// Reads XDR items from a borrowed buffer.
 ///
-/// Opaque data and strings come back as [`Bytes`] slices that share the input's allocation;
-/// no payload byte is copied. Every length and count is checked against the declared maximum,
-/// the configured [`Limits`] and the input that remains before anything is allocated.
-/// No method panics, whatever the input.
+/// Over a [`Bytes`] ([`Decoder::new`]), opaque data and strings come back as [`Bytes`] slices
+/// that share the input's allocation: no payload byte is copied. Over a plain slice
+/// ([`Decoder::from_slice`]), they are copied out. The decoder borrows its input rather than
+/// owning a reference count, so decoding a header touches no atomic counter. Every length and
+/// count is checked against the declared maximum, the configured [`Limits`] and the input
+/// that remains before anything is allocated. No method panics, whatever the input.
 #[derive(Debug, Clone)]
-pub struct Decoder {
-    buf: Bytes,
+pub struct Decoder<'a> {
+    data: &'a [u8],
+    /// The buffer `data` is the whole of, when it is one: opaque items are slices of it.
+    owner: Option<&'a Bytes>,
     pos: usize,
-    /// Offset of `buf[0]` in the whole message, so errors report message offsets.
+    /// Offset of `data[0]` in the whole message, so errors report message offsets.
     base: usize,
     limits: Limits,
     depth: u32,
@@ -25,11 +29,22 @@ pub struct Decoder {
     reinserted: usize,
 }
 
-impl Decoder {
-    /// A decoder over `buf` with default [`Limits`] (any size up to `Limits::DEFAULT`).
-    pub fn new(buf: Bytes) -> Self {
+impl<'a> Decoder<'a> {
+    /// A decoder over `buf` with default [`Limits`] (any size up to `Limits::DEFAULT`);
+    /// opaque data and strings are zero-copy slices of `buf`.
+    pub fn new(buf: &'a Bytes) -> Self {
         Decoder {
-            buf,
+            owner: Some(buf),
+            ..Decoder::from_slice(buf)
+        }
+    }
+
+    /// A decoder over `data` with default [`Limits`]; opaque data and strings are copied out
+    /// of it (use [`Decoder::new`] to share them with the input instead).
+    pub fn from_slice(data: &'a [u8]) -> Self {
+        Decoder {
+            data,
+            owner: None,
             pos: 0,
             base: 0,
             limits: Limits::DEFAULT,
@@ -40,7 +55,7 @@ impl Decoder {
     }
 
     /// A decoder over `buf` with `limits`; refuses a buffer over `limits.max_message`.
-    pub fn with_limits(buf: Bytes, limits: Limits) -> Result<Self> {
+    pub fn with_limits(buf: &'a Bytes, limits: Limits) -> Result<Self> {
         if buf.len() > limits.max_message {
             return Err(Error::new(
                 ErrorKind::LimitExceeded {
@@ -75,12 +90,20 @@ impl Decoder {
 
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.data.len() - self.pos
     }
 
     /// The unread rest of the input, without consuming it.
     pub fn rest(&self) -> Bytes {
-        self.buf.slice(self.pos..)
+        self.bytes(self.pos, self.data.len())
+    }
+
+    /// Input bytes `start..end` (in range): a slice of the owner, or a copy.
+    fn bytes(&self, start: usize, end: usize) -> Bytes {
+        match self.owner {
+            Some(owner) => owner.slice(start..end),
+            None => Bytes::copy_from_slice(&self.data[start..end]),
+        }
     }
 
     /// An error of `kind` at the current offset.
@@ -99,7 +122,7 @@ impl Decoder {
     #[inline]
     fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
         let end = self.pos + N;
-        match self.buf.get(self.pos..end) {
+        match self.data.get(self.pos..end) {
             Some(s) => {
                 let mut out = [0u8; N];
                 out.copy_from_slice(s);
@@ -130,7 +153,7 @@ impl Decoder {
     /// [`get_present`](Self::get_present) followed by [`get_block`](Self::get_block).
     #[inline]
     pub fn get_present_block<const N: usize>(&mut self) -> Result<Option<Block<N>>> {
-        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let rest = self.data.get(self.pos..).unwrap_or_default();
         if let Some((flag, value)) = rest.split_first_chunk::<BLOCK>() {
             match (u32::from_be_bytes(*flag), value.first_chunk::<N>()) {
                 (0, _) => {
@@ -217,14 +240,14 @@ impl Decoder {
         if padded > self.remaining() {
             return Err(self.truncated(padded));
         }
-        let data = self.buf.slice(self.pos..self.pos + len);
+        let data = self.bytes(self.pos, self.pos + len);
         self.check_padding(self.pos + len, padded - len)?;
         self.pos += padded;
         Ok(data)
     }
 
     fn check_padding(&self, at: usize, n: usize) -> Result<()> {
-        if self.limits.strict_padding && self.buf[at..at + n].iter().any(|&b| b != 0) {
+        if self.limits.strict_padding && self.data[at..at + n].iter().any(|&b| b != 0) {
             return Err(Error::new(ErrorKind::NonZeroPadding, self.base + at));
         }
         Ok(())
@@ -406,7 +429,7 @@ impl Decoder {
             self.pos -= BLOCK;
             return super::decode_array(self, max);
         };
-        let mut inner = Decoder::with_limits(data, self.limits)?;
+        let mut inner = Decoder::with_limits(&data, self.limits)?;
         inner.depth = self.depth;
         inner.check_count(count as u64, T::MIN_ENCODED_LEN, at)?;
         let items = (0..count)
@@ -416,7 +439,7 @@ impl Decoder {
             return Err(Error::new(
                 ErrorKind::ChunkLengthMismatch {
                     inline_count: count as u64,
-                    chunk_len: inner.buf.len() as u64,
+                    chunk_len: inner.data.len() as u64,
                 },
                 at,
             ));

@@ -346,6 +346,29 @@ impl Encoder {
         (self.finish(), moved)
     }
 
+    /// The message written so far when it is one contiguous run of bytes (nothing was
+    /// gathered by reference): a header to copy into a registered send buffer, or to decode
+    /// with [`Decoder::from_slice`](super::Decoder::from_slice). `None` when parts were
+    /// gathered; use [`take`](Self::take) or [`finish`](Self::finish) then.
+    pub fn as_contiguous(&self) -> Option<&[u8]> {
+        self.parts.is_empty().then_some(&self.buf[..])
+    }
+
+    /// Forgets the message written so far (and the items it moved to chunks), keeping the
+    /// buffer and its capacity for the next message. With [`as_contiguous`]
+    /// (Self::as_contiguous), the send loop of a transport that copies each header into
+    /// registered memory: no allocation and no reference counting per message.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.parts.clear();
+        self.flushed = 0;
+        self.copied_opaque = 0;
+        if let Some(c) = self.chunking.as_mut() {
+            c.moved.clear();
+            c.removed = 0;
+        }
+    }
+
     /// Ends the message written so far and returns it like [`finish`](Self::finish), leaving
     /// the encoder empty, with the same settings, ready for the next message.
     ///

@@ -1,9 +1,13 @@
 //! The zero-copy XDR codec core (RFC 4506).
 //!
-//! * [`Decoder`] reads from a [`Bytes`] buffer and hands out opaque data and strings as slices
-//!   of that buffer: decoding never copies payload bytes.
+//! * [`Decoder`] reads from a borrowed [`Bytes`] buffer and hands out opaque data and strings
+//!   as slices of that buffer: decoding never copies payload bytes, and touches no reference
+//!   count until it hands one out. (Over a plain `&[u8]`, [`Decoder::from_slice`] copies them.)
 //! * [`Encoder`] writes small items into a `BytesMut` and keeps large opaque items as their own
 //!   [`Bytes`] in a gather list ([`Encoded`]), so a payload is never copied on its way out.
+//!   One encoder serves a connection: [`Encoder::take`] hands out each message, or
+//!   [`Encoder::as_contiguous`] + [`Encoder::clear`] let a header be copied into registered
+//!   memory with no allocation or reference counting per message.
 //! * [`Limits`] bounds everything a peer controls: message size, element counts, nesting depth.
 //! * [`Error`] carries the byte offset where decoding or encoding failed.
 //!
@@ -144,14 +148,14 @@ pub fn from_bytes<T: Decode>(buf: Bytes) -> Result<T> {
 /// Decodes one `T` from `buf` into `value` (see [`Decode::decode_in_place`]) with default
 /// [`Limits`], rejecting trailing bytes.
 pub fn from_bytes_in_place<T: Decode>(buf: Bytes, value: &mut T) -> Result<()> {
-    let mut dec = Decoder::new(buf);
+    let mut dec = Decoder::new(&buf);
     value.decode_in_place(&mut dec)?;
     dec.finish()
 }
 
 /// Decodes one `T` from `buf` under `limits`, rejecting trailing bytes.
 pub fn from_bytes_with_limits<T: Decode>(buf: Bytes, limits: Limits) -> Result<T> {
-    let mut dec = Decoder::with_limits(buf, limits)?;
+    let mut dec = Decoder::with_limits(&buf, limits)?;
     let value = T::decode(&mut dec)?;
     dec.finish()?;
     Ok(value)

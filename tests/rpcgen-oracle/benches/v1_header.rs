@@ -3,9 +3,10 @@
 //! against rpcgen + libtirpc, in the same run, two ways, each like for like:
 //!
 //! * **new value**: rpcgen encodes into a fixed buffer (`xdrmem_create` +
-//!   `xdr_rpcrdma1_msg`), decodes into a zeroed structure (its lists and arrays `malloc`ed)
-//!   and `xdr_free`s it; ours encodes with one reused `Encoder` (`Encoder::take`) and decodes
-//!   a new `Rpcrdma1Msg` (its `Vec`s allocated), then drops it.
+//!   `xdr_rpcrdma1_msg`), decodes those bytes into a zeroed structure (its lists and arrays
+//!   `malloc`ed) and `xdr_free`s it; ours encodes into one reused `Encoder` (`clear` after
+//!   each message), decodes those bytes where they are (`Encoder::as_contiguous`,
+//!   `Decoder::from_slice`) into a new `Rpcrdma1Msg` (its `Vec`s allocated) and drops it.
 //! * **steady state**: rpcgen decodes into one structure kept across calls (`xdr_reference`
 //!   and `xdr_array` reuse the memory of non-NULL pointers: no `malloc`, no `xdr_free`); ours
 //!   decodes in place into one kept value (`Decode::decode_in_place`: the `Vec`s keep their
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use rpcgen_oracle::{ReadSegment, Segment, V1Bench, V1Body, V1Chunks, V1Msg};
-use rpcrdma::xdr::{Bytes, Decode, Decoder, Encode, Encoder};
+use rpcrdma::xdr::{Decode, Decoder, Encode, Encoder};
 
 #[path = "../tests/common/adapt.rs"]
 mod adapt;
@@ -116,27 +117,29 @@ fn main() {
     let len = theirs.encode_decode(&mut buf).unwrap();
     assert_eq!(&buf[..len], &ours_bytes[..], "xdrgen and rpcgen disagree");
 
-    // One encoder kept across messages: `take` hands out each message and the buffer is
-    // reclaimed once it is dropped, like rpcgen's fixed `xdrmem` buffer.
-    let mut send = Encoder::with_capacity(4096);
+    // One encoder kept across messages and cleared after each, like rpcgen's fixed `xdrmem`
+    // buffer; the decoder reads the encoded bytes where they are, as it reads a received
+    // message where the transport put it.
+    let mut send = Encoder::with_capacity(512);
     let mut ours_new = || {
         black_box(&ours).encode(&mut send).unwrap();
-        let wire: Bytes = send.take().into_bytes();
-        let mut dec = Decoder::new(wire);
-        let back = adapt::V1Gen::decode(&mut dec).unwrap();
+        let wire = send.as_contiguous().unwrap();
+        let back = adapt::V1Gen::decode(&mut Decoder::from_slice(wire)).unwrap();
         black_box(back);
+        send.clear();
     };
     let mut theirs_new = || {
         black_box(theirs.encode_decode(black_box(&mut buf)).unwrap());
     };
     let mut held = ours.clone();
-    let mut send_steady = Encoder::with_capacity(4096);
+    let mut send_steady = Encoder::with_capacity(512);
     let mut ours_steady = || {
         black_box(&ours).encode(&mut send_steady).unwrap();
-        let wire: Bytes = send_steady.take().into_bytes();
-        let mut dec = Decoder::new(wire);
-        held.decode_in_place(&mut dec).unwrap();
+        let wire = send_steady.as_contiguous().unwrap();
+        held.decode_in_place(&mut Decoder::from_slice(wire))
+            .unwrap();
         black_box(&held);
+        send_steady.clear();
     };
     let mut buf_steady = vec![0u8; 512];
     let mut theirs_held = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
