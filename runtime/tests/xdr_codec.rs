@@ -74,7 +74,11 @@ fn a_cleared_encoder_writes_the_next_message_from_the_start() {
     assert!(enc.is_empty());
     2u32.encode(&mut enc).unwrap();
     assert_eq!(enc.as_contiguous(), Some(&[0, 0, 0, 2][..]));
-    assert_eq!(enc.as_contiguous().unwrap().as_ptr(), buf, "the buffer is reused");
+    assert_eq!(
+        enc.as_contiguous().unwrap().as_ptr(),
+        buf,
+        "the buffer is reused"
+    );
     // Gathered parts are not contiguous.
     enc.put_opaque(&Bytes::from(vec![9; xdr::DEFAULT_GATHER_THRESHOLD]), None)
         .unwrap();

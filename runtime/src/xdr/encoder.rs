@@ -355,8 +355,8 @@ impl Encoder {
     }
 
     /// Forgets the message written so far (and the items it moved to chunks), keeping the
-    /// buffer and its capacity for the next message. With [`as_contiguous`]
-    /// (Self::as_contiguous), the send loop of a transport that copies each header into
+    /// buffer and its capacity for the next message. With
+    /// [`as_contiguous`](Self::as_contiguous), the send loop of a transport that copies each header into
     /// registered memory: no allocation and no reference counting per message.
     pub fn clear(&mut self) {
         self.buf.clear();
