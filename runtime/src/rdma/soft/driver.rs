@@ -1,8 +1,9 @@
 //! The thin tokio driver: moves bytes between a TCP stream and a [`Core`], and wakes
 //! completion pollers. Two tasks per connection: receive (socket -> core, with direct
-//! placement of tagged payloads into registered memory) and transmit (core -> socket).
+//! placement of tagged payloads into registered memory) and transmit (core -> socket, with
+//! vectored writes straight from registered memory).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::core::{Core, State};
+use super::core::{Core, State, Transmit};
 use super::tap::{ConnTap, Direction};
 use crate::rdma::Completion;
 
@@ -156,27 +157,30 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
 }
 
 async fn tx_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
-    let mut out = Vec::with_capacity(512 * 1024);
+    let mut out = Transmit::new();
     loop {
         let mut notified = pin!(shared.tx_notify.notified());
         notified.as_mut().enable();
-        out.clear();
         let (shutdown, more) = {
             let mut core = shared.core();
+            core.transmitted(&mut out);
             let shutdown = core.poll_transmit(&mut out);
             (shutdown, core.wants_transmit())
         };
         shared.cq_notify.notify_waiters();
         if !out.is_empty() {
-            if let Some(tap) = &shared.tap {
-                tap.record(Direction::Sent, &out);
+            let mut res = write_some(&shared, &wr, &mut out);
+            if res.is_ok() && !out.is_empty() {
+                // The socket is full; wait for room, then go round (more may be queued).
+                res = wr.writable().await;
             }
-            if let Err(e) = wr.write_all(&out).await {
+            if let Err(e) = res {
                 tracing::debug!(error = %e, "send failed");
                 shared.core().peer_closed();
                 shared.kick();
                 break;
             }
+            continue;
         }
         if shutdown {
             let _ = wr.shutdown().await;
@@ -185,5 +189,37 @@ async fn tx_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
         if !more {
             notified.await;
         }
+    }
+}
+
+/// Writes from `out` until it is empty or the socket is full, straight from registered memory.
+fn write_some(shared: &Shared, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::Result<()> {
+    while !out.is_empty() {
+        let res = out.write_with(|slices| {
+            let n = wr.try_write_vectored(slices)?;
+            if let Some(tap) = &shared.tap {
+                record_prefix(tap, slices, n);
+            }
+            Ok(n)
+        });
+        match res {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Shows the first `n` bytes of `slices` to the tap.
+fn record_prefix(tap: &ConnTap, slices: &[IoSlice<'_>], mut n: usize) {
+    for s in slices {
+        if n == 0 {
+            break;
+        }
+        let k = n.min(s.len());
+        tap.record(Direction::Sent, &s[..k]);
+        n -= k;
     }
 }
