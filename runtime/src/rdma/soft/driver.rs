@@ -3,7 +3,7 @@
 //! placement of tagged payloads into registered memory) and transmit (core -> socket, with
 //! vectored writes straight from registered memory).
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -13,8 +13,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::core::{Core, State, Transmit};
+use super::core::{Core, DirectPlacement, State, Transmit};
 use super::tap::{ConnTap, Direction};
+use super::wire::{ddp, mpa};
 use crate::rdma::Completion;
 
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers).
@@ -70,6 +71,10 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     (rx, tx)
 }
 
+/// Stream bytes read after a directly placed payload: its pad and the ULPDU length and DDP
+/// header of a tagged segment, so that a run of large tagged segments stays on the direct path.
+const NEXT_HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
+
 async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
     let mut buf = vec![0u8; RX_BUF];
     let (mut start, mut end) = (0usize, 0usize);
@@ -77,6 +82,8 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
         // Direct placement: the payload of a tagged segment goes from the socket straight
         // into the registered memory, under the region's lock, without a bounce buffer.
         if start == end {
+            start = 0;
+            end = 0;
             let direct = shared
                 .core()
                 .direct_placement()
@@ -85,45 +92,37 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             if let Some(d) = direct {
                 if let Err(e) = rd.readable().await {
                     tracing::debug!(error = %e, "receive failed");
-                    shared.core().peer_closed();
-                    shared.kick();
+                    closed(&shared);
                     break;
                 }
-                let res = d
-                    .region
-                    .with_mut_slice(|s| rd.try_read(&mut s[d.offset..d.offset + d.remaining]));
-                match res {
-                    Ok(0) => {
-                        shared.core().peer_closed();
-                        shared.kick();
-                        break;
-                    }
-                    Ok(n) => {
-                        if let Some(tap) = &shared.tap {
-                            d.region.with_slice(|s| {
-                                tap.record(Direction::Received, &s[d.offset..d.offset + n])
-                            });
-                        }
+                match read_direct(&shared, &rd, &d, &mut buf) {
+                    Ok(Some(n)) => {
+                        end = n;
                         let mut core = shared.core();
-                        core.placed_direct(n);
-                        let kick = core.has_completions() || core.wants_transmit();
+                        if end > 0 {
+                            start = core.handle_input(&buf[..end]);
+                        }
+                        let established = core.state() == State::Established;
+                        let kick = end > 0 || core.has_completions() || core.wants_transmit();
                         drop(core);
-                        if kick {
+                        if kick || !established {
                             shared.kick();
                         }
+                        if !established {
+                            break;
+                        }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Ok(None) => {}
                     Err(e) => {
-                        tracing::debug!(error = %e, "receive failed");
-                        shared.core().peer_closed();
-                        shared.kick();
+                        if e.kind() != io::ErrorKind::UnexpectedEof {
+                            tracing::debug!(error = %e, "receive failed");
+                        }
+                        closed(&shared);
                         break;
                     }
                 }
                 continue;
             }
-            start = 0;
-            end = 0;
         } else if end == buf.len() {
             buf.copy_within(start..end, 0);
             end -= start;
@@ -137,8 +136,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             }
         };
         if n == 0 {
-            shared.core().peer_closed();
-            shared.kick();
+            closed(&shared);
             break;
         }
         if let Some(tap) = &shared.tap {
@@ -154,6 +152,48 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             break;
         }
     }
+}
+
+/// One non-blocking read for the direct placement `d`: the rest of its payload into the
+/// registration and the bytes after it (up to the next header, see [`NEXT_HEADER`]) into the
+/// start of `buf`. Returns how many bytes went into `buf` (`None`: nothing to read yet).
+fn read_direct(
+    shared: &Shared,
+    rd: &OwnedReadHalf,
+    d: &DirectPlacement,
+    buf: &mut [u8],
+) -> io::Result<Option<usize>> {
+    let place = d.offset..d.offset + d.remaining;
+    let tail = d.pad + NEXT_HEADER;
+    let res: io::Result<usize> = d.region.with_mut_slice(|s| {
+        let mut io = [
+            IoSliceMut::new(&mut s[place.clone()]),
+            IoSliceMut::new(&mut buf[..tail]),
+        ];
+        let n = rd.try_read_vectored(&mut io)?;
+        if let Some(tap) = &shared.tap {
+            let placed = n.min(d.remaining);
+            tap.record(Direction::Received, &s[place.start..place.start + placed]);
+            tap.record(Direction::Received, &buf[..n - placed]);
+        }
+        Ok(n)
+    });
+    match res {
+        Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+        Ok(n) => {
+            let placed = n.min(d.remaining);
+            shared.core().placed_direct(placed);
+            Ok(Some(n - placed))
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The peer closed the stream or it failed.
+fn closed(shared: &Shared) {
+    shared.core().peer_closed();
+    shared.kick();
 }
 
 async fn tx_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
@@ -176,8 +216,7 @@ async fn tx_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf) {
             }
             if let Err(e) = res {
                 tracing::debug!(error = %e, "send failed");
-                shared.core().peer_closed();
-                shared.kick();
+                closed(&shared);
                 break;
             }
             continue;
