@@ -107,11 +107,13 @@ impl Core {
                 self.emit_read_response(out);
                 continue;
             }
-            if self.cur_tx.is_none() && !self.start_next(out) {
+            if self.cur_tx.is_none() {
                 if self.needs_probe() {
                     self.emit_read_request(None, None, 0, 0, 0, 0, out);
                 }
-                break;
+                if !self.start_next(out) {
+                    break;
+                }
             }
             if self.cur_tx.is_some() {
                 self.emit_segment(out);
@@ -179,13 +181,21 @@ impl Core {
     }
 
     /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
-    /// that would confirm them.
+    /// or about to start that would confirm them. The probe goes between two messages even
+    /// when more are queued, so that completions come back while data still flows (at most
+    /// one probe per round trip: none while one is outstanding).
     pub(super) fn needs_probe(&self) -> bool {
         self.cfg.confirm
             && self.unconfirmed > 0
             && self.pending_reads.is_empty()
             && self.cur_tx.is_none()
-            && self.sq.is_empty()
+            && !matches!(
+                self.sq.front(),
+                Some(SendWr {
+                    op: SendOp::RdmaRead { .. },
+                    ..
+                })
+            )
     }
 
     /// Emits an RDMA Read Request (RFC 5040 section 4.4); `seq`/`sink` are `None` for a
