@@ -4,7 +4,11 @@
 //! * 1 MiB RDMA Write and RDMA Read throughput with CRC off vs. 1 MiB TCP writes
 //!   (target: at least 80 % of raw TCP).
 //!
-//! Run with `cargo bench -p rpcrdma --bench rdma_soft`. Prints the numbers and the ratios.
+//! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency` or `-- throughput` for one
+//! part). Baseline and provider run on the same tokio runtime (two workers; the round trips
+//! also on a current-thread runtime) with the same sizes; rounds alternate baseline and
+//! provider. Prints per-variant medians with their ranges, and the median (and range) of the
+//! per-round ratios.
 
 use std::time::{Duration, Instant};
 
@@ -169,64 +173,119 @@ async fn soft_throughput(total: usize, read: bool) -> f64 {
     rate
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// Median, minimum and maximum.
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    v[v.len() / 2]
+    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
-/// Rounds of interleaved measurements: the machine is shared, so baseline and provider are
-/// measured alternately and the medians compared.
-const ROUNDS: usize = 5;
+/// Per-round ratios `a[i] / b[i]`: both were measured in the same round, under the same load.
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| x / y).collect()
+}
+
+/// Rounds of interleaved measurements: the machine is shared, so the baseline and the
+/// provider are measured alternately (the order rotates every round), each round's ratio is
+/// taken, and the medians are reported with their ranges.
+const ROUNDS: usize = 15;
+
+/// Runs variant `v` of round `round`; the variants run in rotated order.
+fn rotated(round: usize, variants: usize) -> impl Iterator<Item = usize> {
+    (0..variants).map(move |k| (round + k) % variants)
+}
+
+/// 64-byte round trips: raw TCP, and soft with confirmed and with local completions.
+async fn latency(runtime: &str) {
+    let iters = 2000;
+    // Warm up both paths once.
+    tcp_round_trip(1000).await;
+    soft_round_trip(1000, true).await;
+    let mut us: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for v in rotated(round, 3) {
+            let dt = match v {
+                0 => tcp_round_trip(iters).await,
+                1 => soft_round_trip(iters, true).await,
+                _ => soft_round_trip(iters, false).await,
+            };
+            us[v].push(dt.as_secs_f64() * 1e6);
+        }
+    }
+    let [tcp, soft, local] = &us;
+    println!(
+        "64-byte round trip, {runtime}, {ROUNDS} rounds of {iters}: median [min .. max] of the rounds"
+    );
+    let (m, lo, hi) = stats(tcp);
+    println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
+    for (name, v) in [
+        ("soft Send/recv, confirmed completions", soft),
+        ("soft Send/recv, local completions    ", local),
+    ] {
+        let (m, lo, hi) = stats(v);
+        let (r, rlo, rhi) = stats(&ratios(v, tcp));
+        println!(
+            "  {name}   {m:7.2} us [{lo:.2} .. {hi:.2}]   ratio {r:.2}x [{rlo:.2} .. {rhi:.2}] (target <= 1.3x)"
+        );
+    }
+}
+
+/// 1 MiB RDMA Write and RDMA Read against 1 MiB TCP writes.
+async fn throughput() {
+    let total = 128 * MIB;
+    let mut mbs: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for v in rotated(round, 3) {
+            let rate = match v {
+                0 => tcp_throughput(total).await,
+                1 => soft_throughput(total, false).await,
+                _ => soft_throughput(total, true).await,
+            };
+            mbs[v].push(rate / 1e6);
+        }
+    }
+    let [tcp, write, read] = &mbs;
+    println!(
+        "1 MiB transfers, two-worker runtime, CRC off, markers off, {ROUNDS} rounds of {} MiB: median [min .. max] of the rounds",
+        total / MIB
+    );
+    let (m, lo, hi) = stats(tcp);
+    println!("  raw TCP       {m:6.0} MB/s [{lo:.0} .. {hi:.0}]");
+    for (name, v) in [("RDMA Write", write), ("RDMA Read ", read)] {
+        let (m, lo, hi) = stats(v);
+        let (r, rlo, rhi) = stats(&ratios(v, tcp));
+        println!(
+            "  {name}    {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%] (target >= 80%)",
+            100.0 * r,
+            100.0 * rlo,
+            100.0 * rhi
+        );
+    }
+}
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // `cargo bench -p rpcrdma --bench rdma_soft -- latency` (or `throughput`) runs one part.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants = |part: &str| filter.is_empty() || filter.iter().any(|f| part.contains(f.as_str()));
+    let two_workers = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let iters = 10_000;
-        // Warm up both paths once.
-        tcp_round_trip(1000).await;
-        soft_round_trip(1000, true).await;
-        let (mut tcp, mut soft, mut soft_local) = (vec![], vec![], vec![]);
-        for _ in 0..ROUNDS {
-            tcp.push(tcp_round_trip(iters).await.as_secs_f64() * 1e6);
-            soft.push(soft_round_trip(iters, true).await.as_secs_f64() * 1e6);
-            soft_local.push(soft_round_trip(iters, false).await.as_secs_f64() * 1e6);
-        }
-        let (tcp, soft, soft_local) = (median(tcp), median(soft), median(soft_local));
-        println!("64-byte round trip, median of {ROUNDS} rounds of {iters}:");
-        println!("  raw TCP ping-pong                         {tcp:8.2} us");
-        println!(
-            "  soft Send/recv (confirmed completions)    {soft:8.2} us   ratio {:.2}x (target <= 1.3x)",
-            soft / tcp
-        );
-        println!(
-            "  soft Send/recv (local completions)        {soft_local:8.2} us   ratio {:.2}x",
-            soft_local / tcp
-        );
-
-        let total = 512 * MIB;
-        let (mut tcp, mut write, mut read) = (vec![], vec![], vec![]);
-        for _ in 0..ROUNDS {
-            tcp.push(tcp_throughput(total).await / 1e6);
-            write.push(soft_throughput(total, false).await / 1e6);
-            read.push(soft_throughput(total, true).await / 1e6);
-        }
-        let (tcp, write, read) = (median(tcp), median(write), median(read));
-        println!(
-            "1 MiB transfers, {} MiB per round, median of {ROUNDS} rounds, CRC off, markers off:",
-            total / MIB
-        );
-        println!("  raw TCP        {tcp:8.0} MB/s");
-        println!(
-            "  RDMA Write     {write:8.0} MB/s   {:.0}% of raw TCP (target >= 80%)",
-            100.0 * write / tcp
-        );
-        println!(
-            "  RDMA Read      {read:8.0} MB/s   {:.0}% of raw TCP (target >= 80%)",
-            100.0 * read / tcp
-        );
-    });
+    if wants("latency") {
+        two_workers.block_on(latency("two-worker runtime"));
+        // The same on a current-thread runtime: without cross-thread wake-ups, whose cost
+        // varies with what else runs on the machine, this shows the code path itself.
+        let one_thread = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        one_thread.block_on(latency("current-thread runtime"));
+    }
+    if wants("throughput") {
+        two_workers.block_on(throughput());
+    }
 }

@@ -19,7 +19,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use super::access::Access;
 use super::error::{Error, Result};
@@ -196,10 +196,30 @@ impl MemoryRegion {
 
     /// Runs `f` on the whole buffer under the region's read lock.
     pub fn with_slice<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let _guard = self.inner.lock.read().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: writers through safe code hold the write lock; see the module documentation.
+        f(&self.read_guard())
+    }
+
+    /// The whole buffer under the region's read lock, held until the guard is dropped.
+    ///
+    /// For a provider that hands several regions to one system call (a vectored socket write).
+    /// The guard is `!Send`, so it cannot be held across an `.await` of a spawned task. Never
+    /// take a second guard of the same region on one thread (a waiting writer would deadlock
+    /// it); take guards of several regions in increasing [`MemoryRegion::lock_order`].
+    pub(crate) fn read_guard(&self) -> RegionReadGuard<'_> {
+        let guard = self.inner.lock.read().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: writers through safe code hold the write lock, which the read lock held by the
+        // returned guard excludes for the lifetime of the slice; see the module documentation.
         let data = unsafe { &*self.inner.data.get() };
-        f(data)
+        RegionReadGuard {
+            _guard: guard,
+            data,
+        }
+    }
+
+    /// The order in which guards of several regions are taken (see
+    /// [`MemoryRegion::read_guard`]); equal for clones of one region.
+    pub(crate) fn lock_order(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// Runs `f` on the whole buffer under the region's write lock.
@@ -231,6 +251,20 @@ impl MemoryRegion {
             }
             Err(inner) => Err(MemoryRegion { inner }),
         }
+    }
+}
+
+/// Read access to a region's buffer, holding its read lock (see [`MemoryRegion::read_guard`]).
+pub(crate) struct RegionReadGuard<'a> {
+    _guard: RwLockReadGuard<'a, ()>,
+    data: &'a [u8],
+}
+
+impl std::ops::Deref for RegionReadGuard<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.data
     }
 }
 

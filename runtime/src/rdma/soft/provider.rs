@@ -417,7 +417,7 @@ impl Connection for SoftConnection {
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
         self.shared.core().post_send(wr)?;
-        self.shared.kick();
+        self.shared.transmit_now();
         Ok(())
     }
 

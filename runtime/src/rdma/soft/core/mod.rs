@@ -1,9 +1,11 @@
 //! The sans-IO connection core: RDMAP over DDP over MPA in Full Operation.
 //!
 //! Inputs: [`Core::post_send`], [`Core::post_recv`], stream bytes ([`Core::handle_input`]),
-//! [`Core::peer_closed`], [`Core::close`]. Outputs: stream bytes ([`Core::poll_transmit`]),
-//! completions ([`Core::poll_completion`]), and [`Core::state`]. No sockets, no clocks; the
-//! driver (`soft::driver`) moves bytes between these calls and a TCP stream.
+//! [`Core::peer_closed`], [`Core::close`], and how far the driver got writing
+//! ([`Core::transmitted`]). Outputs: stream bytes ([`Core::poll_transmit`] into a
+//! [`Transmit`], which refers to registered memory instead of copying payloads), completions
+//! ([`Core::poll_completion`]), and [`Core::state`]. No sockets, no clocks; the driver
+//! (`soft::driver`) moves bytes between these calls and a TCP stream.
 //!
 //! Every field from the wire is validated before it touches memory; an invalid segment makes
 //! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
@@ -22,7 +24,7 @@ use crate::rdma::{
     WcStatus,
 };
 
-/// Stop filling the transmit buffer beyond this many bytes per call.
+/// Stop filling the transmit queue beyond this many unwritten bytes.
 const TX_BATCH: usize = 256 * 1024;
 
 /// Parameters of a core, fixed at connection establishment.
@@ -456,6 +458,24 @@ fn locate_single(sg: &[Sge], start: usize, n: usize) -> Option<(&MemoryRegion, u
     None
 }
 
+/// The pieces of the elements holding `n` bytes starting at `start`.
+fn ranges(sg: &[Sge], start: usize, n: usize) -> Vec<(MemoryRegion, std::ops::Range<usize>)> {
+    let mut out = Vec::with_capacity(1);
+    let mut base = 0;
+    let end = start + n;
+    for sge in sg {
+        let (lo, hi) = (base.max(start), (base + sge.len).min(end));
+        if lo < hi {
+            out.push((
+                sge.mr.clone(),
+                sge.offset + lo - base..sge.offset + hi - base,
+            ));
+        }
+        base += sge.len;
+    }
+    out
+}
+
 /// Appends `n` bytes starting at `start` of the gathered elements to `out`.
 fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
     let mut base = 0;
@@ -471,7 +491,10 @@ fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
 }
 
 mod rx;
+mod transmit;
 mod tx;
+
+pub use transmit::Transmit;
 
 #[cfg(test)]
 mod tests;

@@ -232,11 +232,10 @@ impl Core {
         let msn = self.tx_msn[2];
         self.tx_msn[2] = msn.wrapping_add(1);
         let hdr = self.untagged(Opcode::Terminate, ddp::QN_TERMINATE, msn, 0, true, 0);
-        let mut body = Vec::new();
-        term.emit(&mut body);
-        let mut out = std::mem::take(&mut self.out_urgent);
-        self.emit(&hdr, &[&body], &mut out);
-        self.out_urgent = out;
+        let mut head = Vec::new();
+        hdr.emit(&mut head);
+        term.emit(&mut head);
+        self.writer.write(&[&head], &mut self.out_urgent);
         self.terminate_sent = Some(term);
         self.state = State::Error;
         if let (Some(status), Some(cur)) = (fault.recv_status, self.cur_recv.take()) {

@@ -3,14 +3,59 @@
 
 use super::*;
 
+/// Payloads shorter than this are copied into the transmit queue: a gathered FPDU costs a
+/// region lock and two more slices per write, more than copying a few bytes.
+const GATHER_MIN: usize = 2048;
+
 impl Core {
-    pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[&[u8]], out: &mut Vec<u8>) {
+    /// Queues one FPDU carrying `hdr` and `payload`, copied.
+    pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[&[u8]], out: &mut Transmit) {
         let mut head = Vec::with_capacity(ddp::UNTAGGED_LEN + 28);
         hdr.emit(&mut head);
         let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + payload.len());
         parts.push(&head);
         parts.extend_from_slice(payload);
-        self.writer.write(&parts, out);
+        out.put_fpdu(&mut self.writer, &parts);
+    }
+
+    /// Queues one FPDU carrying `hdr` and `n` bytes of `sg` from `start`: gathered from the
+    /// registrations when it is large enough and there are no markers, copied otherwise.
+    fn emit_payload(
+        &mut self,
+        hdr: &DdpHeader,
+        sg: &[Sge],
+        start: usize,
+        n: usize,
+        out: &mut Transmit,
+    ) {
+        let mut head = Vec::with_capacity(ddp::UNTAGGED_LEN);
+        hdr.emit(&mut head);
+        if !self.cfg.tx.markers && n >= GATHER_MIN {
+            out.put_gathered(&mut self.writer, &head, ranges(sg, start, n));
+            return;
+        }
+        match locate_single(sg, start, n) {
+            Some((mr, off)) => {
+                let writer = &mut self.writer;
+                mr.with_slice(|s| out.put_fpdu(writer, &[&head, &s[off..off + n]]));
+            }
+            None => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.clear();
+                gather(sg, start, n, &mut buf);
+                out.put_fpdu(&mut self.writer, &[&head, &buf]);
+                self.scratch = buf;
+            }
+        }
+    }
+
+    /// Reports the bytes the driver wrote from `out`: Sends and RDMA Writes whose bytes are
+    /// all written complete now (without [`CoreConfig::confirm`]).
+    pub fn transmitted(&mut self, out: &mut Transmit) {
+        while let Some(seq) = out.take_completed() {
+            // RFC 5040 section 5: a Send or Write completes locally once handed to the LLP.
+            self.finish(seq, WcStatus::Success);
+        }
     }
 
     pub(super) fn untagged(
@@ -48,20 +93,27 @@ impl Core {
         }
     }
 
-    /// Appends wire bytes to `out` (up to a batch). Returns true when the stream should be
-    /// shut down afterwards (closed or terminated).
-    pub fn poll_transmit(&mut self, out: &mut Vec<u8>) -> bool {
-        out.append(&mut self.out_urgent);
+    /// Queues stream bytes in `out` (until it holds a batch). Returns true when the stream
+    /// should be shut down once `out` is written (closed or terminated). Payloads are not
+    /// copied: `out` refers to the registrations (see [`Transmit`]). Call
+    /// [`Core::transmitted`] after writing.
+    pub fn poll_transmit(&mut self, out: &mut Transmit) -> bool {
+        if !self.out_urgent.is_empty() {
+            out.put(&self.out_urgent);
+            self.out_urgent.clear();
+        }
         while self.state == State::Established && out.len() < TX_BATCH {
             if !self.inbound_reads.is_empty() {
                 self.emit_read_response(out);
                 continue;
             }
-            if self.cur_tx.is_none() && !self.start_next(out) {
+            if self.cur_tx.is_none() {
                 if self.needs_probe() {
                     self.emit_read_request(None, None, 0, 0, 0, 0, out);
                 }
-                break;
+                if !self.start_next(out) {
+                    break;
+                }
             }
             if self.cur_tx.is_some() {
                 self.emit_segment(out);
@@ -71,7 +123,7 @@ impl Core {
     }
 
     /// Starts the next send-queue request; false when nothing can start.
-    pub(super) fn start_next(&mut self, out: &mut Vec<u8>) -> bool {
+    pub(super) fn start_next(&mut self, out: &mut Transmit) -> bool {
         let Some(front) = self.sq.front() else {
             return false;
         };
@@ -129,13 +181,21 @@ impl Core {
     }
 
     /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
-    /// that would confirm them.
+    /// or about to start that would confirm them. The probe goes between two messages even
+    /// when more are queued, so that completions come back while data still flows (at most
+    /// one probe per round trip: none while one is outstanding).
     pub(super) fn needs_probe(&self) -> bool {
         self.cfg.confirm
             && self.unconfirmed > 0
             && self.pending_reads.is_empty()
             && self.cur_tx.is_none()
-            && self.sq.is_empty()
+            && !matches!(
+                self.sq.front(),
+                Some(SendWr {
+                    op: SendOp::RdmaRead { .. },
+                    ..
+                })
+            )
     }
 
     /// Emits an RDMA Read Request (RFC 5040 section 4.4); `seq`/`sink` are `None` for a
@@ -149,7 +209,7 @@ impl Core {
         sink_to: u64,
         src_stag: u32,
         src_to: u64,
-        out: &mut Vec<u8>,
+        out: &mut Transmit,
     ) {
         let size = sink.as_ref().map_or(0, |s| s.len);
         let req = ReadRequest {
@@ -178,13 +238,13 @@ impl Core {
     }
 
     /// Emits the next segment of the current Send or RDMA Write.
-    pub(super) fn emit_segment(&mut self, out: &mut Vec<u8>) {
+    pub(super) fn emit_segment(&mut self, out: &mut Transmit) {
         let Some(job) = self.cur_tx.take() else {
             return;
         };
-        let (hdr_len, sg) = match &job.wr.op {
-            SendOp::Send { sg, .. } => (ddp::UNTAGGED_LEN, sg),
-            SendOp::RdmaWrite { sg, .. } => (ddp::TAGGED_LEN, sg),
+        let hdr_len = match &job.wr.op {
+            SendOp::Send { .. } => ddp::UNTAGGED_LEN,
+            SendOp::RdmaWrite { .. } => ddp::TAGGED_LEN,
             _ => return,
         };
         let room = self.cfg.mulpdu - hdr_len;
@@ -219,22 +279,8 @@ impl Core {
             ),
             _ => return,
         };
-        // Gather `n` bytes starting at `job.sent` across the elements.
-        let single = locate_single(sg, job.sent, n);
-        match single {
-            Some((mr, off)) => {
-                let mut head = Vec::with_capacity(hdr_len);
-                hdr.emit(&mut head);
-                let writer = &mut self.writer;
-                mr.with_slice(|s| writer.write(&[&head, &s[off..off + n]], out));
-            }
-            None => {
-                let mut buf = std::mem::take(&mut self.scratch);
-                buf.clear();
-                gather(sg, job.sent, n, &mut buf);
-                self.emit(&hdr, &[&buf], out);
-                self.scratch = buf;
-            }
+        if let SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } = &job.wr.op {
+            self.emit_payload(&hdr, sg, job.sent, n, out);
         }
         let mut job = job;
         job.sent += n;
@@ -253,15 +299,16 @@ impl Core {
                 }
                 self.unconfirmed += 1;
             } else {
-                // RFC 5040 section 5: a Send or Write completes locally once handed to the LLP.
-                self.finish(job.seq, WcStatus::Success);
+                // Completes once the driver has written its bytes (`Core::transmitted`): the
+                // payload is read from the registrations until then.
+                out.complete_when_written(job.seq);
             }
         } else {
             self.cur_tx = Some(job);
         }
     }
 
-    pub(super) fn emit_read_response(&mut self, out: &mut Vec<u8>) {
+    pub(super) fn emit_read_response(&mut self, out: &mut Transmit) {
         let Some(mut r) = self.inbound_reads.pop_front() else {
             return;
         };
@@ -274,15 +321,16 @@ impl Core {
             r.sink_to.wrapping_add(r.sent as u64),
             last,
         );
-        let mut head = Vec::with_capacity(ddp::TAGGED_LEN);
-        hdr.emit(&mut head);
         match &r.source {
             Some(mr) => {
-                let start = r.src_off + r.sent;
-                let writer = &mut self.writer;
-                mr.with_slice(|s| writer.write(&[&head, &s[start..start + n]], out));
+                let sg = [Sge {
+                    mr: mr.clone(),
+                    offset: r.src_off,
+                    len: r.size,
+                }];
+                self.emit_payload(&hdr, &sg, r.sent, n, out);
             }
-            None => self.writer.write(&[&head], out),
+            None => self.emit(&hdr, &[], out),
         }
         r.sent += n;
         if !last {

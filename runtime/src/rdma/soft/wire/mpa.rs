@@ -1,6 +1,8 @@
 //! MPA (RFC 5044): the Request/Reply startup frames, the RFC 6581 enhanced private data, and
 //! FPDU framing with optional markers and CRC32c.
 
+use bytes::BufMut;
+
 use super::{be16, WireError};
 
 /// Key of the MPA Request frame (RFC 5044 section 7.1).
@@ -273,8 +275,15 @@ impl FpduWriter {
         self.framing
     }
 
+    /// Accounts for an FPDU of `len` stream bytes framed and written by the caller (a gathered
+    /// FPDU, see `core::Transmit`). Only without markers: their positions depend on every byte.
+    pub fn skip(&mut self, len: usize) {
+        debug_assert!(!self.framing.markers);
+        self.pos += len as u64;
+    }
+
     /// Appends one FPDU carrying the ULPDU `parts` (concatenated) to `out`.
-    pub fn write(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) {
+    pub fn write<B: BufMut>(&mut self, parts: &[&[u8]], out: &mut B) {
         let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
         debug_assert!(ulpdu_len <= u16::MAX as usize);
         let fpdu_start = self.pos;
@@ -283,7 +292,7 @@ impl FpduWriter {
         let pad = &pad[..pad_len(ulpdu_len)];
         let mut crc = 0u32;
         let framing = self.framing;
-        let put = |this: &mut FpduWriter, out: &mut Vec<u8>, mut data: &[u8], crc: &mut u32| {
+        let put = |this: &mut FpduWriter, out: &mut B, mut data: &[u8], crc: &mut u32| {
             while !data.is_empty() {
                 if framing.markers && this.pos % MARKER_INTERVAL == 0 {
                     // RFC 5044 section 5: FPDUPTR counts back from the marker to the FPDU's
@@ -293,7 +302,7 @@ impl FpduWriter {
                     if framing.crc {
                         *crc = crc32c::crc32c_append(*crc, &marker);
                     }
-                    out.extend_from_slice(&marker);
+                    out.put_slice(&marker);
                     this.pos += MARKER_LEN as u64;
                 }
                 let room = if framing.markers {
@@ -305,7 +314,7 @@ impl FpduWriter {
                 if framing.crc {
                     *crc = crc32c::crc32c_append(*crc, &data[..n]);
                 }
-                out.extend_from_slice(&data[..n]);
+                out.put_slice(&data[..n]);
                 this.pos += n as u64;
                 data = &data[n..];
             }

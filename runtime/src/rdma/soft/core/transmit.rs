@@ -1,0 +1,355 @@
+//! [`Transmit`]: the stream bytes the core hands to the driver, with payloads left in the
+//! registrations they come from.
+//!
+//! An FPDU (RFC 5044 section 4) whose payload is large enough is queued as a *gathered* FPDU:
+//! its framing (ULPDU length, DDP/RDMAP header, pad, CRC) in a few owned bytes and its payload
+//! as ranges of [`MemoryRegion`]s. The driver writes them with one vectored write
+//! ([`Transmit::write_with`]) straight from the registered memory. Everything else (control
+//! messages, small payloads, and every FPDU when markers are on) is copied into owned bytes.
+//!
+//! Soundness: each gathered FPDU holds a clone of its regions, so the memory stays allocated
+//! (and registered) until the bytes are written or the `Transmit` is dropped; the memory is only
+//! read through [`MemoryRegion::read_guard`], under the region's read lock, for the duration of
+//! one non-blocking write call.
+//!
+//! With CRC on, the CRC of a gathered FPDU is computed under that same lock, right before the
+//! write that starts sending it, so the trailer always matches the bytes that went out even if
+//! the application changes the memory meanwhile. When a write stops inside such an FPDU, the
+//! rest of its payload is copied while the lock is still held (at most one MULPDU); the CRCs of
+//! gathered FPDUs that were not started are dropped and computed again at the next write.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::ops::Range;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::super::wire::ddp;
+use super::super::wire::mpa::{self, FpduWriter};
+use crate::rdma::mr::RegionReadGuard;
+use crate::rdma::MemoryRegion;
+
+/// Soft limit of slices handed to one vectored write (Linux accepts up to 1024).
+const MAX_SLICES: usize = 64;
+
+/// Longest framing before a gathered payload: ULPDU length and an untagged DDP header.
+const HEAD_MAX: usize = mpa::ULPDU_LEN_LEN + ddp::UNTAGGED_LEN;
+
+/// Longest framing after a gathered payload: pad and CRC.
+const TAIL_MAX: usize = 3 + mpa::CRC_LEN;
+
+/// Stream bytes queued for the socket, in order, and the send-queue requests that complete
+/// once their bytes are written.
+///
+/// Filled by [`Core::poll_transmit`](super::Core::poll_transmit), written by the driver with
+/// [`Transmit::write_with`] (or [`Transmit::write_all_to`] without a socket), then reported
+/// back with [`Core::transmitted`](super::Core::transmitted).
+#[derive(Default)]
+pub struct Transmit {
+    /// Owned bytes not yet sealed into a part.
+    staging: BytesMut,
+    parts: VecDeque<Part>,
+    /// Bytes queued since creation (written or not).
+    queued: u64,
+    /// Bytes written since creation.
+    written: u64,
+    /// Requests that complete once `written` reaches the position: (position, sequence).
+    completions: VecDeque<(u64, u64)>,
+}
+
+enum Part {
+    Owned(Bytes),
+    Gathered(Box<Gathered>),
+}
+
+/// One FPDU whose payload stays in registered memory.
+struct Gathered {
+    head: [u8; HEAD_MAX],
+    head_len: usize,
+    payload: Vec<(MemoryRegion, Range<usize>)>,
+    /// Pad, then the CRC (its last four bytes once computed, when `crc` is set).
+    tail: [u8; TAIL_MAX],
+    tail_len: usize,
+    crc: bool,
+    crc_ready: bool,
+    /// Bytes of this FPDU already written.
+    done: usize,
+}
+
+impl Gathered {
+    fn len(&self) -> usize {
+        self.head_len + self.payload.iter().map(|(_, r)| r.len()).sum::<usize>() + self.tail_len
+    }
+
+    fn slice_count(&self) -> usize {
+        self.payload.len() + 2
+    }
+
+    /// The CRC32c over length field, ULPDU and pad (RFC 5044 section 4.1), from `data`.
+    fn compute_crc(&mut self, data: &[&[u8]]) {
+        let pad = self.tail_len - mpa::CRC_LEN;
+        let mut crc = crc32c::crc32c(&self.head[..self.head_len]);
+        for d in data {
+            crc = crc32c::crc32c_append(crc, d);
+        }
+        crc = crc32c::crc32c_append(crc, &self.tail[..pad]);
+        self.tail[pad..self.tail_len].copy_from_slice(&mpa::crc_bytes(crc));
+        self.crc_ready = true;
+    }
+}
+
+impl Transmit {
+    /// An empty queue.
+    pub fn new() -> Transmit {
+        Transmit::default()
+    }
+
+    /// True when every queued byte has been written.
+    pub fn is_empty(&self) -> bool {
+        self.queued == self.written
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn len(&self) -> usize {
+        (self.queued - self.written) as usize
+    }
+
+    /// Appends owned bytes.
+    pub(super) fn put(&mut self, bytes: &[u8]) {
+        self.staging.put_slice(bytes);
+        self.queued += bytes.len() as u64;
+    }
+
+    /// Frames one FPDU with `writer` (markers and CRC as it says), copying `parts`.
+    pub(super) fn put_fpdu(&mut self, writer: &mut FpduWriter, parts: &[&[u8]]) {
+        let before = self.staging.len();
+        writer.write(parts, &mut self.staging);
+        self.queued += (self.staging.len() - before) as u64;
+    }
+
+    /// Queues one FPDU without markers carrying the ULPDU `header` followed by `payload`, left
+    /// in the registrations. The caller has checked every range against its region.
+    pub(super) fn put_gathered(
+        &mut self,
+        writer: &mut FpduWriter,
+        header: &[u8],
+        payload: Vec<(MemoryRegion, Range<usize>)>,
+    ) {
+        let framing = writer.framing();
+        debug_assert!(!framing.markers, "markers need the copying path");
+        let payload_len: usize = payload.iter().map(|(_, r)| r.len()).sum();
+        let ulpdu_len = header.len() + payload_len;
+        debug_assert!(ulpdu_len <= u16::MAX as usize);
+        let mut head = [0u8; HEAD_MAX];
+        head[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        head[2..2 + header.len()].copy_from_slice(header);
+        let tail_len = mpa::pad_len(ulpdu_len) + if framing.crc { mpa::CRC_LEN } else { 0 };
+        let g = Gathered {
+            head,
+            head_len: 2 + header.len(),
+            payload,
+            tail: [0; TAIL_MAX],
+            tail_len,
+            crc: framing.crc,
+            crc_ready: false,
+            done: 0,
+        };
+        let len = g.len();
+        debug_assert_eq!(len, framing.fpdu_len(ulpdu_len));
+        writer.skip(len);
+        self.seal();
+        self.parts.push_back(Part::Gathered(Box::new(g)));
+        self.queued += len as u64;
+    }
+
+    /// The request `seq` completes once everything queued so far is written.
+    pub(super) fn complete_when_written(&mut self, seq: u64) {
+        self.completions.push_back((self.queued, seq));
+    }
+
+    /// The next request whose bytes are all written.
+    pub(super) fn take_completed(&mut self) -> Option<u64> {
+        match self.completions.front() {
+            Some(&(at, seq)) if at <= self.written => {
+                self.completions.pop_front();
+                Some(seq)
+            }
+            _ => None,
+        }
+    }
+
+    fn seal(&mut self) {
+        if !self.staging.is_empty() {
+            let b = self.staging.split().freeze();
+            self.parts.push_back(Part::Owned(b));
+        }
+    }
+
+    /// Offers the next queued bytes to `write` as slices (owned bytes and registered memory,
+    /// the latter under the regions' read locks for the duration of the call) and consumes as
+    /// many as it reports written. `write` is a non-blocking write such as
+    /// `try_write_vectored`; its error is returned unchanged and nothing is consumed.
+    pub fn write_with<F>(&mut self, write: F) -> io::Result<usize>
+    where
+        F: FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
+    {
+        self.seal();
+        // The window: whole parts, up to the slice limit (at least one part).
+        let mut count = 0;
+        let mut slices = 0;
+        for p in &self.parts {
+            let s = match p {
+                Part::Owned(_) => 1,
+                Part::Gathered(g) => g.slice_count(),
+            };
+            if count > 0 && slices + s > MAX_SLICES {
+                break;
+            }
+            count += 1;
+            slices += s;
+        }
+        if count == 0 {
+            return write(&[]);
+        }
+        // Lock each region of the window once, in lock order (see `MemoryRegion::read_guard`).
+        let mut regions: Vec<MemoryRegion> = Vec::new();
+        for p in self.parts.iter().take(count) {
+            if let Part::Gathered(g) = p {
+                for (mr, _) in &g.payload {
+                    regions.push(mr.clone());
+                }
+            }
+        }
+        regions.sort_by_key(MemoryRegion::lock_order);
+        regions.dedup_by(|a, b| a.ptr_eq(b));
+        let guards: Vec<RegionReadGuard<'_>> = regions.iter().map(|r| r.read_guard()).collect();
+        let data = |mr: &MemoryRegion| -> &[u8] {
+            let i = regions
+                .binary_search_by_key(&mr.lock_order(), MemoryRegion::lock_order)
+                .expect("every region of the window is locked");
+            &guards[i]
+        };
+        // CRCs of gathered FPDUs not started yet, over the memory as it is now (and stays until
+        // the guards go).
+        for p in self.parts.iter_mut().take(count) {
+            if let Part::Gathered(g) = p {
+                if g.crc && !g.crc_ready {
+                    let pieces: Vec<&[u8]> = g
+                        .payload
+                        .iter()
+                        .map(|(mr, r)| &data(mr)[r.clone()])
+                        .collect();
+                    g.compute_crc(&pieces);
+                }
+            }
+        }
+        let mut io: Vec<IoSlice<'_>> = Vec::with_capacity(slices);
+        for p in self.parts.iter().take(count) {
+            match p {
+                Part::Owned(b) => io.push(IoSlice::new(b)),
+                Part::Gathered(g) => {
+                    let mut skip = g.done;
+                    let pieces = std::iter::once(&g.head[..g.head_len])
+                        .chain(g.payload.iter().map(|(mr, r)| &data(mr)[r.clone()]))
+                        .chain(std::iter::once(&g.tail[..g.tail_len]));
+                    for piece in pieces {
+                        if skip >= piece.len() {
+                            skip -= piece.len();
+                        } else {
+                            io.push(IoSlice::new(&piece[skip..]));
+                            skip = 0;
+                        }
+                    }
+                }
+            }
+        }
+        let n = write(&io)?;
+        let total: usize = io.iter().map(|s| s.len()).sum();
+        let n = n.min(total);
+        drop(io);
+        // Where the write stopped: the part it stopped in and how far into it.
+        let mut left = n;
+        let mut whole = 0;
+        for p in self.parts.iter().take(count) {
+            let rest = match p {
+                Part::Owned(b) => b.len(),
+                Part::Gathered(g) => g.len() - g.done,
+            };
+            if left < rest {
+                break;
+            }
+            left -= rest;
+            whole += 1;
+        }
+        // A gathered FPDU under CRC cut by the write: its CRC covers the memory as it was, so
+        // the rest of it goes out as a copy taken under the same locks.
+        let mut snapshot = None;
+        if left > 0 {
+            if let Some(Part::Gathered(g)) = self.parts.get(whole) {
+                if g.crc {
+                    let mut rest = BytesMut::with_capacity(g.len() - g.done - left);
+                    let mut skip = g.done + left;
+                    let pieces = std::iter::once(&g.head[..g.head_len])
+                        .chain(g.payload.iter().map(|(mr, r)| &data(mr)[r.clone()]))
+                        .chain(std::iter::once(&g.tail[..g.tail_len]));
+                    for piece in pieces {
+                        if skip >= piece.len() {
+                            skip -= piece.len();
+                        } else {
+                            rest.put_slice(&piece[skip..]);
+                            skip = 0;
+                        }
+                    }
+                    snapshot = Some(rest.freeze());
+                }
+            }
+        }
+        drop(guards);
+        drop(regions);
+        for _ in 0..whole {
+            self.parts.pop_front();
+        }
+        if left > 0 {
+            match (snapshot, self.parts.front_mut()) {
+                (Some(rest), Some(front)) => *front = Part::Owned(rest),
+                (None, Some(Part::Owned(b))) => b.advance(left),
+                (None, Some(Part::Gathered(g))) => g.done += left,
+                _ => {}
+            }
+        }
+        // CRCs computed for FPDUs that did not start are stale once the locks are released.
+        for p in self.parts.iter_mut().take(count - whole) {
+            if let Part::Gathered(g) = p {
+                if g.done == 0 {
+                    g.crc_ready = false;
+                }
+            }
+        }
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    /// Writes everything into `out` (for tests and tools without a socket).
+    pub fn write_all_to(&mut self, out: &mut Vec<u8>) {
+        while !self.is_empty() {
+            let _ = self.write_with(|slices| {
+                let mut n = 0;
+                for s in slices {
+                    out.extend_from_slice(s);
+                    n += s.len();
+                }
+                Ok(n)
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for Transmit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transmit")
+            .field("queued", &self.queued)
+            .field("written", &self.written)
+            .field("parts", &self.parts.len())
+            .finish()
+    }
+}
