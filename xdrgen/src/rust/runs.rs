@@ -246,8 +246,10 @@ impl Gen<'_> {
             })
             .collect();
         let write = self.encode_run(true, &values);
+        // Always inlined: otherwise the `Result<Option<Self>>` goes back through memory on
+        // every list element (about 8% of the instructions of an RPC-over-RDMA header).
         let encode = quote! {
-            #[inline]
+            #[inline(always)]
             fn encode_present(&self, enc: &mut #rt::Encoder) -> #rt::Result<()> {
                 #write
                 ::core::result::Result::Ok(())
@@ -261,7 +263,7 @@ impl Gen<'_> {
             quote!(#name: #e,)
         });
         let decode = quote! {
-            #[inline]
+            #[inline(always)]
             fn decode_present(dec: &mut #rt::Decoder) -> #rt::Result<::core::option::Option<Self>> {
                 let ::core::option::Option::Some(block) = dec.get_present_block::<#n>()? else {
                     return ::core::result::Result::Ok(::core::option::Option::None);
@@ -269,7 +271,7 @@ impl Gen<'_> {
                 ::core::result::Result::Ok(::core::option::Option::Some(Self { #(#inits)* }))
             }
 
-            #[inline]
+            #[inline(always)]
             fn decode_present_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<bool> {
                 match Self::decode_present(dec)? {
                     ::core::option::Option::Some(v) => {
