@@ -310,16 +310,7 @@ impl Gen<'_> {
                 let n = &names[*i];
                 self.encode_field(&fields[*i], quote!(&self.#n))
             }
-            FieldGroup::Run(run) => {
-                let values: Vec<_> = run
-                    .iter()
-                    .map(|(i, flat)| {
-                        let n = &names[*i];
-                        (quote!(self.#n), flat)
-                    })
-                    .collect();
-                self.encode_run(false, &values)
-            }
+            FieldGroup::Run(run) => self.encode_run(false, &Self::run_fields(&names, run)),
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);
         if let Some(next) = list_next {

@@ -137,6 +137,19 @@ impl Gen<'_> {
         groups
     }
 
+    /// The value expressions of a struct's run (`self.field`) with their layouts.
+    pub(super) fn run_fields<'r>(
+        names: &[Ident],
+        run: &'r [(usize, Flat)],
+    ) -> Vec<(TokenStream, &'r Flat)> {
+        run.iter()
+            .map(|(i, flat)| {
+                let n = &names[*i];
+                (quote!(self.#n), flat)
+            })
+            .collect()
+    }
+
     /// Statements encoding a run: each value expression with its layout, in order. With
     /// `present`, the block starts with a TRUE present flag (RFC 4506 section 4.19).
     pub(super) fn encode_run(&self, present: bool, values: &[(TokenStream, &Flat)]) -> TokenStream {
@@ -238,14 +251,7 @@ impl Gen<'_> {
             [FieldGroup::Run(run)] if run.len() == fields.len() => run,
             _ => return (TokenStream::new(), TokenStream::new()),
         };
-        let values: Vec<_> = run
-            .iter()
-            .map(|(i, flat)| {
-                let n = &names[*i];
-                (quote!(self.#n), flat)
-            })
-            .collect();
-        let write = self.encode_run(true, &values);
+        let write = self.encode_run(true, &Self::run_fields(names, run));
         // Always inlined: otherwise the `Result<Option<Self>>` goes back through memory on
         // every list element (about 8% of the instructions of an RPC-over-RDMA header).
         let encode = quote! {

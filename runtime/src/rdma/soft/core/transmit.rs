@@ -81,6 +81,29 @@ impl Gathered {
         self.head_len + self.payload.iter().map(|(_, r)| r.len()).sum::<usize>() + self.tail_len
     }
 
+    /// The FPDU's bytes from byte `skip` on, in pieces: framing, the payload ranges (read
+    /// through `data`, which gives a locked region's memory), trailer.
+    fn pieces_from<'a>(
+        &'a self,
+        skip: usize,
+        data: impl Fn(&MemoryRegion) -> &'a [u8] + 'a,
+    ) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let mut skip = skip;
+        std::iter::once(&self.head[..self.head_len])
+            .chain(self.payload.iter().map(move |(mr, r)| &data(mr)[r.clone()]))
+            .chain(std::iter::once(&self.tail[..self.tail_len]))
+            .filter_map(move |piece| {
+                if skip >= piece.len() {
+                    skip -= piece.len();
+                    None
+                } else {
+                    let rest = &piece[skip..];
+                    skip = 0;
+                    Some(rest)
+                }
+            })
+    }
+
     fn slice_count(&self) -> usize {
         self.payload.len() + 2
     }
@@ -247,20 +270,7 @@ impl Transmit {
         for p in self.parts.iter().take(count) {
             match p {
                 Part::Owned(b) => io.push(IoSlice::new(b)),
-                Part::Gathered(g) => {
-                    let mut skip = g.done;
-                    let pieces = std::iter::once(&g.head[..g.head_len])
-                        .chain(g.payload.iter().map(|(mr, r)| &data(mr)[r.clone()]))
-                        .chain(std::iter::once(&g.tail[..g.tail_len]));
-                    for piece in pieces {
-                        if skip >= piece.len() {
-                            skip -= piece.len();
-                        } else {
-                            io.push(IoSlice::new(&piece[skip..]));
-                            skip = 0;
-                        }
-                    }
-                }
+                Part::Gathered(g) => io.extend(g.pieces_from(g.done, data).map(IoSlice::new)),
             }
         }
         let n = write(&io)?;
@@ -288,17 +298,8 @@ impl Transmit {
             if let Some(Part::Gathered(g)) = self.parts.get(whole) {
                 if g.crc {
                     let mut rest = BytesMut::with_capacity(g.len() - g.done - left);
-                    let mut skip = g.done + left;
-                    let pieces = std::iter::once(&g.head[..g.head_len])
-                        .chain(g.payload.iter().map(|(mr, r)| &data(mr)[r.clone()]))
-                        .chain(std::iter::once(&g.tail[..g.tail_len]));
-                    for piece in pieces {
-                        if skip >= piece.len() {
-                            skip -= piece.len();
-                        } else {
-                            rest.put_slice(&piece[skip..]);
-                            skip = 0;
-                        }
+                    for piece in g.pieces_from(g.done + left, data) {
+                        rest.put_slice(piece);
                     }
                     snapshot = Some(rest.freeze());
                 }
