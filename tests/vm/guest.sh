@@ -121,8 +121,16 @@ value() { awk -v k="$1" '$1 == k {print $2}' "$R/rounds.txt" | median; }
 perf() {
   local rounds="${VM_PERF_ROUNDS:-3}" r log
   : >"$R/rounds.txt"
+  # A baseline only, and perftest's event mode is the least reliable part of it under TCG
+  # (its clock can print "inf"; once in a while it hangs): a failure leaves its ratio at n/a
+  # rather than failing the suite. The provider's own runs below still count.
+  local before=$failures
   pair perf-ib_send_lat-events 90 ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 -- \
     ib_send_lat -R -e -d "$DEV" -s 64 -n 2000 "$ADDR"
+  if [ "$failures" -ne "$before" ]; then
+    note "perftest ib_send_lat -e (a baseline) failed; the completion-event ratio is n/a"
+    failures=$before
+  fi
   # ib_send_lat: "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
   awk '$1 == 64 && NF >= 6 {print "ev_typ", $5; print "ev_avg", $6}' \
     "$R/perf-ib_send_lat-events.log" >>"$R/rounds.txt"
