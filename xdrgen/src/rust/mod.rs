@@ -374,31 +374,49 @@ impl Gen<'_> {
         if item.props.recursive || reuse.iter().all(Option::is_none) {
             return TokenStream::new();
         }
-        let stmts = groups.iter().enumerate().map(|(k, g)| match g {
-            FieldGroup::Single(i) => {
-                let n = &names[*i];
-                reuse[*i].take().unwrap_or_else(|| {
-                    let e = self.decode_field(&fields[*i]);
+        let stmts = self.decode_groups(
+            groups,
+            |i| {
+                reuse[i].take().unwrap_or_else(|| {
+                    let (n, e) = (&names[i], self.decode_field(&fields[i]));
                     quote!(self.#n = #e;)
                 })
-            }
-            FieldGroup::Run(run) => {
-                let block = format_ident!("block_{}", k);
-                let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
-                let (read, exprs) = self.decode_run(&block, &flats);
-                let sets = run.iter().zip(exprs).map(|((i, _), e)| {
-                    let n = &names[*i];
-                    quote!(self.#n = #e;)
-                });
-                quote!(#read #(#sets)*)
-            }
-        });
+            },
+            |i, e| {
+                let n = &names[i];
+                quote!(self.#n = #e;)
+            },
+        );
         quote! {
             fn decode_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<()> {
                 #(#stmts)*
                 ::core::result::Result::Ok(())
             }
         }
+    }
+
+    /// Statements decoding field groups in order: `single(i)` for a field coded on its own,
+    /// and for a run, its block read then `assign(i, value)` for each of its fields.
+    fn decode_groups(
+        &self,
+        groups: &[FieldGroup],
+        mut single: impl FnMut(usize) -> TokenStream,
+        assign: impl Fn(usize, TokenStream) -> TokenStream,
+    ) -> Vec<TokenStream> {
+        groups
+            .iter()
+            .enumerate()
+            .map(|(k, g)| match g {
+                FieldGroup::Single(i) => single(*i),
+                FieldGroup::Run(run) => {
+                    let block = format_ident!("block_{}", k);
+                    let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
+                    let (read, exprs) = self.decode_run(&block, &flats);
+                    let sets = run.iter().zip(exprs).map(|((i, _), e)| assign(*i, e));
+                    quote!(#read #(#sets)*)
+                }
+            })
+            .collect()
     }
 
     /// The body of a struct's `decode`. With runs of numeric fields, the fields are read
@@ -434,23 +452,11 @@ impl Gen<'_> {
         let binds: Vec<_> = (0..fields.len())
             .map(|i| format_ident!("field_{}", i))
             .collect();
-        let stmts = groups.iter().enumerate().map(|(k, g)| match g {
-            FieldGroup::Single(i) => {
-                let b = &binds[*i];
-                let e = self.decode_field(&fields[*i]);
-                quote!(let #b = #e;)
-            }
-            FieldGroup::Run(run) => {
-                let block = format_ident!("block_{}", k);
-                let flats: Vec<_> = run.iter().map(|(_, flat)| flat).collect();
-                let (read, exprs) = self.decode_run(&block, &flats);
-                let lets = run.iter().zip(exprs).map(|((i, _), e)| {
-                    let b = &binds[*i];
-                    quote!(let #b = #e;)
-                });
-                quote!(#read #(#lets)*)
-            }
-        });
+        let bind = |i: usize, e: TokenStream| {
+            let b = &binds[i];
+            quote!(let #b = #e;)
+        };
+        let stmts = self.decode_groups(groups, |i| bind(i, self.decode_field(&fields[i])), bind);
         quote! {
             #(#stmts)*
             ::core::result::Result::Ok(Self { #(#names: #binds),* })
