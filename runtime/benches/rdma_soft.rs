@@ -7,7 +7,9 @@
 //! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency` or `-- throughput` for one
 //! part). Baseline and provider run on the same tokio runtime (two workers; the round trips
 //! also on a current-thread runtime) with the same sizes; rounds alternate baseline and
-//! provider. Prints per-variant medians with their ranges, and the median (and range) of the
+//! provider. On the two-worker runtime the round trips run twice: with the client loop in a
+//! spawned task (the server side always is one), and in `block_on`'s future, which is not a
+//! task and so pays a cross-thread wake-up per message (both protocols alike). Prints per-variant medians with their ranges, and the median (and range) of the
 //! per-round ratios.
 
 use std::time::{Duration, Instant};
@@ -195,26 +197,51 @@ fn rotated(round: usize, variants: usize) -> impl Iterator<Item = usize> {
     (0..variants).map(move |k| (round + k) % variants)
 }
 
+/// Where the client's loop runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Client {
+    /// A spawned task, as servers and clients on tokio usually run: a wake-up from a worker
+    /// runs it on that worker.
+    Task,
+    /// `block_on`'s own future, which is not a task: every wake-up crosses threads.
+    BlockOn,
+}
+
+/// Runs `f` where `client` says.
+async fn run_client<F>(client: Client, f: F) -> Duration
+where
+    F: std::future::Future<Output = Duration> + Send + 'static,
+{
+    match client {
+        Client::Task => tokio::spawn(f).await.unwrap(),
+        Client::BlockOn => f.await,
+    }
+}
+
 /// 64-byte round trips: raw TCP, and soft with confirmed and with local completions.
-async fn latency(runtime: &str) {
+async fn latency(runtime: &str, client: Client) {
     let iters = 2000;
     // Warm up both paths once.
-    tcp_round_trip(1000).await;
-    soft_round_trip(1000, true).await;
+    run_client(client, tcp_round_trip(1000)).await;
+    run_client(client, soft_round_trip(1000, true)).await;
     let mut us: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
         for v in rotated(round, 3) {
             let dt = match v {
-                0 => tcp_round_trip(iters).await,
-                1 => soft_round_trip(iters, true).await,
-                _ => soft_round_trip(iters, false).await,
+                0 => run_client(client, tcp_round_trip(iters)).await,
+                1 => run_client(client, soft_round_trip(iters, true)).await,
+                _ => run_client(client, soft_round_trip(iters, false)).await,
             };
             us[v].push(dt.as_secs_f64() * 1e6);
         }
     }
     let [tcp, soft, local] = &us;
+    let place = match client {
+        Client::Task => "client in a task",
+        Client::BlockOn => "client in block_on",
+    };
     println!(
-        "64-byte round trip, {runtime}, {ROUNDS} rounds of {iters}: median [min .. max] of the rounds"
+        "64-byte round trip, {runtime}, {place}, {ROUNDS} rounds of {iters}: median [min .. max] of the rounds"
     );
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
@@ -276,14 +303,17 @@ fn main() {
         .build()
         .unwrap();
     if wants("latency") {
-        two_workers.block_on(latency("two-worker runtime"));
+        two_workers.block_on(latency("two-worker runtime", Client::Task));
+        // `block_on`'s thread is not a worker: both TCP and soft pay a cross-thread wake-up
+        // per message there, which on a VM costs more than either protocol's own work.
+        two_workers.block_on(latency("two-worker runtime", Client::BlockOn));
         // The same on a current-thread runtime: without cross-thread wake-ups, whose cost
         // varies with what else runs on the machine, this shows the code path itself.
         let one_thread = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        one_thread.block_on(latency("current-thread runtime"));
+        one_thread.block_on(latency("current-thread runtime", Client::BlockOn));
     }
     if wants("throughput") {
         two_workers.block_on(throughput());

@@ -1,7 +1,8 @@
 //! The soft provider's driver over real sockets: large transfers (zero-copy transmit, direct
-//! placement, partial writes, CRC) arrive intact on both runtime flavours, and a reply the
-//! receive task leaves to a completion poller (current-thread runtime) goes out even when that
-//! poller turns to something else.
+//! placement, partial writes, CRC) arrive intact on both runtime flavours, a reply the
+//! receive task leaves to a completion poller goes out even when that poller turns to something
+//! else, and a confirmed ping-pong between tasks on the multi-thread runtime (replies left to
+//! pollers on both sides) completes every Send.
 
 use std::time::Duration;
 
@@ -102,32 +103,154 @@ fn large_transfers_arrive_intact() {
     }
 }
 
-/// The receiver gets a Send (with its confirmation probe) while a task waits for completions;
-/// that task takes the receive and then waits for something the sender only does once its
-/// Send completed. The probe's Read Response must not wait for the receiver's next post.
-#[tokio::test(flavor = "current_thread")]
-async fn a_reply_left_to_a_poller_goes_out_when_it_turns_away() {
+/// The receiver gets a Send (with its confirmation probe) while it waits for completions;
+/// it takes the receive and then waits for something the sender only does once its Send
+/// completed. The probe's Read Response, which the receive task may leave to the woken poller,
+/// must not wait for the receiver's next post. `receiver_in_task`: the receiver polls from a
+/// spawned task (a poller the reply is left to on either runtime), else from the calling
+/// future (on the multi-thread runtime, `block_on`'s future, which replies are not left to).
+async fn reply_left_to_a_poller_goes_out_when_it_turns_away(receiver_in_task: bool) {
     let (c, s) = pair(&provider(false, true)).await;
     let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     s.post_recv(RecvWr::new(1, Sge::whole(&rbuf))).unwrap();
     let (sent_tx, sent_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
+    let receiver = async move {
         let done = s.poll_completion().await;
         assert_eq!(done.opcode, WcOpcode::Recv);
         // Turns to something else, neither posting nor polling the connection.
         sent_rx.await.unwrap();
         s
-    });
-    // Let the server task start waiting for its completion first.
-    tokio::task::yield_now().await;
-    let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
-    c.post_send(SendWr::send(2, vec![Sge::whole(&sbuf)]))
+    };
+    let sender = async move {
+        // Let the receiver start waiting for its completion first.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
+        c.post_send(SendWr::send(2, vec![Sge::whole(&sbuf)]))
+            .unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+            .await
+            .expect("the Send is confirmed");
+        assert!(done.is_success(), "{done:?}");
+        sent_tx.send(()).unwrap();
+        c
+    };
+    let (c, s) = if receiver_in_task {
+        let receiver = tokio::spawn(receiver);
+        let c = sender.await;
+        (c, receiver.await.unwrap())
+    } else {
+        let sender = tokio::spawn(sender);
+        let s = receiver.await;
+        (sender.await.unwrap(), s)
+    };
+    assert!(c.is_connected() && s.is_connected());
+}
+
+#[test]
+fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
+    for receiver_in_task in [true, false] {
+        let two_workers = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        two_workers.block_on(reply_left_to_a_poller_goes_out_when_it_turns_away(
+            receiver_in_task,
+        ));
+        let one_thread = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        one_thread.block_on(reply_left_to_a_poller_goes_out_when_it_turns_away(
+            receiver_in_task,
+        ));
+    }
+}
+
+/// Ping-pong with confirmed completions and both ends polling from spawned tasks on the
+/// two-worker runtime (replies left to pollers on both sides): every Send and every receive
+/// completes, in order, and the payloads arrive intact.
+#[test]
+fn confirmed_ping_pong_between_tasks_completes_every_send() {
+    let two_workers = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
         .unwrap();
-    let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
-        .await
-        .expect("the Send is confirmed");
-    assert!(done.is_success(), "{done:?}");
-    sent_tx.send(()).unwrap();
-    let s = server.await.unwrap();
-    assert!(s.is_connected());
+    two_workers.block_on(async {
+        const ROUNDS: u64 = 500;
+        let (c, s) = pair(&provider(false, true)).await;
+        let server = tokio::spawn(async move {
+            let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+            let sbuf = s.register(vec![0; 64], Access::NONE).unwrap();
+            s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
+            let (mut received, mut sent) = (0u64, 0u64);
+            while received < ROUNDS || sent < ROUNDS {
+                let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
+                    .await
+                    .expect("server completion in time");
+                assert!(done.is_success(), "{done:?}");
+                match done.opcode {
+                    WcOpcode::Recv => {
+                        assert_eq!(done.wr_id, received);
+                        let got = rbuf.to_vec(0..64).unwrap();
+                        assert!(
+                            got.iter().all(|&b| b == received as u8),
+                            "payload {received}"
+                        );
+                        received += 1;
+                        sbuf.write(0, &[received as u8; 64]).unwrap();
+                        s.post_recv(RecvWr::new(received, Sge::whole(&rbuf)))
+                            .unwrap();
+                        s.post_send(SendWr::send(received, vec![Sge::whole(&sbuf)]))
+                            .unwrap();
+                    }
+                    WcOpcode::Send => {
+                        sent += 1;
+                        assert_eq!(done.wr_id, sent);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            s
+        });
+        let client = tokio::spawn(async move {
+            let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+            let sbuf = c.register(vec![0; 64], Access::NONE).unwrap();
+            let mut sends = 0;
+            for i in 0..ROUNDS {
+                sbuf.write(0, &[i as u8; 64]).unwrap();
+                c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
+                c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
+                    .unwrap();
+                loop {
+                    let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
+                        .await
+                        .expect("client completion in time");
+                    assert!(done.is_success(), "{done:?}");
+                    if done.opcode == WcOpcode::Recv {
+                        assert_eq!(done.wr_id, i);
+                        let got = rbuf.to_vec(0..64).unwrap();
+                        assert!(got.iter().all(|&b| b == (i + 1) as u8), "reply {i}");
+                        break;
+                    }
+                    assert_eq!(done.wr_id, sends);
+                    sends += 1;
+                }
+            }
+            // The last Send's completion.
+            while sends < ROUNDS {
+                let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
+                    .await
+                    .expect("last send completion in time");
+                assert!(done.is_success(), "{done:?}");
+                assert_eq!((done.opcode, done.wr_id), (WcOpcode::Send, sends));
+                sends += 1;
+            }
+            c
+        });
+        let c = client.await.unwrap();
+        let s = server.await.unwrap();
+        assert!(c.is_connected() && s.is_connected());
+    });
 }

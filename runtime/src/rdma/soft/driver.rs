@@ -10,16 +10,20 @@
 //! one) per message. The transmit task takes over what does not fit, waits for room, and
 //! shuts the stream down.
 //!
-//! On a current-thread runtime, when input both completes work and asks for a reply (a Send
-//! arriving with a confirmation probe, whose Read Response is due) and a task is waiting for
-//! completions, the receive task leaves the reply to that task ([`Shared::after_input`]): it
-//! usually posts its own message right away, and both go out in one write, so the peer is
-//! woken once per message instead of twice (64-byte ping-pong with confirmed completions, as
-//! in `benches/rdma_soft.rs`, on a 2-vCPU VM: about 27 us before, 16 us after). The reply
-//! waits at most until that task yields: the transmit task, woken then, runs after it. On the
-//! multi-thread runtime that wake-up often lands on another worker and costs more than the
-//! shared write saves (measured: 27 us without deferring, 29 us with), so replies go out at
-//! once there.
+//! When input both completes work and asks for a reply (a Send arriving with a confirmation
+//! probe, whose Read Response is due) and a task is waiting for completions that the wake-up
+//! will run next on this thread, the receive task leaves the reply to that task
+//! ([`Shared::after_input`]): it usually posts its own message right away, and both go out in
+//! one write, so the peer is woken once per message instead of twice. A wake-up runs next on
+//! the waker's thread for any poller on a current-thread runtime, and for a spawned task on the
+//! multi-thread runtime (tokio puts it in the waking worker's LIFO slot); `block_on`'s future
+//! is not a task and is woken on its own thread, so with only such pollers the reply goes out
+//! at once (deferring to it measured 52-55 us against 19-20 us per 64-byte ping-pong). The
+//! reply waits at most until that task yields: the transmit task, woken then, runs after it.
+//!
+//! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
+//! VM): about 27 us before deferring and 15 us after on a current-thread runtime; 27-33 us
+//! and 15 us with both ends in tasks on the two-worker runtime (raw TCP: 12-13 us).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::pin;
@@ -50,10 +54,11 @@ pub(crate) struct Shared {
     wr: OnceLock<OwnedWriteHalf>,
     tx_notify: Notify,
     cq_notify: Notify,
-    /// Tasks waiting in [`Shared::next_completion`].
-    pollers: AtomicUsize,
-    /// Replies may be left to a woken completion poller (current-thread runtime).
-    defer_replies: AtomicBool,
+    /// Pollers waiting in [`Shared::next_completion`] that a wake-up from the receive task
+    /// runs next on its thread (see the module documentation).
+    nearby_pollers: AtomicUsize,
+    /// The driver runs on a current-thread runtime.
+    current_thread: AtomicBool,
     /// The receive task left what the core has to send to a woken completion poller.
     deferred: AtomicBool,
     tap: Option<ConnTap>,
@@ -97,8 +102,8 @@ impl Shared {
             wr: OnceLock::new(),
             tx_notify: Notify::new(),
             cq_notify: Notify::new(),
-            pollers: AtomicUsize::new(0),
-            defer_replies: AtomicBool::new(false),
+            nearby_pollers: AtomicUsize::new(0),
+            current_thread: AtomicBool::new(false),
             deferred: AtomicBool::new(false),
             tap,
         })
@@ -158,12 +163,12 @@ impl Shared {
             return self.kick();
         }
         if completions {
-            if transmit && self.defer_replies.load(Ordering::Relaxed) {
+            if transmit {
                 // See the module documentation. The flag goes up before the pollers are
                 // counted, and a poller looks at it after it stops waiting ([`Waiting`]), so
-                // either this task sees no poller and sends, or a poller sees the flag.
+                // either this task sees no nearby poller and sends, or a poller sees the flag.
                 self.deferred.store(true, Ordering::SeqCst);
-                if self.pollers.load(Ordering::SeqCst) > 0 {
+                if self.nearby_pollers.load(Ordering::SeqCst) > 0 {
                     return self.cq_notify.notify_waiters();
                 }
             }
@@ -196,6 +201,13 @@ impl Shared {
         res.map(|()| step)
     }
 
+    /// True when the calling poller, once woken by the receive task, runs next on that
+    /// task's thread: any poller on a current-thread runtime, a spawned task on the
+    /// multi-thread runtime (not `block_on`'s future, which has no task id).
+    fn is_nearby_poller(&self) -> bool {
+        self.current_thread.load(Ordering::Relaxed) || tokio::task::try_id().is_some()
+    }
+
     pub(crate) async fn next_completion(&self) -> Completion {
         loop {
             let mut notified = pin!(self.cq_notify.notified());
@@ -206,19 +218,25 @@ impl Shared {
             if self.deferred.load(Ordering::SeqCst) {
                 self.transmit_now();
             }
-            let _waiting = Waiting::new(self);
+            let _waiting = Waiting::new(self, self.is_nearby_poller());
             notified.await;
         }
     }
 }
 
-/// Counts a task waiting for completions while it lives.
-struct Waiting<'a>(&'a Shared);
+/// Counts a nearby poller (see [`Shared::nearby_pollers`]) waiting for completions while it
+/// lives; other pollers are not counted.
+struct Waiting<'a> {
+    shared: &'a Shared,
+    nearby: bool,
+}
 
 impl Waiting<'_> {
-    fn new(shared: &Shared) -> Waiting<'_> {
-        shared.pollers.fetch_add(1, Ordering::SeqCst);
-        Waiting(shared)
+    fn new(shared: &Shared, nearby: bool) -> Waiting<'_> {
+        if nearby {
+            shared.nearby_pollers.fetch_add(1, Ordering::SeqCst);
+        }
+        Waiting { shared, nearby }
     }
 }
 
@@ -227,9 +245,12 @@ impl Drop for Waiting<'_> {
     /// task posts next, or at the latest when it yields (the transmit task, woken here, runs
     /// after it on the same thread).
     fn drop(&mut self) {
-        self.0.pollers.fetch_sub(1, Ordering::SeqCst);
-        if self.0.deferred.load(Ordering::SeqCst) {
-            self.0.tx_notify.notify_one();
+        if !self.nearby {
+            return;
+        }
+        self.shared.nearby_pollers.fetch_sub(1, Ordering::SeqCst);
+        if self.shared.deferred.load(Ordering::SeqCst) {
+            self.shared.tx_notify.notify_one();
         }
     }
 }
@@ -243,7 +264,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     let flavor = tokio::runtime::Handle::current().runtime_flavor();
     let current_thread = flavor == tokio::runtime::RuntimeFlavor::CurrentThread;
     shared
-        .defer_replies
+        .current_thread
         .store(current_thread, Ordering::Relaxed);
     let rx = tokio::spawn(rx_loop(shared.clone(), rd));
     let tx = tokio::spawn(tx_loop(shared));

@@ -33,7 +33,10 @@ pub struct SoftConfig {
     /// Sees every byte of every connection (capture files, tests).
     pub tap: Option<Arc<dyn WireTap>>,
     /// Complete Sends and RDMA Writes once the peer confirmed them, so that a refusal shows
-    /// in their completions as on verbs (see [`CoreConfig::confirm`]).
+    /// in their completions as on verbs (see [`CoreConfig::confirm`]). Costs a zero-length
+    /// RDMA Read per round of messages; the peer's Read Response usually shares a write with
+    /// its next message (see the driver's module documentation). Without it completions are
+    /// local, as on Linux siw and iWARP RNICs (RFC 5040 section 5).
     pub confirm_completions: bool,
 }
 
