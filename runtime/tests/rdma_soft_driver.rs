@@ -84,21 +84,31 @@ async fn transfers(crc: bool, confirm: bool) {
     assert!(c.is_connected() && s.is_connected());
 }
 
+/// A two-worker runtime, as the bench and most applications use.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `test` on a two-worker and then on a current-thread runtime: the driver behaves
+/// differently on each (see its module documentation).
+fn on_both_runtimes<F: std::future::Future>(test: impl Fn() -> F) {
+    two_workers().block_on(test());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test());
+}
+
 #[test]
 fn large_transfers_arrive_intact() {
     for crc in [false, true] {
         for confirm in [false, true] {
-            let two_workers = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            two_workers.block_on(transfers(crc, confirm));
-            let one_thread = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            one_thread.block_on(transfers(crc, confirm));
+            on_both_runtimes(|| transfers(crc, confirm));
         }
     }
 }
@@ -149,21 +159,7 @@ async fn reply_left_to_a_poller_goes_out_when_it_turns_away(receiver_in_task: bo
 #[test]
 fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
     for receiver_in_task in [true, false] {
-        let two_workers = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        two_workers.block_on(reply_left_to_a_poller_goes_out_when_it_turns_away(
-            receiver_in_task,
-        ));
-        let one_thread = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        one_thread.block_on(reply_left_to_a_poller_goes_out_when_it_turns_away(
-            receiver_in_task,
-        ));
+        on_both_runtimes(|| reply_left_to_a_poller_goes_out_when_it_turns_away(receiver_in_task));
     }
 }
 
@@ -172,12 +168,7 @@ fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
 /// completes, in order, and the payloads arrive intact.
 #[test]
 fn confirmed_ping_pong_between_tasks_completes_every_send() {
-    let two_workers = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    two_workers.block_on(async {
+    two_workers().block_on(async {
         const ROUNDS: u64 = 500;
         let (c, s) = pair(&provider(false, true)).await;
         let server = tokio::spawn(async move {
