@@ -1,8 +1,8 @@
 //! The soft provider's driver over real sockets: large transfers (zero-copy transmit, direct
 //! placement, partial writes, CRC) arrive intact on both runtime flavours, a reply the
 //! receive task leaves to a completion poller goes out even when that poller turns to something
-//! else, and a confirmed ping-pong between tasks on the multi-thread runtime (replies left to
-//! pollers on both sides) completes every Send.
+//! else, and a confirmed ping-pong on the multi-thread runtime completes every Send whether
+//! the client polls from a task (a nearby poller) or from `block_on` (a far one).
 
 use std::time::Duration;
 
@@ -163,85 +163,95 @@ fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
     }
 }
 
-/// Ping-pong with confirmed completions and both ends polling from spawned tasks on the
-/// two-worker runtime (replies left to pollers on both sides): every Send and every receive
-/// completes, in order, and the payloads arrive intact.
-#[test]
-fn confirmed_ping_pong_between_tasks_completes_every_send() {
-    two_workers().block_on(async {
-        const ROUNDS: u64 = 500;
-        let (c, s) = pair(&provider(false, true)).await;
-        let server = tokio::spawn(async move {
-            let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-            let sbuf = s.register(vec![0; 64], Access::NONE).unwrap();
-            s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
-            let (mut received, mut sent) = (0u64, 0u64);
-            while received < ROUNDS || sent < ROUNDS {
-                let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
-                    .await
-                    .expect("server completion in time");
-                assert!(done.is_success(), "{done:?}");
-                match done.opcode {
-                    WcOpcode::Recv => {
-                        assert_eq!(done.wr_id, received);
-                        let got = rbuf.to_vec(0..64).unwrap();
-                        assert!(
-                            got.iter().all(|&b| b == received as u8),
-                            "payload {received}"
-                        );
-                        received += 1;
-                        sbuf.write(0, &[received as u8; 64]).unwrap();
-                        s.post_recv(RecvWr::new(received, Sge::whole(&rbuf)))
-                            .unwrap();
-                        s.post_send(SendWr::send(received, vec![Sge::whole(&sbuf)]))
-                            .unwrap();
-                    }
-                    WcOpcode::Send => {
-                        sent += 1;
-                        assert_eq!(done.wr_id, sent);
-                    }
-                    other => panic!("unexpected {other:?}"),
+/// Ping-pong with confirmed completions on the two-worker runtime, the server polling from a
+/// spawned task (a nearby poller: replies are left to it) and the client from a task too or
+/// from `block_on`'s future (a far poller: replies wait for its next post, bounded by the
+/// receive task): every Send and every receive completes, in order, payloads intact.
+async fn confirmed_ping_pong(client_in_task: bool) {
+    const ROUNDS: u64 = 500;
+    let (c, s) = pair(&provider(false, true)).await;
+    // The server's first receive is posted before the client can send.
+    let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let sbuf = s.register(vec![0; 64], Access::NONE).unwrap();
+    s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
+    let server = tokio::spawn(async move {
+        let (mut received, mut sent) = (0u64, 0u64);
+        while received < ROUNDS || sent < ROUNDS {
+            let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
+                .await
+                .expect("server completion in time");
+            assert!(done.is_success(), "{done:?}");
+            match done.opcode {
+                WcOpcode::Recv => {
+                    assert_eq!(done.wr_id, received);
+                    let got = rbuf.to_vec(0..64).unwrap();
+                    assert!(
+                        got.iter().all(|&b| b == received as u8),
+                        "payload {received}"
+                    );
+                    received += 1;
+                    sbuf.write(0, &[received as u8; 64]).unwrap();
+                    s.post_recv(RecvWr::new(received, Sge::whole(&rbuf)))
+                        .unwrap();
+                    s.post_send(SendWr::send(received, vec![Sge::whole(&sbuf)]))
+                        .unwrap();
                 }
-            }
-            s
-        });
-        let client = tokio::spawn(async move {
-            let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-            let sbuf = c.register(vec![0; 64], Access::NONE).unwrap();
-            let mut sends = 0;
-            for i in 0..ROUNDS {
-                sbuf.write(0, &[i as u8; 64]).unwrap();
-                c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
-                c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
-                    .unwrap();
-                loop {
-                    let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
-                        .await
-                        .expect("client completion in time");
-                    assert!(done.is_success(), "{done:?}");
-                    if done.opcode == WcOpcode::Recv {
-                        assert_eq!(done.wr_id, i);
-                        let got = rbuf.to_vec(0..64).unwrap();
-                        assert!(got.iter().all(|&b| b == (i + 1) as u8), "reply {i}");
-                        break;
-                    }
-                    assert_eq!(done.wr_id, sends);
-                    sends += 1;
+                WcOpcode::Send => {
+                    sent += 1;
+                    assert_eq!(done.wr_id, sent);
                 }
+                other => panic!("unexpected {other:?}"),
             }
-            // The last Send's completion.
-            while sends < ROUNDS {
+        }
+        s
+    });
+    let client = async move {
+        let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let sbuf = c.register(vec![0; 64], Access::NONE).unwrap();
+        let mut sends = 0;
+        for i in 0..ROUNDS {
+            sbuf.write(0, &[i as u8; 64]).unwrap();
+            c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
+            c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
+                .unwrap();
+            loop {
                 let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
                     .await
-                    .expect("last send completion in time");
+                    .expect("client completion in time");
                 assert!(done.is_success(), "{done:?}");
-                assert_eq!((done.opcode, done.wr_id), (WcOpcode::Send, sends));
+                if done.opcode == WcOpcode::Recv {
+                    assert_eq!(done.wr_id, i);
+                    let got = rbuf.to_vec(0..64).unwrap();
+                    assert!(got.iter().all(|&b| b == (i + 1) as u8), "reply {i}");
+                    break;
+                }
+                assert_eq!(done.wr_id, sends);
                 sends += 1;
             }
-            c
-        });
-        let c = client.await.unwrap();
-        let s = server.await.unwrap();
-        assert!(c.is_connected() && s.is_connected());
-    });
+        }
+        // The last Send's completion.
+        while sends < ROUNDS {
+            let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
+                .await
+                .expect("last send completion in time");
+            assert!(done.is_success(), "{done:?}");
+            assert_eq!((done.opcode, done.wr_id), (WcOpcode::Send, sends));
+            sends += 1;
+        }
+        c
+    };
+    let c = if client_in_task {
+        tokio::spawn(client).await.unwrap()
+    } else {
+        client.await
+    };
+    let s = server.await.unwrap();
+    assert!(c.is_connected() && s.is_connected());
+}
+
+#[test]
+fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
+    for client_in_task in [true, false] {
+        two_workers().block_on(confirmed_ping_pong(client_in_task));
+    }
 }

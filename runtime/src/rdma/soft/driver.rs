@@ -11,19 +11,27 @@
 //! shuts the stream down.
 //!
 //! When input both completes work and asks for a reply (a Send arriving with a confirmation
-//! probe, whose Read Response is due) and a task is waiting for completions that the wake-up
-//! will run next on this thread, the receive task leaves the reply to that task
-//! ([`Shared::after_input`]): it usually posts its own message right away, and both go out in
-//! one write, so the peer is woken once per message instead of twice. A wake-up runs next on
-//! the waker's thread for any poller on a current-thread runtime, and for a spawned task on the
-//! multi-thread runtime (tokio puts it in the waking worker's LIFO slot); `block_on`'s future
-//! is not a task and is woken on its own thread, so with only such pollers the reply goes out
-//! at once (deferring to it measured 52-55 us against 19-20 us per 64-byte ping-pong). The
-//! reply waits at most until that task yields: the transmit task, woken then, runs after it.
+//! probe, whose Read Response is due) and a task is waiting for completions, the receive task
+//! leaves the reply to that task ([`Shared::after_input`]): it usually posts its own message
+//! right away, and both go out in one write, so the peer is woken once per message instead of
+//! twice. How long the reply may wait depends on where the woken poller runs:
+//!
+//! * A *nearby* poller runs next on the receive task's thread: any poller on a current-thread
+//!   runtime, a spawned task on the multi-thread runtime (tokio puts it in the waking worker's
+//!   LIFO slot). The reply waits at most until that poller yields: the transmit task, woken
+//!   when the poller resumes ([`Waiting`]), runs after it on that thread.
+//! * A *far* poller is woken on another thread: `block_on`'s future, which is not a task. Waking
+//!   the transmit task from there would cost a second cross-thread wake-up (measured: 53-63 us
+//!   per 64-byte ping-pong instead of 20-24), so the reply goes out with the poller's next post,
+//!   when it next finds no completion, or when the receive task's deadline
+//!   ([`FAR_REPLY_LIMIT`]) passes, whichever comes first.
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
 //! VM): about 27 us before deferring and 15 us after on a current-thread runtime; 27-33 us
-//! and 15 us with both ends in tasks on the two-worker runtime (raw TCP: 12-13 us).
+//! and 15 us with both ends in tasks on the two-worker runtime (raw TCP: 12-13 us). With the
+//! client in `block_on`, the receive task used to write the Read Response on its own about half
+//! the time (whenever the woken thread did not preempt it); left to the far poller, every
+//! Read Response shares the client's next write.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::pin;
@@ -41,6 +49,10 @@ use super::tap::{ConnTap, Direction};
 use super::wire::{ddp, mpa};
 use crate::rdma::Completion;
 
+/// Longest a reply left to a far poller waits (see the module documentation) when that poller
+/// neither posts nor polls again; tokio's timers round it up to their 1 ms resolution.
+const FAR_REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers).
 const RX_BUF: usize = 256 * 1024;
 
@@ -57,6 +69,8 @@ pub(crate) struct Shared {
     /// Pollers waiting in [`Shared::next_completion`] that a wake-up from the receive task
     /// runs next on its thread (see the module documentation).
     nearby_pollers: AtomicUsize,
+    /// The other pollers waiting in [`Shared::next_completion`].
+    far_pollers: AtomicUsize,
     /// The driver runs on a current-thread runtime.
     current_thread: AtomicBool,
     /// The receive task left what the core has to send to a woken completion poller.
@@ -82,6 +96,17 @@ impl Input {
     }
 }
 
+/// To whom the receive task left the reply its input asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeftTo {
+    /// No one: it was sent, or nothing was due.
+    NoOne,
+    /// A nearby poller.
+    Nearby,
+    /// A far poller; the receive task bounds the wait ([`FAR_REPLY_LIMIT`]).
+    Far,
+}
+
 /// What one transmit step left behind.
 struct TxStep {
     /// Bytes still queued (the socket is full).
@@ -103,6 +128,7 @@ impl Shared {
             tx_notify: Notify::new(),
             cq_notify: Notify::new(),
             nearby_pollers: AtomicUsize::new(0),
+            far_pollers: AtomicUsize::new(0),
             current_thread: AtomicBool::new(false),
             deferred: AtomicBool::new(false),
             tap,
@@ -151,8 +177,8 @@ impl Shared {
     }
 
     /// Wakes whoever has work after the receive task fed the core (`input`, see
-    /// [`Input::of`]).
-    fn after_input(&self, input: Input) {
+    /// [`Input::of`]); says to whom a due reply was left.
+    fn after_input(&self, input: Input) -> LeftTo {
         let Input {
             transmit,
             completions,
@@ -160,21 +186,38 @@ impl Shared {
         } = input;
         if !established {
             self.transmit_now();
-            return self.kick();
+            self.kick();
+            return LeftTo::NoOne;
         }
         if completions {
             if transmit {
                 // See the module documentation. The flag goes up before the pollers are
                 // counted, and a poller looks at it after it stops waiting ([`Waiting`]), so
-                // either this task sees no nearby poller and sends, or a poller sees the flag.
+                // either this task sees no poller and sends, or a poller sees the flag.
                 self.deferred.store(true, Ordering::SeqCst);
-                if self.nearby_pollers.load(Ordering::SeqCst) > 0 {
-                    return self.cq_notify.notify_waiters();
+                let left_to = if self.nearby_pollers.load(Ordering::SeqCst) > 0 {
+                    LeftTo::Nearby
+                } else if self.far_pollers.load(Ordering::SeqCst) > 0 {
+                    LeftTo::Far
+                } else {
+                    LeftTo::NoOne
+                };
+                if left_to != LeftTo::NoOne {
+                    self.cq_notify.notify_waiters();
+                    return left_to;
                 }
             }
             self.cq_notify.notify_waiters();
         }
         if transmit {
+            self.transmit_now();
+        }
+        LeftTo::NoOne
+    }
+
+    /// Sends a reply left to a poller if it is still waiting.
+    fn send_left_reply(&self) {
+        if self.deferred.load(Ordering::SeqCst) {
             self.transmit_now();
         }
     }
@@ -215,17 +258,15 @@ impl Shared {
             if let Some(c) = self.core().poll_completion() {
                 return c;
             }
-            if self.deferred.load(Ordering::SeqCst) {
-                self.transmit_now();
-            }
+            self.send_left_reply();
             let _waiting = Waiting::new(self, self.is_nearby_poller());
             notified.await;
         }
     }
 }
 
-/// Counts a nearby poller (see [`Shared::nearby_pollers`]) waiting for completions while it
-/// lives; other pollers are not counted.
+/// Counts a poller waiting for completions, nearby or far (see the module documentation),
+/// while it lives.
 struct Waiting<'a> {
     shared: &'a Shared,
     nearby: bool,
@@ -233,19 +274,23 @@ struct Waiting<'a> {
 
 impl Waiting<'_> {
     fn new(shared: &Shared, nearby: bool) -> Waiting<'_> {
-        if nearby {
-            shared.nearby_pollers.fetch_add(1, Ordering::SeqCst);
-        }
+        let count = if nearby {
+            &shared.nearby_pollers
+        } else {
+            &shared.far_pollers
+        };
+        count.fetch_add(1, Ordering::SeqCst);
         Waiting { shared, nearby }
     }
 }
 
 impl Drop for Waiting<'_> {
-    /// Woken, or dropped while waiting: a reply left to the pollers goes out with what this
-    /// task posts next, or at the latest when it yields (the transmit task, woken here, runs
-    /// after it on the same thread).
+    /// Woken, or dropped while waiting: a reply left to a nearby poller goes out with what
+    /// this task posts next, or at the latest when it yields (the transmit task, woken here,
+    /// runs after it on the same thread). A far poller leaves the bound to the receive task.
     fn drop(&mut self) {
         if !self.nearby {
+            self.shared.far_pollers.fetch_sub(1, Ordering::SeqCst);
             return;
         }
         self.shared.nearby_pollers.fetch_sub(1, Ordering::SeqCst);
@@ -275,9 +320,55 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
 /// header of a tagged segment, so that a run of large tagged segments stays on the direct path.
 const NEXT_HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
 
+/// The receive task's bound on a reply left to a far poller (see the module documentation).
+///
+/// A deadline is set when a reply is left and none is set. It is dropped when the receive task,
+/// about to wait, finds the reply sent, or when it passes (sending what still waits); in a
+/// ping-pong it usually serves many messages. Every reply left while it is set goes out by
+/// then; one left after it passed goes out at the next wait, at once. Measured on the bench's
+/// `block_on` ping-pong (30 rounds, confirmed completions, 2 vCPUs): this way 7-8 rounds of 30
+/// were slow, as many as with local completions; a new deadline per message gave medians of
+/// 41-47 us instead of 23-27; a new deadline whenever one passed with no reply waiting made
+/// 13-16 rounds slow.
+#[derive(Default)]
+struct FarReply {
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl FarReply {
+    /// Notes to whom [`Shared::after_input`] left a reply.
+    fn left(&mut self, left_to: LeftTo) {
+        if left_to == LeftTo::Far && self.deadline.is_none() {
+            self.deadline = Some(tokio::time::Instant::now() + FAR_REPLY_LIMIT);
+        }
+    }
+
+    /// Waits for `io` (a cancel-safe socket wait); if a reply left to a far poller is unsent
+    /// when the deadline passes (or has passed), sends it first.
+    async fn wait<F: std::future::Future>(&mut self, shared: &Shared, io: F) -> F::Output {
+        let mut io = pin!(io);
+        if let Some(at) = self.deadline {
+            if !shared.deferred.load(Ordering::SeqCst) {
+                // The poller (or anyone writing) sent it.
+                self.deadline = None;
+            } else {
+                match tokio::time::timeout_at(at, io.as_mut()).await {
+                    Ok(out) => return out,
+                    Err(_elapsed) => {
+                        self.deadline = None;
+                        shared.send_left_reply();
+                    }
+                }
+            }
+        }
+        io.await
+    }
+}
+
 async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
     let mut buf = vec![0u8; RX_BUF];
     let (mut start, mut end) = (0usize, 0usize);
+    let mut far_reply = FarReply::default();
     loop {
         // Direct placement: the payload of a tagged segment goes from the socket straight
         // into the registered memory, under the region's lock, without a bounce buffer.
@@ -290,7 +381,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                 .filter(|d| d.remaining > 0)
                 .cloned();
             if let Some(d) = direct {
-                if let Err(e) = rd.readable().await {
+                if let Err(e) = far_reply.wait(&shared, rd.readable()).await {
                     tracing::debug!(error = %e, "receive failed");
                     closed(&shared);
                     break;
@@ -306,7 +397,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                             Input::of(core)
                         };
                         let established = input.established;
-                        shared.after_input(input);
+                        far_reply.left(shared.after_input(input));
                         if !established {
                             break;
                         }
@@ -327,7 +418,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             end -= start;
             start = 0;
         }
-        let n = match rd.read(&mut buf[end..]).await {
+        let n = match far_reply.wait(&shared, rd.read(&mut buf[end..])).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::debug!(error = %e, "receive failed");
@@ -348,7 +439,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             Input::of(core)
         };
         let established = input.established;
-        shared.after_input(input);
+        far_reply.left(shared.after_input(input));
         if !established {
             break;
         }
