@@ -294,7 +294,7 @@ fn tshark(args: &[&str]) -> String {
 }
 
 /// Dissects `path` and checks it; `allowed` lists expert infos that are expected.
-fn check(path: &Path, expect_markers: bool, allowed: &[&str]) {
+fn check(path: &Path, expect_markers: bool, crc: bool, allowed: &[&str]) {
     let file = path.to_str().unwrap();
     // Every TCP segment with payload is MPA (startup frames and FPDUs).
     let all = tshark(&[
@@ -340,12 +340,18 @@ fn check(path: &Path, expect_markers: bool, allowed: &[&str]) {
     ]);
     assert!(!fpdus.trim().is_empty(), "no FPDUs dissected");
     assert_eq!(fpdus, ddp, "FPDUs without a DDP/RDMAP dissection");
-    // CRCs: all good, none bad.
+    // CRCs: all good, none bad; without CRCs every FPDU still has the (unchecked) field.
     let verbose = tshark(&["-r", file, "-V"]);
     let good = verbose.matches("Good CRC32").count();
     let fpdu_count = fpdus.lines().count();
     assert!(!verbose.contains("Bad CRC"), "a bad CRC");
-    assert_eq!(good, fpdu_count, "every FPDU has a good CRC");
+    if crc {
+        assert_eq!(good, fpdu_count, "every FPDU has a good CRC");
+    } else {
+        assert_eq!(good, 0, "CRCs checked on a connection without them");
+        let fields = verbose.matches("CRC: 0x00000000").count();
+        assert_eq!(fields, fpdu_count, "every FPDU has a zero CRC field");
+    }
     if expect_markers {
         assert!(verbose.contains("Marker"), "markers were not dissected");
     }
@@ -397,13 +403,23 @@ fn ietf(markers: bool, revision: u8) -> MpaConfig {
     }
 }
 
+/// Without CRCs (both sides must not ask for them): the FPDUs still carry the CRC field,
+/// which the dissector then shows without checking it.
+fn ietf_no_crc(markers: bool, revision: u8) -> MpaConfig {
+    MpaConfig {
+        crc: false,
+        ..ietf(markers, revision)
+    }
+}
+
 async fn run_case(name: &str, client: MpaConfig, server: MpaConfig, allowed: &[&str]) {
     let (cap, tx, rx) = traffic(client, server).await;
     let dir = std::env::temp_dir().join(format!("rpcrdma-tshark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.pcap"));
     write_pcap(&path, &cap, tx, rx);
-    check(&path, tx.markers || rx.markers, allowed);
+    assert_eq!(tx.crc, rx.crc, "CRC use is negotiated for both directions");
+    check(&path, tx.markers || rx.markers, tx.crc, allowed);
     eprintln!("tshark check passed: {}", path.display());
 }
 
@@ -413,6 +429,21 @@ async fn tshark_decodes_crc_without_markers() {
         return;
     }
     run_case("crc", ietf(false, 1), ietf(false, 1), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tshark_decodes_fpdus_without_crc() {
+    if !tshark_present() {
+        return;
+    }
+    run_case("nocrc", ietf_no_crc(false, 1), ietf_no_crc(false, 1), &[]).await;
+    run_case(
+        "nocrc-markers",
+        ietf_no_crc(true, 1),
+        ietf_no_crc(true, 1),
+        &[],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

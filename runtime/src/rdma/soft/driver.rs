@@ -316,8 +316,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     (rx, tx)
 }
 
-/// Stream bytes read after a directly placed payload: its pad and the ULPDU length and DDP
-/// header of a tagged segment, so that a run of large tagged segments stays on the direct path.
+/// Stream bytes read after a directly placed payload and its trailer (pad, CRC field): the
+/// ULPDU length and DDP header of a tagged segment, so that a run of large tagged segments stays
+/// on the direct path.
 const NEXT_HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
 
 /// The receive task's bound on a reply left to a far poller (see the module documentation).
@@ -456,7 +457,7 @@ fn read_direct(
     buf: &mut [u8],
 ) -> io::Result<Option<usize>> {
     let place = d.offset..d.offset + d.remaining;
-    let tail = d.pad + NEXT_HEADER;
+    let tail = d.trailer + NEXT_HEADER;
     let res: io::Result<usize> = d.region.with_mut_slice(|s| {
         let mut io = [
             IoSliceMut::new(&mut s[place.clone()]),

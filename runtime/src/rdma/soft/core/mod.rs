@@ -155,8 +155,9 @@ pub struct DirectPlacement {
     pub offset: usize,
     /// Payload bytes still to read from the stream.
     pub remaining: usize,
-    /// Pad bytes after the payload.
-    pub pad: usize,
+    /// Stream bytes after the payload up to the next FPDU: the pad and the CRC field (not
+    /// checked: direct placement only runs without CRCs).
+    pub trailer: usize,
 }
 
 /// The connection core. See the module documentation for the call contract.

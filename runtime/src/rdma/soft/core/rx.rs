@@ -82,7 +82,8 @@ impl Core {
                         region,
                         offset,
                         remaining: payload,
-                        pad: crate::rdma::soft::wire::mpa::pad_len(ulpdu_len),
+                        trailer: crate::rdma::soft::wire::mpa::pad_len(ulpdu_len)
+                            + crate::rdma::soft::wire::mpa::CRC_LEN,
                     },
                     last: hdr.last,
                     read_response,
@@ -111,14 +112,14 @@ impl Core {
         }
         let mut used = n;
         self.placed_direct_inner(n);
-        // Pad bytes after the payload.
+        // Pad and CRC field after the payload.
         if let Some(d) = self.direct.as_mut() {
             if d.place.remaining == 0 {
-                let pad = d.place.pad.min(buf.len() - used);
-                d.place.pad -= pad;
-                used += pad;
-                self.reader.advance(pad);
-                if d.place.pad == 0 {
+                let trailer = d.place.trailer.min(buf.len() - used);
+                d.place.trailer -= trailer;
+                used += trailer;
+                self.reader.advance(trailer);
+                if d.place.trailer == 0 {
                     self.end_direct();
                 }
             }
@@ -131,7 +132,7 @@ impl Core {
     pub fn placed_direct(&mut self, n: usize) {
         self.placed_direct_inner(n);
         if let Some(d) = &self.direct {
-            if d.place.remaining == 0 && d.place.pad == 0 {
+            if d.place.remaining == 0 && d.place.trailer == 0 {
                 self.end_direct();
             }
         }

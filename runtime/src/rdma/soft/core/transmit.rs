@@ -166,7 +166,8 @@ impl Transmit {
         let mut head = [0u8; HEAD_MAX];
         head[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
         head[2..2 + header.len()].copy_from_slice(header);
-        let tail_len = mpa::pad_len(ulpdu_len) + if framing.crc { mpa::CRC_LEN } else { 0 };
+        // Without CRCs the CRC field stays zero (see `mpa::Framing::crc`).
+        let tail_len = mpa::pad_len(ulpdu_len) + mpa::CRC_LEN;
         let g = Gathered {
             head,
             head_len: 2 + header.len(),

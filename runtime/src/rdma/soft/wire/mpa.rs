@@ -244,14 +244,16 @@ pub fn crc_from_bytes(b: [u8; 4]) -> u32 {
 pub struct Framing {
     /// Markers are present in this direction.
     pub markers: bool,
-    /// CRCs are present.
+    /// CRCs are in use: computed and checked. The CRC field is in every FPDU either way
+    /// (RFC 5044 section 4.1: without CRCs it is still present, may hold any value and is not
+    /// checked; Linux siw sends zeros there and Wireshark's dissector expects it).
     pub crc: bool,
 }
 
 impl Framing {
     /// Bytes of an FPDU with a ULPDU of `ulpdu_len` bytes, without markers.
     pub fn fpdu_len(&self, ulpdu_len: usize) -> usize {
-        ULPDU_LEN_LEN + ulpdu_len + pad_len(ulpdu_len) + if self.crc { CRC_LEN } else { 0 }
+        ULPDU_LEN_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN
     }
 }
 
@@ -324,10 +326,13 @@ impl FpduWriter {
             put(self, out, part, &mut crc);
         }
         put(self, out, pad, &mut crc);
-        if framing.crc {
-            let trailer = crc_bytes(crc);
-            put(self, out, &trailer, &mut 0);
-        }
+        // The CRC field is there without CRCs too, zero (see [`Framing::crc`]).
+        let trailer = if framing.crc {
+            crc_bytes(crc)
+        } else {
+            [0; CRC_LEN]
+        };
+        put(self, out, &trailer, &mut 0);
     }
 }
 
@@ -456,12 +461,13 @@ impl FpduReader {
         )? {
             return Ok(None);
         }
+        // The CRC field is there without CRCs too, and then not checked (see [`Framing::crc`]).
+        let mut trailer = Vec::with_capacity(CRC_LEN);
+        let mut ignore = 0;
+        if !self.take(b, &mut at, fpdu_start, CRC_LEN, &mut trailer, &mut ignore)? {
+            return Ok(None);
+        }
         if self.framing.crc {
-            let mut trailer = Vec::with_capacity(CRC_LEN);
-            let mut ignore = 0;
-            if !self.take(b, &mut at, fpdu_start, CRC_LEN, &mut trailer, &mut ignore)? {
-                return Ok(None);
-            }
             let received = crc_from_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
             // RFC 5044 section 8: a CRC mismatch is a fatal error.
             if received != crc {
@@ -540,6 +546,29 @@ mod tests {
                 assert_eq!(at, wire.len());
             }
         }
+    }
+
+    /// RFC 5044 section 4.1: without CRCs the CRC field is still there; it is sent as zeros
+    /// and whatever it holds on receipt is not checked (as Linux siw does).
+    #[test]
+    fn the_crc_field_is_present_and_unchecked_without_crcs() {
+        let plain = Framing {
+            markers: false,
+            crc: false,
+        };
+        let mut wire = vec![];
+        FpduWriter::new(plain).write(&[&[1, 2, 3, 4, 5]], &mut wire);
+        // Length 5, ULPDU, pad 1 (to a multiple of 4 with the length field), CRC field.
+        assert_eq!(wire, [0, 5, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0]);
+        assert_eq!(wire.len(), plain.fpdu_len(5));
+        // Incomplete until the CRC field has arrived.
+        assert!(FpduReader::new(plain, 65535)
+            .next(&wire[..8])
+            .unwrap()
+            .is_none());
+        wire[8..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        let f = FpduReader::new(plain, 65535).next(&wire).unwrap().unwrap();
+        assert_eq!((f.ulpdu, f.consumed), (vec![1, 2, 3, 4, 5], 12));
     }
 
     #[test]
