@@ -187,11 +187,42 @@ perf() {
   fi
 }
 
+# Interop with Linux siw (the kernel's soft-iWARP driver): our software provider listens, and
+# rdma-ping's verbs provider on a siw device connects, so siw is the MPA initiator and the
+# RDMA Write/Read requester. siw devices have no memory windows, which the verbs provider needs
+# for remotely accessible regions, so siw takes the client's role (local regions only).
+siw() {
+  if [ -z "${VM_SIW_KO:-}" ] || [ ! -f "$VM_SIW_KO" ] || [ -z "${VM_RDMA_PING:-}" ]; then
+    echo "FAIL siw: siw.ko or rdma-ping was not built"
+    failures=$((failures + 1))
+    return
+  fi
+  local siw_addr=198.51.100.1
+  modprobe -d "$VM_KDIR" libcrc32c || note "modprobe libcrc32c failed"
+  modprobe -d "$VM_KDIR" crc32c_generic || note "modprobe crc32c_generic failed"
+  insmod "$VM_SIW_KO" || note "insmod siw.ko failed"
+  ip addr add "$siw_addr/24" dev v1
+  rdma link add siw0 type siw netdev v1 || note "rdma link add siw0 failed"
+  step siw-device 30 sh -c "ibv_devices | tee /dev/stderr | grep -q siw0"
+  local port=7491 op crc
+  for crc in "" --crc; do
+    for op in send write read; do
+      pair "siw-$op${crc:+-crc}" 60 \
+        "$VM_RDMA_PING" --provider soft --listen "$siw_addr:$port" $crc -- \
+        "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 4096 --count 20
+      grep -E '^(negotiated|---)' "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
+        sed 's/^/TEST /'
+      port=$((port + 1))
+    done
+  done
+}
+
 case "$VM_MODE" in
 smoke) smoke ;;
 provider) provider ;;
 perf) perf ;;
-all) smoke; provider; perf ;;
+siw) siw ;;
+all) smoke; provider; perf; siw ;;
 esac
 note "$failures failure(s)"
 [ "$failures" -eq 0 ]

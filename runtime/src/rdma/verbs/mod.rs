@@ -43,6 +43,7 @@ use rdma_sys::*;
 
 use self::cm::{std_to_sockaddr, CmEvent, CmId, EventChannel};
 use self::conn::{Parts, Shape, SPARE_SEND_SLOTS};
+use self::private_data::Framing;
 use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair};
 use crate::rdma::{ConnectParams, ConnectRequest, Error, Listener, Provider, Result};
 
@@ -177,11 +178,13 @@ async fn next_event(channel: &EventChannel, what: &str) -> Result<CmEvent> {
     }
 }
 
-/// Waits for `want` on the channel, turning the failure events into errors.
+/// Waits for `want` on the channel, turning the failure events into errors (a reject's private
+/// data decoded with `framing`).
 async fn expect_event(
     channel: &EventChannel,
     want: rdma_cm_event_type::Type,
     what: &str,
+    framing: Framing,
 ) -> Result<CmEvent> {
     use rdma_cm_event_type::*;
     loop {
@@ -192,7 +195,7 @@ async fn expect_event(
         match ev.kind {
             RDMA_CM_EVENT_REJECTED if ev.status == IB_CM_REJ_CONSUMER_DEFINED => {
                 return Err(Error::Rejected {
-                    private_data: private_data::decode(&ev.private_data).to_vec(),
+                    private_data: framing.decode(&ev.private_data).to_vec(),
                 })
             }
             RDMA_CM_EVENT_REJECTED => {
@@ -253,6 +256,18 @@ fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)
     Ok((parts, limits))
 }
 
+/// How private data travels on the identifier's device (see [`private_data`]); a length octet
+/// before the identifier is bound to a device.
+fn framing_of(id: &CmId) -> Framing {
+    let ctx = id.context();
+    if ctx.is_null() {
+        return Framing::LengthOctet;
+    }
+    // SAFETY: a bound identifier has a live context and device.
+    let transport = unsafe { (*(*ctx).device).transport_type };
+    Framing::for_transport(transport == ibv_transport_type::IBV_TRANSPORT_IWARP)
+}
+
 /// True when the identifier's device is Soft-RoCE (`rxe*`).
 fn is_rxe(id: &CmId) -> bool {
     let ctx = id.context();
@@ -305,7 +320,7 @@ impl Provider for VerbsProvider {
         F: FnOnce(&VerbsConnection) -> Result<()> + Send,
     {
         ensure_device()?;
-        let framed = private_data::encode(&params.private_data, private_data::MAX_CONNECT)?;
+        private_data::check(&params.private_data, private_data::MAX_CONNECT)?;
         let channel = open_channel()?;
         let id = Arc::new(CmId::new(&channel)?);
         let mut dst = std_to_sockaddr(addr);
@@ -329,8 +344,12 @@ impl Provider for VerbsProvider {
             &channel,
             rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED,
             "address resolution",
+            Framing::LengthOctet,
         )
         .await?;
+        // Bound to a device now: its transport decides the private data's framing.
+        let framing = framing_of(&id);
+        let framed = framing.encode(&params.private_data, private_data::MAX_CONNECT)?;
         // SAFETY: the address is resolved.
         if unsafe { rdma_resolve_route(id.raw(), RESOLVE_TIMEOUT_MS) } != 0 {
             return Err(Error::Io(io::Error::last_os_error()));
@@ -339,6 +358,7 @@ impl Provider for VerbsProvider {
             &channel,
             rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_RESOLVED,
             "route resolution",
+            framing,
         )
         .await?;
         let (parts, limits) = build(&id, &params)?;
@@ -355,9 +375,10 @@ impl Provider for VerbsProvider {
             &channel,
             rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED,
             "connection establishment",
+            framing,
         )
         .await?;
-        let peer_data = private_data::decode(&ev.private_data).to_vec();
+        let peer_data = framing.decode(&ev.private_data).to_vec();
         let local = addr_of(&id, addr);
         let peer = id.peer_addr().unwrap_or(addr);
         conn.established(peer_data, local, peer)?;
@@ -419,10 +440,11 @@ impl Listener for VerbsListener {
             // the request owns it from here on.
             let id = unsafe { CmId::adopt(ev.id, self.id.channel()) };
             let peer = id.peer_addr().unwrap_or(self.local);
+            let private_data = framing_of(&id).decode(&ev.private_data).to_vec();
             return Ok(VerbsRequest {
                 id: Some(id),
                 peer,
-                private_data: private_data::decode(&ev.private_data).to_vec(),
+                private_data,
                 peer_ird: ev.responder_resources,
                 peer_ord: ev.initiator_depth,
             });
@@ -472,8 +494,10 @@ impl ConnectRequest for VerbsRequest {
         Self: Sized,
         F: FnOnce(&VerbsConnection) -> Result<()> + Send,
     {
-        let framed = private_data::encode(&params.private_data, private_data::MAX_ACCEPT)?;
+        private_data::check(&params.private_data, private_data::MAX_ACCEPT)?;
         let id = self.id.take().ok_or(Error::Closed)?;
+        let framing = framing_of(&id);
+        let framed = framing.encode(&params.private_data, private_data::MAX_ACCEPT)?;
         // The connection gets its own event channel, so its events (establishment, the peer's
         // disconnect) never mix with the listener's.
         let channel = open_channel()?;
@@ -496,6 +520,7 @@ impl ConnectRequest for VerbsRequest {
             &channel,
             rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED,
             "connection establishment",
+            framing,
         )
         .await?;
         let local = addr_of(&id, self.peer);
@@ -505,8 +530,9 @@ impl ConnectRequest for VerbsRequest {
     }
 
     async fn reject(mut self, data: &[u8]) -> Result<()> {
-        let framed = private_data::encode(data, private_data::MAX_REJECT)?;
+        private_data::check(data, private_data::MAX_REJECT)?;
         let id = self.id.take().ok_or(Error::Closed)?;
+        let framed = framing_of(&id).encode(data, private_data::MAX_REJECT)?;
         // SAFETY: live identifier of a pending request; `framed` outlives the call.
         if unsafe { rdma_reject(id.raw(), framed.as_ptr().cast(), framed.len() as u8) } != 0 {
             return Err(Error::Io(io::Error::last_os_error()));
