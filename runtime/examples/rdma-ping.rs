@@ -82,6 +82,16 @@ const OP_WRITE: u8 = 1;
 const OP_READ: u8 = 2;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The bytes of the server's buffer (what Reads fetch).
+fn server_pattern(size: usize) -> Vec<u8> {
+    (0..size).map(|i| i as u8).collect()
+}
+
+/// The bytes the client sends and writes.
+fn client_pattern(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 7) as u8).collect()
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -230,6 +240,7 @@ where
         return Err(format!("bad request private data ({} bytes)", pd.len()));
     }
     let size = u32::from_be_bytes([pd[0], pd[1], pd[2], pd[3]]) as usize;
+    let op = pd[4];
     if size > 64 << 20 {
         let _ = request.reject(b"rdma-ping: size above 64 MiB").await;
         return Err(format!("refused size {size}"));
@@ -241,7 +252,7 @@ where
     let conn = request
         .accept_with(ConnectParams::new(), |conn: &P::Conn| {
             let buf = conn.register(
-                (0..size).map(|i| i as u8).collect(),
+                server_pattern(size),
                 Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             )?;
             let rbuf = conn.register(vec![0; slot * 2], Access::LOCAL_WRITE)?;
@@ -295,6 +306,18 @@ where
         served += 1;
     }
     println!("session ended after {served} echoed messages");
+    // After RDMA Writes the buffer holds the client's pattern; after Reads (or Sends) it is
+    // untouched.
+    let expected = if op == OP_WRITE {
+        client_pattern(size)
+    } else {
+        server_pattern(size)
+    };
+    if size > 0 && buf.to_vec(0..size).map_err(|e| why(&conn, e))? != expected {
+        let _ = conn.disconnect().await;
+        return Err("the target buffer does not hold the expected bytes".into());
+    }
+    println!("target buffer checked: {size} bytes as expected");
     let _ = conn.disconnect().await;
     Ok(())
 }
@@ -341,10 +364,7 @@ where
     let remote = RemoteAddr::new(rkey, raddr);
 
     let data = conn
-        .register(
-            (0..size).map(|i| (i * 7) as u8).collect(),
-            Access::LOCAL_WRITE,
-        )
+        .register(client_pattern(size), Access::LOCAL_WRITE)
         .map_err(|e| why(&conn, e))?;
     let mut times = Vec::with_capacity(args.count as usize);
     let mut failures = 0u32;
@@ -381,9 +401,14 @@ where
                 next(&conn).await?.is_success()
             }
             Op::Read => {
+                // The sink starts as this side's pattern each time; a Read must replace it
+                // with the server's.
+                data.write(0, &client_pattern(size))
+                    .map_err(|e| why(&conn, e))?;
                 conn.post_send(SendWr::read(i, Sge::whole(&data), remote))
                     .map_err(|e| why(&conn, e))?;
                 next(&conn).await?.is_success()
+                    && data.to_vec(0..size).map_err(|e| why(&conn, e))? == server_pattern(size)
             }
         };
         let dt = t0.elapsed();

@@ -210,7 +210,7 @@ siw() {
       pair "siw-$op${crc:+-crc}" 60 \
         "$VM_RDMA_PING" --provider soft --listen "$siw_addr:$port" $crc -- \
         "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 4096 --count 20
-      grep -E '^(negotiated|---)' "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
+      grep -E "^(negotiated|---|target buffer)" "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
         sed 's/^/TEST /'
       port=$((port + 1))
     done
