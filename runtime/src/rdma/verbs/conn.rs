@@ -103,6 +103,9 @@ pub(super) struct Shape {
     pub(super) max_inline: usize,
     /// The device is Soft-RoCE (rxe), whose completions need the fix-ups in [`rxe_quirks`].
     pub(super) rxe: bool,
+    /// Remotely accessible regions get a type-2 memory window each; without windows (siw)
+    /// the region's own rkey carries the remote rights (see [`mr_access`]).
+    pub(super) windows: bool,
 }
 
 /// Fix-ups for Soft-RoCE (Linux `rdma_rxe`, checked on 6.1), applied only on rxe devices:
@@ -180,14 +183,22 @@ pub(super) fn map_status(status: ibv_wc_status::Type) -> WcStatus {
 
 /// The verbs access bits for a region with `access`: the memory region itself gets local
 /// rights only (plus `MW_BIND`); remote rights go to the window bound over it.
-pub(super) fn mr_access(access: Access) -> u32 {
+///
+/// With `windows`, remote rights live on the region's window and the region only allows
+/// binding; without (a device with no memory windows, such as siw) they are the region's own,
+/// and its rkey is the one the peer uses for as long as the region lives.
+pub(super) fn mr_access(access: Access, windows: bool) -> u32 {
     let mut bits = 0;
-    // Remote write through a window requires local write on the region (IB spec C10-78).
+    // Remote write requires local write on the region (IB spec C10-78 for windows).
     if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
         bits |= ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
     }
     if access.is_remote() {
-        bits |= ibv_access_flags::IBV_ACCESS_MW_BIND.0;
+        if windows {
+            bits |= ibv_access_flags::IBV_ACCESS_MW_BIND.0;
+        } else {
+            bits |= mw_access(access);
+        }
     }
     bits
 }
@@ -517,8 +528,10 @@ impl Connection for VerbsConnection {
         let region = MemoryRegion::register_with(buf, access, |addr, len| {
             // SAFETY: MemoryRegion keeps the buffer in place until the handle (this
             // registration) is dropped, which happens before the buffer is freed.
-            let mut reg = unsafe { Registration::new(&self.pd, addr, len, mr_access(access))? };
-            let rkey = if access.is_remote() {
+            let windows = self.shape.windows;
+            let mut reg =
+                unsafe { Registration::new(&self.pd, addr, len, mr_access(access, windows))? };
+            let rkey = if access.is_remote() && windows {
                 let mw = reg.alloc_window()?;
                 // SAFETY: `mw` was just allocated. A type-2 window gets a new key per bind.
                 let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
@@ -536,7 +549,7 @@ impl Connection for VerbsConnection {
             };
             Ok((keys, reg))
         })?;
-        if defer && access.is_remote() {
+        if defer && access.is_remote() && self.shape.windows {
             self.lock().pending_binds.push((region.clone(), access));
         }
         Ok(region)

@@ -245,6 +245,7 @@ fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)
         max_send_sge: send_sge as usize,
         max_inline: qp.max_inline as usize,
         rxe: is_rxe(id),
+        windows: limits.windows,
     };
     let parts = Parts {
         id: id.clone(),
@@ -509,8 +510,16 @@ impl ConnectRequest for VerbsRequest {
             let mut param = conn_param(&params, &limits, &framed);
             // The accepting side settles the depths (rdma_cm: responder_resources at most the
             // requester's initiator_depth, initiator_depth at most its responder_resources).
-            param.responder_resources = param.responder_resources.min(self.peer_ord);
-            param.initiator_depth = param.initiator_depth.min(self.peer_ird);
+            // An iWARP request reports 0 for a depth it does not carry: MPA revision 1 has no
+            // IRD/ORD (RFC 6581 section 4 added them), and clamping to that 0 would leave this
+            // side unable to answer (or issue) any RDMA Read: Linux siw terminates the first.
+            let unknown = |depth: u8| framing == Framing::Exact && depth == 0;
+            if !unknown(self.peer_ord) {
+                param.responder_resources = param.responder_resources.min(self.peer_ord);
+            }
+            if !unknown(self.peer_ird) {
+                param.initiator_depth = param.initiator_depth.min(self.peer_ird);
+            }
             // SAFETY: the identifier has a queue pair; `param` points at `framed`, alive here.
             if unsafe { rdma_accept(id.raw(), &mut param) } != 0 {
                 return Err(Error::Io(io::Error::last_os_error()));

@@ -64,6 +64,8 @@ pub(super) struct DeviceLimits {
     pub(super) max_cqe: u32,
     pub(super) max_qp_rd_atom: u32,
     pub(super) max_qp_init_rd_atom: u32,
+    /// The device has type-2 memory windows (rxe and most RNICs; not siw).
+    pub(super) windows: bool,
 }
 
 impl DeviceLimits {
@@ -79,6 +81,10 @@ impl DeviceLimits {
             max_cqe: pos(attr.max_cqe),
             max_qp_rd_atom: pos(attr.max_qp_rd_atom),
             max_qp_init_rd_atom: pos(attr.max_qp_init_rd_atom),
+            windows: attr.device_cap_flags
+                & (ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2A.0
+                    | ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2B.0)
+                != 0,
         })
     }
 }

@@ -70,15 +70,28 @@ fn status_and_access_mapping() {
         WcStatus::LocalLengthError
     );
     assert_eq!(conn::map_status(99), WcStatus::Other(99));
-    // Remote rights live on the window, never on the region's own rkey.
+    // With windows, remote rights live on the window, never on the region's own rkey.
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     assert_eq!(
-        conn::mr_access(rw) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
+        conn::mr_access(rw, true) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
         0
     );
     assert_ne!(
-        conn::mr_access(rw) & ibv_access_flags::IBV_ACCESS_MW_BIND.0,
+        conn::mr_access(rw, true) & ibv_access_flags::IBV_ACCESS_MW_BIND.0,
         0
+    );
+    // Without (siw), they are the region's own, and no bind is asked for.
+    assert_ne!(
+        conn::mr_access(rw, false) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
+        0
+    );
+    assert_eq!(
+        conn::mr_access(rw, false) & ibv_access_flags::IBV_ACCESS_MW_BIND.0,
+        0
+    );
+    assert_eq!(
+        conn::mr_access(Access::REMOTE_READ, false) & ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
+        ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
     );
     assert_ne!(
         conn::mw_access(rw) & ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
@@ -86,10 +99,13 @@ fn status_and_access_mapping() {
     );
     assert_eq!(conn::mw_access(Access::LOCAL_WRITE), 0);
     // Remote write needs local write on the region underneath.
-    assert_ne!(
-        conn::mr_access(Access::REMOTE_WRITE) & ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0,
-        0
-    );
+    for windows in [true, false] {
+        assert_ne!(
+            conn::mr_access(Access::REMOTE_WRITE, windows)
+                & ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0,
+            0
+        );
+    }
 }
 
 /// A small registered message on `conn`.
