@@ -89,6 +89,12 @@ impl Queues {
 /// The connection state shared with the rdma_cm event task.
 pub(super) struct State {
     pub(super) connected: AtomicBool,
+    /// The queue pair still exists. The rdma_cm event task answers a peer's disconnect with
+    /// `rdma_disconnect`, which modifies the queue pair, while the connection may be dropped on
+    /// another thread: both hold this lock around their `rdma_disconnect`, and the connection
+    /// clears the flag before the queue pair goes (a race seen as SIGSEGV in `ibv_modify_qp`
+    /// under Linux siw, tests/vm/README.md).
+    pub(super) qp_alive: Mutex<bool>,
     /// The queue pair exists but the connection is not established yet: receives may be
     /// posted, remotely accessible registrations bind their windows at establishment.
     pub(super) establishing: AtomicBool,
@@ -228,6 +234,7 @@ impl VerbsConnection {
         } = parts;
         let state = Arc::new(State {
             connected: AtomicBool::new(false),
+            qp_alive: Mutex::new(true),
             establishing: AtomicBool::new(true),
         });
         VerbsConnection {
@@ -506,9 +513,13 @@ async fn watch_events(id: Arc<CmId>, state: Arc<State>) {
             rdma_cm_event_type::RDMA_CM_EVENT_DISCONNECTED
             | rdma_cm_event_type::RDMA_CM_EVENT_DEVICE_REMOVAL => {
                 state.connected.store(false, Ordering::SeqCst);
-                // SAFETY: the identifier is live (we hold an Arc). Answering the peer's
-                // disconnect moves our queue pair to the error state, flushing it.
-                unsafe { rdma_disconnect(id.raw()) };
+                let alive = state.qp_alive.lock().unwrap_or_else(|e| e.into_inner());
+                if *alive {
+                    // SAFETY: the identifier is live (we hold an Arc) and so is its queue pair
+                    // (the flag, under its lock). Answering the peer's disconnect moves our
+                    // queue pair to the error state, flushing it.
+                    unsafe { rdma_disconnect(id.raw()) };
+                }
             }
             _ => {}
         }
@@ -752,6 +763,11 @@ impl Connection for VerbsConnection {
     async fn disconnect(&self) -> Result<()> {
         // Hold the queue lock so no post races with the transition.
         let _q = self.lock();
+        let _alive = self
+            .state
+            .qp_alive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if self.state.connected.swap(false, Ordering::SeqCst) {
             self.qp.disconnect()?;
         }
@@ -762,11 +778,21 @@ impl Connection for VerbsConnection {
 impl Drop for VerbsConnection {
     fn drop(&mut self) {
         if let Some(events) = &self.events {
+            // Stops future polls only: a poll running on another worker finishes first, hence
+            // the flag below.
             events.abort();
         }
+        let mut alive = self
+            .state
+            .qp_alive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if self.state.connected.swap(false, Ordering::SeqCst) {
             // Flush outstanding work and tell the peer; errors only mean it already went.
             let _ = self.qp.disconnect();
         }
+        // The queue pair is destroyed right after this (field order): the event task must
+        // not touch it any more.
+        *alive = false;
     }
 }
