@@ -14,38 +14,20 @@
 
 use std::time::{Duration, Instant};
 
-use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftConnection, SoftProvider};
-use rpcrdma::rdma::{
-    Access, ConnectParams, Connection, Listener, Provider, RecvWr, RemoteAddr, SendWr, Sge,
-    WcOpcode,
-};
+use rpcrdma::rdma::soft::SoftProvider;
+use rpcrdma::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const MIB: usize = 1 << 20;
 
-fn provider(confirm: bool) -> SoftProvider {
-    SoftProvider::new(SoftConfig {
-        mpa: MpaConfig {
-            kind: RnicKind::Ietf,
-            markers: false,
-            crc: false,
-            revision: 2,
-        },
-        mulpdu: 65000,
-        confirm_completions: confirm,
-        ..SoftConfig::default()
-    })
-}
+#[path = "../tests/support/soft_pair.rs"]
+mod soft_pair;
+use soft_pair::pair;
 
-async fn pair(p: &SoftProvider) -> (SoftConnection, SoftConnection) {
-    let listener = p.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (c, s) = tokio::join!(
-        p.connect(addr, ConnectParams::new()),
-        listener.accept(ConnectParams::new())
-    );
-    (c.unwrap(), s.unwrap())
+/// The bench's provider: CRC off.
+fn provider(confirm: bool) -> SoftProvider {
+    soft_pair::provider(false, confirm)
 }
 
 async fn tcp_pair() -> (TcpStream, TcpStream) {

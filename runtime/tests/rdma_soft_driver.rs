@@ -6,37 +6,13 @@
 
 use std::time::Duration;
 
-use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftConnection, SoftProvider};
-use rpcrdma::rdma::{
-    Access, ConnectParams, Connection, Listener, Provider, RecvWr, RemoteAddr, SendWr, Sge,
-    WcOpcode,
-};
+use rpcrdma::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
 
 const MIB: usize = 1 << 20;
 
-fn provider(crc: bool, confirm: bool) -> SoftProvider {
-    SoftProvider::new(SoftConfig {
-        mpa: MpaConfig {
-            kind: RnicKind::Ietf,
-            markers: false,
-            crc,
-            revision: 2,
-        },
-        mulpdu: 65000,
-        confirm_completions: confirm,
-        ..SoftConfig::default()
-    })
-}
-
-async fn pair(p: &SoftProvider) -> (SoftConnection, SoftConnection) {
-    let listener = p.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (c, s) = tokio::join!(
-        p.connect(addr, ConnectParams::new()),
-        listener.accept(ConnectParams::new())
-    );
-    (c.unwrap(), s.unwrap())
-}
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+use soft_pair::{pair, provider};
 
 fn pattern(len: usize, seed: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 7 + seed) % 251) as u8).collect()
