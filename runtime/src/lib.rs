@@ -4,10 +4,17 @@
 //!   encode and decode through. It depends on `bytes` only.
 //! * [`rdma`] is the RDMA provider contract with its providers (feature `rdma`, enabled by
 //!   `soft` and `verbs`).
+//! * [`rpc`] is ONC RPC (RFC 5531): a client and a server that run over any transport, and
+//!   the TCP transport (feature `rpc`, enabled by `soft`).
 #![warn(missing_docs)]
+
+// Generated code names the runtime `::rpcrdma`; inside the runtime that is this crate.
+extern crate self as rpcrdma;
 
 #[cfg(feature = "rdma")]
 pub mod rdma;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 pub mod xdr;
 
 /// `#[derive(Xdr)]` (Encode + Decode) and `#[derive(DdpEligible)]`; see the `xdr-derive` crate.

@@ -20,4 +20,8 @@ pub trait Procedure {
     type Args: Encode + Decode;
     /// The result: `()` for `void`.
     type Result: Encode + Decode;
+    /// How many DDP-eligible items the result can carry at most: over RPC-over-RDMA the
+    /// requester provides that many Write chunks (seed 004 section 4.4.5). Zero when the
+    /// result has none.
+    const RESULT_DDP_ITEMS: usize = 0;
 }

@@ -1,0 +1,273 @@
+//! The transport-agnostic client: a [`Client`] sends typed calls through any
+//! [`CallTransport`] and turns the reply into the procedure's result or a typed [`Error`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::auth::Credentials;
+use super::buffer::{BufferSource, RegisteredBuffer};
+use super::error::{Error, TransportError};
+use super::header::{decode_reply_header, encode_call_header};
+use super::msg::{AuthFlavor, OpaqueAuth};
+use super::server::TransportKind;
+use crate::xdr::{self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ReceivedChunks};
+
+/// A boxed future, as object-safe transport traits return them.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The largest reply header: XID, msg_type, reply_stat, an AUTH_NONE..400-byte verifier,
+/// accept_stat and a mismatch range (RFC 5531 section 9).
+pub const MAX_REPLY_HEADER: usize = 4 * 3 + (8 + 400) + 4 + 8;
+
+/// What a requester knows about a reply before it arrives, from the result type: enough to
+/// provide Write chunks and a Reply chunk over RPC-over-RDMA (seed 002 section 4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyShape {
+    /// The largest reply (header and results), or `None` when unbounded.
+    pub max_len: Option<usize>,
+    /// The largest reply with every DDP-eligible item moved to a chunk, or `None`.
+    pub max_inline_len: Option<usize>,
+    /// How many DDP-eligible items the results can carry (Write chunks to provide).
+    pub ddp_items: usize,
+}
+
+impl ReplyShape {
+    /// The shape of a reply carrying `R`, whose procedure declares `ddp_items`.
+    pub fn of<R: EncodedSize>(ddp_items: usize) -> ReplyShape {
+        let add = |n: Option<usize>| n.and_then(|n| n.checked_add(MAX_REPLY_HEADER));
+        ReplyShape {
+            max_len: add(R::MAX_LEN),
+            max_inline_len: add(R::MAX_INLINE_LEN),
+            ddp_items,
+        }
+    }
+}
+
+/// Per-call settings beyond the arguments.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Where the DDP-eligible results land, in order: over RPC-over-RDMA each becomes the
+    /// Write chunk for one result item, and the decoded result is a slice of it (no copy).
+    /// Buffers from [`Client::buffer`]; ignored by transports without DDP.
+    pub reply_buffers: Vec<RegisteredBuffer>,
+    /// The expected size of each DDP-eligible result when no buffer is given (for example an
+    /// NFS READ's `count`); the transport's configured default otherwise.
+    pub reply_sizes: Vec<usize>,
+    /// The largest reply expected, when the result type is unbounded: sizes the Reply chunk.
+    pub max_reply: Option<usize>,
+    /// How long to wait for the reply (the transport's default otherwise).
+    pub timeout: Option<Duration>,
+}
+
+impl CallOptions {
+    /// Default options.
+    pub fn new() -> CallOptions {
+        CallOptions::default()
+    }
+
+    /// Receive the next DDP-eligible result into `buffer`.
+    pub fn reply_buffer(mut self, buffer: RegisteredBuffer) -> CallOptions {
+        self.reply_buffers.push(buffer);
+        self
+    }
+
+    /// Expect the next DDP-eligible result to be at most `len` bytes.
+    pub fn reply_size(mut self, len: usize) -> CallOptions {
+        self.reply_sizes.push(len);
+        self
+    }
+
+    /// Expect no reply larger than `len` bytes.
+    pub fn max_reply(mut self, len: usize) -> CallOptions {
+        self.max_reply = Some(len);
+        self
+    }
+
+    /// Wait at most `timeout` for the reply.
+    pub fn timeout(mut self, timeout: Duration) -> CallOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// One call as a transport sees it: routing, credentials, the arguments (encoded on demand,
+/// into the transport's own encoder, again on retransmission) and what the reply may hold.
+pub struct Call<'a> {
+    /// The program number.
+    pub prog: u32,
+    /// The program version.
+    pub vers: u32,
+    /// The procedure number.
+    pub proc: u32,
+    /// The credential.
+    pub cred: &'a OpaqueAuth,
+    /// The verifier.
+    pub verf: &'a OpaqueAuth,
+    /// Encodes the arguments (not the header).
+    pub args: &'a (dyn Fn(&mut Encoder) -> xdr::Result<()> + Sync),
+    /// What the reply may hold.
+    pub reply: ReplyShape,
+    /// Per-call settings; the transport may take the buffers out.
+    pub options: CallOptions,
+}
+
+impl Call<'_> {
+    /// Encodes the whole call message (header with `xid`, then the arguments) into `enc`.
+    pub fn encode(&self, xid: u32, enc: &mut Encoder) -> xdr::Result<()> {
+        encode_call_header(
+            enc, xid, self.prog, self.vers, self.proc, self.cred, self.verf,
+        )?;
+        (self.args)(enc)
+    }
+}
+
+/// A reply as a transport delivers it: the whole RPC reply message (from its XID on) and,
+/// over RPC-over-RDMA, the chunk data the results' DDP-eligible items moved in.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The reply message.
+    pub message: Bytes,
+    /// Chunk data for the results, if any.
+    pub chunks: Option<ReceivedChunks>,
+}
+
+/// A way to send calls and receive their replies: TCP with record marking, RPC-over-RDMA.
+///
+/// The transport assigns XIDs, matches replies to calls, and owns retransmission.
+pub trait CallTransport: Send + Sync + 'static {
+    /// Sends `call` and waits for its reply.
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, Error>>;
+
+    /// Where buffers for DDP-eligible data come from on this transport.
+    fn buffers(&self) -> Arc<dyn BufferSource>;
+
+    /// Which kind of transport this is.
+    fn kind(&self) -> TransportKind;
+}
+
+/// An ONC RPC client over any transport. Cheap to clone; clones share the connection.
+///
+/// Generated clients (one per program version, from `xdrgen`) wrap one and offer a method per
+/// procedure; [`Client::call`] is what they call.
+#[derive(Clone)]
+pub struct Client {
+    transport: Arc<dyn CallTransport>,
+    cred: OpaqueAuth,
+    verf: OpaqueAuth,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("transport", &self.transport.kind())
+            .field("flavor", &self.cred.flavor)
+            .finish()
+    }
+}
+
+fn none_auth() -> OpaqueAuth {
+    OpaqueAuth {
+        flavor: AuthFlavor::AuthNone,
+        body: Bytes::new(),
+    }
+}
+
+impl Client {
+    /// A client sending AUTH_NONE calls through `transport`.
+    pub fn new(transport: impl CallTransport) -> Client {
+        Client::from_arc(Arc::new(transport))
+    }
+
+    /// A client over a shared transport.
+    pub fn from_arc(transport: Arc<dyn CallTransport>) -> Client {
+        Client {
+            transport,
+            cred: none_auth(),
+            verf: none_auth(),
+        }
+    }
+
+    /// The same connection with other credentials.
+    pub fn with_credentials(&self, credentials: &Credentials) -> Result<Client, Error> {
+        Ok(Client {
+            transport: self.transport.clone(),
+            cred: credentials.to_opaque_auth().map_err(Error::Encode)?,
+            verf: none_auth(),
+        })
+    }
+
+    /// The transport underneath.
+    pub fn transport(&self) -> &Arc<dyn CallTransport> {
+        &self.transport
+    }
+
+    /// A buffer of `len` bytes for DDP-eligible data: registered memory of the connection
+    /// over RPC-over-RDMA (give it to [`CallOptions::reply_buffer`] to receive a result
+    /// into it, or send it as an argument without a copy), ordinary memory otherwise.
+    pub fn buffer(&self, len: usize) -> RegisteredBuffer {
+        self.transport.buffers().buffer(len)
+    }
+
+    /// Calls procedure `P` with `args`.
+    pub async fn call<P>(&self, args: &P::Args) -> Result<P::Result, Error>
+    where
+        P: Procedure,
+        P::Args: Sync,
+        P::Result: EncodedSize,
+    {
+        self.call_with::<P>(args, CallOptions::default()).await
+    }
+
+    /// Calls procedure `P` with `args` and per-call `options`.
+    pub async fn call_with<P>(
+        &self,
+        args: &P::Args,
+        options: CallOptions,
+    ) -> Result<P::Result, Error>
+    where
+        P: Procedure,
+        P::Args: Sync,
+        P::Result: EncodedSize,
+    {
+        let encode = |enc: &mut Encoder| args.encode(enc);
+        let call = Call {
+            prog: P::PROGRAM,
+            vers: P::VERSION,
+            proc: P::PROCEDURE,
+            cred: &self.cred,
+            verf: &self.verf,
+            args: &encode,
+            reply: ReplyShape::of::<P::Result>(P::RESULT_DDP_ITEMS),
+            options,
+        };
+        let reply = self.transport.call(call).await?;
+        decode_reply(reply)
+    }
+}
+
+/// Decodes a reply message into the procedure's result: the header's status first, then the
+/// results with their chunk data, which must all be used.
+pub fn decode_reply<R: Decode>(reply: Reply) -> Result<R, Error> {
+    let mut dec = Decoder::new(&reply.message);
+    decode_reply_header(&mut dec)?;
+    if let Some(chunks) = reply.chunks {
+        dec.set_chunks(chunks);
+    }
+    let result = R::decode(&mut dec).map_err(Error::Decode)?;
+    if let Some(chunks) = dec.take_chunks() {
+        chunks.finish().map_err(Error::Decode)?;
+    }
+    dec.finish().map_err(Error::Decode)?;
+    Ok(result)
+}
+
+impl From<xdr::Error> for TransportError {
+    fn from(e: xdr::Error) -> TransportError {
+        TransportError::Protocol(e.to_string())
+    }
+}

@@ -1,0 +1,177 @@
+//! What can go wrong with a call: the server's non-SUCCESS replies ([`ReplyError`]), and
+//! everything a client sees ([`Error`]).
+
+use std::fmt;
+use std::io;
+
+use super::msg::AuthStat;
+use crate::xdr;
+
+/// A reply other than SUCCESS, as a server sends it (RFC 5531 section 9): returned by
+/// handlers to refuse a call, and produced by the server itself for calls it cannot route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// MSG_DENIED / RPC_MISMATCH: the call's RPC version is not supported.
+    RpcMismatch {
+        /// Lowest supported RPC version.
+        low: u32,
+        /// Highest supported RPC version.
+        high: u32,
+    },
+    /// MSG_DENIED / AUTH_ERROR: the credentials were refused.
+    AuthError(AuthStat),
+    /// MSG_ACCEPTED / PROG_UNAVAIL: the program is not hosted here.
+    ProgUnavail,
+    /// MSG_ACCEPTED / PROG_MISMATCH: the program is hosted, but not this version.
+    ProgMismatch {
+        /// Lowest version hosted.
+        low: u32,
+        /// Highest version hosted.
+        high: u32,
+    },
+    /// MSG_ACCEPTED / PROC_UNAVAIL: the version has no such procedure.
+    ProcUnavail,
+    /// MSG_ACCEPTED / GARBAGE_ARGS: the arguments could not be decoded.
+    GarbageArgs,
+    /// MSG_ACCEPTED / SYSTEM_ERR: the server failed while running the call.
+    SystemErr,
+}
+
+impl fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplyError::RpcMismatch { low, high } => {
+                write!(f, "RPC version mismatch (server speaks {low}..={high})")
+            }
+            ReplyError::AuthError(stat) => write!(f, "authentication refused ({stat:?})"),
+            ReplyError::ProgUnavail => f.write_str("program unavailable"),
+            ReplyError::ProgMismatch { low, high } => {
+                write!(f, "program version mismatch (server has {low}..={high})")
+            }
+            ReplyError::ProcUnavail => f.write_str("procedure unavailable"),
+            ReplyError::GarbageArgs => f.write_str("the server could not decode the arguments"),
+            ReplyError::SystemErr => f.write_str("system error at the server"),
+        }
+    }
+}
+
+impl std::error::Error for ReplyError {}
+
+/// A failure below the RPC layer: the connection, record marking, or RPC-over-RDMA.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// A socket or device call failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+    /// The connection closed before the reply arrived (after any retransmission).
+    #[error("the connection closed before the reply arrived")]
+    Closed,
+    /// No reply came within the call's timeout.
+    #[error("no reply within {0:?}")]
+    TimedOut(std::time::Duration),
+    /// A record or message is larger than the configured bound.
+    #[error("a message of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The message's length (or the length announced so far).
+        len: u64,
+        /// The configured bound.
+        max: u64,
+    },
+    /// RPC-over-RDMA: the responder answered RDMA_ERROR / ERR_VERS (seed 004 section 5.5).
+    #[error("the peer does not speak this RPC-over-RDMA version (it speaks {low}..={high})")]
+    RdmaVersion {
+        /// Lowest version the peer supports.
+        low: u32,
+        /// Highest version the peer supports.
+        high: u32,
+    },
+    /// RPC-over-RDMA: the responder answered RDMA_ERROR / ERR_CHUNK (seed 004 section 5.5):
+    /// it could not use the call's chunks, or the reply fit neither inline nor in them.
+    #[error("the peer refused the call's chunks (RDMA_ERROR / ERR_CHUNK)")]
+    RdmaChunk,
+    /// The peer broke the protocol (an unparsable reply, a message over the inline threshold).
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// A failure of the transport's own machinery (registration, posting, ...).
+    #[error("{0}")]
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Why a call failed, as the caller sees it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server does not speak RPC version 2 (MSG_DENIED / RPC_MISMATCH).
+    #[error("the server does not speak RPC version 2 (it speaks {low}..={high})")]
+    RpcMismatch {
+        /// Lowest RPC version the server supports.
+        low: u32,
+        /// Highest RPC version the server supports.
+        high: u32,
+    },
+    /// The server refused the credentials (MSG_DENIED / AUTH_ERROR).
+    #[error("the server refused the credentials ({0:?})")]
+    Auth(AuthStat),
+    /// The program is not available at the server (PROG_UNAVAIL).
+    #[error("the program is not available at the server")]
+    ProgUnavail,
+    /// The server hosts the program, but not this version (PROG_MISMATCH).
+    #[error("the server hosts versions {low}..={high} of the program, not this one")]
+    ProgMismatch {
+        /// Lowest version the server hosts.
+        low: u32,
+        /// Highest version the server hosts.
+        high: u32,
+    },
+    /// The server's version of the program has no such procedure (PROC_UNAVAIL).
+    #[error("the procedure is not available at the server")]
+    ProcUnavail,
+    /// The server could not decode the arguments (GARBAGE_ARGS).
+    #[error("the server could not decode the arguments")]
+    GarbageArgs,
+    /// The server failed while running the call (SYSTEM_ERR).
+    #[error("system error at the server")]
+    SystemErr,
+    /// The arguments could not be encoded (a value over a declared maximum).
+    #[error("cannot encode the arguments: {0}")]
+    Encode(xdr::Error),
+    /// The reply could not be decoded.
+    #[error("cannot decode the reply: {0}")]
+    Decode(xdr::Error),
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+impl Error {
+    /// True for the failures that a server reported (as opposed to encode, decode or transport
+    /// failures on this side).
+    pub fn is_reply(&self) -> bool {
+        matches!(
+            self,
+            Error::RpcMismatch { .. }
+                | Error::Auth(_)
+                | Error::ProgUnavail
+                | Error::ProgMismatch { .. }
+                | Error::ProcUnavail
+                | Error::GarbageArgs
+                | Error::SystemErr
+        )
+    }
+}
+
+impl From<ReplyError> for Error {
+    fn from(e: ReplyError) -> Error {
+        match e {
+            ReplyError::RpcMismatch { low, high } => Error::RpcMismatch { low, high },
+            ReplyError::AuthError(stat) => Error::Auth(stat),
+            ReplyError::ProgUnavail => Error::ProgUnavail,
+            ReplyError::ProgMismatch { low, high } => Error::ProgMismatch { low, high },
+            ReplyError::ProcUnavail => Error::ProcUnavail,
+            ReplyError::GarbageArgs => Error::GarbageArgs,
+            ReplyError::SystemErr => Error::SystemErr,
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The transport-agnostic server: a [`Server`] hosts [`Service`]s (one per program version)
+//! and turns each incoming call into a handler to run or an immediate answer.
+//!
+//! Transports feed it whole call messages ([`Incoming`]) and get back a [`Dispatch`]: run the
+//! handler future and send its reply, send an error reply at once, answer ERR_CHUNK
+//! (RPC-over-RDMA), or drop the message. Handlers run concurrently, as many as the transport
+//! allows (the credits it grants, over RPC-over-RDMA).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::auth::Auth;
+use super::buffer::{BufferSource, RegisteredBuffer};
+use super::client::{BoxFuture, Client};
+use super::error::ReplyError;
+use super::header::{decode_call_header, encode_reply_header, HeaderError};
+use super::msg::AuthFlavor;
+use crate::xdr::{self, Decode, Decoder, Encode, Encoder, Limits, ReceivedChunks};
+
+/// Which kind of transport a call came over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// ONC RPC over TCP with record marking.
+    Tcp,
+    /// RPC-over-RDMA.
+    Rdma,
+    /// Anything else (tests, in-process transports).
+    Other,
+}
+
+/// What a handler returns: the results (encoded by the transport, DDP-eligible items moved
+/// to chunks where it can), or the error to reply with.
+pub type HandlerResult = Result<Box<dyn Encode + Send>, ReplyError>;
+
+/// A running handler.
+pub type HandlerFuture = BoxFuture<'static, HandlerResult>;
+
+/// Why a service could not start a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DispatchError {
+    /// No such procedure in this version (PROC_UNAVAIL).
+    ProcUnavail,
+    /// The arguments did not decode (GARBAGE_ARGS, or ERR_CHUNK over RPC-over-RDMA when the
+    /// chunks disagree with the message).
+    Args(xdr::Error),
+}
+
+/// One version of one program, as the server routes calls to it.
+///
+/// `xdrgen` generates an implementation for every `version` of a `.x` file: a server trait
+/// with one async method per procedure, and a `register` function that wraps an
+/// implementation of that trait into a `Service` and adds it to a [`ServerBuilder`].
+pub trait Service: Send + Sync + 'static {
+    /// The program number.
+    fn program(&self) -> u32;
+
+    /// The version number.
+    fn version(&self) -> u32;
+
+    /// Decodes the arguments of `procedure` from `args` and returns the future that runs it.
+    /// The server checks afterwards that the arguments used the whole message and every Read
+    /// chunk.
+    fn call(
+        &self,
+        ctx: CallContext,
+        procedure: u32,
+        args: &mut Decoder<'_>,
+    ) -> Result<HandlerFuture, DispatchError>;
+}
+
+/// Decodes a procedure's arguments for a [`Service`] (generated code calls this).
+pub fn decode_args<T: Decode>(args: &mut Decoder<'_>) -> Result<T, DispatchError> {
+    T::decode(args).map_err(DispatchError::Args)
+}
+
+/// Boxes a handler's future for a [`Service`] (generated code calls this).
+pub fn handler<F, T>(future: F) -> HandlerFuture
+where
+    F: Future<Output = Result<T, ReplyError>> + Send + 'static,
+    T: Encode + Send + 'static,
+{
+    Box::pin(async move { future.await.map(|v| Box::new(v) as Box<dyn Encode + Send>) })
+}
+
+/// Everything a handler may want to know about its call, and the connection's resources.
+#[derive(Clone)]
+pub struct CallContext {
+    xid: u32,
+    procedure: u32,
+    auth: Auth,
+    transport: TransportKind,
+    peer: Option<SocketAddr>,
+    buffers: Arc<dyn BufferSource>,
+    backchannel: Option<Client>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("xid", &self.xid)
+            .field("procedure", &self.procedure)
+            .field("auth", &self.auth)
+            .field("transport", &self.transport)
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+impl CallContext {
+    /// The call's transaction id.
+    pub fn xid(&self) -> u32 {
+        self.xid
+    }
+
+    /// The procedure number.
+    pub fn procedure(&self) -> u32 {
+        self.procedure
+    }
+
+    /// The caller's checked credentials.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// The transport the call came over.
+    pub fn transport(&self) -> TransportKind {
+        self.transport
+    }
+
+    /// The caller's address, when the transport has one.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// A buffer for DDP-eligible result data: from the connection's registered pool over
+    /// RPC-over-RDMA, so that a result frozen from it moves to the wire without a copy.
+    pub fn buffer(&self, len: usize) -> RegisteredBuffer {
+        self.buffers.buffer(len)
+    }
+
+    /// A client for calls in the backward direction on the caller's connection, when the
+    /// transport and the peer support them (seed 004 section 8).
+    pub fn backchannel(&self) -> Option<&Client> {
+        self.backchannel.as_ref()
+    }
+}
+
+/// An incoming message as a transport hands it to the server.
+pub struct Incoming {
+    /// The whole RPC message, from its XID on (a Position-Zero Read chunk's contents over
+    /// RPC-over-RDMA).
+    pub message: Bytes,
+    /// Read chunk data for DDP-eligible arguments (RPC-over-RDMA).
+    pub chunks: Option<ReceivedChunks>,
+    /// The transport.
+    pub transport: TransportKind,
+    /// The caller's address.
+    pub peer: Option<SocketAddr>,
+    /// The connection's buffers for DDP-eligible results.
+    pub buffers: Arc<dyn BufferSource>,
+    /// A client for backward-direction calls on this connection, if any.
+    pub backchannel: Option<Client>,
+}
+
+/// What to do with an incoming message.
+#[must_use]
+pub enum Dispatch {
+    /// Run the handler; send its reply.
+    Run {
+        /// The call's transaction id.
+        xid: u32,
+        /// The handler.
+        future: HandlerFuture,
+    },
+    /// Send this error reply at once.
+    Reply {
+        /// The call's transaction id.
+        xid: u32,
+        /// The reply.
+        error: ReplyError,
+    },
+    /// The arguments' chunks disagree with the message (RPC-over-RDMA answers RDMA_ERROR /
+    /// ERR_CHUNK, seed 004 section 5.5; other transports never see this).
+    ChunkError {
+        /// The call's transaction id.
+        xid: u32,
+        /// What disagreed.
+        error: xdr::Error,
+    },
+    /// A REPLY: for the requester side of the connection (backward direction), not a call.
+    NotACall {
+        /// The reply's transaction id.
+        xid: u32,
+    },
+    /// Not a message anything can be answered to: drop it.
+    Drop(xdr::Error),
+}
+
+impl std::fmt::Debug for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dispatch::Run { xid, .. } => write!(f, "Run {{ xid: {xid} }}"),
+            Dispatch::Reply { xid, error } => write!(f, "Reply {{ xid: {xid}, error: {error} }}"),
+            Dispatch::ChunkError { xid, error } => {
+                write!(f, "ChunkError {{ xid: {xid}, error: {error} }}")
+            }
+            Dispatch::NotACall { xid } => write!(f, "NotACall {{ xid: {xid} }}"),
+            Dispatch::Drop(e) => write!(f, "Drop({e})"),
+        }
+    }
+}
+
+/// Builds a [`Server`]: the services it hosts and the flavors it accepts.
+pub struct ServerBuilder {
+    programs: BTreeMap<u32, BTreeMap<u32, Arc<dyn Service>>>,
+    flavors: Vec<AuthFlavor>,
+    limits: Limits,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        ServerBuilder::new()
+    }
+}
+
+impl ServerBuilder {
+    /// No services; AUTH_NONE and AUTH_SYS accepted; default decoding [`Limits`].
+    pub fn new() -> ServerBuilder {
+        ServerBuilder {
+            programs: BTreeMap::new(),
+            flavors: vec![AuthFlavor::AuthNone, AuthFlavor::AuthSys],
+            limits: Limits::DEFAULT,
+        }
+    }
+
+    /// Hosts `service` (replacing any service of the same program and version).
+    pub fn add(&mut self, service: impl Service) -> &mut ServerBuilder {
+        self.add_arc(Arc::new(service))
+    }
+
+    /// Hosts a shared `service`.
+    pub fn add_arc(&mut self, service: Arc<dyn Service>) -> &mut ServerBuilder {
+        self.programs
+            .entry(service.program())
+            .or_default()
+            .insert(service.version(), service);
+        self
+    }
+
+    /// Accepts only calls with these credential flavors (others get AUTH_ERROR /
+    /// AUTH_TOOWEAK). Flavors other than AUTH_NONE and AUTH_SYS are never accepted.
+    pub fn accept_flavors(&mut self, flavors: &[AuthFlavor]) -> &mut ServerBuilder {
+        self.flavors = flavors.to_vec();
+        self
+    }
+
+    /// Bounds on decoding arguments (message size, element counts, nesting).
+    pub fn limits(&mut self, limits: Limits) -> &mut ServerBuilder {
+        self.limits = limits;
+        self
+    }
+
+    /// The server.
+    pub fn build(&self) -> Server {
+        Server {
+            inner: Arc::new(Inner {
+                programs: self.programs.clone(),
+                flavors: self.flavors.clone(),
+                limits: self.limits,
+            }),
+        }
+    }
+}
+
+struct Inner {
+    programs: BTreeMap<u32, BTreeMap<u32, Arc<dyn Service>>>,
+    flavors: Vec<AuthFlavor>,
+    limits: Limits,
+}
+
+/// An ONC RPC server: the programs and versions it hosts. Cheap to clone; serve it on any
+/// number of transports and connections at once.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("programs", &self.programs().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Server {
+    /// A builder.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::new()
+    }
+
+    /// Every hosted (program, version).
+    pub fn programs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.inner
+            .programs
+            .iter()
+            .flat_map(|(p, vs)| vs.keys().map(move |v| (*p, *v)))
+    }
+
+    /// Routes one incoming message (see [`Dispatch`]).
+    pub fn dispatch(&self, incoming: Incoming) -> Dispatch {
+        let message = incoming.message;
+        let mut dec = match Decoder::with_limits(&message, self.inner.limits) {
+            Ok(dec) => dec,
+            Err(e) => return Dispatch::Drop(e),
+        };
+        let header = match decode_call_header(&mut dec, &self.inner.flavors) {
+            Ok(h) => h,
+            Err(HeaderError::Unreadable(e)) => return Dispatch::Drop(e),
+            Err(HeaderError::Reply { xid }) => return Dispatch::NotACall { xid },
+            Err(HeaderError::Refuse { xid, error }) => return Dispatch::Reply { xid, error },
+        };
+        let xid = header.xid;
+        let Some(versions) = self.inner.programs.get(&header.prog) else {
+            return Dispatch::Reply {
+                xid,
+                error: ReplyError::ProgUnavail,
+            };
+        };
+        let Some(service) = versions.get(&header.vers) else {
+            // RFC 5531 section 9: PROG_MISMATCH carries the lowest and highest version.
+            let low = versions.keys().next().copied().unwrap_or(0);
+            let high = versions.keys().next_back().copied().unwrap_or(0);
+            return Dispatch::Reply {
+                xid,
+                error: ReplyError::ProgMismatch { low, high },
+            };
+        };
+        if let Some(chunks) = incoming.chunks {
+            dec.set_chunks(chunks);
+        }
+        let ctx = CallContext {
+            xid,
+            procedure: header.proc,
+            auth: header.auth,
+            transport: incoming.transport,
+            peer: incoming.peer,
+            buffers: incoming.buffers,
+            backchannel: incoming.backchannel,
+        };
+        let future = match service.call(ctx, header.proc, &mut dec) {
+            Ok(f) => f,
+            Err(DispatchError::ProcUnavail) => {
+                return Dispatch::Reply {
+                    xid,
+                    error: ReplyError::ProcUnavail,
+                }
+            }
+            Err(DispatchError::Args(error)) => return args_failed(xid, error),
+        };
+        if let Some(chunks) = dec.take_chunks() {
+            if let Err(error) = chunks.finish() {
+                return args_failed(xid, error);
+            }
+        }
+        if let Err(error) = dec.finish() {
+            return args_failed(xid, error);
+        }
+        Dispatch::Run { xid, future }
+    }
+}
+
+fn args_failed(xid: u32, error: xdr::Error) -> Dispatch {
+    if error.kind().is_chunk_error() {
+        Dispatch::ChunkError { xid, error }
+    } else {
+        tracing::debug!(xid, %error, "GARBAGE_ARGS");
+        Dispatch::Reply {
+            xid,
+            error: ReplyError::GarbageArgs,
+        }
+    }
+}
+
+/// Encodes the reply to call `xid` into `enc`: the header, then the results. Results that
+/// cannot be encoded (a value over a declared maximum) become a SYSTEM_ERR reply.
+pub fn encode_reply(enc: &mut Encoder, xid: u32, result: &HandlerResult) -> xdr::Result<()> {
+    match result {
+        Ok(value) => {
+            encode_reply_header(enc, xid, Ok(()))?;
+            if let Err(error) = value.encode(enc) {
+                tracing::warn!(xid, %error, "the handler's results do not encode: SYSTEM_ERR");
+                enc.clear();
+                encode_reply_header(enc, xid, Err(ReplyError::SystemErr))?;
+            }
+            Ok(())
+        }
+        Err(e) => encode_reply_header(enc, xid, Err(*e)),
+    }
+}
+
+/// Runs a handler as its own task, so that a panic in it becomes a SYSTEM_ERR reply instead
+/// of taking the connection down.
+pub async fn run_handler(future: HandlerFuture) -> HandlerResult {
+    match tokio::spawn(future).await {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(error = %e, "a handler panicked or was cancelled: SYSTEM_ERR");
+            Err(ReplyError::SystemErr)
+        }
+    }
+}
