@@ -19,6 +19,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use super::access::Access;
@@ -39,8 +40,15 @@ struct Inner {
     // Field order matters: the provider's registration handle is dropped (deregistered) before
     // the buffer it points into is freed.
     registration: Box<dyn Any + Send + Sync>,
-    keys: RegionKeys,
-    access: Access,
+    lkey: u32,
+    addr: u64,
+    /// The current remote steering tag: [`Connection::rekey`](super::Connection::rekey)
+    /// replaces it.
+    rkey: AtomicU32,
+    /// The rights registered (the most any steering tag of the region may grant).
+    registered: Access,
+    /// The rights in force: the local ones registered, the remote ones of the current tag.
+    access: AtomicU8,
     lock: RwLock<()>,
     data: UnsafeCell<Box<[u8]>>,
     ptr: *mut u8,
@@ -98,8 +106,11 @@ impl MemoryRegion {
         Ok(MemoryRegion {
             inner: Arc::new(Inner {
                 registration: Box::new(handle),
-                keys,
-                access,
+                lkey: keys.lkey,
+                addr: keys.addr,
+                rkey: AtomicU32::new(keys.rkey),
+                registered: access,
+                access: AtomicU8::new(access.bits()),
                 lock: RwLock::new(()),
                 data: UnsafeCell::new(data),
                 ptr,
@@ -110,22 +121,27 @@ impl MemoryRegion {
 
     /// The local key.
     pub fn lkey(&self) -> u32 {
-        self.inner.keys.lkey
+        self.inner.lkey
     }
 
-    /// The remote steering tag (STag / rkey) to advertise to a peer.
+    /// The remote steering tag (STag / rkey) to advertise to a peer: the current one, after
+    /// any [`Connection::rekey`](super::Connection::rekey).
     pub fn rkey(&self) -> u32 {
-        self.inner.keys.rkey
+        self.inner.rkey.load(Ordering::Acquire)
     }
 
     /// The address a peer uses for the first byte (tagged offset base).
     pub fn addr(&self) -> u64 {
-        self.inner.keys.addr
+        self.inner.addr
     }
 
     /// All keys at once.
     pub fn keys(&self) -> RegionKeys {
-        self.inner.keys
+        RegionKeys {
+            lkey: self.lkey(),
+            rkey: self.rkey(),
+            addr: self.addr(),
+        }
     }
 
     /// The length of the registration in bytes.
@@ -138,9 +154,29 @@ impl MemoryRegion {
         self.inner.len == 0
     }
 
-    /// The access rights granted at registration.
+    /// The access rights in force: the local rights granted at registration and the remote
+    /// rights of the current steering tag.
     pub fn access(&self) -> Access {
-        self.inner.access
+        Access::from_bits_truncate(self.inner.access.load(Ordering::Acquire))
+    }
+
+    /// The access rights granted at registration: the most any steering tag of the region may
+    /// grant.
+    pub fn registered_access(&self) -> Access {
+        self.inner.registered
+    }
+
+    /// Records that the region's remote steering tag is now `rkey`, granting the remote rights
+    /// of `remote` (a provider calls this from
+    /// [`Connection::rekey`](super::Connection::rekey), after the provider made the new tag
+    /// and revoked the old one). Rights the region was not registered with are dropped.
+    pub fn set_remote_key(&self, rkey: u32, remote: Access) {
+        let local = self.inner.registered.bits() & Access::LOCAL_WRITE.bits();
+        let remote = remote.bits()
+            & self.inner.registered.bits()
+            & (Access::REMOTE_READ.bits() | Access::REMOTE_WRITE.bits());
+        self.inner.rkey.store(rkey, Ordering::Release);
+        self.inner.access.store(local | remote, Ordering::Release);
     }
 
     /// The provider's registration handle, if it is of type `H`.

@@ -196,6 +196,21 @@ pub trait Connection: Send + Sync + 'static {
     /// domain). The registration lives until the last clone of the region is dropped.
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion>;
 
+    /// Replaces the remote steering tag of `mr` with a new one that grants the remote rights
+    /// in `remote` (`Access::REMOTE_READ` and/or `Access::REMOTE_WRITE`, within the rights the
+    /// region was registered with; `Access::NONE` leaves it reachable by no tag). The old tag
+    /// stops resolving at once, whether or not it was invalidated before.
+    ///
+    /// This is the memory-window bind of verbs done again: a registration from a pool is
+    /// advertised for one RPC at a time and invalidated after it (seed 004 section 5.4.1),
+    /// without registering memory again ("allocating chunk list data and RPC headers in a
+    /// reusable way from pre-registered pools", section 5.4). Providers that cannot do it
+    /// return [`Error::Unsupported`](super::Error::Unsupported); callers then register anew.
+    fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        let _ = (mr, remote);
+        Err(super::Error::Unsupported("rekeying a registration".into()))
+    }
+
     /// Posts a receive buffer for one incoming Send.
     fn post_recv(&self, wr: RecvWr) -> Result<()>;
 

@@ -623,3 +623,97 @@ pub(super) async fn many_outstanding<T: ProviderUnderTest>(put: &T) -> Result<()
     }
     Ok(())
 }
+
+pub(super) async fn rekey<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
+    let rights = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let (client, server) = pair(put).await?;
+    let target = region(&server, 64, rights, |_| 0)?;
+    let data = region(&client, 16, Access::NONE, pattern(7))?;
+
+    // Invalidate the tag, then rekey for remote write only.
+    let first = target.rkey();
+    server
+        .post_send(SendWr::local_invalidate(1, first))
+        .step("post invalidate")?;
+    expect_ok(&server, 1, WcOpcode::LocalInvalidate, "local invalidate").await?;
+    match server.rekey(&target, Access::REMOTE_WRITE) {
+        // Allowed by the contract: such providers' callers register anew instead.
+        Err(Error::Unsupported(_)) => return Ok(()),
+        other => other.step("rekey")?,
+    }
+    let second = target.rkey();
+    ensure!(second != first, "rekey kept the tag {first:#x}");
+    let rights_now = target.access();
+    ensure!(
+        rights_now.contains(Access::REMOTE_WRITE | Access::LOCAL_WRITE)
+            && !rights_now.contains(Access::REMOTE_READ),
+        "rights after rekey: {rights_now:?}"
+    );
+
+    // The new tag works: a Write, then a Send that fences it.
+    let recv = region(&server, 64, Access::LOCAL_WRITE, |_| 0)?;
+    server
+        .post_recv(RecvWr::new(2, Sge::whole(&recv)))
+        .step("post recv")?;
+    client
+        .post_send(SendWr::write(
+            3,
+            vec![Sge::whole(&data)],
+            RemoteAddr::new(second, target.addr() + 8),
+        ))
+        .step("post write, new tag")?;
+    client
+        .post_send(SendWr::send(4, vec![Sge::whole(&data)]))
+        .step("post send")?;
+    expect_ok(&client, 3, WcOpcode::RdmaWrite, "write, new tag").await?;
+    expect_ok(&client, 4, WcOpcode::Send, "send").await?;
+    expect_ok(&server, 2, WcOpcode::Recv, "recv").await?;
+    ensure!(
+        target.to_vec(8..24).step("read back")? == data.to_vec(0..16).step("data")?,
+        "the write through the new tag did not land"
+    );
+
+    // The old tag does not (the refusal may end this connection).
+    client
+        .post_send(SendWr::write(
+            5,
+            vec![Sge::whole(&data)],
+            RemoteAddr::new(first, target.addr()),
+        ))
+        .step("post write, old tag")?;
+    expect_status(&client, 5, &[WcStatus::RemoteAccessError], "write, old tag").await?;
+
+    // Revoking: a rekey to no remote rights leaves no tag that works.
+    let (client, server) = pair(put).await?;
+    let target = region(&server, 64, rights, |_| 0)?;
+    let data = region(&client, 16, Access::NONE, pattern(9))?;
+    server.rekey(&target, Access::NONE).step("rekey to none")?;
+    ensure!(
+        !target.access().is_remote(),
+        "rights after revoking: {:?}",
+        target.access()
+    );
+    client
+        .post_send(SendWr::write(
+            6,
+            vec![Sge::whole(&data)],
+            RemoteAddr::new(target.rkey(), target.addr()),
+        ))
+        .step("post write after revoke")?;
+    expect_status(
+        &client,
+        6,
+        &[WcStatus::RemoteAccessError],
+        "write after revoke",
+    )
+    .await?;
+    ensure!(
+        target
+            .to_vec(0..64)
+            .step("read back")?
+            .iter()
+            .all(|&b| b == 0),
+        "a revoked registration was written"
+    );
+    Ok(())
+}

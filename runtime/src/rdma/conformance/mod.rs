@@ -123,6 +123,9 @@ cases! {
     AccessViolations => access_violations,
     /// A tag invalidated locally, or remotely by Send with Invalidate, can no longer be used.
     InvalidatedTag => invalidated_tag,
+    /// A registration rekeyed after its tag was invalidated is reachable again under the new
+    /// tag only, with the rights the rekey granted; a rekey to no remote rights revokes it.
+    Rekey => rekey,
     /// Closing with work outstanding flushes it, on both sides.
     DisconnectFlushes => disconnect_flushes,
     /// Hundreds of outstanding Sends, Writes and Reads (more Reads than the ORD) all complete,
@@ -223,6 +226,7 @@ macro_rules! rdma_conformance_tests {
         $crate::rdma_conformance_tests!(@case $make, rdma_read, RdmaRead);
         $crate::rdma_conformance_tests!(@case $make, access_violations, AccessViolations);
         $crate::rdma_conformance_tests!(@case $make, invalidated_tag, InvalidatedTag);
+        $crate::rdma_conformance_tests!(@case $make, rekey, Rekey);
         $crate::rdma_conformance_tests!(@case $make, disconnect_flushes, DisconnectFlushes);
         $crate::rdma_conformance_tests!(@case $make, many_outstanding, ManyOutstanding);
     };

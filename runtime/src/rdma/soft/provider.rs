@@ -417,6 +417,10 @@ impl Connection for SoftConnection {
         self.tags.register(buf, access)
     }
 
+    fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        self.tags.rekey(mr, remote)
+    }
+
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
         self.shared.core().post_recv(wr)
     }

@@ -1,6 +1,7 @@
 //! The steering-tag table of a connection: STag -> registration, with invalidation.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::rdma::{Access, MemoryRegion, RegionKeys, Result, WeakRegion};
@@ -9,12 +10,14 @@ use crate::rdma::{Access, MemoryRegion, RegionKeys, Result, WeakRegion};
 /// last clone of the region) removes the tag.
 pub(crate) struct SoftRegistration {
     table: Arc<TagTable>,
-    stag: u32,
+    /// The region's current tag (rekeying replaces it).
+    stag: AtomicU32,
 }
 
 impl Drop for SoftRegistration {
     fn drop(&mut self) {
-        self.table.lock().map.remove(&self.stag);
+        let stag = self.stag.load(Ordering::Acquire);
+        self.table.lock().map.remove(&stag);
     }
 }
 
@@ -43,6 +46,21 @@ struct Inner {
     next_index: u32,
 }
 
+impl Inner {
+    /// A tag not in use: an index in the upper 24 bits, a key byte below; never 0.
+    fn fresh_stag(&mut self) -> u32 {
+        loop {
+            self.next_index = self.next_index.wrapping_add(1) & 0x00ff_ffff;
+            let index = self.next_index;
+            let key = (index.wrapping_mul(0x9e) as u8) | 1;
+            let stag = (index << 8) | key as u32;
+            if index != 0 && !self.map.contains_key(&stag) {
+                return stag;
+            }
+        }
+    }
+}
+
 impl TagTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -51,18 +69,7 @@ impl TagTable {
     /// Registers `buf`: a new STag (index in the upper 24 bits, a key byte below; never 0)
     /// with a tagged-offset base derived from it so that offsets are not addresses.
     pub fn register(self: &Arc<TagTable>, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
-        let stag = {
-            let mut inner = self.lock();
-            loop {
-                inner.next_index = inner.next_index.wrapping_add(1) & 0x00ff_ffff;
-                let index = inner.next_index;
-                let key = (index.wrapping_mul(0x9e) as u8) | 1;
-                let stag = (index << 8) | key as u32;
-                if index != 0 && !inner.map.contains_key(&stag) {
-                    break stag;
-                }
-            }
-        };
+        let stag = self.lock().fresh_stag();
         let table = self.clone();
         let mr = MemoryRegion::register_with(buf, access, |_, _| {
             Ok((
@@ -71,7 +78,10 @@ impl TagTable {
                     rkey: stag,
                     addr: (stag as u64) << 20,
                 },
-                SoftRegistration { table, stag },
+                SoftRegistration {
+                    table,
+                    stag: AtomicU32::new(stag),
+                },
             ))
         })?;
         self.lock().map.insert(
@@ -82,6 +92,34 @@ impl TagTable {
             },
         );
         Ok(mr)
+    }
+
+    /// Gives `mr` (registered through this table) a new tag granting the remote rights of
+    /// `remote`; its old tag stops resolving. The local key and the tagged-offset base stay.
+    pub fn rekey(self: &Arc<TagTable>, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        let Some(reg) = mr.handle::<SoftRegistration>() else {
+            return Err(crate::rdma::Error::InvalidWorkRequest(
+                "the region was not registered by the soft provider".into(),
+            ));
+        };
+        if !Arc::ptr_eq(&reg.table, self) {
+            return Err(crate::rdma::Error::InvalidWorkRequest(
+                "the region was registered on another connection".into(),
+            ));
+        }
+        let mut inner = self.lock();
+        let stag = inner.fresh_stag();
+        let old = reg.stag.swap(stag, Ordering::AcqRel);
+        inner.map.remove(&old);
+        inner.map.insert(
+            stag,
+            Entry {
+                region: mr.downgrade(),
+                valid: true,
+            },
+        );
+        mr.set_remote_key(stag, remote);
+        Ok(())
     }
 
     /// The live, valid region behind `stag`.
