@@ -15,6 +15,8 @@ extern crate self as rpcrdma;
 pub mod rdma;
 #[cfg(feature = "rpc")]
 pub mod rpc;
+#[cfg(feature = "transport")]
+pub mod transport;
 pub mod xdr;
 
 /// `#[derive(Xdr)]` (Encode + Decode) and `#[derive(DdpEligible)]`; see the `xdr-derive` crate.

@@ -388,12 +388,17 @@ fn args_failed(xid: u32, error: xdr::Error) -> Dispatch {
 }
 
 /// Encodes the reply to call `xid` into `enc`: the header, then the results. Results that
-/// cannot be encoded (a value over a declared maximum) become a SYSTEM_ERR reply.
+/// cannot be encoded (a value over a declared maximum) become a SYSTEM_ERR reply. Results
+/// that do not fit the requester's chunks (RPC-over-RDMA) are an error: the transport answers
+/// ERR_CHUNK (seed 004 section 5.5).
 pub fn encode_reply(enc: &mut Encoder, xid: u32, result: &HandlerResult) -> xdr::Result<()> {
     match result {
         Ok(value) => {
             encode_reply_header(enc, xid, Ok(()))?;
             if let Err(error) = value.encode(enc) {
+                if error.kind().is_chunk_error() {
+                    return Err(error);
+                }
                 tracing::warn!(xid, %error, "the handler's results do not encode: SYSTEM_ERR");
                 enc.clear();
                 encode_reply_header(enc, xid, Err(ReplyError::SystemErr))?;

@@ -1,0 +1,631 @@
+//! The requester: this side's calls, from marshaling to the fenced reply.
+//!
+//! Per call (seed 004 sections 4.3, 4.4, 5.3; seed 002 sections 3.2, 4.1, 4.3):
+//! * DDP-eligible arguments the encoder moved become Read chunks at their Positions;
+//! * each DDP-eligible result gets a Write chunk with room for XDR round-up;
+//! * a Reply chunk is provided when the reply may not fit this side's receive buffer;
+//! * the whole Send (transport header included) fits the peer's receive buffer, or the call
+//!   goes as RDMA_NOMSG with a Position-Zero Read chunk of as many segments as it needs;
+//! * no more calls are in flight than the peer granted credits (one until the first reply);
+//! * every handle is invalidated before the reply reaches the application, except the one the
+//!   peer invalidated with Send With Invalidate.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::super::header::{self, Body, Chunks, Header, ReadChunk, Segment};
+use super::{
+    Buf, CallId, CoreConfig, Event, Memory, OutgoingCall, Outbox, Owner, Slice, Stats,
+    WriteTarget,
+};
+use crate::rdma::Access;
+use crate::rpc::{Reply, TransportError};
+use crate::xdr::{padding, ChunkTarget, Encoder, ReceivedChunks};
+
+/// Room left for the transport header when the encoder decides what stays inline: the fixed
+/// words, the three list ends, and a Read, a Write and a Reply chunk of one segment each. A
+/// message that still does not fit goes as a long call.
+pub(super) const CALL_HEADER_ALLOWANCE: usize = header::FIXED_LEN + 12 + 24 + 24 + 24;
+
+enum Phase {
+    /// Waiting for a credit; the Send is ready.
+    Queued(Vec<Bytes>),
+    /// Sent; waiting for the reply.
+    Sent,
+    /// Replied; waiting for `pending` invalidations before delivering the result.
+    Fencing {
+        result: Result<Reply, TransportError>,
+        pending: usize,
+    },
+    /// Given up (cancelled or timed out) after it was sent: waiting for the reply, which frees
+    /// the credit, and for the invalidations.
+    Abandoned { awaiting_reply: bool, pending: usize },
+}
+
+struct OutCall<B> {
+    xid: u32,
+    /// Every slice the peer got a handle to.
+    exposed: Vec<Slice<B>>,
+    write_sinks: Vec<Vec<Slice<B>>>,
+    reply_sink: Option<Vec<Slice<B>>>,
+    deadline: Option<(Instant, std::time::Duration)>,
+    phase: Phase,
+}
+
+pub(super) struct Requester<B> {
+    backward: bool,
+    requested: u32,
+    /// The credits the peer granted (seed 004 section 4.3.1: one until the first reply).
+    granted: u32,
+    in_flight: u32,
+    next_xid: u32,
+    next_id: CallId,
+    calls: HashMap<CallId, OutCall<B>>,
+    by_xid: HashMap<u32, CallId>,
+    queue: VecDeque<CallId>,
+}
+
+fn memory_error(e: super::MemoryError) -> TransportError {
+    TransportError::Other(Box::new(e))
+}
+
+impl<B: Buf> Requester<B> {
+    pub(super) fn new(backward: bool, requested: u32, first_xid: u32) -> Requester<B> {
+        Requester {
+            backward,
+            requested,
+            granted: 1,
+            in_flight: 0,
+            next_xid: first_xid,
+            next_id: 0,
+            calls: HashMap::new(),
+            by_xid: HashMap::new(),
+            queue: VecDeque::new(),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub(super) fn next_xid(&mut self) -> u32 {
+        loop {
+            self.next_xid = self.next_xid.wrapping_add(1);
+            if !self.by_xid.contains_key(&self.next_xid) {
+                return self.next_xid;
+            }
+        }
+    }
+
+    /// The calls the peer lets this side have in flight: "the lower of the requested and
+    /// granted credit values" (seed 004 section 4.3).
+    fn limit(&self) -> u32 {
+        self.granted.min(self.requested).max(1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start<M: Memory<Buf = B>>(
+        &mut self,
+        call: OutgoingCall<B>,
+        now: Instant,
+        mem: &mut M,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> Result<CallId, TransportError> {
+        if self.by_xid.contains_key(&call.xid) {
+            return Err(TransportError::Protocol(format!(
+                "xid {:#x} is already in flight",
+                call.xid
+            )));
+        }
+        if self.backward
+            && (!call.moved.is_empty() || !call.write_chunks.is_empty() || call.reply_chunk.is_some())
+        {
+            // Seed 004 section 8.4: "RPC-over-RDMA Version One operation in the backward
+            // direction does not allow chunking".
+            return Err(TransportError::Protocol(
+                "backward-direction calls cannot use chunks".into(),
+            ));
+        }
+        let mut exposed = Vec::new();
+        let mut reads = Vec::new();
+        for item in &call.moved {
+            let ChunkTarget::Read { position } = item.target else {
+                return Err(TransportError::Protocol(
+                    "a call's moved item is not a Read chunk".into(),
+                ));
+            };
+            if item.data.is_empty() {
+                continue;
+            }
+            let slices = mem
+                .source(std::slice::from_ref(&item.data), Access::REMOTE_READ)
+                .map_err(memory_error)?;
+            reads.push(ReadChunk {
+                position,
+                segments: slices.iter().map(Slice::segment).collect(),
+            });
+            exposed.extend(slices);
+        }
+        let mut writes = Vec::new();
+        let mut write_sinks = Vec::new();
+        for target in call.write_chunks {
+            let slices = match target {
+                // Seed 004 section 4.4.5.2: the requester "SHOULD provide enough segments to
+                // accommodate any needed XDR padding" (seed 002 section 3.6: the extra room
+                // must remain).
+                WriteTarget::Size(n) => mem
+                    .alloc((n + padding(n)).max(4), Access::REMOTE_WRITE)
+                    .map_err(memory_error)?,
+                WriteTarget::Buffer(slices) => {
+                    mem.expose(&slices, Access::REMOTE_WRITE)
+                        .map_err(memory_error)?;
+                    slices
+                }
+            };
+            writes.push(slices.iter().map(Slice::segment).collect::<Vec<_>>());
+            exposed.extend(slices.iter().cloned());
+            write_sinks.push(slices);
+        }
+        let reply_sink = match call.reply_chunk {
+            Some(n) => {
+                let slices = mem
+                    .alloc((n + padding(n)).max(4), Access::REMOTE_WRITE)
+                    .map_err(memory_error)?;
+                exposed.extend(slices.iter().cloned());
+                Some(slices)
+            }
+            None => None,
+        };
+        let reply = reply_sink
+            .as_ref()
+            .map(|s| s.iter().map(Slice::segment).collect::<Vec<_>>());
+        let mut header = Header {
+            xid: call.xid,
+            credit: self.requested,
+            body: Body::Msg(Chunks {
+                reads,
+                writes,
+                reply,
+            }),
+        };
+        let inline_len = call.message.len();
+        let mut send = Vec::with_capacity(1 + call.message.parts().len());
+        let had_reads = !call.moved.is_empty();
+        // Seed 004 section 5.1.4 and seed 002 section 4.1: the header and the RPC message
+        // together must fit the peer's receive buffer.
+        if header::encoded_len(&header) + inline_len <= config.peer_recv_size {
+            send.push(encode_header(&header)?);
+            send.extend(call.message.into_parts());
+            if had_reads {
+                stats.calls_read_chunks += 1;
+            } else {
+                stats.calls_inline += 1;
+            }
+        } else {
+            if self.backward {
+                return Err(TransportError::TooLarge {
+                    len: inline_len as u64,
+                    max: config.peer_recv_size as u64,
+                });
+            }
+            // A long call (seed 004 section 5.3.3): the whole message in a Position-Zero Read
+            // chunk, with as many segments as it needs (seed 002 section 3.2); the Read
+            // chunks of DDP-eligible items stay, at their Positions (seed 002 section 3.3).
+            let slices = mem
+                .source(call.message.parts(), Access::REMOTE_READ)
+                .map_err(memory_error)?;
+            let Body::Msg(chunks) = header.body else {
+                unreachable!("built as RDMA_MSG above")
+            };
+            let mut chunks = chunks;
+            chunks.reads.insert(
+                0,
+                ReadChunk {
+                    position: 0,
+                    segments: slices.iter().map(Slice::segment).collect(),
+                },
+            );
+            exposed.extend(slices);
+            header.body = Body::NoMsg(chunks);
+            let len = header::encoded_len(&header);
+            if len > config.peer_recv_size {
+                return Err(TransportError::TooLarge {
+                    len: len as u64,
+                    max: config.peer_recv_size as u64,
+                });
+            }
+            send.push(encode_header(&header)?);
+            stats.calls_long += 1;
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        self.by_xid.insert(call.xid, id);
+        self.calls.insert(
+            id,
+            OutCall {
+                xid: call.xid,
+                exposed,
+                write_sinks,
+                reply_sink,
+                deadline: call.timeout.map(|t| (now + t, t)),
+                phase: Phase::Queued(send),
+            },
+        );
+        self.queue.push_back(id);
+        self.pump(out);
+        Ok(id)
+    }
+
+    /// Sends queued calls while credits allow.
+    fn pump(&mut self, out: &mut Outbox<B>) {
+        while self.in_flight < self.limit() {
+            let Some(id) = self.queue.pop_front() else {
+                return;
+            };
+            let Some(call) = self.calls.get_mut(&id) else {
+                continue;
+            };
+            if let Phase::Queued(message) = std::mem::replace(&mut call.phase, Phase::Sent) {
+                self.in_flight += 1;
+                out.send(Owner::Nobody, message, None);
+            }
+        }
+    }
+
+    /// A reply's credit value becomes the grant; "a grant of 0 treated as 1" (the issue's
+    /// rule, from seed 004 section 4.3: "The granted value MUST NOT be zero").
+    fn granted(&mut self, credit: u32) {
+        self.granted = credit.max(1);
+    }
+
+    /// Takes an RDMA_MSG or RDMA_NOMSG reply; false when no call waits for its XID.
+    pub(super) fn reply(
+        &mut self,
+        header: Header,
+        inline: Bytes,
+        invalidated: Option<u32>,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> bool {
+        let _ = config;
+        let Some(id) = self.take_reply(&header) else {
+            return false;
+        };
+        let result = match self.calls.get(&id) {
+            Some(call) => build_reply(call, header.body, inline),
+            None => return true,
+        };
+        self.fence(id, result, invalidated, out, stats);
+        self.pump(out);
+        true
+    }
+
+    /// Takes an RDMA_ERROR reply; false when no call waits for its XID.
+    pub(super) fn error_reply(
+        &mut self,
+        header: &Header,
+        invalidated: Option<u32>,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> bool {
+        let _ = config;
+        let Some(id) = self.take_reply(header) else {
+            return false;
+        };
+        let error = match header.body {
+            Body::ErrVers { low, high } => TransportError::RdmaVersion { low, high },
+            _ => TransportError::RdmaChunk,
+        };
+        self.fence(id, Err(error), invalidated, out, stats);
+        self.pump(out);
+        true
+    }
+
+    /// Finds the call a reply answers and does the credit accounting; `None` for an unknown
+    /// XID or a duplicate reply.
+    fn take_reply(&mut self, header: &Header) -> Option<CallId> {
+        let &id = self.by_xid.get(&header.xid)?;
+        let call = self.calls.get_mut(&id)?;
+        match &mut call.phase {
+            Phase::Sent => {}
+            Phase::Abandoned {
+                awaiting_reply: waiting @ true,
+                pending,
+            } => {
+                *waiting = false;
+                let done = *pending == 0;
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.granted(header.credit);
+                if done {
+                    self.remove(id);
+                }
+                return None;
+            }
+            _ => return None,
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.granted(header.credit);
+        Some(id)
+    }
+
+    /// Invalidates the call's handles (all but the one the peer invalidated) and delivers
+    /// `result` once that is done (seed 004 section 5.4.1: segments "properly fenced from the
+    /// responder before allowing Upper Layer access").
+    fn fence(
+        &mut self,
+        id: CallId,
+        result: Result<Reply, TransportError>,
+        invalidated: Option<u32>,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        let pending = self.invalidate(id, invalidated, out, stats);
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if pending == 0 {
+            self.remove(id);
+            out.events.push_back(Event::Reply { call: id, result });
+        } else {
+            call.phase = Phase::Fencing { result, pending };
+        }
+    }
+
+    /// Emits the invalidations of a call's handles; returns how many.
+    fn invalidate(
+        &mut self,
+        id: CallId,
+        skip: Option<u32>,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> usize {
+        let Some(call) = self.calls.get(&id) else {
+            return 0;
+        };
+        let mut seen = HashSet::new();
+        let mut n = 0;
+        for slice in &call.exposed {
+            let handle = slice.buf.handle();
+            if !seen.insert(handle) {
+                continue;
+            }
+            if Some(handle) == skip {
+                slice.buf.mark_invalidated();
+                continue;
+            }
+            out.invalidate(Owner::Requester(id), slice.buf.clone());
+            stats.local_invalidations += 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// An invalidation of call `id` completed (successfully or not: a failed invalidation
+    /// means the connection is down, which fences the memory too).
+    pub(super) fn completed(&mut self, id: CallId, _ok: bool, out: &mut Outbox<B>) {
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        match &mut call.phase {
+            Phase::Fencing { pending, .. } => {
+                *pending = pending.saturating_sub(1);
+                if *pending == 0 {
+                    if let Some(call) = self.remove(id) {
+                        if let Phase::Fencing { result, .. } = call.phase {
+                            out.events.push_back(Event::Reply { call: id, result });
+                        }
+                    }
+                }
+            }
+            Phase::Abandoned {
+                awaiting_reply,
+                pending,
+            } => {
+                *pending = pending.saturating_sub(1);
+                if *pending == 0 && !*awaiting_reply {
+                    self.remove(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn remove(&mut self, id: CallId) -> Option<OutCall<B>> {
+        let call = self.calls.remove(&id)?;
+        if self.by_xid.get(&call.xid) == Some(&id) {
+            self.by_xid.remove(&call.xid);
+        }
+        Some(call)
+    }
+
+    /// Gives up on call `id`: a queued call is forgotten; a sent one has its handles
+    /// invalidated at once and keeps its credit until the reply comes.
+    pub(super) fn cancel(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
+        let Some(call) = self.calls.get(&id) else {
+            return;
+        };
+        match &call.phase {
+            Phase::Queued(_) => {
+                self.remove(id);
+                self.queue.retain(|&q| q != id);
+            }
+            Phase::Sent => {
+                let pending = self.invalidate(id, None, out, stats);
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.phase = Phase::Abandoned {
+                        awaiting_reply: true,
+                        pending,
+                    };
+                }
+            }
+            Phase::Fencing { pending, .. } => {
+                let pending = *pending;
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.phase = Phase::Abandoned {
+                        awaiting_reply: false,
+                        pending,
+                    };
+                }
+            }
+            Phase::Abandoned { .. } => {}
+        }
+    }
+
+    /// Fails call `xid` (an unparsable reply); false when no call waits for it.
+    pub(super) fn fail_xid(
+        &mut self,
+        xid: u32,
+        error: TransportError,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> bool {
+        let Some(&id) = self.by_xid.get(&xid) else {
+            return false;
+        };
+        if !matches!(self.calls.get(&id).map(|c| &c.phase), Some(Phase::Sent)) {
+            return false;
+        }
+        // The responder answered, so the credit is free again; its grant is unknown.
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.fence(id, Err(error), None, out, stats);
+        self.pump(out);
+        true
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.calls
+            .values()
+            .filter(|c| matches!(c.phase, Phase::Queued(_) | Phase::Sent))
+            .filter_map(|c| c.deadline.map(|(d, _)| d))
+            .min()
+    }
+
+    /// Fails every call whose deadline passed with `TimedOut`, and cancels it.
+    pub(super) fn expire(&mut self, now: Instant, out: &mut Outbox<B>, stats: &mut Stats) {
+        let expired: Vec<(CallId, std::time::Duration)> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Queued(_) | Phase::Sent))
+            .filter_map(|(id, c)| c.deadline.filter(|(d, _)| *d <= now).map(|(_, t)| (*id, t)))
+            .collect();
+        for (id, timeout) in expired {
+            self.cancel(id, out, stats);
+            out.events.push_back(Event::Reply {
+                call: id,
+                result: Err(TransportError::TimedOut(timeout)),
+            });
+        }
+        self.pump(out);
+    }
+
+    /// The connection is gone: every call still awaited fails with `Closed`.
+    pub(super) fn fail_all(&mut self, out: &mut Outbox<B>) {
+        for (id, call) in self.calls.drain() {
+            if !matches!(call.phase, Phase::Abandoned { .. }) {
+                out.events.push_back(Event::Reply {
+                    call: id,
+                    result: Err(TransportError::Closed),
+                });
+            }
+        }
+        self.by_xid.clear();
+        self.queue.clear();
+        self.in_flight = 0;
+        // Seed 004 section 4.3.1: a new connection starts again at one credit.
+        self.granted = 1;
+    }
+}
+
+fn encode_header(header: &Header) -> Result<Bytes, TransportError> {
+    let mut enc = Encoder::with_capacity(header::encoded_len(header));
+    header::encode(header, &mut enc).map_err(|e| TransportError::Protocol(e.to_string()))?;
+    Ok(enc.finish().into_bytes())
+}
+
+fn protocol(what: String) -> TransportError {
+    TransportError::Protocol(what)
+}
+
+/// The reply message and its Write chunk data, from the header and this call's sinks.
+fn build_reply<B: Buf>(call: &OutCall<B>, body: Body, inline: Bytes) -> Result<Reply, TransportError> {
+    let (chunks, message) = match body {
+        Body::Msg(chunks) => (chunks, inline),
+        Body::NoMsg(chunks) => {
+            // Seed 004 section 5.3.4: the reply is in the Reply chunk.
+            let (Some(sinks), Some(returned)) = (&call.reply_sink, &chunks.reply) else {
+                return Err(protocol("an RDMA_NOMSG reply without a Reply chunk".into()));
+            };
+            let message = written(sinks, returned).map_err(protocol)?;
+            (chunks, message)
+        }
+        _ => return Err(protocol("not a reply".into())),
+    };
+    if chunks.writes.len() > call.write_sinks.len() {
+        return Err(protocol(format!(
+            "a reply with {} Write chunks for {} provided",
+            chunks.writes.len(),
+            call.write_sinks.len()
+        )));
+    }
+    let received = if call.write_sinks.is_empty() {
+        None
+    } else {
+        // Seed 004 section 4.4.5: the data of each Write chunk is "the contents of each
+        // segment, in array order", each as long as the reply's segment length says; a chunk
+        // the reply leaves out or returns with zero lengths is unused (section 4.4.5.1).
+        let mut data = Vec::with_capacity(call.write_sinks.len());
+        for (i, sinks) in call.write_sinks.iter().enumerate() {
+            match chunks.writes.get(i) {
+                Some(returned) => data.push(written(sinks, returned).map_err(protocol)?),
+                None => data.push(Bytes::new()),
+            }
+        }
+        Some(ReceivedChunks::for_reply(data))
+    };
+    Ok(Reply {
+        message,
+        chunks: received,
+    })
+}
+
+/// The bytes the responder wrote into `sinks`, by the segment lengths of its reply: one
+/// returned segment per provided one (at most as many, each at most as long). Only the
+/// lengths are taken from the peer: handles and offsets are this side's own.
+fn written<B: Buf>(sinks: &[Slice<B>], returned: &[Segment]) -> Result<Bytes, String> {
+    if returned.len() > sinks.len() {
+        return Err(format!(
+            "a chunk returned with {} segments for {} provided",
+            returned.len(),
+            sinks.len()
+        ));
+    }
+    let mut parts: Vec<Bytes> = Vec::new();
+    for (sink, seg) in sinks.iter().zip(returned) {
+        if seg.rdma_length as usize > sink.len {
+            return Err(format!(
+                "a segment returned with {} bytes where {} were provided",
+                seg.rdma_length, sink.len
+            ));
+        }
+        if seg.rdma_length > 0 {
+            parts.push(sink.freeze(seg.rdma_length as usize));
+        }
+    }
+    Ok(match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut all = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+            for p in &parts {
+                all.extend_from_slice(p);
+            }
+            Bytes::from(all)
+        }
+    })
+}
