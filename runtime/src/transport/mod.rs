@@ -10,4 +10,5 @@
 
 pub mod core;
 pub mod header;
+pub mod pool;
 pub mod private_data;

@@ -1,0 +1,136 @@
+//! The pool over the software provider: reuse, revocation, zero-copy lookup.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::rdma::soft::SoftProvider;
+use crate::rdma::{ConnectParams, Listener, Provider};
+
+async fn connection() -> (
+    Arc<crate::rdma::soft::SoftConnection>,
+    crate::rdma::soft::SoftConnection,
+) {
+    let provider = SoftProvider::default();
+    let listener = provider
+        .listen("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (a, b) = tokio::join!(
+        provider.connect(addr, ConnectParams::new()),
+        listener.accept(ConnectParams::new())
+    );
+    (Arc::new(a.unwrap()), b.unwrap())
+}
+
+#[tokio::test]
+async fn buffers_are_reused_not_registered_again() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default());
+    for _ in 0..100 {
+        let mut mem = &pool;
+        let slices = mem.alloc(10_000, Access::REMOTE_WRITE).unwrap();
+        assert_eq!(slices.len(), 1);
+        assert!(slices[0]
+            .buf
+            .region()
+            .access()
+            .contains(Access::REMOTE_WRITE));
+        slices[0].buf.mark_invalidated();
+    }
+    let s = pool.stats();
+    assert_eq!(s.registrations, 1, "{s:?}");
+    assert_eq!(s.live, 1);
+    assert_eq!(s.checkouts, 100);
+}
+
+#[tokio::test]
+async fn a_returned_buffer_with_a_live_tag_is_revoked() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default());
+    let mut mem = &pool;
+    let slices = mem.alloc(100, Access::REMOTE_READ).unwrap();
+    let region = slices[0].buf.region().clone();
+    assert!(region.access().is_remote());
+    drop(slices);
+    assert!(!region.access().is_remote(), "revoked on return");
+}
+
+#[tokio::test]
+async fn large_requests_take_several_buffers() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(
+        conn,
+        PoolConfig {
+            max_buffer: 64 << 10,
+            ..Default::default()
+        },
+    );
+    let mut mem = &pool;
+    let slices = mem.alloc(200 << 10, Access::NONE).unwrap();
+    assert_eq!(
+        slices.iter().map(|s| s.len).collect::<Vec<_>>(),
+        vec![65536, 65536, 65536, 8192]
+    );
+}
+
+#[tokio::test]
+async fn data_in_a_lent_buffer_moves_without_a_copy() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default());
+    let mut lease = pool.lease(5000).unwrap();
+    lease.as_mut_slice().fill(0x42);
+    let frozen = Box::new(lease).freeze(4000);
+    let part = frozen.slice(100..3000);
+    let mut mem = &pool;
+    let slices = mem
+        .source(std::slice::from_ref(&part), Access::NONE)
+        .unwrap();
+    assert_eq!(slices.len(), 1);
+    assert_eq!((slices[0].offset, slices[0].len), (100, 2900));
+    let s = pool.stats();
+    assert_eq!((s.copied_bytes, s.zero_copy_bytes), (0, 2900));
+    // Ordinary memory is copied once.
+    let plain = Bytes::from(vec![7u8; 3000]);
+    let slices = mem
+        .source(std::slice::from_ref(&plain), Access::NONE)
+        .unwrap();
+    assert_eq!(slices[0].freeze(3000), plain);
+    assert_eq!(pool.stats().copied_bytes, 3000);
+    // Gathered parts too, in order.
+    let parts = [Bytes::from_static(b"abc"), Bytes::from_static(b"defgh")];
+    let slices = mem.source(&parts, Access::NONE).unwrap();
+    assert_eq!(&slices[0].freeze(8)[..], b"abcdefgh");
+}
+
+#[tokio::test]
+async fn a_buffer_advertised_for_one_message_is_copied_for_another() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default());
+    let lease = pool.lease(100).unwrap();
+    let data = Box::new(lease).freeze(100);
+    let mut mem = &pool;
+    let first = mem
+        .source(std::slice::from_ref(&data), Access::REMOTE_READ)
+        .unwrap();
+    let second = mem
+        .source(std::slice::from_ref(&data), Access::REMOTE_READ)
+        .unwrap();
+    assert!(!Arc::ptr_eq(&first[0].buf.0, &second[0].buf.0));
+    assert_ne!(first[0].buf.handle(), second[0].buf.handle());
+    assert_eq!(pool.stats().copied_bytes, 100);
+}
+
+#[tokio::test]
+async fn a_lease_comes_back_out_of_a_registered_buffer() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default());
+    let source = pool.buffer_source();
+    let buffer = source.buffer(1000);
+    assert!(buffer.is_registered());
+    let lease = pool.take_lease(buffer).expect("our own lease");
+    assert_eq!(lease.len, 1000);
+    assert!(pool.take_lease(RegisteredBuffer::heap(10)).is_none());
+}
