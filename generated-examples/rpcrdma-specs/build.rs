@@ -1,5 +1,7 @@
 //! Generates one Rust module per spec of `specs/` with xdrgen, strict mode: the corrected
-//! specs must compile without any leniency (`specs/ERRATA.md`).
+//! specs must compile without any leniency (`specs/ERRATA.md`). Codecs only: this crate does
+//! not enable the runtime's `rpc` feature, so the one program here (the 2004 draft's
+//! CONFIG_RDMA_PROG) gets its procedure structs but no client or server (`services(false)`).
 
 use std::error::Error;
 
@@ -21,6 +23,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         xdrgen::Config::new()
             .lenient(false)
+            .services(false)
             .output_file(output)
             .compile(inputs)?;
     }

@@ -30,6 +30,19 @@
 //! | `struct L { ..; L *next; }` | `struct L` without `next`; `L *x` is `Vec<L>`, `L x` a non-empty `Vec<L>` |
 //! | `typedef` | `type` alias, or a newtype when the declaration carries a size or list form |
 //! | `program P { version V { R PROC(A) = n; } = v; } = p;` | `mod p { mod v { struct Proc; impl Procedure for Proc } }` |
+//! | the same, with [`Config::services`] (default) | also in `mod v`: a client `VClient` (`async fn proc(&self, args: A) -> Result<R, rpc::Error>`), a server trait `VServer` (`fn proc(&self, ctx: CallContext, args: A) -> impl Future<Output = Result<R, ReplyError>> + Send`), `register(&mut ServerBuilder, impl VServer)` and `register_arc` |
+//!
+//! # Services
+//!
+//! Every program version's module holds, besides its procedure structs, a typed async client
+//! (`NfsV3Client::nfsproc3_read(&self, args)`), a server trait with one method per procedure
+//! that implementations write as `async fn` (`NfsV3Server`), and `register` / `register_arc`,
+//! which host an implementation on an `rpcrdma::rpc::ServerBuilder` through a generated
+//! `rpc::Service` (unknown procedures: PROC_UNAVAIL; arguments that do not decode:
+//! GARBAGE_ARGS). They need the runtime's `rpc` feature; [`Config::services`]`(false)` (CLI
+//! `--no-services`) leaves them out. Each `Procedure` impl whose result can carry DDP-eligible
+//! items says how many (`RESULT_DDP_ITEMS`: one element of a variable-length array or list
+//! counted). The crate's README has the naming rules and an example.
 #![warn(missing_docs)]
 
 pub mod ast;
@@ -103,6 +116,7 @@ pub struct Compilation {
     /// Paths read from disk (inputs and includes), for `cargo:rerun-if-changed`.
     pub paths: Vec<PathBuf>,
     runtime: String,
+    services: bool,
 }
 
 impl Compilation {
@@ -134,6 +148,7 @@ impl Compilation {
                     .iter()
                     .map(|i| diag::short_name(i).to_string())
                     .collect(),
+                services: self.services,
             },
         ))
     }
@@ -148,6 +163,7 @@ pub struct Config {
     output_file: Option<String>,
     ddp_marks: Vec<String>,
     binding_files: Vec<PathBuf>,
+    services: bool,
 }
 
 impl Default for Config {
@@ -159,6 +175,7 @@ impl Default for Config {
             output_file: None,
             ddp_marks: Vec::new(),
             binding_files: Vec::new(),
+            services: true,
         }
     }
 }
@@ -232,6 +249,30 @@ impl Config {
     /// ```
     pub fn runtime_crate(&mut self, name: impl Into<String>) -> &mut Self {
         self.runtime_crate = name.into();
+        self
+    }
+
+    /// Whether every `version` of a `program` also gets a typed async client
+    /// (`NfsV3Client`), a server trait with one async method per procedure (`NfsV3Server`)
+    /// and `register` / `register_arc` functions that host an implementation on a
+    /// `ServerBuilder` (default: on). That code uses the runtime's `rpc` module (the
+    /// `rpcrdma` feature `rpc`); turn it off for codecs alone. The procedure structs
+    /// (`impl Procedure`) are generated either way.
+    ///
+    /// ```
+    /// let x = "program P { version V { int GET(void) = 1; } = 1; } = 0x20000001;";
+    /// let with = xdrgen::Config::new().check_sources(&[("p.x", x)]).generate().unwrap();
+    /// assert!(with.contains("pub trait VServer"));
+    /// let without = xdrgen::Config::new()
+    ///     .services(false)
+    ///     .check_sources(&[("p.x", x)])
+    ///     .generate()
+    ///     .unwrap();
+    /// assert!(!without.contains("VServer"));
+    /// assert!(without.contains("impl ::rpcrdma::xdr::Procedure for Get"));
+    /// ```
+    pub fn services(&mut self, services: bool) -> &mut Self {
+        self.services = services;
         self
     }
 
@@ -366,6 +407,7 @@ impl Config {
             inputs,
             paths: loader.paths,
             runtime: self.runtime_crate.clone(),
+            services: self.services,
         }
     }
 }

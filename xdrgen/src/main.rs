@@ -1,8 +1,8 @@
 //! The `xdrgen` command line.
 //!
 //! ```text
-//! xdrgen FILE.x... [-o OUT] [--lenient]   generate Rust (one namespace, one output)
-//! xdrgen check FILE.x... [--lenient]      only report diagnostics
+//! xdrgen FILE.x... [-o OUT] [--lenient] [--no-services]  generate Rust (one namespace, one output)
+//! xdrgen check FILE.x... [--lenient]                      only report diagnostics
 //! xdrgen extract DRAFT.txt [-o DIR] [--section N.N]... [--no-split]
 //! ```
 //! Exit codes: 0 success, 1 the input has errors, 2 usage or I/O error.
@@ -71,6 +71,10 @@ struct CommonArgs {
     /// Name of the runtime crate the generated code refers to.
     #[arg(long, default_value = "rpcrdma", value_name = "CRATE")]
     runtime_crate: String,
+    /// Codecs and procedure structs only: no typed client, server trait or `register` per
+    /// program version (those need the runtime's `rpc` feature).
+    #[arg(long)]
+    no_services: bool,
 }
 
 #[derive(Args, Debug)]
@@ -91,7 +95,8 @@ struct CheckArgs {
 fn config(c: &CommonArgs) -> xdrgen::Config {
     let mut cfg = xdrgen::Config::new();
     cfg.lenient(c.lenient)
-        .runtime_crate(c.runtime_crate.clone());
+        .runtime_crate(c.runtime_crate.clone())
+        .services(!c.no_services);
     for mark in &c.ddp {
         cfg.ddp(mark.clone());
     }

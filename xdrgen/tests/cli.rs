@@ -173,3 +173,40 @@ fn accepts_latin1_in_comments() {
     let comp = xdrgen::Config::new().check_files(&[&x]).unwrap();
     assert!(!comp.has_errors(), "{}", comp.render());
 }
+
+/// The command line and a build script (`Config::compile`) write the same file for a program,
+/// services included; `--no-services` is `Config::services(false)`.
+#[test]
+fn cli_and_build_script_generate_the_same_services() {
+    let calc = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/calc.x");
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, services) in [(None, true), (Some("--no-services"), false)] {
+        let from_cli = dir.path().join("from_cli.rs");
+        let mut cli = xdrgen();
+        cli.arg(&calc).arg("-o").arg(&from_cli).args(flag);
+        let out = cli.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        xdrgen::Config::new()
+            .services(services)
+            .out_dir(dir.path())
+            .output_file("from_build.rs")
+            .compile(&[&calc])
+            .unwrap();
+        let cli_code = std::fs::read_to_string(&from_cli).unwrap();
+        let build_code = std::fs::read_to_string(dir.path().join("from_build.rs")).unwrap();
+        assert_eq!(cli_code, build_code, "{flag:?}");
+        assert!(cli_code.contains("impl ::rpcrdma::xdr::Procedure for CalcprocMul"));
+        for item in [
+            "pub struct CalcV1Client",
+            "pub trait CalcV1Server",
+            "pub fn register<S: CalcV1Server>",
+        ] {
+            assert_eq!(cli_code.contains(item), services, "{item} with {flag:?}");
+        }
+    }
+}

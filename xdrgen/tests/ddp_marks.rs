@@ -170,3 +170,76 @@ fn maximum_sizes_count_what_stays_inline_when_items_move() {
     // holder: r (12) + h moved (4) + maybe (4 + 68) + nums<16> (4 + 64).
     assert!(block("Holder").contains("Some(156"), "{}", block("Holder"));
 }
+
+/// `RESULT_DDP_ITEMS` of each procedure of `program`, by procedure struct, from the generated
+/// code (absent when zero).
+fn result_ddp_items(spec: &str) -> Vec<(String, usize)> {
+    let comp = xdrgen::Config::new()
+        .services(false)
+        .check_sources(&[("r.x", spec)]);
+    let out = comp.generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut found = Vec::new();
+    for line in out.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("impl ::rpcrdma::xdr::Procedure for ") {
+            found.push((rest.trim_end_matches(" {").to_string(), 0));
+        } else if let Some(n) = line.strip_prefix("const RESULT_DDP_ITEMS: usize = ") {
+            let n = n.trim_end_matches(';').parse().unwrap();
+            found.last_mut().unwrap().1 = n;
+        }
+    }
+    found
+}
+
+#[test]
+fn result_ddp_items_count_marked_members_through_structs_unions_arrays_and_recursion() {
+    let spec = "\
+struct item { /* @ddp */ opaque data<>; unsigned n; };
+struct two { item a; item b; /* @ddp */ string s<>; };
+union either switch (int d) { case 0: two t; case 1: item i; default: void; };
+struct node { item v; node *next; };
+typedef node *nodes;
+struct rec { item v; rec *left; rec *right; };
+struct maybe { item *opt; };
+struct fixed { item x[3]; };
+struct many { item xs<8>; item ys<>; };
+program P {
+    version V {
+        void NONE(item) = 0;
+        int PLAIN(void) = 1;
+        item ONE(void) = 2;
+        two THREE(void) = 3;
+        either UNION_MAX(void) = 4;
+        nodes LIST(void) = 5;
+        rec TREE(void) = 6;
+        maybe OPTIONAL(void) = 7;
+        fixed FIXED(void) = 8;
+        many ARRAYS(void) = 9;
+    } = 1;
+} = 0x20000001;
+";
+    let counts = result_ddp_items(spec);
+    let counts: Vec<(&str, usize)> = counts.iter().map(|(p, n)| (p.as_str(), *n)).collect();
+    assert_eq!(
+        counts,
+        [
+            // Arguments do not count.
+            ("None", 0),
+            ("Plain", 0),
+            ("One", 1),
+            // A struct adds its members'.
+            ("Three", 3),
+            // A union takes its largest arm.
+            ("UnionMax", 3),
+            // A list counts one element.
+            ("List", 1),
+            // A recursive type counts itself once.
+            ("Tree", 1),
+            ("Optional", 1),
+            // A fixed-length array: N times its element.
+            ("Fixed", 3),
+            // A variable-length array: one element, bounded or not.
+            ("Arrays", 2),
+        ]
+    );
+}

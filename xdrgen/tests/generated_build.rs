@@ -1,7 +1,8 @@
 //! Generates Rust for every `/usr/include/rpcsvc/*.x` (Debian rpcsvc-proto) and for the
 //! drafts' XDR (lenient), writes it into a temporary crate that depends on the runtime, and
 //! runs `cargo test` there: every generated file must build without warnings, with docs on
-//! every public item, and the round trips in `tests/support/roundtrip.rs` must pass.
+//! every public item, services included (the runtime's `rpc` feature), and the round trips in
+//! `tests/support/roundtrip.rs` must pass.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -107,7 +108,8 @@ fn rpcsvc_and_drafts_generate_code_that_builds_and_round_trips() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let manifest = format!(
         "[package]\nname = \"xdrgen-generated\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [workspace]\n\n[dependencies]\nrpcrdma = {{ path = {:?}, default-features = false }}\n",
+         [workspace]\n\n[dependencies]\nrpcrdma = {{ path = {:?}, default-features = false, features = [\"rpc\"] }}\n\n\
+         [dev-dependencies]\ntokio = {{ version = \"1\", features = [\"rt\", \"macros\"] }}\n",
         workspace.join("runtime")
     );
     xdrgen::write_if_changed(&krate.join("Cargo.toml"), &manifest).unwrap();

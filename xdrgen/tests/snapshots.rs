@@ -199,6 +199,16 @@ fn torture_output() {
     insta::assert_snapshot!(comp.generate().unwrap());
 }
 
+/// The services of a small program: a client, a server trait and its registration, with
+/// procedures taking no, one and several arguments, a void result, and a result carrying a
+/// DDP-eligible item (`RESULT_DDP_ITEMS`).
+#[test]
+fn services_output() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/calc.x");
+    let comp = Config::new().check_files(&[&path]).unwrap();
+    insta::assert_snapshot!(comp.generate().unwrap());
+}
+
 /// Renders the diagnostics of checking `src` strictly as `t.x`.
 fn diag_of(src: &str) -> String {
     let comp = Config::new().check_sources(&[("t.x", src)]);

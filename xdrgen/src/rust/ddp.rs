@@ -127,3 +127,75 @@ impl Gen<'_> {
         })
     }
 }
+
+/// How many DDP-eligible items a value of a shape can carry, for `Procedure::RESULT_DDP_ITEMS`
+/// (over RPC-over-RDMA the requester provides that many Write chunks, seed 004 section 4.4.5):
+/// a marked field is one item whatever its shape (it moves as one chunk), a struct the sum of
+/// its fields, a union its largest arm, optional data its target, a fixed-length array `N`
+/// times its element. A variable-length array or a linked list counts one element: the count
+/// is unbounded, and a responder returns the items beyond the Write chunks provided inline or
+/// in the Reply chunk. A type met again through recursion counts nothing more.
+pub(super) struct DdpCounter<'a> {
+    model: &'a Model,
+    /// Types being counted (the recursion guard).
+    open: Vec<&'a str>,
+}
+
+impl<'a> DdpCounter<'a> {
+    pub(super) fn new(model: &'a Model) -> Self {
+        DdpCounter {
+            model,
+            open: Vec::new(),
+        }
+    }
+
+    /// The count for a shape.
+    pub(super) fn repr(&mut self, r: &'a Repr) -> usize {
+        match r {
+            Repr::Prim(_) | Repr::FixedOpaque(_) | Repr::VarOpaque(_) | Repr::Str(_) => 0,
+            Repr::Named(n) | Repr::List(n) | Repr::NonEmptyList(n) => self.named(n),
+            Repr::FixedArray(e, n) => self.repr(e).saturating_mul(n.value as usize),
+            Repr::VarArray(e, _) | Repr::Optional(e) | Repr::Boxed(e) => self.repr(e),
+        }
+    }
+
+    fn field(&mut self, f: &'a Field) -> usize {
+        if Gen::is_ddp(f) {
+            1
+        } else {
+            self.repr(&f.repr)
+        }
+    }
+
+    fn named(&mut self, name: &'a str) -> usize {
+        if self.open.contains(&name) {
+            return 0;
+        }
+        let Some(item) = self.model.get(name) else {
+            return 0;
+        };
+        self.open.push(name);
+        let n = match &item.kind {
+            ItemKind::Struct { fields, .. } => fields
+                .iter()
+                .fold(0usize, |acc, f| acc.saturating_add(self.field(f))),
+            ItemKind::Union(u) => u
+                .arms
+                .iter()
+                .chain(u.default.iter())
+                .map(|arm| match &arm.payload {
+                    Payload::Void => 0,
+                    Payload::One(f) => self.field(f),
+                    Payload::Many(fs) => fs
+                        .iter()
+                        .fold(0usize, |acc, f| acc.saturating_add(self.field(f))),
+                })
+                .max()
+                .unwrap_or(0),
+            ItemKind::Typedef { repr, .. } => self.repr(repr),
+            _ => 0,
+        };
+        self.open.pop();
+        n
+    }
+}

@@ -70,6 +70,24 @@ pub fn field_name(xdr: &str) -> Ident {
     make(&clean(xdr.to_snake_case(), "_"))
 }
 
+/// The Rust function or method name for an XDR name, as a string: `snake_case`, with `self`,
+/// `super`, `crate` and `_` already renamed (`self_`) so that names can be made unique before
+/// they become identifiers with [`ident`] (keywords become raw identifiers there).
+pub fn fn_name_str(xdr: &str) -> String {
+    let s = clean(xdr.to_snake_case(), "_");
+    if NOT_RAW.contains(&s.as_str()) {
+        format!("{s}_")
+    } else {
+        s
+    }
+}
+
+/// An identifier for a name already converted by this module (`*_str` functions, [`unique`]):
+/// keywords become raw identifiers.
+pub fn ident(name: &str) -> Ident {
+    make(name)
+}
+
 /// The Rust constant name for an XDR constant name.
 pub fn const_name(xdr: &str) -> Ident {
     make(&clean(xdr.to_shouty_snake_case(), "_"))
@@ -109,5 +127,8 @@ mod tests {
         assert_eq!(field_name("1st").to_string(), "_1st");
         assert_eq!(const_name("maxNameLen").to_string(), "MAX_NAME_LEN");
         assert_eq!(unique(vec!["A".into(), "A".into()]), vec!["A", "A2"]);
+        assert_eq!(fn_name_str("NFSPROC3_READ"), "nfsproc3_read");
+        assert_eq!(fn_name_str("self"), "self_");
+        assert_eq!(ident(&fn_name_str("TYPE")).to_string(), "r#type");
     }
 }

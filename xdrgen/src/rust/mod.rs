@@ -17,6 +17,7 @@ mod ddp;
 pub mod ident;
 mod program;
 mod runs;
+mod services;
 mod shape;
 mod union;
 
@@ -39,12 +40,19 @@ pub struct GenOptions<'a> {
     pub runtime: &'a str,
     /// Input file names for the header.
     pub inputs: Vec<String>,
+    /// Whether to emit, for every program version, a typed client, a server trait and its
+    /// registration (they use the runtime's `rpc` module).
+    pub services: bool,
 }
 
 struct Gen<'a> {
     model: &'a Model,
     sources: &'a Sources,
     rt: TokenStream,
+    /// The runtime's ONC RPC module (`::rpcrdma::rpc`).
+    rpc: TokenStream,
+    /// Whether program versions get a client, a server trait and a registration function.
+    services: bool,
     /// Path from where the code is emitted to the generated types (`super::super::` inside
     /// program/version modules, where procedure structs could shadow type names).
     prefix: TokenStream,
@@ -57,6 +65,8 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
         model,
         sources,
         rt: quote!(::#rt_ident::xdr),
+        rpc: quote!(::#rt_ident::rpc),
+        services: opts.services,
         prefix: TokenStream::new(),
     };
     let mut items = TokenStream::new();

@@ -1,33 +1,20 @@
 //! Programs: a module per program and version, a unit struct per procedure implementing
-//! `Procedure` (RFC 5531 section 12).
+//! `Procedure` (RFC 5531 section 12), and with services on, the client, server trait and
+//! registration of `services.rs` in each version module.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use proc_macro2::{Ident, TokenStream};
+use quote::quote;
 
-use super::ident::{field_name, type_name_str, unique};
-use super::{doc, lit_u32, Gen};
+use super::ddp::DdpCounter;
+use super::ident::{field_name, fn_name_str, ident, type_name_str, unique};
+use super::{doc, lit_u32, lit_usize, Gen};
 use crate::ir::*;
 
 impl Gen<'_> {
+    /// A procedure's `Args` type (see [`signature_tuple`]).
     pub(super) fn signature_type(&self, reprs: &[Repr]) -> TokenStream {
-        match reprs {
-            [] => quote!(()),
-            [one] => self.rust_type(one),
-            [a, b, c, d] => {
-                let ts = [a, b, c, d].map(|r| self.rust_type(r));
-                quote!((#(#ts,)*))
-            }
-            [a, b, c] => {
-                let ts = [a, b, c].map(|r| self.rust_type(r));
-                quote!((#(#ts,)*))
-            }
-            [first, rest @ ..] => {
-                // Pairs nest to the right: `(A, (B, C))` encodes A, B, C in order.
-                let a = self.rust_type(first);
-                let b = self.signature_type(rest);
-                quote!((#a, #b))
-            }
-        }
+        let types: Vec<TokenStream> = reprs.iter().map(|r| self.rust_type(r)).collect();
+        signature_tuple(&types)
     }
 
     pub(super) fn program(&self, item: &Item, p: &Program) -> TokenStream {
@@ -35,51 +22,30 @@ impl Gen<'_> {
             model: self.model,
             sources: self.sources,
             rt: self.rt.clone(),
+            rpc: self.rpc.clone(),
+            services: self.services,
             prefix: quote!(super::super::),
         };
         inner.program_in(item, p)
     }
 
     pub(super) fn program_in(&self, item: &Item, p: &Program) -> TokenStream {
-        let rt = &self.rt;
         let m = field_name(&item.xdr_name);
         let num = lit_u32(p.number);
         let versions = p.versions.iter().map(|v| {
             let vm = field_name(&v.name);
             let vn = lit_u32(v.number);
-            let pnames = unique(
-                v.procedures
-                    .iter()
-                    .map(|pr| type_name_str(&pr.name))
-                    .collect(),
-            );
-            let procs = v.procedures.iter().zip(pnames).map(|(pr, pname)| {
-                let pid = format_ident!("{}", pname);
-                let pn = lit_u32(pr.number);
-                let args = self.signature_type(&pr.args);
-                let res = match &pr.result {
-                    Some(r) => self.rust_type(r),
-                    None => quote!(()),
-                };
-                let xname = &pr.name;
-                let d = doc(&format!(
-                    "Procedure `{}` = {} ({}).",
-                    pr.name, pr.number, pr.origin
-                ));
-                quote! {
-                    #d
-                    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-                    pub struct #pid;
-                    impl #rt::Procedure for #pid {
-                        const PROGRAM: u32 = super::PROGRAM;
-                        const VERSION: u32 = VERSION;
-                        const PROCEDURE: u32 = #pn;
-                        const NAME: &'static str = #xname;
-                        type Args = #args;
-                        type Result = #res;
-                    }
-                }
-            });
+            let names = VersionNames::new(v, self.services);
+            let procs = v
+                .procedures
+                .iter()
+                .zip(&names.procs)
+                .map(|(pr, pid)| self.procedure(pr, pid));
+            let services = if self.services {
+                self.services(item, p, v, &names)
+            } else {
+                TokenStream::new()
+            };
             let d = doc(&format!(
                 "Version `{}` = {} ({}).",
                 v.name, v.number, v.origin
@@ -90,6 +56,7 @@ impl Gen<'_> {
                     /// The version number.
                     pub const VERSION: u32 = #vn;
                     #(#procs)*
+                    #services
                 }
             }
         });
@@ -104,6 +71,124 @@ impl Gen<'_> {
                 pub const PROGRAM: u32 = #num;
                 #(#versions)*
             }
+        }
+    }
+
+    /// The unit struct of one procedure and its `Procedure` impl.
+    fn procedure(&self, pr: &ProgramProcedure, pid: &Ident) -> TokenStream {
+        let rt = &self.rt;
+        let pn = lit_u32(pr.number);
+        let args = self.signature_type(&pr.args);
+        let res = match &pr.result {
+            Some(r) => self.rust_type(r),
+            None => quote!(()),
+        };
+        let ddp_items = match &pr.result {
+            Some(r) => DdpCounter::new(self.model).repr(r),
+            None => 0,
+        };
+        let ddp_items = (ddp_items > 0).then(|| {
+            let n = lit_usize(ddp_items);
+            quote! {
+                /// The most DDP-eligible items the result carries (Write chunks to provide).
+                const RESULT_DDP_ITEMS: usize = #n;
+            }
+        });
+        let xname = &pr.name;
+        let d = doc(&format!(
+            "Procedure `{}` = {} ({}).",
+            pr.name, pr.number, pr.origin
+        ));
+        quote! {
+            #d
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+            pub struct #pid;
+            impl #rt::Procedure for #pid {
+                const PROGRAM: u32 = super::PROGRAM;
+                const VERSION: u32 = VERSION;
+                const PROCEDURE: u32 = #pn;
+                const NAME: &'static str = #xname;
+                type Args = #args;
+                type Result = #res;
+                #ddp_items
+            }
+        }
+    }
+}
+
+/// How a procedure's arguments form one value: `()` for none, the argument itself for one, a
+/// tuple of two to four (the runtime's `Encode` tuples), and beyond, pairs nesting to the right:
+/// `(A, (B, C, D, E))` encodes A, B, C, D, E in order. Used for the `Args` type and for the
+/// expressions and patterns that pack and unpack the arguments, so the three agree.
+pub(super) fn signature_tuple(parts: &[TokenStream]) -> TokenStream {
+    match parts {
+        [] => quote!(()),
+        [one] => one.clone(),
+        [_, _] | [_, _, _] | [_, _, _, _] => quote!((#(#parts,)*)),
+        [first, rest @ ..] => {
+            let rest = signature_tuple(rest);
+            quote!((#first, #rest))
+        }
+    }
+}
+
+/// The Rust names inside one version module.
+pub(super) struct VersionNames {
+    /// The typed client (`NfsV3Client`).
+    pub client: Ident,
+    /// The server trait (`NfsV3Server`).
+    pub server: Ident,
+    /// The private `Service` adapter (`NfsV3Service`).
+    pub service: Ident,
+    /// The procedure structs, in order.
+    pub procs: Vec<Ident>,
+    /// The client's and the server trait's methods, in order.
+    pub methods: Vec<Ident>,
+}
+
+/// Method names a procedure does not get, because the client has them already (`new`, `rpc`)
+/// or a derived trait would be shadowed (`clone`, `fmt`): they get a `_` suffix.
+const RESERVED_METHODS: &[&str] = &["new", "rpc", "clone", "clone_from", "fmt"];
+
+impl VersionNames {
+    /// Names for version `v`. With services, the client, the server trait and the service are
+    /// named after the version (`NFS_V3` -> `NfsV3Client`) and keep those names: a procedure
+    /// struct that would clash gets a number (`NfsV3Client2`).
+    fn new(v: &ProgramVersion, services: bool) -> Self {
+        let base = type_name_str(&v.name);
+        let own = [
+            format!("{base}Client"),
+            format!("{base}Server"),
+            format!("{base}Service"),
+        ];
+        let reserved = if services { own.len() } else { 0 };
+        let types = unique(
+            own[..reserved]
+                .iter()
+                .cloned()
+                .chain(v.procedures.iter().map(|pr| type_name_str(&pr.name)))
+                .collect(),
+        );
+        let methods = unique(
+            v.procedures
+                .iter()
+                .map(|pr| {
+                    let m = fn_name_str(&pr.name);
+                    if RESERVED_METHODS.contains(&m.as_str()) {
+                        format!("{m}_")
+                    } else {
+                        m
+                    }
+                })
+                .collect(),
+        );
+        let [client, server, service] = own.map(|n| ident(&n));
+        VersionNames {
+            client,
+            server,
+            service,
+            procs: types[reserved..].iter().map(|n| ident(n)).collect(),
+            methods: methods.iter().map(|n| ident(n)).collect(),
         }
     }
 }

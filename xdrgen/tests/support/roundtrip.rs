@@ -331,6 +331,66 @@ mod torture {
     }
 }
 
+/// The generated services of torture.x's second version: renamed methods (`clone_`), a
+/// procedure struct that yields its name to the client (`TortureV2Client2`), and six
+/// arguments packed into nested tuples and back, through `LocalTransport`.
+mod torture_services {
+    use crate::torture::torture_prog::torture_v2::{self, TortureV2Client, TortureV2Server};
+    use crate::torture::Seg;
+    use rpcrdma::rpc::{CallContext, Client, LocalTransport, ReplyError, Server};
+
+    struct Impl;
+
+    impl TortureV2Server for Impl {
+        async fn torture_null(&self, _ctx: CallContext) -> Result<(), ReplyError> {
+            Ok(())
+        }
+
+        async fn seg(&self, _ctx: CallContext, args: Seg) -> Result<Seg, ReplyError> {
+            Ok(Seg {
+                len: args.len + 1,
+                off: args.off - 1,
+            })
+        }
+
+        async fn clone_(&self, _ctx: CallContext) -> Result<(), ReplyError> {
+            Err(ReplyError::SystemErr)
+        }
+
+        async fn torture_v2_client(&self, ctx: CallContext, args: i32) -> Result<i32, ReplyError> {
+            Ok(args * 10 + ctx.procedure() as i32)
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        async fn six(
+            &self,
+            _ctx: CallContext,
+            arg1: i32,
+            arg2: i32,
+            arg3: i32,
+            arg4: i32,
+            arg5: i32,
+            arg6: i32,
+        ) -> Result<i32, ReplyError> {
+            Ok(arg1 * 100_000 + arg2 * 10_000 + arg3 * 1000 + arg4 * 100 + arg5 * 10 + arg6)
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_reach_the_implementation_with_their_arguments_in_order() {
+        let mut builder = Server::builder();
+        torture_v2::register(&mut builder, Impl);
+        let client = TortureV2Client::new(Client::new(LocalTransport::new(builder.build())));
+        client.torture_null().await.unwrap();
+        let seg = client.seg(Seg { len: 1, off: 1 }).await.unwrap();
+        assert_eq!((seg.len, seg.off), (2, 0));
+        let err = client.clone_().await.unwrap_err();
+        assert!(matches!(err, rpcrdma::rpc::Error::SystemErr), "{err}");
+        assert_eq!(client.torture_v2_client(4).await.unwrap(), 43);
+        assert_eq!(client.six(1, 2, 3, 4, 5, 6).await.unwrap(), 123_456);
+    }
+}
+
 #[test]
 fn multi_declaration_arms_with_awkward_names() {
     use crate::torture_lenient::*;
