@@ -8,6 +8,9 @@ fn main() {
     generate("rpc_msg.rs", "../specs/rpc_msg.x");
     #[cfg(feature = "transport")]
     generate("rpcrdma_v1.rs", "../specs/rpcrdma-v1.x");
+    // The program the transport's integration tests call (runtime/tests/).
+    #[cfg(feature = "transport")]
+    generate("testprog.rs", "tests/support/testprog.x");
 }
 
 #[cfg(feature = "rpc")]

@@ -14,7 +14,7 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 
 /// Memory a transport lends out for DDP-eligible data (implemented by transports).
-pub trait RegisteredMemory: Send + 'static {
+pub trait RegisteredMemory: Send + Sync + 'static {
     /// The buffer's bytes.
     fn as_slice(&self) -> &[u8];
     /// The buffer's bytes, to fill.

@@ -9,6 +9,9 @@
 //! [`rdma::Provider`]: crate::rdma::Provider
 
 pub mod core;
+mod driver;
 pub mod header;
 pub mod pool;
 pub mod private_data;
+
+pub use driver::{connect, serve, RdmaConfig, RdmaListener, RdmaTransport};

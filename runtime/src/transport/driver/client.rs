@@ -1,0 +1,186 @@
+//! The requester side as an [`rpc::CallTransport`]: a client's forward calls
+//! ([`RdmaTransport`]) and a server's backward calls ([`Backchannel`]).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+
+use super::config::RdmaConfig;
+use super::conn::{core_config, post_receives, Conn};
+use crate::rdma::{ConnectParams, Connection, MemoryRegion, Provider};
+use crate::rpc::{
+    self, BoxFuture, BufferSource, Call, CallTransport, HeapBuffers, Reply, TransportError,
+    TransportKind,
+};
+use crate::transport::core::{Role, Stats};
+use crate::transport::pool::PoolStats;
+
+/// An RPC-over-RDMA version 1 client connection: give it to [`rpc::Client::new`] (or use
+/// [`connect`](super::connect)). Calls that find their connection gone are retransmitted once,
+/// with the same XID, on a new connection.
+pub struct RdmaTransport<P: Provider> {
+    provider: Arc<P>,
+    addr: SocketAddr,
+    config: RdmaConfig,
+    current: tokio::sync::Mutex<Arc<Conn<P::Conn>>>,
+    /// The current connection, for synchronous readers (stats, buffers).
+    latest: std::sync::Mutex<Arc<Conn<P::Conn>>>,
+}
+
+impl<P: Provider> RdmaTransport<P> {
+    /// Connects to the RPC-over-RDMA server at `addr`.
+    pub async fn connect(
+        provider: Arc<P>,
+        addr: SocketAddr,
+        config: RdmaConfig,
+    ) -> Result<RdmaTransport<P>, rpc::Error> {
+        let conn = open(&*provider, addr, &config).await?;
+        Ok(RdmaTransport {
+            provider,
+            addr,
+            config,
+            current: tokio::sync::Mutex::new(conn.clone()),
+            latest: std::sync::Mutex::new(conn),
+        })
+    }
+
+    fn latest(&self) -> Arc<Conn<P::Conn>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The connection's transport counters (how calls and replies moved).
+    pub fn stats(&self) -> Stats {
+        self.latest().stats()
+    }
+
+    /// The connection's registered-pool counters.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.latest().pool_stats()
+    }
+
+    /// The provider connection underneath (for diagnostics and tests).
+    pub fn connection(&self) -> Arc<P::Conn> {
+        self.latest().connection().clone()
+    }
+
+    /// Closes the connection now; waiting calls fail (or are retransmitted on a new one).
+    pub fn disconnect(&self) {
+        self.latest().close();
+    }
+
+    /// The connection a call should use: the current one, or a new one if `failed` is the
+    /// current one and is gone.
+    async fn connection_after(
+        &self,
+        failed: Option<&Arc<Conn<P::Conn>>>,
+    ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
+        let mut current = self.current.lock().await;
+        let stale = current.is_closed() || failed.is_some_and(|f| Arc::ptr_eq(f, &current));
+        if stale {
+            let conn = open(&*self.provider, self.addr, &self.config).await?;
+            *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = conn.clone();
+            *current = conn;
+        }
+        Ok(current.clone())
+    }
+}
+
+impl<P: Provider> Drop for RdmaTransport<P> {
+    fn drop(&mut self) {
+        self.latest().close();
+    }
+}
+
+impl<P: Provider> CallTransport for RdmaTransport<P> {
+    fn call<'a>(&'a self, mut call: Call<'a>) -> BoxFuture<'a, Result<Reply, rpc::Error>> {
+        Box::pin(async move {
+            let mut conn = self.connection_after(None).await?;
+            let timeout = call.options.timeout;
+            // Seed 004 section 8.3.2 and RFC 5531: a retransmission reuses the XID, so a
+            // server's duplicate request cache can recognise it.
+            let xid = conn.next_xid();
+            for attempt in 0.. {
+                let targets = conn.write_targets(&mut call, false);
+                let result = conn.call(&call, xid, targets, timeout, false).await;
+                match result {
+                    Err(rpc::Error::Transport(TransportError::Closed))
+                        if attempt == 0 && self.config.retransmit =>
+                    {
+                        tracing::debug!(xid, "connection lost: retransmitting on a new one");
+                        conn = self.connection_after(Some(&conn)).await?;
+                    }
+                    other => return other,
+                }
+            }
+            unreachable!("the loop returns")
+        })
+    }
+
+    fn buffers(&self) -> Arc<dyn BufferSource> {
+        self.latest().buffers()
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Rdma
+    }
+}
+
+/// Makes one connection: private data out and in, receives posted before the peer can send.
+async fn open<P: Provider>(
+    provider: &P,
+    addr: SocketAddr,
+    config: &RdmaConfig,
+) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
+    let receives = (config.credits.max(1) + config.backward_credits) as usize;
+    let params = ConnectParams::new()
+        .private_data(config.private_data().encode().to_vec())
+        .read_depths(config.max_reads, config.max_reads)
+        .queue_depths(4096, receives as u32 + 1);
+    let mut recv: Option<MemoryRegion> = None;
+    let conn = provider
+        .connect_with(addr, params, |c| {
+            recv = Some(post_receives(c, receives, config.inline_size)?);
+            Ok(())
+        })
+        .await
+        .map_err(|e| TransportError::Other(Box::new(e)))?;
+    let recv = recv.ok_or(TransportError::Closed)?;
+    let peer = config.peer(conn.peer_private_data());
+    let core = core_config(Role::Client, config, &peer);
+    Ok(Conn::start(
+        conn,
+        recv,
+        core,
+        config,
+        config.backchannel.clone(),
+    ))
+}
+
+/// A server's calls to its client on the client's connection (seed 004 section 8): inline
+/// only, with the backward direction's own credits and XIDs.
+pub(crate) struct Backchannel<C: Connection> {
+    pub(crate) conn: Weak<Conn<C>>,
+}
+
+impl<C: Connection> CallTransport for Backchannel<C> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, rpc::Error>> {
+        Box::pin(async move {
+            let conn = self.conn.upgrade().ok_or(TransportError::Closed)?;
+            // Seed 004 section 8.3.2: a backward caller cannot reconnect; the call fails and
+            // the application may try again when the client comes back.
+            let timeout = call.options.timeout;
+            let xid = conn.next_xid();
+            conn.call(&call, xid, Vec::new(), timeout, true).await
+        })
+    }
+
+    fn buffers(&self) -> Arc<dyn BufferSource> {
+        Arc::new(HeapBuffers)
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Rdma
+    }
+}

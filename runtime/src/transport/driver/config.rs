@@ -1,0 +1,160 @@
+//! Settings of an RPC-over-RDMA endpoint.
+
+use std::time::Duration;
+
+use crate::rpc::Server;
+use crate::transport::header::HeaderLimits;
+use crate::transport::pool::PoolConfig;
+use crate::transport::private_data::{self, PrivateData};
+
+/// Settings of an RPC-over-RDMA client or server.
+///
+/// The defaults follow the Linux kernel's: 4 KiB receive buffers (its inline threshold),
+/// 128 credits on a server, 32 requested by a client, Send With Invalidate accepted.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RdmaConfig {
+    /// Forward credits: granted by a server, requested by a client (seed 004 section 4.3).
+    pub credits: u32,
+    /// Backward-direction credits (seed 004 section 8.2): on a client, the server's calls it
+    /// accepts at once (it then needs [`RdmaConfig::backchannel`]); on a server, the calls it
+    /// asks to send. 0 turns the backward direction off.
+    pub backward_credits: u32,
+    /// This side's receive buffer size: the largest message the peer may send, advertised in
+    /// the connection's private data (RFC 8797). 1 KiB to 256 KiB, a multiple of 1 KiB.
+    pub inline_size: usize,
+    /// The peer's receive buffer size when its private data does not say (seed 004 section
+    /// 4.3.1: 1024).
+    pub peer_inline_default: usize,
+    /// Accept Send With Invalidate of this side's handles (advertised in the private data).
+    pub remote_invalidate: bool,
+    /// RDMA Reads outstanding in each direction (IRD and ORD).
+    pub max_reads: u32,
+    /// DDP-eligible arguments at least this long move to Read chunks even when they would fit
+    /// inline.
+    pub min_ddp_size: usize,
+    /// The Write chunk provided for a DDP-eligible result of unknown size.
+    pub default_write_chunk: usize,
+    /// The Reply chunk provided when a reply's size is unbounded and the call does not say.
+    pub default_reply_chunk: usize,
+    /// Bounds on what a peer's header may ask for.
+    pub limits: HeaderLimits,
+    /// Registered buffer pool settings.
+    pub pool: PoolConfig,
+    /// How long a call waits for its reply unless its options say otherwise (`None`: forever).
+    pub timeout: Option<Duration>,
+    /// A client retransmits a call once on a new connection when its connection drops.
+    pub retransmit: bool,
+    /// A client's server for backward-direction calls (seed 004 section 8).
+    pub backchannel: Option<Server>,
+}
+
+impl Default for RdmaConfig {
+    fn default() -> Self {
+        RdmaConfig {
+            credits: 32,
+            backward_credits: 0,
+            inline_size: 4096,
+            peer_inline_default: private_data::DEFAULT_INLINE,
+            remote_invalidate: true,
+            max_reads: 16,
+            min_ddp_size: 1024,
+            default_write_chunk: 1 << 20,
+            default_reply_chunk: 1 << 20,
+            limits: HeaderLimits::default(),
+            pool: PoolConfig::default(),
+            timeout: Some(Duration::from_secs(60)),
+            retransmit: true,
+            backchannel: None,
+        }
+    }
+}
+
+impl RdmaConfig {
+    /// The defaults.
+    pub fn new() -> RdmaConfig {
+        RdmaConfig::default()
+    }
+
+    /// Sets the forward credits.
+    pub fn credits(mut self, credits: u32) -> Self {
+        self.credits = credits.max(1);
+        self
+    }
+
+    /// Sets the backward-direction credits.
+    pub fn backward_credits(mut self, credits: u32) -> Self {
+        self.backward_credits = credits;
+        self
+    }
+
+    /// Sets this side's receive buffer size (rounded down to a multiple of 1 KiB, within
+    /// 1 KiB..=256 KiB).
+    pub fn inline_size(mut self, size: usize) -> Self {
+        self.inline_size =
+            size.clamp(private_data::DEFAULT_INLINE, private_data::MAX_INLINE) / 1024 * 1024;
+        self
+    }
+
+    /// Sets the peer's receive buffer size assumed when its private data does not say.
+    pub fn peer_inline_default(mut self, size: usize) -> Self {
+        self.peer_inline_default = size.max(private_data::DEFAULT_INLINE);
+        self
+    }
+
+    /// Accepts (or refuses) Send With Invalidate.
+    pub fn remote_invalidate(mut self, on: bool) -> Self {
+        self.remote_invalidate = on;
+        self
+    }
+
+    /// Sets the default call timeout.
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the smallest DDP-eligible argument that always moves to a Read chunk.
+    pub fn min_ddp_size(mut self, size: usize) -> Self {
+        self.min_ddp_size = size;
+        self
+    }
+
+    /// Sets the registered buffer pool.
+    pub fn pool(mut self, pool: PoolConfig) -> Self {
+        self.pool = pool;
+        self
+    }
+
+    /// Retransmit once on a new connection, or not.
+    pub fn retransmit(mut self, on: bool) -> Self {
+        self.retransmit = on;
+        self
+    }
+
+    /// Serves backward-direction calls with `server` (a client), accepting `credits` at once.
+    pub fn backchannel(mut self, server: Server, credits: u32) -> Self {
+        self.backchannel = Some(server);
+        self.backward_credits = credits.max(1);
+        self
+    }
+
+    /// What this side advertises in its connection private data.
+    pub fn private_data(&self) -> PrivateData {
+        PrivateData {
+            remote_invalidate: self.remote_invalidate,
+            send_size: self.inline_size,
+            receive_size: self.inline_size,
+        }
+    }
+
+    /// The peer's parameters from its private data, with this side's default for a peer that
+    /// sent none.
+    pub fn peer(&self, data: &[u8]) -> PrivateData {
+        PrivateData::decode(data).unwrap_or(PrivateData {
+            remote_invalidate: false,
+            send_size: self.peer_inline_default,
+            receive_size: self.peer_inline_default,
+        })
+    }
+}

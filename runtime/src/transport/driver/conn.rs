@@ -1,0 +1,543 @@
+//! One RPC-over-RDMA connection: the core under a lock, the task that feeds it completions,
+//! and the posting of what it emits.
+//!
+//! Whoever gives the core an input (a caller starting a call, a handler replying, the
+//! completion task) drains its operations and posts them while holding the lock, so work
+//! requests reach the provider in the order the core emitted them, with no task hop between a
+//! call and its Send. The completion task polls the provider, feeds the core, and delivers
+//! the core's events: replies to waiting callers, calls to handler tasks.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, Notify};
+
+use super::config::RdmaConfig;
+use crate::rdma::{
+    Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+use crate::rpc::{
+    self, encode_reply, encode_reply_header, run_handler, BufferSource, Client, Dispatch, Incoming,
+    Reply, Server, TransportError, TransportKind,
+};
+use crate::transport::core::{
+    CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, OutgoingCall, Role, Slice, Stats,
+    WriteTarget,
+};
+use crate::transport::pool::{Pool, PoolBuf, PoolStats};
+use crate::transport::private_data::PrivateData;
+use crate::xdr::{Encoder, ThresholdPolicy};
+
+/// Receive completions carry this bit in their work request id, with the slot below it.
+const RECV: u64 = 1 << 62;
+
+/// What a posted operation holds until its completion.
+enum Posted {
+    /// A send buffer to return to the free list.
+    Send(MemoryRegion),
+    /// A buffer whose handle is being invalidated.
+    Invalidate(PoolBuf),
+}
+
+struct State {
+    core: Core<PoolBuf>,
+    waiters: HashMap<CallId, oneshot::Sender<Result<Reply, TransportError>>>,
+    posted: HashMap<OpId, Posted>,
+    /// Registered send buffers not in use.
+    send_buffers: Vec<MemoryRegion>,
+}
+
+/// One connection's shared state.
+pub(crate) struct Conn<C: Connection> {
+    conn: Arc<C>,
+    pool: Pool<C>,
+    state: Mutex<State>,
+    recv: MemoryRegion,
+    recv_size: usize,
+    send_size: usize,
+    server: Option<Server>,
+    peer: SocketAddr,
+    closed: AtomicBool,
+    close_notify: Notify,
+    buffers: Arc<dyn BufferSource>,
+    /// A client for backward-direction calls, on a server whose config allows them.
+    backchannel: Mutex<Option<Client>>,
+    timeout: Option<Duration>,
+}
+
+/// Registers `count` receive buffers of `size` bytes in one region and posts them: run in
+/// `accept_with` / `connect_with`, before the peer can send.
+pub(crate) fn post_receives<C: Connection>(
+    conn: &C,
+    count: usize,
+    size: usize,
+) -> crate::rdma::Result<MemoryRegion> {
+    let region = conn.register(vec![0; count * size], Access::LOCAL_WRITE)?;
+    for slot in 0..count {
+        conn.post_recv(RecvWr::new(
+            RECV | slot as u64,
+            Sge::new(&region, slot * size..(slot + 1) * size)?,
+        ))?;
+    }
+    Ok(region)
+}
+
+/// The core's settings from the endpoint's and the peer's.
+pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -> CoreConfig {
+    CoreConfig {
+        role,
+        credits: config.credits.max(1),
+        backward_credits: config.backward_credits,
+        recv_size: config.inline_size,
+        peer_recv_size: peer.receive_size,
+        peer_remote_invalidate: peer.remote_invalidate,
+        max_reads: config.max_reads.max(1) as usize,
+        limits: config.limits,
+        min_ddp_size: config.min_ddp_size,
+        default_write_chunk: config.default_write_chunk,
+        default_reply_chunk: config.default_reply_chunk,
+    }
+}
+
+impl<C: Connection> Conn<C> {
+    /// Starts serving a new connection: `recv` holds the receives posted at setup.
+    pub(crate) fn start(
+        conn: C,
+        recv: MemoryRegion,
+        core: CoreConfig,
+        config: &RdmaConfig,
+        server: Option<Server>,
+    ) -> Arc<Conn<C>> {
+        let conn = Arc::new(conn);
+        let pool = Pool::new(conn.clone(), config.pool);
+        let first_xid = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| {
+                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
+            });
+        let recv_size = core.recv_size;
+        let send_size = core.peer_recv_size;
+        let role = core.role;
+        let backward = core.backward_credits > 0;
+        let shared = Arc::new(Conn {
+            peer: conn.peer_addr(),
+            buffers: pool.buffer_source(),
+            conn,
+            pool,
+            state: Mutex::new(State {
+                core: Core::new(core, first_xid),
+                waiters: HashMap::new(),
+                posted: HashMap::new(),
+                send_buffers: Vec::new(),
+            }),
+            recv,
+            recv_size,
+            send_size,
+            server,
+            closed: AtomicBool::new(false),
+            close_notify: Notify::new(),
+            backchannel: Mutex::new(None),
+            timeout: config.timeout,
+        });
+        if role == Role::Server && backward {
+            let client = Client::new(super::client::Backchannel {
+                conn: Arc::downgrade(&shared),
+            });
+            *shared.backchannel.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+        }
+        tokio::spawn(completions(shared.clone()));
+        shared
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The core's counters.
+    pub(crate) fn stats(&self) -> Stats {
+        self.lock().core.stats()
+    }
+
+    /// The pool's counters.
+    pub(crate) fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    pub(crate) fn pool(&self) -> &Pool<C> {
+        &self.pool
+    }
+
+    pub(crate) fn buffers(&self) -> Arc<dyn BufferSource> {
+        self.buffers.clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn connection(&self) -> &Arc<C> {
+        &self.conn
+    }
+
+    /// Closes the connection: every waiting call fails with `Closed`.
+    pub(crate) fn close(self: &Arc<Self>) {
+        let mut st = self.lock();
+        self.close_locked(&mut st);
+    }
+
+    fn close_locked(self: &Arc<Self>, st: &mut State) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        st.core.close();
+        self.deliver(st);
+        self.close_notify.notify_one();
+        let conn = self.conn.clone();
+        tokio::spawn(async move {
+            let _ = conn.disconnect().await;
+        });
+    }
+
+    /// Posts everything the core has emitted and delivers its events.
+    fn flush(self: &Arc<Self>, st: &mut State) {
+        while let Some(op) = st.core.poll_op() {
+            if let Err(e) = self.post(st, op) {
+                tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
+                return self.close_locked(st);
+            }
+        }
+        self.deliver(st);
+    }
+
+    fn deliver(self: &Arc<Self>, st: &mut State) {
+        while let Some(event) = st.core.poll_event() {
+            match event {
+                Event::Reply { call, result } => {
+                    if let Some(tx) = st.waiters.remove(&call) {
+                        let _ = tx.send(result);
+                    }
+                }
+                Event::Call(call) => {
+                    tokio::spawn(handle_call(self.clone(), call));
+                }
+                Event::Fatal(why) => {
+                    tracing::warn!(peer = %self.peer, %why, "protocol violation: closing");
+                    self.close_locked(st);
+                }
+            }
+        }
+    }
+
+    fn send_buffer(&self, st: &mut State) -> crate::rdma::Result<MemoryRegion> {
+        match st.send_buffers.pop() {
+            Some(mr) => Ok(mr),
+            None => self.conn.register(vec![0; self.send_size], Access::NONE),
+        }
+    }
+
+    fn post(&self, st: &mut State, op: Op<PoolBuf>) -> crate::rdma::Result<()> {
+        let sge = |s: &Slice<PoolBuf>| Sge {
+            mr: s.buf.region().clone(),
+            offset: s.offset,
+            len: s.len,
+        };
+        let wr = match op {
+            Op::Send {
+                id,
+                message,
+                invalidate,
+            } => {
+                let mr = self.send_buffer(st)?;
+                let len = mr.with_mut_slice(|dst| {
+                    let mut at = 0;
+                    for part in &message {
+                        dst[at..at + part.len()].copy_from_slice(part);
+                        at += part.len();
+                    }
+                    at
+                });
+                let mut wr = SendWr::send(id, vec![Sge::new(&mr, 0..len)?]);
+                if let Some(handle) = invalidate {
+                    wr = wr.with_invalidate(handle);
+                }
+                st.posted.insert(id, Posted::Send(mr));
+                wr
+            }
+            Op::Read { id, sink, remote } => SendWr::read(
+                id,
+                sge(&sink),
+                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
+            ),
+            Op::Write { id, source, remote } => SendWr::write(
+                id,
+                vec![sge(&source)],
+                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
+            ),
+            Op::Invalidate { id, buf } => {
+                let wr = SendWr::local_invalidate(id, crate::transport::core::Buf::handle(&buf));
+                st.posted.insert(id, Posted::Invalidate(buf));
+                wr
+            }
+        };
+        self.conn.post_send(wr)
+    }
+
+    /// Takes one completion.
+    fn complete(self: &Arc<Self>, st: &mut State, c: Completion) {
+        if c.opcode == WcOpcode::Recv || c.wr_id & RECV != 0 {
+            if c.status != WcStatus::Success {
+                if c.status != WcStatus::Flushed {
+                    tracing::warn!(status = %c.status, peer = %self.peer, "a receive failed");
+                }
+                return self.close_locked(st);
+            }
+            let slot = (c.wr_id & !RECV) as usize;
+            let start = slot * self.recv_size;
+            let len = (c.byte_len as usize).min(self.recv_size);
+            let pool = &self.pool;
+            self.recv.with_slice(|all| {
+                st.core
+                    .handle_recv(&all[start..start + len], c.invalidated_rkey, &mut &*pool)
+            });
+            let repost = Sge::new(&self.recv, start..start + self.recv_size)
+                .and_then(|sge| self.conn.post_recv(RecvWr::new(c.wr_id, sge)));
+            if repost.is_err() {
+                return self.close_locked(st);
+            }
+            return;
+        }
+        match st.posted.remove(&c.wr_id) {
+            Some(Posted::Send(mr)) => st.send_buffers.push(mr),
+            Some(Posted::Invalidate(buf)) if c.status == WcStatus::Success => {
+                crate::transport::core::Buf::mark_invalidated(&buf);
+            }
+            _ => {}
+        }
+        let pool = &self.pool;
+        st.core.handle_completion(c.wr_id, c.status, &mut &*pool);
+        if c.status != WcStatus::Success {
+            if c.status != WcStatus::Flushed {
+                tracing::warn!(status = %c.status, opcode = ?c.opcode, peer = %self.peer,
+                    "an operation failed: closing");
+            }
+            self.close_locked(st);
+        }
+    }
+
+    /// A fresh XID for a call of this side.
+    pub(crate) fn next_xid(&self) -> u32 {
+        self.lock().core.next_xid()
+    }
+
+    /// Sends a call with `xid` on this connection and waits for its reply.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        call: &rpc::Call<'_>,
+        xid: u32,
+        write_chunks: Vec<WriteTarget<PoolBuf>>,
+        timeout: Option<Duration>,
+        backward: bool,
+    ) -> Result<Reply, rpc::Error> {
+        if self.is_closed() {
+            return Err(TransportError::Closed.into());
+        }
+        let (policy, reply_chunk) = {
+            let st = self.lock();
+            let reply_chunk = (!backward
+                && st
+                    .core
+                    .needs_reply_chunk(call.reply.max_inline_len, write_chunks.len()))
+            .then(|| {
+                call.options
+                    .max_reply
+                    .or(call.reply.max_len)
+                    .unwrap_or(st.core.config().default_reply_chunk)
+            });
+            (st.core.call_policy(), reply_chunk)
+        };
+        let mut enc = if backward {
+            Encoder::new()
+        } else {
+            Encoder::for_call(policy)
+        };
+        call.encode(xid, &mut enc).map_err(rpc::Error::Encode)?;
+        let (message, moved) = enc.finish_with_chunks();
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut st = self.lock();
+            let id = st.core.start_call(
+                OutgoingCall {
+                    xid,
+                    message,
+                    moved,
+                    write_chunks,
+                    reply_chunk,
+                    timeout: None,
+                    backward,
+                },
+                Instant::now(),
+                &mut &self.pool,
+            )?;
+            st.waiters.insert(id, tx);
+            self.flush(&mut st);
+            id
+        };
+        // Dropping this future cancels the call: its handles are invalidated at once.
+        let mut guard = Cancel {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let outcome = match timeout.or(self.timeout) {
+            Some(t) => match tokio::time::timeout(t, rx).await {
+                Ok(r) => r,
+                Err(_) => return Err(TransportError::TimedOut(t).into()),
+            },
+            None => rx.await,
+        };
+        guard.armed = false;
+        match outcome {
+            Ok(result) => result.map_err(rpc::Error::from),
+            Err(_) => Err(TransportError::Closed.into()),
+        }
+    }
+
+    /// The write chunk targets for a call: the caller's buffers (from this connection's pool),
+    /// then sizes.
+    pub(crate) fn write_targets(
+        &self,
+        call: &mut rpc::Call<'_>,
+        backward: bool,
+    ) -> Vec<WriteTarget<PoolBuf>> {
+        if backward {
+            return Vec::new();
+        }
+        let options = &mut call.options;
+        let n = call
+            .reply
+            .ddp_items
+            .max(options.reply_buffers.len())
+            .max(options.reply_sizes.len());
+        let mut buffers = std::mem::take(&mut options.reply_buffers).into_iter();
+        let default = self.lock().core.config().default_write_chunk;
+        (0..n)
+            .map(|i| {
+                let size = options.reply_sizes.get(i).copied();
+                match buffers.next().and_then(|b| self.pool.take_lease(b)) {
+                    Some(lease) => {
+                        let (buf, len) = lease.into_parts();
+                        WriteTarget::Buffer(vec![Slice {
+                            buf,
+                            offset: 0,
+                            len,
+                        }])
+                    }
+                    None => WriteTarget::Size(size.unwrap_or(default)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Cancels a call whose future is dropped before its reply arrives.
+struct Cancel<'a, C: Connection> {
+    conn: &'a Arc<Conn<C>>,
+    id: CallId,
+    armed: bool,
+}
+
+impl<C: Connection> Drop for Cancel<'_, C> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut st = self.conn.lock();
+        st.waiters.remove(&self.id);
+        st.core.cancel(self.id);
+        self.conn.flush(&mut st);
+    }
+}
+
+/// The completion task: feeds the core until the connection closes.
+async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
+    loop {
+        let first = tokio::select! {
+            c = conn.conn.poll_completion() => c,
+            _ = conn.close_notify.notified() => break,
+        };
+        let mut st = conn.lock();
+        conn.complete(&mut st, first);
+        while let Some(c) = conn.conn.try_completion() {
+            conn.complete(&mut st, c);
+        }
+        conn.flush(&mut st);
+        if conn.is_closed() {
+            break;
+        }
+    }
+    let mut st = conn.lock();
+    conn.close_locked(&mut st);
+    st.waiters.clear();
+}
+
+/// Runs one incoming call through the server and replies.
+async fn handle_call<C: Connection>(conn: Arc<Conn<C>>, call: IncomingCall) {
+    let server = match (&conn.server, call.backward) {
+        (Some(server), _) => server.clone(),
+        (None, _) => {
+            let mut st = conn.lock();
+            st.core.discard_call(call.id);
+            return;
+        }
+    };
+    let backchannel = conn
+        .backchannel
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let dispatch = server.dispatch(Incoming {
+        message: call.message,
+        chunks: call.chunks,
+        transport: TransportKind::Rdma,
+        peer: Some(conn.peer),
+        buffers: conn.buffers.clone(),
+        backchannel,
+    });
+    // Seed 004 section 4.4.5 and seed 002 section 3.7: a result with a Write chunk provided
+    // for it moves there, whatever its size.
+    let mut enc = Encoder::for_reply(ThresholdPolicy::default(), call.write_chunks.clone());
+    let encoded = match dispatch {
+        Dispatch::Run { xid, future } => {
+            let result = run_handler(future).await;
+            encode_reply(&mut enc, xid, &result)
+        }
+        Dispatch::Reply { xid, error } => encode_reply_header(&mut enc, xid, Err(error)),
+        Dispatch::ChunkError { error, .. } => {
+            tracing::debug!(%error, "the arguments' chunks disagree with the call: ERR_CHUNK");
+            let mut st = conn.lock();
+            st.core.reject_chunks(call.id);
+            return conn.flush(&mut st);
+        }
+        Dispatch::NotACall { .. } | Dispatch::Drop(_) => {
+            let mut st = conn.lock();
+            return st.core.discard_call(call.id);
+        }
+    };
+    let mut st = conn.lock();
+    match encoded {
+        Ok(()) => {
+            let (message, moved) = enc.finish_with_chunks();
+            st.core
+                .send_reply(call.id, message, moved, &mut conn.pool());
+        }
+        Err(error) => {
+            tracing::debug!(%error, "the reply does not fit the call's chunks: ERR_CHUNK");
+            st.core.reject_chunks(call.id);
+        }
+    }
+    conn.flush(&mut st);
+}
