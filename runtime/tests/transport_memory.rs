@@ -84,7 +84,10 @@ fn registrations_and_heap_stay_flat_over_10_000_calls() {
         .unwrap();
     rt.block_on(async {
         let provider = Arc::new(SoftProvider::default());
-        let listener = provider.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let listener = provider
+            .listen("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         let listener = Arc::new(serve::<SoftProvider>(
             listener,
