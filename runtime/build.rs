@@ -8,9 +8,9 @@ fn main() {
     generate("rpc_msg.rs", "../specs/rpc_msg.x");
     #[cfg(feature = "transport")]
     generate("rpcrdma_v1.rs", "../specs/rpcrdma-v1.x");
-    // The program the transport's integration tests call (runtime/tests/).
+    // The program of the transport conformance suite (rpcrdma::transport::conformance).
     #[cfg(feature = "transport")]
-    generate("testprog.rs", "tests/support/testprog.x");
+    generate("testprog.rs", "src/transport/conformance/testprog.x");
 }
 
 #[cfg(feature = "rpc")]

@@ -1,9 +1,6 @@
 //! Memory stays bounded and flat over 10,000 calls: registrations come from the pool and are
 //! reused, and the heap does not grow (a counting allocator measures live bytes and blocks).
 
-#[path = "support/testprog.rs"]
-mod testprog;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -11,8 +8,8 @@ use std::sync::Arc;
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::{CallOptions, Client};
+use rpcrdma::transport::conformance::program::*;
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
-use testprog::*;
 
 struct Counting;
 

@@ -8,6 +8,8 @@
 //!
 //! [`rdma::Provider`]: crate::rdma::Provider
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod core;
 mod driver;
 pub mod header;

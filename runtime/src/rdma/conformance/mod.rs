@@ -20,7 +20,7 @@
 //! ```
 
 mod cases;
-mod util;
+pub(crate) mod util;
 
 use std::fmt;
 use std::future::Future;

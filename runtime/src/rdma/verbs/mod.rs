@@ -562,3 +562,5 @@ impl Drop for VerbsRequest {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "conformance", feature = "transport"))]
+mod transport_tests;

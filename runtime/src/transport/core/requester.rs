@@ -298,6 +298,8 @@ impl<B: Buf> Requester<B> {
     ) -> bool {
         let _ = config;
         let Some(id) = self.take_reply(&header) else {
+            // A reply to an abandoned call still frees its credit.
+            self.pump(out);
             return false;
         };
         let result = match self.calls.get(&id) {
@@ -320,6 +322,7 @@ impl<B: Buf> Requester<B> {
     ) -> bool {
         let _ = config;
         let Some(id) = self.take_reply(header) else {
+            self.pump(out);
             return false;
         };
         let error = match header.body {

@@ -915,6 +915,27 @@ fn a_cancelled_call_leaves_nothing_the_peer_can_write() {
 }
 
 #[test]
+fn the_reply_to_an_abandoned_call_frees_its_credit_for_the_next() {
+    let mut p = Pair::new();
+    // One credit before the first reply: the first call is sent, the second waits.
+    let first = p.start::<Null>(&(), vec![], None).unwrap();
+    let send = p.sides[CLIENT].core.poll_op().unwrap();
+    p.client().core.cancel(first);
+    let second = p.start::<Null>(&(), vec![], None).unwrap();
+    assert!(
+        p.sides[CLIENT].core.poll_op().is_none(),
+        "no credit for the second yet"
+    );
+    p.apply(CLIENT, send);
+    p.run();
+    assert!(
+        !p.client().replies.contains_key(&first),
+        "no event for the abandoned call"
+    );
+    p.result::<Null>(second).unwrap();
+}
+
+#[test]
 fn a_timed_out_call_fails_and_is_fenced() {
     let mut p = Pair::new();
     let c = &mut p.sides[CLIENT];

@@ -1,0 +1,500 @@
+//! The well-behaved cases: a generated client calls a generated server over the provider.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::program::*;
+use crate::rdma::conformance::util::{ensure, Step, STEP};
+use crate::rdma::conformance::{Failure, ProviderUnderTest};
+use crate::rdma::{Listener, Provider};
+use crate::rpc::{self, CallOptions, Client, TransportError};
+use crate::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
+
+/// A server and a client of the suite's program on the provider under test.
+pub(super) struct Setup<P: Provider> {
+    pub(super) listener: Arc<RdmaListener<P>>,
+    pub(super) transport: Arc<RdmaTransport<P>>,
+    pub(super) client: TestversClient,
+    pub(super) provider: Arc<P>,
+    pub(super) addr: std::net::SocketAddr,
+    accept: JoinHandle<()>,
+}
+
+impl<P: Provider> Drop for Setup<P> {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Client settings of the suite: a bounded wait for every call.
+pub(super) fn client_config() -> RdmaConfig {
+    RdmaConfig::default().timeout(Some(STEP))
+}
+
+pub(super) async fn setup_with<T>(
+    put: &T,
+    server_config: RdmaConfig,
+    client: RdmaConfig,
+) -> Result<Setup<T::P>, Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let provider = Arc::new(put.provider().clone());
+    let listener = provider.listen(put.listen_addr()).await.step("listen")?;
+    let addr = listener.local_addr().step("listener address")?;
+    let listener = Arc::new(serve::<T::P>(listener, server(), server_config));
+    let accept = tokio::spawn({
+        let l = listener.clone();
+        async move {
+            if let Err(e) = l.run().await {
+                tracing::debug!(error = %e, "the suite's listener stopped");
+            }
+        }
+    });
+    let transport =
+        tokio::time::timeout(STEP, RdmaTransport::connect(provider.clone(), addr, client))
+            .await
+            .map_err(|_| Failure("connecting timed out".into()))?
+            .step("connect")?;
+    let transport = Arc::new(transport);
+    let client = TestversClient::new(Client::from_arc(transport.clone()));
+    Ok(Setup {
+        listener,
+        transport,
+        client,
+        provider,
+        addr,
+        accept,
+    })
+}
+
+pub(super) async fn setup<T>(put: &T) -> Result<Setup<T::P>, Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    setup_with(put, RdmaConfig::default(), client_config()).await
+}
+
+/// The server's counters for the one connection it has.
+fn server_stats<P: Provider>(
+    s: &Setup<P>,
+) -> Result<
+    (
+        crate::transport::core::Stats,
+        crate::transport::pool::PoolStats,
+    ),
+    Failure,
+> {
+    s.listener
+        .stats()
+        .first()
+        .copied()
+        .ok_or_else(|| Failure("the server has no connection".into()))
+}
+
+async fn echo<P: Provider>(s: &Setup<P>, len: usize, seed: u8) -> Result<(), Failure> {
+    let data = pattern(len, seed);
+    let res = s
+        .client
+        .test_echo(EchoArgs {
+            tag: len as u32,
+            data: data.clone(),
+        })
+        .await
+        .step(&format!("ECHO of {len} bytes"))?;
+    ensure!(
+        res.tag == len as u32 && res.data == data,
+        "ECHO of {len} bytes came back different ({} bytes, tag {})",
+        res.data.len(),
+        res.tag
+    );
+    Ok(())
+}
+
+pub(super) async fn null_inline<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    for _ in 0..10 {
+        s.client.test_null().await.step("NULL")?;
+    }
+    let stats = s.transport.stats();
+    ensure!(stats.calls_inline == 10, "calls: {stats:?}");
+    let (server, _) = server_stats(&s)?;
+    ensure!(server.replies_inline == 10, "replies: {server:?}");
+    Ok(())
+}
+
+pub(super) async fn read_and_write_chunks<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    echo(&s, 1 << 20, 1).await?;
+    let stats = s.transport.stats();
+    ensure!(stats.calls_read_chunks == 1, "calls: {stats:?}");
+    let (server, _) = server_stats(&s)?;
+    ensure!(server.replies_write_chunks == 1, "replies: {server:?}");
+    Ok(())
+}
+
+pub(super) async fn sizes_around_thresholds<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    for len in [0, 1, 3, 1023, 1024, 1025, 4000, 4096, 4097, 65_537, 300_001] {
+        echo(&s, len, len as u8).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn several_read_chunks<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let (a, b) = (pattern(70_001, 1), pattern(5_003, 2));
+    let got = s
+        .client
+        .test_two(TwoArgs {
+            first: a.clone(),
+            middle: 99,
+            second: b.clone(),
+        })
+        .await
+        .step("TWO")?;
+    ensure!(
+        got == checksum(&a) ^ 99 ^ checksum(&b).rotate_left(7),
+        "the server saw other bytes"
+    );
+    let stats = s.transport.stats();
+    ensure!(stats.calls_read_chunks == 1, "calls: {stats:?}");
+    Ok(())
+}
+
+pub(super) async fn long_call<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let data = pattern(100_000, 4);
+    let got = s
+        .client
+        .test_longargs(PlainArgs { data: data.clone() })
+        .await
+        .step("LONGARGS")?;
+    ensure!(got == checksum(&data), "the server saw other bytes");
+    let stats = s.transport.stats();
+    ensure!(stats.calls_long == 1, "calls: {stats:?}");
+    Ok(())
+}
+
+pub(super) async fn reply_chunk<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let res = s.client.test_big(50_000).await.step("BIG")?;
+    ensure!(
+        res.data.len() == 50_000 && res.data.iter().all(|&b| b == 0xb1),
+        "the reply's bytes are wrong"
+    );
+    let (server, _) = server_stats(&s)?;
+    ensure!(server.replies_long == 1, "replies: {server:?}");
+    Ok(())
+}
+
+pub(super) async fn unused_write_chunk<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let none = s.client.test_maybe(0).await.step("MAYBE 0")?;
+    ensure!(
+        none == MaybeRes::Default { discriminant: 1 },
+        "MAYBE 0: {none:?}"
+    );
+    match s.client.test_maybe(3000).await.step("MAYBE 3000")? {
+        MaybeRes::Case0(r) => ensure!(r.data == pattern(3000, 3), "MAYBE 3000: wrong bytes"),
+        other => return Err(Failure(format!("MAYBE 3000: {other:?}"))),
+    }
+    Ok(())
+}
+
+pub(super) async fn concurrent_calls<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup_with(put, RdmaConfig::default().credits(4), client_config()).await?;
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let c = s.client.clone();
+        tasks.push(tokio::spawn(async move {
+            let data = pattern((i as usize) * 997, i as u8);
+            let r = c
+                .test_echo(EchoArgs {
+                    tag: i,
+                    data: data.clone(),
+                })
+                .await
+                .map_err(|e| Failure(format!("call {i}: {e}")))?;
+            ensure!(
+                r.tag == i && r.data == data,
+                "call {i} got another's result"
+            );
+            Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await
+            .map_err(|e| Failure(format!("a call task: {e}")))??;
+    }
+    Ok(())
+}
+
+pub(super) async fn rpc_errors<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    struct Missing;
+    impl crate::xdr::Procedure for Missing {
+        const PROGRAM: u32 = testprog::PROGRAM;
+        const VERSION: u32 = testvers::VERSION;
+        const PROCEDURE: u32 = 42;
+        const NAME: &'static str = "MISSING";
+        type Args = ();
+        type Result = ();
+    }
+    struct Elsewhere;
+    impl crate::xdr::Procedure for Elsewhere {
+        const PROGRAM: u32 = testprog::PROGRAM;
+        const VERSION: u32 = 9;
+        const PROCEDURE: u32 = 0;
+        const NAME: &'static str = "ELSEWHERE";
+        type Args = ();
+        type Result = ();
+    }
+    let s = setup(put).await?;
+    let err = s.client.rpc().call::<Missing>(&()).await.err();
+    ensure!(
+        matches!(err, Some(rpc::Error::ProcUnavail)),
+        "an unknown procedure: {err:?}"
+    );
+    let err = s.client.rpc().call::<Elsewhere>(&()).await.err();
+    ensure!(
+        matches!(err, Some(rpc::Error::ProgMismatch { low: 1, high: 1 })),
+        "an unknown version: {err:?}"
+    );
+    s.client.test_null().await.step("NULL after the errors")?;
+    Ok(())
+}
+
+pub(super) async fn timeout<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let err = s
+        .client
+        .rpc()
+        .call_with::<testvers::TestSleep>(
+            &1000,
+            CallOptions::new().timeout(Duration::from_millis(50)),
+        )
+        .await
+        .err();
+    ensure!(
+        matches!(
+            err,
+            Some(rpc::Error::Transport(TransportError::TimedOut(_)))
+        ),
+        "a slow call: {err:?}"
+    );
+    echo(&s, 10_000, 2).await
+}
+
+pub(super) async fn retransmit<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let c = s.client.clone();
+    let call = tokio::spawn(async move { c.test_sleep(300).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.transport.disconnect();
+    let got = call
+        .await
+        .map_err(|e| Failure(format!("the call task: {e}")))?
+        .step("the call whose connection dropped")?;
+    ensure!(got == 300, "SLEEP returned {got}");
+    echo(&s, 100_000, 3).await
+}
+
+pub(super) async fn backchannel<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup_with(
+        put,
+        RdmaConfig::default().backward_credits(4),
+        client_config().backchannel(callback_server(), 4),
+    )
+    .await?;
+    let slow = {
+        let c = s.client.clone();
+        tokio::spawn(async move { c.test_sleep(200).await })
+    };
+    let mut callbacks = Vec::new();
+    for n in 0..8u32 {
+        let c = s.client.clone();
+        callbacks.push(tokio::spawn(async move { c.test_callback(n).await }));
+    }
+    for (n, t) in callbacks.into_iter().enumerate() {
+        let got = t
+            .await
+            .map_err(|e| Failure(format!("callback task: {e}")))?
+            .step("CALLBACK")?;
+        ensure!(got == n as u32 + 1, "callback {n} answered {got}");
+    }
+    let got = slow
+        .await
+        .map_err(|e| Failure(format!("the slow call: {e}")))?
+        .step("SLEEP")?;
+    ensure!(got == 200, "SLEEP returned {got}");
+    Ok(())
+}
+
+pub(super) async fn zero_copy<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let len = 1 << 20;
+    let buffer = s.client.rpc().buffer(len);
+    ensure!(
+        buffer.is_registered(),
+        "the client's buffer is not registered"
+    );
+    let res = s
+        .client
+        .rpc()
+        .call_with::<testvers::TestFill>(&(len as u32), CallOptions::new().reply_buffer(buffer))
+        .await
+        .step("FILL")?;
+    let mut expected = vec![0; len];
+    fill(&mut expected, 5);
+    ensure!(res.data[..] == expected[..], "FILL: wrong bytes");
+    let (_, server_pool) = server_stats(&s)?;
+    ensure!(
+        server_pool.copied_bytes == 0 && server_pool.zero_copy_bytes == len as u64,
+        "the server copied: {server_pool:?}"
+    );
+    let client_pool = s.transport.pool_stats();
+    ensure!(
+        client_pool.copied_bytes == 0,
+        "the client copied: {client_pool:?}"
+    );
+    Ok(())
+}
+
+async fn mixed_round<P: Provider>(s: &Setup<P>, i: u32) -> Result<(), Failure> {
+    s.client.test_null().await.step("NULL")?;
+    echo(s, 16_384 + i as usize % 7, i as u8).await?;
+    let r = s.client.test_fill(16_384).await.step("FILL")?;
+    ensure!(r.data.len() == 16_384, "FILL: {} bytes", r.data.len());
+    Ok(())
+}
+
+pub(super) async fn flat_registrations<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    for i in 0..50 {
+        mixed_round(&s, i).await?;
+    }
+    let client0 = s.transport.pool_stats();
+    let (_, server0) = server_stats(&s)?;
+    for i in 0..333 {
+        mixed_round(&s, i).await?;
+    }
+    let client1 = s.transport.pool_stats();
+    let (_, server1) = server_stats(&s)?;
+    // Registrations alive stay flat everywhere: over 1,000 calls that lend some 700 buffers,
+    // at most two more are needed (a buffer still held by an operation whose completion has
+    // not been taken yet when the next call needs one). Where the provider can rekey (soft,
+    // verbs with memory windows) hardly any registration is made once warm; where it cannot
+    // (Linux siw), memory a peer may reach is registered for one use and deregistered after.
+    const SLACK: u64 = 2;
+    for (side, before, after) in [("client", client0, client1), ("server", server0, server1)] {
+        ensure!(
+            after.checkouts >= before.checkouts + 300,
+            "the {side} lent too few buffers to tell: {before:?} -> {after:?}"
+        );
+        ensure!(
+            after.live <= before.live + SLACK,
+            "the {side} holds more registrations: {before:?} -> {after:?}"
+        );
+        ensure!(
+            after.registrations <= before.registrations + SLACK || after.rekeys == before.rekeys,
+            "the {side} registered more memory although it rekeys: {before:?} -> {after:?}"
+        );
+    }
+    Ok(())
+}
+
+pub(super) async fn cancelled_call<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    s.client.test_null().await.step("NULL")?;
+    let before = s.transport.stats().local_invalidations;
+    // SLOWECHO holds its Write chunk for 300 ms; the caller gives up after 50.
+    let abandoned = {
+        let c = s.client.clone();
+        tokio::spawn(async move {
+            c.test_slowecho(EchoArgs {
+                tag: 300,
+                data: pattern(50_000, 1),
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    abandoned.abort();
+    let _ = abandoned.await;
+    // Seed 004 section 5.4.1: the abandoned call's memory is fenced at once, without waiting
+    // for the reply: its Read chunk source and its Write chunk.
+    let after = s.transport.stats().local_invalidations;
+    ensure!(
+        after >= before + 2,
+        "{} invalidations for the abandoned call",
+        after - before
+    );
+    // When the server then writes the result, the invalidated handle refuses it: the
+    // connection breaks as it would on an RNIC, and the next call reconnects.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    echo(&s, 50_000, 9).await
+}

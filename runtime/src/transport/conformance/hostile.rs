@@ -1,0 +1,490 @@
+//! Cases where a peer speaks the wire format but lies: it gets the protocol's answer, and a
+//! well-behaved client of the same server keeps being served.
+
+use std::time::Duration;
+
+use super::cases::{client_config, setup_with, Setup};
+use super::program::*;
+use crate::rdma::conformance::util::{ensure, Step, STEP};
+use crate::rdma::conformance::{Failure, ProviderUnderTest};
+use crate::rdma::{
+    Access, ConnectParams, Connection, MemoryRegion, Provider, RecvWr, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+use crate::transport::header::{self, Body, Chunks, Header, ReadChunk, Segment};
+use crate::transport::private_data::PrivateData;
+use crate::transport::RdmaConfig;
+use crate::xdr::Encoder;
+
+const RECV_SIZE: usize = 4096;
+const RECEIVES: usize = 8;
+
+/// A connection that sends hand-made messages.
+pub(super) struct Raw<C: Connection> {
+    conn: C,
+    recv: MemoryRegion,
+    next: u64,
+}
+
+/// What the server sent back.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    Message(Vec<u8>),
+    Closed,
+    Nothing,
+}
+
+impl<C: Connection> Raw<C> {
+    pub(super) async fn connect<P: Provider<Conn = C>>(s: &Setup<P>) -> Result<Raw<C>, Failure> {
+        let pd = PrivateData {
+            remote_invalidate: false,
+            send_size: RECV_SIZE,
+            receive_size: RECV_SIZE,
+        };
+        let mut recv = None;
+        let conn = tokio::time::timeout(
+            STEP,
+            s.provider.connect_with(
+                s.addr,
+                ConnectParams::new().private_data(pd.encode().to_vec()),
+                |c| {
+                    let r = c.register(vec![0; RECEIVES * RECV_SIZE], Access::LOCAL_WRITE)?;
+                    for slot in 0..RECEIVES {
+                        c.post_recv(RecvWr::new(
+                            1000 + slot as u64,
+                            Sge::new(&r, slot * RECV_SIZE..(slot + 1) * RECV_SIZE)?,
+                        ))?;
+                    }
+                    recv = Some(r);
+                    Ok(())
+                },
+            ),
+        )
+        .await
+        .map_err(|_| Failure("the raw connection timed out".into()))?
+        .step("raw connect")?;
+        let recv = recv.ok_or_else(|| Failure("no receive region".into()))?;
+        Ok(Raw {
+            conn,
+            recv,
+            next: 1,
+        })
+    }
+
+    pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let mr = self
+            .conn
+            .register(bytes.to_vec(), Access::NONE)
+            .step("register a message")?;
+        self.next += 1;
+        self.conn
+            .post_send(SendWr::send(self.next, vec![Sge::whole(&mr)]))
+            .step("post a message")
+    }
+
+    /// The next message the server sends, whether the connection closed, or nothing within
+    /// half a second.
+    pub(super) async fn answer(&mut self) -> Answer {
+        loop {
+            let c =
+                match tokio::time::timeout(Duration::from_millis(500), self.conn.poll_completion())
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(_) => return Answer::Nothing,
+                };
+            if c.opcode != WcOpcode::Recv {
+                if !c.is_success() {
+                    return Answer::Closed;
+                }
+                continue;
+            }
+            if c.status != WcStatus::Success {
+                return Answer::Closed;
+            }
+            let slot = (c.wr_id - 1000) as usize;
+            let Ok(bytes) = self
+                .recv
+                .to_vec(slot * RECV_SIZE..slot * RECV_SIZE + c.byte_len as usize)
+            else {
+                return Answer::Closed;
+            };
+            if let Ok(sge) = Sge::new(&self.recv, slot * RECV_SIZE..(slot + 1) * RECV_SIZE) {
+                let _ = self.conn.post_recv(RecvWr::new(c.wr_id, sge));
+            }
+            return Answer::Message(bytes);
+        }
+    }
+}
+
+fn encode(h: &Header) -> Vec<u8> {
+    let mut enc = Encoder::new();
+    // A header of the suite's own making always encodes.
+    let _ = header::encode(h, &mut enc);
+    enc.finish().into_bytes().to_vec()
+}
+
+/// An RPC call header for the suite's program, procedure `proc`, then `args` words.
+pub(super) fn rpc_call(xid: u32, proc: u32, args: &[u32]) -> Vec<u8> {
+    let mut v = Vec::new();
+    let header = [
+        xid,
+        0,
+        2,
+        testprog::PROGRAM,
+        testvers::VERSION,
+        proc,
+        0,
+        0,
+        0,
+        0,
+    ];
+    for w in header.iter().chain(args) {
+        v.extend_from_slice(&w.to_be_bytes());
+    }
+    v
+}
+
+pub(super) fn message(xid: u32, body: Body, rpc: &[u8]) -> Vec<u8> {
+    let mut m = encode(&Header {
+        xid,
+        credit: 4,
+        body,
+    });
+    m.extend_from_slice(rpc);
+    m
+}
+
+fn parsed(a: Answer) -> Result<Header, Failure> {
+    match a {
+        Answer::Message(m) => header::parse(&m, &Default::default())
+            .map(|(h, _)| h)
+            .map_err(|e| Failure(format!("an unparsable answer: {e}"))),
+        other => Err(Failure(format!("expected an answer, got {other:?}"))),
+    }
+}
+
+/// Runs `lie` on a raw connection while a good client calls the same server.
+async fn hostile<T, F>(put: &T, lie: F) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+    F: AsyncFnOnce(&mut Raw<<T::P as Provider>::Conn>) -> Result<(), Failure>,
+{
+    let s = setup_with(put, RdmaConfig::default(), client_config()).await?;
+    let good = async |what: &str| -> Result<(), Failure> {
+        let data = pattern(100_000, 1);
+        let r = s
+            .client
+            .test_echo(EchoArgs {
+                tag: 1,
+                data: data.clone(),
+            })
+            .await
+            .step(&format!("the good client's call {what}"))?;
+        ensure!(r.data == data, "the good client got other bytes {what}");
+        Ok(())
+    };
+    good("before").await?;
+    let mut raw = Raw::connect(&s).await?;
+    lie(&mut raw).await?;
+    good("after").await
+}
+
+pub(super) async fn misaligned_position<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        let body = Body::Msg(Chunks {
+            reads: vec![ReadChunk {
+                position: 46,
+                segments: vec![Segment {
+                    rdma_handle: 0x100,
+                    rdma_length: 8,
+                    rdma_offset: 0,
+                }],
+            }],
+            ..Default::default()
+        });
+        raw.send(&message(5, body, &rpc_call(5, 1, &[7, 8])))?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (5, &Body::ErrChunk),
+            "a misaligned position: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn other_version<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        let mut m = message(10, Body::Msg(Chunks::default()), &rpc_call(10, 0, &[]));
+        m[4..8].copy_from_slice(&2u32.to_be_bytes());
+        raw.send(&m)?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (10, &Body::ErrVers { low: 1, high: 1 }),
+            "version 2: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn cut_headers<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        let full = message(9, Body::Msg(Chunks::default()), &rpc_call(9, 0, &[]));
+        for cut in [1, 3, 8, 15] {
+            raw.send(&full[..cut])?;
+        }
+        let a = raw.answer().await;
+        ensure!(a == Answer::Nothing, "stubs were answered: {a:?}");
+        raw.send(&full[..20])?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(h.body == Body::ErrChunk, "a header cut in its lists: {h:?}");
+        raw.send(&full)?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(matches!(h.body, Body::Msg(_)), "the whole call: {h:?}");
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn read_chunk_not_adding_up<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        // ECHO: tag 7, then a length of 40,000 whose data is a Read chunk of 16 bytes.
+        let src = raw
+            .conn
+            .register(vec![9; 16], Access::REMOTE_READ)
+            .step("register the source")?;
+        let rpc = rpc_call(6, 1, &[7, 40_000]);
+        let body = Body::Msg(Chunks {
+            reads: vec![ReadChunk {
+                position: rpc.len() as u32,
+                segments: vec![Segment {
+                    rdma_handle: src.rkey(),
+                    rdma_length: 16,
+                    rdma_offset: src.addr(),
+                }],
+            }],
+            writes: vec![vec![Segment {
+                rdma_handle: 0x200,
+                rdma_length: 64,
+                rdma_offset: 0,
+            }]],
+            ..Default::default()
+        });
+        raw.send(&message(6, body, &rpc))?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (6, &Body::ErrChunk),
+            "a chunk shorter than its count: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn huge_count<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        // RDMA_MSG, no Read list, a Write list whose first chunk claims 2^32 - 1 segments.
+        let mut m = Vec::new();
+        for w in [7u32, 1, 4, 0, 0, 1, u32::MAX, 1, 2, 3] {
+            m.extend_from_slice(&w.to_be_bytes());
+        }
+        raw.send(&m)?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (7, &Body::ErrChunk),
+            "a huge count: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Waits until the server has closed the raw connection.
+async fn closed<C: Connection>(raw: &mut Raw<C>) -> bool {
+    for _ in 0..20 {
+        match raw.answer().await {
+            Answer::Closed => return true,
+            Answer::Nothing if !raw.conn.is_connected() => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+pub(super) async fn segment_past_registration<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        let src = raw
+            .conn
+            .register(vec![9; 64], Access::REMOTE_READ)
+            .step("register the source")?;
+        let rpc = rpc_call(8, 1, &[7, 4096]);
+        let body = Body::Msg(Chunks {
+            reads: vec![ReadChunk {
+                position: rpc.len() as u32,
+                // 4 KiB at the registration's start: it holds 64 bytes.
+                segments: vec![Segment {
+                    rdma_handle: src.rkey(),
+                    rdma_length: 4096,
+                    rdma_offset: src.addr(),
+                }],
+            }],
+            writes: vec![vec![Segment {
+                rdma_handle: 0x200,
+                rdma_length: 4096,
+                rdma_offset: 0,
+            }]],
+            ..Default::default()
+        });
+        raw.send(&message(8, body, &rpc))?;
+        // The RNIC refuses the server's RDMA Read (an iWARP Terminate, an InfiniBand NAK): the
+        // connection goes down.
+        ensure!(closed(raw).await, "the connection stayed up");
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn credit_overrun<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    // The server grants 4; the peer sends 6 slow calls before any reply.
+    let s = setup_with(put, RdmaConfig::default().credits(4), client_config()).await?;
+    let mut raw = Raw::connect(&s).await?;
+    for xid in 0..6u32 {
+        raw.send(&message(
+            100 + xid,
+            Body::Msg(Chunks::default()),
+            &rpc_call(100 + xid, 6, &[300]),
+        ))?;
+    }
+    ensure!(closed(&mut raw).await, "the connection stayed up");
+    let r = s.client.test_null().await;
+    ensure!(r.is_ok(), "the good client after the overrun: {r:?}");
+    Ok(())
+}
+
+pub(super) async fn nomsg_without_position_zero<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        raw.send(&message(11, Body::NoMsg(Chunks::default()), &[]))?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (11, &Body::ErrChunk),
+            "RDMA_NOMSG without a Position-Zero Read chunk: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn done_and_msgp<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        raw.send(&message(12, Body::Done, &[]))?;
+        let a = raw.answer().await;
+        ensure!(a == Answer::Nothing, "RDMA_DONE was answered: {a:?}");
+        // RDMA_MSGP: align and thresh, then empty lists, then the call.
+        let mut m = Vec::new();
+        for w in [13u32, 1, 4, 2, 0, 0, 0, 0, 0] {
+            m.extend_from_slice(&w.to_be_bytes());
+        }
+        m.extend(rpc_call(13, 0, &[]));
+        raw.send(&m)?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            h.xid == 13 && matches!(h.body, Body::Msg(_)),
+            "RDMA_MSGP: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn reply_fits_nowhere<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        // BIG(10,000): a reply that fits neither the 4 KiB receive buffer nor any chunk.
+        raw.send(&message(
+            14,
+            Body::Msg(Chunks::default()),
+            &rpc_call(14, 2, &[10_000]),
+        ))?;
+        let h = parsed(raw.answer().await)?;
+        ensure!(
+            (h.xid, &h.body) == (14, &Body::ErrChunk),
+            "a reply without room: {h:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+pub(super) async fn garbage_args<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    hostile(put, async |raw| {
+        // ECHO with nothing after the call header.
+        raw.send(&message(
+            15,
+            Body::Msg(Chunks::default()),
+            &rpc_call(15, 1, &[]),
+        ))?;
+        let Answer::Message(m) = raw.answer().await else {
+            return Err(Failure("no answer".into()));
+        };
+        let (h, used) = header::parse(&m, &Default::default())
+            .map_err(|e| Failure(format!("an unparsable answer: {e}")))?;
+        ensure!(matches!(h.body, Body::Msg(_)), "{h:?}");
+        let err = crate::rpc::decode_reply::<()>(crate::rpc::Reply {
+            message: bytes::Bytes::copy_from_slice(&m[used..]),
+            chunks: None,
+        })
+        .err();
+        ensure!(
+            matches!(err, Some(crate::rpc::Error::GarbageArgs)),
+            "{err:?}"
+        );
+        Ok(())
+    })
+    .await
+}
