@@ -157,12 +157,21 @@ where
     Ok(())
 }
 
+/// A client whose registered buffers are at most 16 KiB: larger chunks take several segments.
+fn small_buffers() -> RdmaConfig {
+    client_config().pool(crate::transport::pool::PoolConfig {
+        max_buffer: 16 << 10,
+        ..Default::default()
+    })
+}
+
 pub(super) async fn several_read_chunks<T>(put: &T) -> Result<(), Failure>
 where
     T: ProviderUnderTest,
     T::P: Clone,
 {
-    let s = setup(put).await?;
+    // 70,001 bytes in 16 KiB buffers: a Read chunk of five segments, then one of one.
+    let s = setup_with(put, RdmaConfig::default(), small_buffers()).await?;
     let (a, b) = (pattern(70_001, 1), pattern(5_003, 2));
     let got = s
         .client
@@ -187,7 +196,9 @@ where
     T: ProviderUnderTest,
     T::P: Clone,
 {
-    let s = setup(put).await?;
+    // 100,000 bytes in 16 KiB buffers: a Position-Zero Read chunk of seven segments (seed 002
+    // section 3.2).
+    let s = setup_with(put, RdmaConfig::default(), small_buffers()).await?;
     let data = pattern(100_000, 4);
     let got = s
         .client
@@ -205,7 +216,8 @@ where
     T: ProviderUnderTest,
     T::P: Clone,
 {
-    let s = setup(put).await?;
+    // A Reply chunk of several segments too.
+    let s = setup_with(put, RdmaConfig::default(), small_buffers()).await?;
     let res = s.client.test_big(50_000).await.step("BIG")?;
     ensure!(
         res.data.len() == 50_000 && res.data.iter().all(|&b| b == 0xb1),

@@ -41,12 +41,20 @@ impl<C: Connection> Raw<C> {
             send_size: RECV_SIZE,
             receive_size: RECV_SIZE,
         };
+        Raw::connect_with(s, pd.encode().to_vec()).await
+    }
+
+    /// Connects with `private_data` (empty: none at all).
+    pub(super) async fn connect_with<P: Provider<Conn = C>>(
+        s: &Setup<P>,
+        private_data: Vec<u8>,
+    ) -> Result<Raw<C>, Failure> {
         let mut recv = None;
         let conn = tokio::time::timeout(
             STEP,
             s.provider.connect_with(
                 s.addr,
-                ConnectParams::new().private_data(pd.encode().to_vec()),
+                ConnectParams::new().private_data(private_data),
                 |c| {
                     let r = c.register(vec![0; RECEIVES * RECV_SIZE], Access::LOCAL_WRITE)?;
                     for slot in 0..RECEIVES {
@@ -487,4 +495,37 @@ where
         Ok(())
     })
     .await
+}
+
+pub(super) async fn no_private_data<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    // A peer that says nothing about its buffers is assumed to have 1 KiB (seed 004 section
+    // 4.3.1): a 2,000-byte reply cannot go inline to it, and it provided no Reply chunk.
+    let s = setup_with(put, RdmaConfig::default(), client_config()).await?;
+    let mut raw = Raw::connect_with(&s, Vec::new()).await?;
+    raw.send(&message(
+        16,
+        Body::Msg(Chunks::default()),
+        &rpc_call(16, 2, &[2000]),
+    ))?;
+    let h = parsed(raw.answer().await)?;
+    ensure!(
+        (h.xid, &h.body) == (16, &Body::ErrChunk),
+        "a 2,000-byte reply to a peer without private data: {h:?}"
+    );
+    // 500 bytes fit.
+    raw.send(&message(
+        17,
+        Body::Msg(Chunks::default()),
+        &rpc_call(17, 2, &[500]),
+    ))?;
+    let h = parsed(raw.answer().await)?;
+    ensure!(
+        h.xid == 17 && matches!(h.body, Body::Msg(_)),
+        "a 500-byte reply: {h:?}"
+    );
+    Ok(())
 }

@@ -108,6 +108,9 @@ cases! {
     HostileReplyFitsNowhere => hostile::reply_fits_nowhere,
     /// Undecodable arguments get GARBAGE_ARGS, in an RPC reply.
     HostileGarbageArgs => hostile::garbage_args,
+    /// A peer without private data is taken to have 1 KiB receive buffers (seed 004 section
+    /// 4.3.1).
+    HostileNoPrivateData => hostile::no_private_data,
 }
 
 /// The outcome of one case.
@@ -220,6 +223,7 @@ macro_rules! transport_conformance_tests {
             hostile_done_and_msgp HostileDoneAndMsgp,
             hostile_reply_fits_nowhere HostileReplyFitsNowhere,
             hostile_garbage_args HostileGarbageArgs,
+            hostile_no_private_data HostileNoPrivateData,
         );
     };
     (@cases $make:expr, $($name:ident $variant:ident,)*) => {$(

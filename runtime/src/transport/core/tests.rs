@@ -1389,3 +1389,58 @@ fn garbage_args_travel_as_an_rpc_reply_not_a_transport_error() {
     assert!(matches!(err, rpc::Error::ProcUnavail));
     let _ = ReplyError::SystemErr;
 }
+
+#[test]
+fn a_read_chunk_with_or_without_its_round_up_is_taken() {
+    // Seed 004 section 4.4.4.1: "the requester MAY choose to send a Read chunk without any XDR
+    // padding. The responder MUST be prepared to provide appropriate round-up".
+    for chunk_len in [5u32, 8] {
+        let mut p = Pair::new();
+        let src = p.sides[CLIENT]
+            .mem
+            .alloc(8, Access::REMOTE_READ)
+            .unwrap()
+            .remove(0);
+        src.buf
+            .0
+            .data
+            .lock()
+            .unwrap()
+            .copy_from_slice(b"hello\0\0\0");
+        let none = rpc::msg::OpaqueAuth {
+            flavor: rpc::msg::AuthFlavor::AuthNone,
+            body: Bytes::new(),
+        };
+        let mut enc = Encoder::new();
+        rpc::encode_call_header(&mut enc, 31, PROG, 1, 1, &none, &none).unwrap();
+        enc.put_u32(5);
+        let rpc_msg = enc.finish().into_bytes().to_vec();
+        let mut seg = src.segment();
+        seg.rdma_length = chunk_len;
+        let mut m = header_bytes(&Header {
+            xid: 31,
+            credit: 1,
+            body: Body::Msg(Chunks {
+                reads: vec![ReadChunk {
+                    position: rpc_msg.len() as u32,
+                    segments: vec![seg],
+                }],
+                ..Default::default()
+            }),
+        });
+        m.extend(rpc_msg);
+        let out = inject(&mut p, m);
+        assert_eq!(out.len(), 1, "chunk of {chunk_len}");
+        let (h, used) = hdr::parse(&out[0], &Default::default()).unwrap();
+        assert!(
+            matches!(h.body, Body::Msg(_)),
+            "chunk of {chunk_len}: {h:?}"
+        );
+        let echoed = rpc::decode_reply::<DdpData>(rpc::Reply {
+            message: Bytes::copy_from_slice(&out[0][used..]),
+            chunks: None,
+        })
+        .unwrap();
+        assert_eq!(&echoed.0[..], b"hello", "chunk of {chunk_len}");
+    }
+}
