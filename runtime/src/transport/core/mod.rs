@@ -501,13 +501,10 @@ impl<B: Buf> Core<B> {
                 self.stats.dropped += 1;
             }
             Body::ErrVers { .. } | Body::ErrChunk => {
-                if !self.requester.error_reply(
-                    &header,
-                    invalidated,
-                    &self.config,
-                    &mut self.out,
-                    &mut self.stats,
-                ) {
+                if !self
+                    .requester
+                    .error_reply(&header, invalidated, &mut self.out, &mut self.stats)
+                {
                     self.stats.dropped += 1;
                 }
             }
@@ -536,14 +533,10 @@ impl<B: Buf> Core<B> {
     }
 
     fn reply(&mut self, header: Header, inline: Bytes, invalidated: Option<u32>) {
-        if !self.requester.reply(
-            header,
-            inline,
-            invalidated,
-            &self.config,
-            &mut self.out,
-            &mut self.stats,
-        ) {
+        if !self
+            .requester
+            .reply(header, inline, invalidated, &mut self.out, &mut self.stats)
+        {
             self.stats.dropped += 1;
         }
     }
@@ -627,27 +620,18 @@ impl<B: Buf> Core<B> {
         );
     }
 
-    /// Takes the outcome of operation `id`. `byte_len` is what an RDMA Read read.
-    pub fn handle_completion<M: Memory<Buf = B>>(
-        &mut self,
-        id: OpId,
-        status: WcStatus,
-        mem: &mut M,
-    ) {
+    /// Takes the outcome of operation `id`.
+    pub fn handle_completion(&mut self, id: OpId, status: WcStatus) {
         let Some(owner) = self.out.owners.remove(&id) else {
             return;
         };
         let ok = status == WcStatus::Success;
         match owner {
             Owner::Requester(call) => self.requester.completed(call, ok, &mut self.out),
-            Owner::Responder(call) => self.responder.completed(
-                call,
-                ok,
-                mem,
-                &self.config,
-                &mut self.out,
-                &mut self.stats,
-            ),
+            Owner::Responder(call) => {
+                self.responder
+                    .completed(call, ok, &self.config, &mut self.out, &mut self.stats)
+            }
             Owner::Nobody => {}
         }
     }

@@ -292,11 +292,9 @@ impl<B: Buf> Requester<B> {
         header: Header,
         inline: Bytes,
         invalidated: Option<u32>,
-        config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> bool {
-        let _ = config;
         let Some(id) = self.take_reply(&header) else {
             // A reply to an abandoned call still frees its credit.
             self.pump(out);
@@ -316,11 +314,9 @@ impl<B: Buf> Requester<B> {
         &mut self,
         header: &Header,
         invalidated: Option<u32>,
-        config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> bool {
-        let _ = config;
         let Some(id) = self.take_reply(header) else {
             self.pump(out);
             return false;

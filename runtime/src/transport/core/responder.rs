@@ -252,17 +252,14 @@ impl<B: Buf> Responder<B> {
     }
 
     /// An operation of call `id` completed.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn completed<M: Memory<Buf = B>>(
+    pub(super) fn completed(
         &mut self,
         id: CallId,
         ok: bool,
-        mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let _ = mem;
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };

@@ -451,8 +451,7 @@ impl Pair {
         if status != WcStatus::Success {
             self.sides[from].failed_ops += 1;
         }
-        let side = &mut self.sides[from];
-        side.core.handle_completion(id, status, &mut side.mem);
+        self.sides[from].core.handle_completion(id, status);
     }
 
     /// The peer's buffer and offset for `seg`, if the RNIC would allow the access.

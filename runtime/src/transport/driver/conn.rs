@@ -317,8 +317,7 @@ impl<C: Connection> Conn<C> {
             }
             _ => {}
         }
-        let pool = &self.pool;
-        st.core.handle_completion(c.wr_id, c.status, &mut &*pool);
+        st.core.handle_completion(c.wr_id, c.status);
         if c.status != WcStatus::Success {
             if c.status != WcStatus::Flushed {
                 tracing::warn!(status = %c.status, opcode = ?c.opcode, peer = %self.peer,
