@@ -19,6 +19,7 @@ mod error;
 mod header;
 mod local;
 pub mod msg;
+pub mod record;
 mod server;
 
 pub use auth::{Auth, AuthSys, Credentials, MAX_AUTH_BODY};
@@ -33,6 +34,7 @@ pub use header::{
     HeaderError,
 };
 pub use local::LocalTransport;
+pub use record::{RecordError, RecordReader, RecordWriter};
 pub use server::{
     decode_args, encode_reply, handler, run_handler, CallContext, Dispatch, DispatchError,
     HandlerFuture, HandlerResult, Incoming, Server, ServerBuilder, Service, TransportKind,
