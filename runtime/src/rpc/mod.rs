@@ -21,6 +21,7 @@ mod local;
 pub mod msg;
 pub mod record;
 mod server;
+pub mod tcp;
 
 pub use auth::{Auth, AuthSys, Credentials, MAX_AUTH_BODY};
 pub use buffer::{BufferSource, HeapBuffers, RegisteredBuffer, RegisteredMemory};
