@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
@@ -282,8 +283,8 @@ impl Connection {
     fn start(stream: TcpStream, config: &TcpConfig) -> io::Result<Arc<Connection>> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
-        let stream = Arc::new(stream);
-        let sink = RecordSink::new(stream.clone(), config.max_fragment);
+        let (read, write) = stream.into_split();
+        let sink = RecordSink::new(Arc::new(write), config.max_fragment);
         let shared = Arc::new(Shared {
             peer,
             pending: Mutex::new(Pending {
@@ -292,7 +293,7 @@ impl Connection {
             }),
         });
         let reader = tokio::spawn(read_replies(
-            stream,
+            read,
             shared.clone(),
             sink.clone(),
             config.max_record,
@@ -395,7 +396,7 @@ impl Shared {
 
 /// Reads replies until the connection ends, then fails the calls still waiting.
 async fn read_replies(
-    stream: Arc<TcpStream>,
+    mut stream: OwnedReadHalf,
     shared: Arc<Shared>,
     sink: RecordSink,
     max_record: usize,
@@ -403,7 +404,7 @@ async fn read_replies(
     let mut reader = RecordReader::new(max_record);
     loop {
         let record = tokio::select! {
-            record = next_record(&stream, &mut reader) => record,
+            record = next_record(&mut stream, &mut reader) => record,
             () = sink.closed() => break,
         };
         match record {

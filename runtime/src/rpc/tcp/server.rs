@@ -1,9 +1,13 @@
 //! The server side: [`TcpServer`] accepts connections and serves a [`Server`]'s programs on
 //! each, calls running concurrently and answered as they complete.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +20,7 @@ use super::sink::RecordSink;
 use super::stream::{next_record, ReadError};
 use crate::rpc::record::RecordReader;
 use crate::rpc::{
-    encode_reply, encode_reply_header, run_handler, BufferSource, Dispatch, HandlerResult,
+    encode_reply, encode_reply_header, BufferSource, Dispatch, HandlerFuture, HandlerResult,
     HeapBuffers, Incoming, ReplyError, Server, TransportKind,
 };
 use crate::xdr::Encoder;
@@ -186,8 +190,8 @@ async fn serve_connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%peer, %error, "TCP_NODELAY refused");
     }
-    let stream = Arc::new(stream);
-    let sink = RecordSink::new(stream.clone(), context.config.max_fragment);
+    let (mut stream, write) = stream.into_split();
+    let sink = RecordSink::new(Arc::new(write), context.config.max_fragment);
     let _close = CloseOnDrop(sink.clone());
     let slots_total = context.config.slots();
     let slots = Arc::new(Semaphore::new(slots_total as usize));
@@ -218,10 +222,10 @@ async fn serve_connection(
             biased;
             _ = stop.wait_for(|s| *s) => break true,
             () = sink.closed() => break false,
-            record = next_record(&stream, &mut reader) => record,
+            record = next_record(&mut stream, &mut reader) => record,
         };
         match record {
-            Ok(Some(message)) => connection.handle(message, slot),
+            Ok(Some(message)) => connection.handle(message, slot).await,
             Ok(None) => {
                 tracing::debug!(%peer, "the client closed the connection");
                 // It may have closed only its sending side and still wait for replies.
@@ -259,7 +263,7 @@ struct ConnectionContext {
 
 impl ConnectionContext {
     /// Routes one call; `slot` is held until its reply has been written.
-    fn handle(&self, message: Bytes, slot: OwnedSemaphorePermit) {
+    async fn handle(&self, message: Bytes, slot: OwnedSemaphorePermit) {
         let incoming = Incoming {
             message,
             chunks: None,
@@ -271,12 +275,20 @@ impl ConnectionContext {
         let peer = self.peer;
         match self.context.server.dispatch(incoming) {
             Dispatch::Run { xid, future } => {
-                let replier = self.replier.clone();
-                tokio::spawn(async move {
-                    // A panicking handler becomes SYSTEM_ERR.
-                    let result = run_handler(future).await;
-                    replier.send(xid, &result, slot);
-                });
+                // A handler that is done at once (NULL, a lookup in memory) is answered
+                // without a task switch, as libtirpc's single-threaded dispatch does; one
+                // that waits goes on in a task of its own, and the connection reads on.
+                let mut future = CatchPanic(future);
+                match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx))).await {
+                    Poll::Ready(result) => self.replier.send(xid, &result, slot),
+                    Poll::Pending => {
+                        let replier = self.replier.clone();
+                        tokio::spawn(async move {
+                            let result = future.await;
+                            replier.send(xid, &result, slot);
+                        });
+                    }
+                }
             }
             Dispatch::Reply { xid, error } => self.replier.send(xid, &Err(error), slot),
             Dispatch::ChunkError { xid, error } => {
@@ -292,6 +304,25 @@ impl ConnectionContext {
                 // RFC 5531 section 9 has no reply for a message without a readable call
                 // header.
                 tracing::debug!(%peer, %error, "an unreadable message: dropped");
+            }
+        }
+    }
+}
+
+/// A handler whose panic becomes a SYSTEM_ERR reply, like [`run_handler`](crate::rpc::run_handler)
+/// but without a task of its own: the connection's task polls it first.
+struct CatchPanic(HandlerFuture);
+
+impl Future for CatchPanic {
+    type Output = HandlerResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<HandlerResult> {
+        // After a panic the future is never polled again: it is dropped with this one.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(_) => {
+                tracing::error!("a handler panicked: SYSTEM_ERR");
+                Poll::Ready(Err(ReplyError::SystemErr))
             }
         }
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes};
-use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
 
 use crate::rpc::record::RecordWriter;
@@ -44,8 +44,8 @@ struct Shared {
 }
 
 struct State {
-    /// `None` once closed.
-    stream: Option<Arc<TcpStream>>,
+    /// `None` once closed (dropping the last reference shuts the sending side down).
+    stream: Option<Arc<OwnedWriteHalf>>,
     framer: RecordWriter,
     /// Framed records not yet taken by a writer, in order.
     queue: VecDeque<Queued>,
@@ -71,7 +71,7 @@ enum Drain {
     /// Everything was written; the socket is free (`busy` cleared).
     Idle,
     /// The socket is full: wait until it is writable, then drain again.
-    Blocked(Arc<TcpStream>),
+    Blocked(Arc<OwnedWriteHalf>),
     /// Writing failed.
     Failed(io::Error),
     /// The connection was closed meanwhile.
@@ -79,8 +79,8 @@ enum Drain {
 }
 
 impl RecordSink {
-    /// Starts the writing side of `stream`, writing fragments of at most `max_fragment` bytes.
-    pub(super) fn new(stream: Arc<TcpStream>, max_fragment: usize) -> RecordSink {
+    /// Starts the writing side `stream`, writing fragments of at most `max_fragment` bytes.
+    pub(super) fn new(stream: Arc<OwnedWriteHalf>, max_fragment: usize) -> RecordSink {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 stream: Some(stream),

@@ -1,9 +1,9 @@
-//! Reading records from a TCP stream shared between a reading task and writers.
+//! Reading records from the reading half of a TCP connection.
 
 use std::io;
 
 use bytes::Bytes;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::rpc::record::{RecordError, RecordReader};
 
@@ -27,8 +27,11 @@ pub(super) enum ReadError {
 
 /// Reads from `stream` until `reader` yields a record; `Ok(None)` when the peer closed the
 /// stream between records. Cancel-safe: bytes read are kept in `reader`.
-pub(super) async fn next_record(
-    stream: &TcpStream,
+///
+/// (`read_buf` rather than `readable` + `try_read_buf`: tokio takes a short read as the end
+/// of the available data, which saves a read returning EAGAIN per record.)
+pub(super) async fn next_record<R: AsyncRead + Unpin>(
+    stream: &mut R,
     reader: &mut RecordReader,
 ) -> Result<Option<Bytes>, ReadError> {
     loop {
@@ -38,14 +41,12 @@ pub(super) async fn next_record(
         let buffered = reader.buffer_mut().len();
         let ahead = reader.wanted().min(MAX_READ_AHEAD.max(buffered));
         reader.buffer_mut().reserve(ahead.max(MIN_READ));
-        stream.readable().await?;
-        match stream.try_read_buf(reader.buffer_mut()) {
+        match stream.read_buf(reader.buffer_mut()).await {
             Ok(0) => {
                 reader.finish()?;
                 return Ok(None);
             }
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
         }
