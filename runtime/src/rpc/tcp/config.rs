@@ -46,9 +46,11 @@ pub struct TcpConfig {
     /// of one connection running at once (the server stops reading that connection until one
     /// has been answered).
     pub max_in_flight: usize,
-    /// Client: how long a call waits for its reply unless
-    /// [`CallOptions::timeout`](crate::rpc::CallOptions::timeout) says otherwise; `None` waits
-    /// forever.
+    /// Client: how long a call may take, waiting for a slot, reconnecting and retransmitting
+    /// included, unless [`CallOptions::timeout`](crate::rpc::CallOptions::timeout) says
+    /// otherwise; `None` waits forever. A call that runs out of time fails with
+    /// [`TransportError::TimedOut`](crate::rpc::TransportError::TimedOut) and its XID is
+    /// forgotten (a reply arriving later is dropped).
     pub timeout: Option<Duration>,
     /// Client: how many times a call whose connection was lost before its reply arrived is
     /// sent again, with the same XID, on a new connection (like the RPC-over-RDMA transport
