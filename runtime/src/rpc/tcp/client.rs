@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -270,6 +270,8 @@ struct Connection {
 struct Shared {
     peer: SocketAddr,
     pending: Mutex<Pending>,
+    /// `pending.open`, readable without the lock.
+    open: AtomicBool,
 }
 
 struct Pending {
@@ -291,6 +293,7 @@ impl Connection {
                 calls: HashMap::new(),
                 open: true,
             }),
+            open: AtomicBool::new(true),
         });
         let reader = tokio::spawn(read_replies(
             read,
@@ -319,15 +322,19 @@ impl Connection {
             pending.calls.insert(xid, tx);
             rx
         };
-        // Forgets the XID however this ends: reply, timeout, cancellation.
-        let _forget = Forget {
+        // Forgets the XID however this ends: timeout, cancellation, a lost connection.
+        let mut forget = Forget {
             shared: &self.shared,
             xid,
+            armed: true,
         };
         if self.sink.send(message, None).is_err() {
             return Err(Lost::BeforeSending);
         }
-        reply.await.map_err(|_| Lost::AfterSending)
+        let reply = reply.await.map_err(|_| Lost::AfterSending)?;
+        // The reading task took the XID out when it routed the reply.
+        forget.armed = false;
+        Ok(reply)
     }
 }
 
@@ -341,11 +348,14 @@ impl Drop for Connection {
 struct Forget<'a> {
     shared: &'a Shared,
     xid: u32,
+    armed: bool,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        self.shared.lock().calls.remove(&self.xid);
+        if self.armed {
+            self.shared.lock().calls.remove(&self.xid);
+        }
     }
 }
 
@@ -355,7 +365,7 @@ impl Shared {
     }
 
     fn is_open(&self) -> bool {
-        self.lock().open
+        self.open.load(Ordering::Acquire)
     }
 
     /// Hands a record to the call waiting for it.
@@ -387,6 +397,7 @@ impl Shared {
         let calls = {
             let mut pending = self.lock();
             pending.open = false;
+            self.open.store(false, Ordering::Release);
             std::mem::take(&mut pending.calls)
         };
         // Dropping the senders wakes the callers.

@@ -18,8 +18,9 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
 
 use crate::rpc::record::RecordWriter;
 
-/// The most buffers given to one vectored write (Linux's IOV_MAX is 1024).
-const MAX_IOV: usize = 128;
+/// The most buffers given to one vectored write (Linux's IOV_MAX is 1024; a record is a
+/// header and a few parts).
+const MAX_IOV: usize = 64;
 /// The most records taken out of the queue at once.
 const MAX_BATCH: usize = 64;
 
