@@ -768,3 +768,50 @@ async fn serve_runs_a_server_as_a_future() {
     assert_eq!(c.call::<Add>(&(5, 6)).await.unwrap(), 11);
     serving.abort();
 }
+
+#[tokio::test]
+async fn records_larger_than_the_socket_buffers_go_out_whole_and_in_order() {
+    // A 32 MiB reply cannot fit in loopback's socket buffers while the client is not reading:
+    // the server's writer is left with a partly written record and the replies queued behind
+    // it, and finishes them as the client reads.
+    const BIG: u32 = 32 << 20;
+    let config = TcpConfig::new().max_record(64 << 20);
+    let (server, _) = start(config.clone()).await;
+    let mut s = TcpStream::connect(server.local_addr()).await.unwrap();
+    let mut calls = frame(&call_message(1, 8, &BIG), 1024);
+    calls.extend(frame(&call_message(2, 1, &(1u32, 2u32)), 1024));
+    calls.extend(frame(&call_message(3, 1, &(3u32, 4u32)), 1024));
+    s.write_all(&calls).await.unwrap();
+    let (big, _) = read_record(&mut s).await.unwrap();
+    assert_eq!(xid_of(&big), 1);
+    let data = parse_reply::<Bytes>(big).unwrap();
+    assert_eq!(data.len(), BIG as usize);
+    assert!(data.iter().all(|b| *b == 0xab));
+    for (xid, sum) in [(2, 3u32), (3, 7)] {
+        let (reply, _) = read_record(&mut s).await.unwrap();
+        assert_eq!(xid_of(&reply), xid);
+        assert_eq!(parse_reply::<u32>(reply).unwrap(), sum);
+    }
+
+    // Both ways through our client, with calls in flight behind the large ones.
+    let c = client(server.local_addr(), config).await;
+    let payload = Bytes::from((0..BIG).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let echoes: Vec<_> = (0..2)
+        .map(|_| {
+            let (c, payload) = (c.clone(), payload.clone());
+            tokio::spawn(async move { c.call::<Echo>(&payload).await })
+        })
+        .collect();
+    let adds: Vec<_> = (0..10u32)
+        .map(|v| {
+            let c = c.clone();
+            tokio::spawn(async move { c.call::<Add>(&(v, v)).await })
+        })
+        .collect();
+    for echo in echoes {
+        assert!(echo.await.unwrap().unwrap() == payload);
+    }
+    for (v, add) in adds.into_iter().enumerate() {
+        assert_eq!(add.await.unwrap().unwrap(), 2 * v as u32);
+    }
+}
