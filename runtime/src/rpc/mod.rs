@@ -19,7 +19,9 @@ mod error;
 mod header;
 mod local;
 pub mod msg;
+pub mod record;
 mod server;
+pub mod tcp;
 
 pub use auth::{Auth, AuthSys, Credentials, MAX_AUTH_BODY};
 pub use buffer::{BufferSource, HeapBuffers, RegisteredBuffer, RegisteredMemory};
@@ -33,6 +35,7 @@ pub use header::{
     HeaderError,
 };
 pub use local::LocalTransport;
+pub use record::{RecordError, RecordReader, RecordWriter};
 pub use server::{
     decode_args, encode_reply, handler, run_handler, CallContext, Dispatch, DispatchError,
     HandlerFuture, HandlerResult, Incoming, Server, ServerBuilder, Service, TransportKind,

@@ -1,0 +1,116 @@
+//! The settings of a TCP connection, client or server side.
+
+use std::time::Duration;
+
+use crate::rpc::record::MAX_FRAGMENT;
+
+/// The default bound on a record: 4 MiB of payload (room for the largest common I/O sizes,
+/// such as NFS's 1 MiB `rsize`/`wsize`, four times over) plus 64 KiB for the RPC header and the
+/// procedure's other arguments or results.
+pub const DEFAULT_MAX_RECORD: usize = (4 << 20) + (64 << 10);
+
+/// The default number of calls in flight on one connection (client) or running for one
+/// connection (server): 128, the credit limit Linux's RPC-over-RDMA client asks for, so a
+/// program behaves the same on either transport.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
+
+/// The default call timeout: 25 seconds, what `rpcgen`'s client stubs pass to `clnt_call`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Settings of ONC RPC over TCP with record marking (RFC 5531 section 11).
+///
+/// One type serves both ends; each field says which end reads it.
+///
+/// ```
+/// use std::time::Duration;
+/// use rpcrdma::rpc::tcp::TcpConfig;
+///
+/// let config = TcpConfig::new()
+///     .max_record(1 << 20)
+///     .max_in_flight(32)
+///     .timeout(Some(Duration::from_secs(5)));
+/// assert_eq!(config.max_record, 1 << 20);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TcpConfig {
+    /// The largest record (one RPC message) received or sent, in bytes. A peer announcing a
+    /// larger record loses its connection; a call or reply larger than this is not sent
+    /// (the caller gets [`TransportError::TooLarge`](crate::rpc::TransportError::TooLarge),
+    /// a handler's oversized result becomes SYSTEM_ERR). Both ends.
+    pub max_record: usize,
+    /// The largest fragment written, in bytes (at most 2^31 - 1, the default: one fragment per
+    /// record). Both ends.
+    pub max_fragment: usize,
+    /// Client: calls in flight on the connection (more callers wait for a slot). Server: calls
+    /// of one connection running at once (the server stops reading that connection until one
+    /// has been answered).
+    pub max_in_flight: usize,
+    /// Client: how long a call may take, waiting for a slot, reconnecting and retransmitting
+    /// included, unless [`CallOptions::timeout`](crate::rpc::CallOptions::timeout) says
+    /// otherwise; `None` waits forever. A call that runs out of time fails with
+    /// [`TransportError::TimedOut`](crate::rpc::TransportError::TimedOut) and its XID is
+    /// forgotten (a reply arriving later is dropped).
+    pub timeout: Option<Duration>,
+    /// Client: how many times a call whose connection was lost before its reply arrived is
+    /// sent again, with the same XID, on a new connection (like the RPC-over-RDMA transport
+    /// and Linux's client). 0 fails such a call with
+    /// [`TransportError::Closed`](crate::rpc::TransportError::Closed). A call that never went
+    /// out because the connection was already gone is always sent on a new one.
+    pub retransmits: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            max_record: DEFAULT_MAX_RECORD,
+            max_fragment: MAX_FRAGMENT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            timeout: Some(DEFAULT_TIMEOUT),
+            retransmits: 1,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// The defaults: [`DEFAULT_MAX_RECORD`], one fragment per record,
+    /// [`DEFAULT_MAX_IN_FLIGHT`], [`DEFAULT_TIMEOUT`], one retransmission.
+    pub fn new() -> TcpConfig {
+        TcpConfig::default()
+    }
+
+    /// Sets [`max_record`](Self::max_record).
+    pub fn max_record(mut self, bytes: usize) -> TcpConfig {
+        self.max_record = bytes;
+        self
+    }
+
+    /// Sets [`max_fragment`](Self::max_fragment) (clamped to 1..=2^31 - 1 when used).
+    pub fn max_fragment(mut self, bytes: usize) -> TcpConfig {
+        self.max_fragment = bytes;
+        self
+    }
+
+    /// Sets [`max_in_flight`](Self::max_in_flight) (at least 1 when used).
+    pub fn max_in_flight(mut self, calls: usize) -> TcpConfig {
+        self.max_in_flight = calls;
+        self
+    }
+
+    /// Sets [`timeout`](Self::timeout).
+    pub fn timeout(mut self, timeout: Option<Duration>) -> TcpConfig {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`retransmits`](Self::retransmits).
+    pub fn retransmits(mut self, times: u32) -> TcpConfig {
+        self.retransmits = times;
+        self
+    }
+
+    /// `max_in_flight` as a semaphore size: at least 1, at most what one `acquire_many` takes.
+    pub(super) fn slots(&self) -> u32 {
+        self.max_in_flight.clamp(1, u32::MAX as usize >> 3) as u32
+    }
+}

@@ -1,0 +1,365 @@
+//! The server side: [`TcpServer`] accepts connections and serves a [`Server`]'s programs on
+//! each, calls running concurrently and answered as they complete.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::config::TcpConfig;
+use super::sink::RecordSink;
+use super::stream::{next_record, ReadError};
+use crate::rpc::record::RecordReader;
+use crate::rpc::{
+    encode_reply, encode_reply_header, BufferSource, Dispatch, HandlerFuture, HandlerResult,
+    HeapBuffers, Incoming, ReplyError, Server, TransportKind,
+};
+use crate::xdr::Encoder;
+
+/// How long to wait before accepting again after an error that is not about one connection
+/// (out of file descriptors, memory).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A [`Server`] served over TCP with record marking (RFC 5531 section 11), in the
+/// background.
+///
+/// Every connection is served on its own: its calls run concurrently (up to
+/// [`TcpConfig::max_in_flight`] at once) and their replies go out as they complete, in any
+/// order. A connection that breaks the record marking (a record over
+/// [`TcpConfig::max_record`]) is closed, and only it.
+///
+/// [`shutdown`](Self::shutdown) stops accepting and lets every connection answer the calls
+/// already running before it closes; dropping the `TcpServer` stops everything at once.
+///
+/// ```no_run
+/// # async fn example(server: rpcrdma::rpc::Server) -> std::io::Result<()> {
+/// use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
+///
+/// let tcp = TcpServer::bind("127.0.0.1:0", server, TcpConfig::new()).await?;
+/// println!("listening on {}", tcp.local_addr());
+/// // ... later:
+/// tcp.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct TcpServer {
+    local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TcpServer {
+    /// Listens on `addr` and serves `server` there.
+    pub async fn bind(
+        addr: impl ToSocketAddrs,
+        server: Server,
+        config: TcpConfig,
+    ) -> io::Result<TcpServer> {
+        TcpServer::spawn(TcpListener::bind(addr).await?, server, config)
+    }
+
+    /// Serves `server` on the connections `listener` accepts.
+    pub fn spawn(
+        listener: TcpListener,
+        server: Server,
+        config: TcpConfig,
+    ) -> io::Result<TcpServer> {
+        let local_addr = listener.local_addr()?;
+        let (shutdown, stop) = watch::channel(false);
+        let task = tokio::spawn(accept(listener, Arc::new(Context { server, config }), stop));
+        Ok(TcpServer {
+            local_addr,
+            shutdown,
+            task: Some(task),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting connections and reading calls at once; the returned future completes
+    /// when every connection has answered the calls it was running and closed. A client that
+    /// does not read its replies holds this up: bound the wait with a timeout if that matters
+    /// (dropping the future leaves the connections to finish in the background).
+    pub fn shutdown(mut self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.shutdown.send_replace(true);
+        let task = self.task.take();
+        async move {
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        }
+    }
+}
+
+impl Drop for TcpServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            // The connections' tasks go with the accepting task's JoinSet.
+            task.abort();
+        }
+    }
+}
+
+/// Serves `server` on the connections `listener` accepts until the returned future is
+/// dropped (which closes every connection at once). [`TcpServer`] does the same in the
+/// background, with a graceful shutdown.
+pub async fn serve(listener: TcpListener, server: Server, config: TcpConfig) {
+    let (_never, stop) = watch::channel(false);
+    accept(listener, Arc::new(Context { server, config }), stop).await;
+}
+
+/// What every connection of a listener shares.
+struct Context {
+    server: Server,
+    config: TcpConfig,
+}
+
+async fn accept(listener: TcpListener, context: Arc<Context>, mut stop: watch::Receiver<bool>) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                connections.spawn(serve_connection(
+                    stream,
+                    peer,
+                    context.clone(),
+                    stop.clone(),
+                ));
+            }
+            Err(error) if is_about_one_connection(&error) => {
+                tracing::debug!(%error, "accepting a connection failed");
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accepting connections failed: pausing");
+                tokio::select! {
+                    () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            }
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+fn is_about_one_connection(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+/// Closes the sink however the connection's task ends (aborted included), so the socket
+/// closes.
+struct CloseOnDrop(RecordSink);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Serves one connection: reads calls, starts them, and (through [`Replier`]) writes their
+/// replies as they complete.
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    context: Arc<Context>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, %error, "TCP_NODELAY refused");
+    }
+    let (mut stream, write) = stream.into_split();
+    let sink = RecordSink::new(Arc::new(write), context.config.max_fragment);
+    let _close = CloseOnDrop(sink.clone());
+    let slots_total = context.config.slots();
+    let slots = Arc::new(Semaphore::new(slots_total as usize));
+    let connection = ConnectionContext {
+        peer,
+        replier: Replier {
+            peer,
+            sink: sink.clone(),
+            max_record: context.config.max_record,
+        },
+        buffers: Arc::new(HeapBuffers),
+        context: context.clone(),
+    };
+    let mut reader = RecordReader::new(context.config.max_record);
+    tracing::debug!(%peer, "connection accepted");
+    let answer_running = loop {
+        // Wait for a slot before reading: a client at the limit is not read from.
+        let slot = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break true,
+            () = sink.closed() => break false,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break false,
+            },
+        };
+        let record = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break true,
+            () = sink.closed() => break false,
+            record = next_record(&mut stream, &mut reader) => record,
+        };
+        match record {
+            Ok(Some(message)) => connection.handle(message, slot).await,
+            Ok(None) => {
+                tracing::debug!(%peer, "the client closed the connection");
+                // It may have closed only its sending side and still wait for replies.
+                break true;
+            }
+            Err(ReadError::Record(error)) => {
+                tracing::warn!(%peer, %error, "bad record marking: closing the connection");
+                break false;
+            }
+            Err(ReadError::Io(error)) => {
+                tracing::debug!(%peer, %error, "connection lost");
+                break false;
+            }
+        }
+    };
+    drop(stream);
+    if answer_running {
+        // Every slot back means every running call has been answered (or its reply dropped
+        // because writing failed).
+        tokio::select! {
+            _ = slots.acquire_many(slots_total) => {}
+            () = sink.closed() => {}
+        }
+    }
+    tracing::debug!(%peer, "connection closed");
+}
+
+/// One connection's view of the server.
+struct ConnectionContext {
+    peer: SocketAddr,
+    replier: Replier,
+    buffers: Arc<dyn BufferSource>,
+    context: Arc<Context>,
+}
+
+impl ConnectionContext {
+    /// Routes one call; `slot` is held until its reply has been written.
+    async fn handle(&self, message: Bytes, slot: OwnedSemaphorePermit) {
+        let incoming = Incoming {
+            message,
+            chunks: None,
+            transport: TransportKind::Tcp,
+            peer: Some(self.peer),
+            buffers: self.buffers.clone(),
+            backchannel: None,
+        };
+        let peer = self.peer;
+        match self.context.server.dispatch(incoming) {
+            Dispatch::Run { xid, future } => {
+                // A handler that is done at once (NULL, a lookup in memory) is answered
+                // without a task switch, as libtirpc's single-threaded dispatch does; one
+                // that waits goes on in a task of its own, and the connection reads on.
+                let mut future = CatchPanic(future);
+                match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx))).await {
+                    Poll::Ready(result) => self.replier.send(xid, &result, slot),
+                    Poll::Pending => {
+                        let replier = self.replier.clone();
+                        tokio::spawn(async move {
+                            let result = future.await;
+                            replier.send(xid, &result, slot);
+                        });
+                    }
+                }
+            }
+            Dispatch::Reply { xid, error } => self.replier.send(xid, &Err(error), slot),
+            Dispatch::ChunkError { xid, error } => {
+                // Calls over TCP carry no chunks, so this cannot happen; answer as for any
+                // arguments that do not decode.
+                tracing::warn!(%peer, xid, %error, "a chunk error on TCP: GARBAGE_ARGS");
+                self.replier.send(xid, &Err(ReplyError::GarbageArgs), slot);
+            }
+            Dispatch::NotACall { xid } => {
+                tracing::debug!(%peer, xid, "a REPLY from the client (no backward direction over TCP): dropped");
+            }
+            Dispatch::Drop(error) => {
+                // RFC 5531 section 9 has no reply for a message without a readable call
+                // header.
+                tracing::debug!(%peer, %error, "an unreadable message: dropped");
+            }
+        }
+    }
+}
+
+/// A handler whose panic becomes a SYSTEM_ERR reply, like [`run_handler`](crate::rpc::run_handler)
+/// but without a task of its own: the connection's task polls it first.
+struct CatchPanic(HandlerFuture);
+
+impl Future for CatchPanic {
+    type Output = HandlerResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<HandlerResult> {
+        // After a panic the future is never polled again: it is dropped with this one.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(_) => {
+                tracing::error!("a handler panicked: SYSTEM_ERR");
+                Poll::Ready(Err(ReplyError::SystemErr))
+            }
+        }
+    }
+}
+
+/// Encodes and sends replies on one connection.
+#[derive(Clone)]
+struct Replier {
+    peer: SocketAddr,
+    sink: RecordSink,
+    max_record: usize,
+}
+
+impl Replier {
+    fn send(&self, xid: u32, result: &HandlerResult, slot: OwnedSemaphorePermit) {
+        let mut enc = Encoder::new();
+        if let Err(error) = encode_reply(&mut enc, xid, result) {
+            tracing::error!(peer = %self.peer, xid, %error, "the reply header does not encode");
+            return;
+        }
+        if enc.len() > self.max_record {
+            tracing::warn!(
+                peer = %self.peer,
+                xid,
+                len = enc.len(),
+                max = self.max_record,
+                "the reply exceeds the record bound: SYSTEM_ERR"
+            );
+            enc.clear();
+            if let Err(error) = encode_reply_header(&mut enc, xid, Err(ReplyError::SystemErr)) {
+                tracing::error!(peer = %self.peer, xid, %error, "the reply header does not encode");
+                return;
+            }
+        }
+        let message = enc.finish();
+        if self.sink.send(message.parts(), Some(slot)).is_err() {
+            tracing::debug!(peer = %self.peer, xid, "the connection closed before the reply");
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Writing records to one TCP connection from many tasks.
+//!
+//! A sender that finds the connection idle writes its record at once, from its own task, with
+//! a non-blocking vectored write: a lone caller pays no task switch. Records sent while
+//! someone is writing queue up and go out together in the next vectored write. When the
+//! socket is full, the rest is handed to the connection's writer task, which waits for the
+//! socket; so a sender never waits for the peer, and a caller that is cancelled never leaves a
+//! record half-written.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Buf, Bytes};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
+
+use crate::rpc::record::RecordWriter;
+
+/// The most buffers given to one vectored write (Linux's IOV_MAX is 1024; a record is a
+/// header and a few parts).
+const MAX_IOV: usize = 64;
+/// The most records taken out of the queue at once.
+const MAX_BATCH: usize = 64;
+
+/// The connection is closed: nothing more is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SinkClosed;
+
+/// The writing side of a connection; clones share it. The owner of the connection calls
+/// [`close`](Self::close) when it ends (the writer task runs until then).
+#[derive(Clone)]
+pub(super) struct RecordSink {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Set with `state.stream` cleared; read without the lock by a writer between writes.
+    is_closed: AtomicBool,
+    /// Wakes the writer task when a sender hands it a blocked batch.
+    handover: Notify,
+    closed: watch::Sender<bool>,
+}
+
+struct State {
+    /// `None` once closed (dropping the last reference shuts the sending side down).
+    stream: Option<Arc<OwnedWriteHalf>>,
+    framer: RecordWriter,
+    /// Framed records not yet taken by a writer, in order.
+    queue: VecDeque<Queued>,
+    /// A writer (a sender, or the writer task) owns the socket's sending side.
+    busy: bool,
+}
+
+/// One framed record, partly written when `next > 0` or its `parts[next]` was advanced.
+struct Queued {
+    parts: Vec<Bytes>,
+    next: usize,
+    /// Released once the record has been written (or dropped with the connection).
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Records taken out of the queue by the writer of the moment.
+#[derive(Default)]
+struct Batch {
+    records: VecDeque<Queued>,
+}
+
+enum Drain {
+    /// Everything was written; the socket is free (`busy` cleared).
+    Idle,
+    /// The socket is full: wait until it is writable, then drain again.
+    Blocked(Arc<OwnedWriteHalf>),
+    /// Writing failed.
+    Failed(io::Error),
+    /// The connection was closed meanwhile.
+    Closed,
+}
+
+impl RecordSink {
+    /// Starts the writing side `stream`, writing fragments of at most `max_fragment` bytes.
+    pub(super) fn new(stream: Arc<OwnedWriteHalf>, max_fragment: usize) -> RecordSink {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                stream: Some(stream),
+                framer: RecordWriter::new(max_fragment),
+                queue: VecDeque::new(),
+                busy: false,
+            }),
+            is_closed: AtomicBool::new(false),
+            handover: Notify::new(),
+            closed: watch::Sender::new(false),
+        });
+        tokio::spawn(writer_task(shared.clone()));
+        RecordSink { shared }
+    }
+
+    /// Frames `parts` as one record and sends it (at once when the connection is idle);
+    /// `permit` is released when the record has been written. Never waits.
+    pub(super) fn send(
+        &self,
+        parts: &[Bytes],
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<(), SinkClosed> {
+        let mut state = self.shared.lock();
+        if state.stream.is_none() {
+            return Err(SinkClosed);
+        }
+        let mut framed = Vec::with_capacity(parts.len() + 1);
+        state.framer.frame(parts, &mut framed);
+        state.queue.push_back(Queued {
+            parts: framed,
+            next: 0,
+            _permit: permit,
+        });
+        if state.busy {
+            return Ok(());
+        }
+        state.busy = true;
+        drop(state);
+        let mut batch = Batch::default();
+        match self.shared.drain(&mut batch) {
+            Drain::Idle | Drain::Closed => {}
+            Drain::Blocked(_) => self.shared.hand_over(batch),
+            Drain::Failed(e) => self.shared.fail(&e),
+        }
+        Ok(())
+    }
+
+    /// Closes the connection's sending side: queued records are dropped, later sends fail,
+    /// and the writer task ends (so the socket closes once its readers let go of it).
+    pub(super) fn close(&self) {
+        self.shared.close();
+    }
+
+    /// Waits until the sink is closed (by its owner, or because writing failed).
+    pub(super) async fn closed(&self) {
+        let mut closed = self.shared.closed.subscribe();
+        let _ = closed.wait_for(|c| *c).await;
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state inconsistent (each update
+        // is one assignment or one queue operation), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes queued records until the queue is empty, the socket is full, or writing fails.
+    /// The caller owns the sending side (`busy`).
+    fn drain(&self, batch: &mut Batch) -> Drain {
+        let Some(stream) = self.lock().stream.clone() else {
+            return Drain::Closed;
+        };
+        loop {
+            if self.is_closed.load(Ordering::Acquire) {
+                return Drain::Closed;
+            }
+            if batch.records.is_empty() {
+                let mut state = self.lock();
+                if state.queue.is_empty() {
+                    state.busy = false;
+                    return Drain::Idle;
+                }
+                let n = state.queue.len().min(MAX_BATCH);
+                batch.records.extend(state.queue.drain(..n));
+            }
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let count = batch.io_slices(&mut iov);
+            match stream.try_write_vectored(&iov[..count]) {
+                Ok(0) => return Drain::Failed(io::ErrorKind::WriteZero.into()),
+                Ok(n) => batch.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Drain::Blocked(stream);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drain::Failed(e),
+            }
+        }
+    }
+
+    /// Gives a blocked batch to the writer task: back at the head of the queue, still `busy`.
+    fn hand_over(&self, batch: Batch) {
+        let mut state = self.lock();
+        if state.stream.is_none() {
+            return;
+        }
+        for record in batch.records.into_iter().rev() {
+            state.queue.push_front(record);
+        }
+        drop(state);
+        self.handover.notify_one();
+    }
+
+    fn fail(&self, error: &io::Error) {
+        tracing::debug!(%error, "writing to the connection failed: closing it");
+        self.close();
+    }
+
+    fn close(&self) {
+        let mut state = self.lock();
+        state.stream = None;
+        let queue = std::mem::take(&mut state.queue);
+        self.is_closed.store(true, Ordering::Release);
+        drop(state);
+        drop(queue);
+        self.closed.send_replace(true);
+    }
+}
+
+impl Batch {
+    /// Fills `out` with the batch's next buffers; returns how many.
+    fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let parts = self.records.iter().flat_map(|r| &r.parts[r.next..]);
+        let mut count = 0;
+        for (slot, part) in out.iter_mut().zip(parts) {
+            *slot = IoSlice::new(part);
+            count += 1;
+        }
+        count
+    }
+
+    /// Forgets the first `n` bytes, which were written.
+    fn advance(&mut self, mut n: usize) {
+        while let Some(record) = self.records.front_mut() {
+            while record.next < record.parts.len() {
+                let part = &mut record.parts[record.next];
+                if part.len() > n {
+                    part.advance(n);
+                    return;
+                }
+                n -= part.len();
+                // Release the part's memory now rather than with the whole batch.
+                *part = Bytes::new();
+                record.next += 1;
+            }
+            self.records.pop_front();
+        }
+    }
+}
+
+/// Writes what senders hand over when the socket was full, until the sink closes.
+async fn writer_task(shared: Arc<Shared>) {
+    let mut closed = shared.closed.subscribe();
+    loop {
+        tokio::select! {
+            _ = shared.handover.notified() => {}
+            _ = closed.wait_for(|c| *c) => return,
+        }
+        // A sender handed over the sending side (`busy`) with the queue's head.
+        let mut batch = Batch::default();
+        loop {
+            match shared.drain(&mut batch) {
+                Drain::Idle | Drain::Closed => break,
+                Drain::Failed(e) => {
+                    shared.fail(&e);
+                    return;
+                }
+                Drain::Blocked(stream) => {
+                    tokio::select! {
+                        writable = stream.writable() => {
+                            if let Err(e) = writable {
+                                shared.fail(&e);
+                                return;
+                            }
+                        }
+                        _ = closed.wait_for(|c| *c) => return,
+                    }
+                }
+            }
+        }
+    }
+}
