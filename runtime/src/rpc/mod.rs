@@ -37,7 +37,7 @@ pub use header::{
 pub use local::LocalTransport;
 pub use record::{RecordError, RecordReader, RecordWriter};
 pub use server::{
-    decode_args, encode_reply, handler, run_handler, CallContext, Dispatch, DispatchError,
+    decode_args, encode_reply, handler, run_handler, CallContext, CatchPanic, Dispatch, DispatchError,
     HandlerFuture, HandlerResult, Incoming, Server, ServerBuilder, Service, TransportKind,
 };
 

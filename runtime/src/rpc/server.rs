@@ -409,14 +409,40 @@ pub fn encode_reply(enc: &mut Encoder, xid: u32, result: &HandlerResult) -> xdr:
     }
 }
 
-/// Runs a handler as its own task, so that a panic in it becomes a SYSTEM_ERR reply instead
-/// of taking the connection down.
+/// Runs a handler so that a panic in it becomes a SYSTEM_ERR reply instead of taking the
+/// connection down.
 pub async fn run_handler(future: HandlerFuture) -> HandlerResult {
-    match tokio::spawn(future).await {
-        Ok(result) => result,
-        Err(e) => {
-            tracing::error!(error = %e, "a handler panicked or was cancelled: SYSTEM_ERR");
-            Err(ReplyError::SystemErr)
+    CatchPanic::new(future).await
+}
+
+/// A handler whose panic becomes a SYSTEM_ERR reply, without a task of its own: a transport
+/// polls it once where the call arrived, answers at once when it is done (NULL, a lookup in
+/// memory, as libtirpc's single-threaded dispatch does), and only moves one that waits to a
+/// task.
+pub struct CatchPanic(HandlerFuture);
+
+impl CatchPanic {
+    /// Wraps a handler.
+    pub fn new(future: HandlerFuture) -> CatchPanic {
+        CatchPanic(future)
+    }
+}
+
+impl Future for CatchPanic {
+    type Output = HandlerResult;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<HandlerResult> {
+        // After a panic the future is never polled again: it is dropped with this one.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.as_mut().poll(cx)))
+        {
+            Ok(poll) => poll,
+            Err(_) => {
+                tracing::error!("a handler panicked: SYSTEM_ERR");
+                std::task::Poll::Ready(Err(ReplyError::SystemErr))
+            }
         }
     }
 }

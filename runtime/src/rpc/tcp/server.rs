@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -304,25 +303,6 @@ impl ConnectionContext {
                 // RFC 5531 section 9 has no reply for a message without a readable call
                 // header.
                 tracing::debug!(%peer, %error, "an unreadable message: dropped");
-            }
-        }
-    }
-}
-
-/// A handler whose panic becomes a SYSTEM_ERR reply, like [`run_handler`](crate::rpc::run_handler)
-/// but without a task of its own: the connection's task polls it first.
-struct CatchPanic(HandlerFuture);
-
-impl Future for CatchPanic {
-    type Output = HandlerResult;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<HandlerResult> {
-        // After a panic the future is never polled again: it is dropped with this one.
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
-            Ok(poll) => poll,
-            Err(_) => {
-                tracing::error!("a handler panicked: SYSTEM_ERR");
-                Poll::Ready(Err(ReplyError::SystemErr))
             }
         }
     }
