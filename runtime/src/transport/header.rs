@@ -174,7 +174,8 @@ pub fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), H
     if message.len() < FIXED_LEN {
         return Err(HeaderError::Short);
     }
-    let word = |i: usize| u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]]);
+    let word =
+        |i: usize| u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]]);
     let (xid, version, credit) = (word(0), word(4), word(8));
     if version != VERSION {
         return Err(HeaderError::Version { xid, version });
@@ -214,7 +215,9 @@ fn check_chunks(c: Rpcrdma1Chunks, limits: &HeaderLimits) -> Result<Chunks, Stri
         } = entry.rdma_entry;
         // Seed 004 section 4.4.4.1: "The value in this field MUST be a multiple of four."
         if position % 4 != 0 {
-            return Err(format!("Read chunk position {position} is not a multiple of four"));
+            return Err(format!(
+                "Read chunk position {position} is not a multiple of four"
+            ));
         }
         check_segment(&segment)?;
         match reads.last_mut() {
@@ -235,7 +238,11 @@ fn check_chunks(c: Rpcrdma1Chunks, limits: &HeaderLimits) -> Result<Chunks, Stri
         }
     }
     if reads.len() > limits.max_chunks {
-        return Err(format!("{} Read chunks (at most {})", reads.len(), limits.max_chunks));
+        return Err(format!(
+            "{} Read chunks (at most {})",
+            reads.len(),
+            limits.max_chunks
+        ));
     }
     let mut read_bytes = 0u64;
     for r in &reads {
@@ -333,12 +340,12 @@ pub fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
         Body::Msg(c) => Rpcrdma1Body::RdmaMsg(chunks(c)),
         Body::NoMsg(c) => Rpcrdma1Body::RdmaNomsg(chunks(c)),
         Body::Done => Rpcrdma1Body::RdmaDone,
-        Body::ErrVers { low, high } => Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrVers(
-            Rpcrdma1ErrVers {
+        Body::ErrVers { low, high } => {
+            Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrVers(Rpcrdma1ErrVers {
                 rdma_vers_low: *low,
                 rdma_vers_high: *high,
-            },
-        )),
+            }))
+        }
         Body::ErrChunk => Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrChunk),
     };
     Rpcrdma1Msg {

@@ -132,8 +132,12 @@ mod tests {
 
     #[test]
     fn a_peer_without_private_data_gets_1024_and_no_invalidation() {
-        for data in [&[][..], &[1, 2, 3][..], &[0; 8][..], &[0xf6, 0xab, 0x0e, 0x18, 2, 1, 3, 3]]
-        {
+        for data in [
+            &[][..],
+            &[1, 2, 3][..],
+            &[0; 8][..],
+            &[0xf6, 0xab, 0x0e, 0x18, 2, 1, 3, 3],
+        ] {
             assert_eq!(PrivateData::decode(data), None, "{data:?}");
             assert_eq!(PrivateData::of_peer(data), PrivateData::default());
         }

@@ -126,7 +126,11 @@ pub trait Memory {
 /// Splits `total` bytes laid over `local` slices onto `remote` segments: the pairs
 /// (local part, remote segment part) that RDMA operations move, in order. Both sides are cut
 /// where either side has a boundary; `total` is at most the length of each side.
-pub fn pair_up<B: Buf>(local: &[Slice<B>], remote: &[Segment], total: usize) -> Vec<(Slice<B>, Segment)> {
+pub fn pair_up<B: Buf>(
+    local: &[Slice<B>],
+    remote: &[Segment],
+    total: usize,
+) -> Vec<(Slice<B>, Segment)> {
     let mut out = Vec::new();
     let (mut li, mut loff) = (0usize, 0usize);
     let (mut ri, mut roff) = (0usize, 0u64);

@@ -485,7 +485,10 @@ impl<B: Buf> Core<B> {
         let (header, used) = match header::parse(message, &self.config.limits) {
             Ok(h) => h,
             Err(HeaderError::Short) => {
-                tracing::debug!(len = message.len(), "dropping a message shorter than a header");
+                tracing::debug!(
+                    len = message.len(),
+                    "dropping a message shorter than a header"
+                );
                 self.stats.dropped += 1;
                 return;
             }
@@ -545,11 +548,20 @@ impl<B: Buf> Core<B> {
         }
     }
 
-    fn call<M: Memory<Buf = B>>(&mut self, header: Header, inline: Bytes, backward: bool, mem: &mut M) {
+    fn call<M: Memory<Buf = B>>(
+        &mut self,
+        header: Header,
+        inline: Bytes,
+        backward: bool,
+        mem: &mut M,
+    ) {
         if backward && self.config.backward_credits == 0 {
             // Seed 004 section 8.3.1: a peer must not send backward calls unless told it may;
             // nothing here can answer one.
-            tracing::warn!(xid = header.xid, "a backward call, but the backward direction is off");
+            tracing::warn!(
+                xid = header.xid,
+                "a backward call, but the backward direction is off"
+            );
             self.stats.dropped += 1;
             return;
         }
@@ -648,8 +660,7 @@ impl<B: Buf> Core<B> {
     /// Fails the calls whose deadline is before `now` with [`TransportError::TimedOut`], and
     /// invalidates their registrations.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.requester
-            .expire(now, &mut self.out, &mut self.stats);
+        self.requester.expire(now, &mut self.out, &mut self.stats);
     }
 
     /// The connection is gone: every call fails with [`TransportError::Closed`] (the caller

@@ -17,8 +17,7 @@ use bytes::Bytes;
 
 use super::super::header::{self, Body, Chunks, Header, ReadChunk, Segment};
 use super::{
-    Buf, CallId, CoreConfig, Event, Memory, OutgoingCall, Outbox, Owner, Slice, Stats,
-    WriteTarget,
+    Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
 };
 use crate::rdma::Access;
 use crate::rpc::{Reply, TransportError};
@@ -41,7 +40,10 @@ enum Phase {
     },
     /// Given up (cancelled or timed out) after it was sent: waiting for the reply, which frees
     /// the credit, and for the invalidations.
-    Abandoned { awaiting_reply: bool, pending: usize },
+    Abandoned {
+        awaiting_reply: bool,
+        pending: usize,
+    },
 }
 
 struct OutCall<B> {
@@ -122,7 +124,9 @@ impl<B: Buf> Requester<B> {
             )));
         }
         if self.backward
-            && (!call.moved.is_empty() || !call.write_chunks.is_empty() || call.reply_chunk.is_some())
+            && (!call.moved.is_empty()
+                || !call.write_chunks.is_empty()
+                || call.reply_chunk.is_some())
         {
             // Seed 004 section 8.4: "RPC-over-RDMA Version One operation in the backward
             // direction does not allow chunking".
@@ -553,7 +557,11 @@ fn protocol(what: String) -> TransportError {
 }
 
 /// The reply message and its Write chunk data, from the header and this call's sinks.
-fn build_reply<B: Buf>(call: &OutCall<B>, body: Body, inline: Bytes) -> Result<Reply, TransportError> {
+fn build_reply<B: Buf>(
+    call: &OutCall<B>,
+    body: Body,
+    inline: Bytes,
+) -> Result<Reply, TransportError> {
     let (chunks, message) = match body {
         Body::Msg(chunks) => (chunks, inline),
         Body::NoMsg(chunks) => {

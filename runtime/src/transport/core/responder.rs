@@ -144,7 +144,12 @@ impl<B: Buf> Responder<B> {
             return refuse(self, out, stats, "a backward call with chunks");
         }
         if nomsg && !pz {
-            return refuse(self, out, stats, "RDMA_NOMSG without a Position-Zero Read chunk");
+            return refuse(
+                self,
+                out,
+                stats,
+                "RDMA_NOMSG without a Position-Zero Read chunk",
+            );
         }
         if !nomsg && chunks.reads.iter().any(|r| r.position == 0) {
             // Seed 002 section 3.4.1: inline content and a Position-Zero Read chunk cannot
@@ -380,7 +385,14 @@ impl<B: Buf> Responder<B> {
             .chunks
             .writes
             .iter()
-            .map(|w| w.iter().map(|s| Segment { rdma_length: 0, ..*s }).collect())
+            .map(|w| {
+                w.iter()
+                    .map(|s| Segment {
+                        rdma_length: 0,
+                        ..*s
+                    })
+                    .collect()
+            })
             .collect();
         for item in &moved {
             let ChunkTarget::Write { index } = item.target else {

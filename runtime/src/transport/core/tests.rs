@@ -18,9 +18,7 @@ use crate::rpc::{
     HandlerFuture, HeapBuffers, Incoming, ReplyError, Server, Service, TransportKind,
 };
 use crate::transport::header::{self as hdr, Body, Chunks, Header, ReadChunk, Segment};
-use crate::xdr::{
-    self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ThresholdPolicy,
-};
+use crate::xdr::{self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ThresholdPolicy};
 
 // ---------------------------------------------------------------------------------------------
 // Simulated registered memory.
@@ -407,8 +405,13 @@ impl Pair {
                 let mut invalidated = None;
                 if let Some(h) = invalidate {
                     let table = self.sides[to].mem.table.lock().unwrap();
-                    let b = table.get(&h).expect("Send With Invalidate of an unknown handle");
-                    assert!(b.0.valid.swap(false, Ordering::SeqCst), "handle already invalid");
+                    let b = table
+                        .get(&h)
+                        .expect("Send With Invalidate of an unknown handle");
+                    assert!(
+                        b.0.valid.swap(false, Ordering::SeqCst),
+                        "handle already invalid"
+                    );
                     invalidated = Some(h);
                 }
                 let peer = &mut self.sides[to];
@@ -417,8 +420,8 @@ impl Pair {
             }
             Op::Read { sink, remote, .. } => match self.remote(to, &remote, Access::REMOTE_READ) {
                 Some((buf, off)) => {
-                    let data = buf.0.data.lock().unwrap()[off..off + remote.rdma_length as usize]
-                        .to_vec();
+                    let data =
+                        buf.0.data.lock().unwrap()[off..off + remote.rdma_length as usize].to_vec();
                     sink.buf.0.data.lock().unwrap()[sink.offset..sink.offset + sink.len]
                         .copy_from_slice(&data);
                     WcStatus::Success
@@ -523,8 +526,16 @@ impl Pair {
             flavor: rpc::msg::AuthFlavor::AuthNone,
             body: Bytes::new(),
         };
-        rpc::encode_call_header(&mut enc, xid, P::PROGRAM, P::VERSION, P::PROCEDURE, &none, &none)
-            .unwrap();
+        rpc::encode_call_header(
+            &mut enc,
+            xid,
+            P::PROGRAM,
+            P::VERSION,
+            P::PROCEDURE,
+            &none,
+            &none,
+        )
+        .unwrap();
         args.encode(&mut enc).unwrap();
         let (message, moved) = enc.finish_with_chunks();
         c.core.start_call(
@@ -565,7 +576,11 @@ impl Pair {
 }
 
 fn pattern(len: usize, seed: u8) -> Bytes {
-    Bytes::from((0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)).collect::<Vec<_>>())
+    Bytes::from(
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+            .collect::<Vec<_>>(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,7 +597,11 @@ fn a_null_call_goes_inline_both_ways() {
     let (_, call) = &p.wire[0];
     assert_eq!(&call[4..8], &[0, 0, 0, 1], "version 1");
     assert_eq!(&call[12..28], &[0; 16], "RDMA_MSG and three empty lists");
-    assert_eq!(&call[..4], &call[28..32], "the header's XID is the RPC message's");
+    assert_eq!(
+        &call[..4],
+        &call[28..32],
+        "the header's XID is the RPC message's"
+    );
 }
 
 #[test]
@@ -591,7 +610,11 @@ fn ddp_arguments_move_in_read_chunks_of_several_segments() {
     let mut p = Pair::with(config(Role::Client), config(Role::Server), 64 << 10);
     let data = pattern(200 << 10, 3);
     let back = p
-        .call::<Echo>(&DdpData(data.clone()), vec![WriteTarget::Size(200 << 10)], None)
+        .call::<Echo>(
+            &DdpData(data.clone()),
+            vec![WriteTarget::Size(200 << 10)],
+            None,
+        )
         .unwrap();
     assert_eq!(back.0, data);
     assert_eq!(p.client().core.stats().calls_read_chunks, 1);
@@ -615,11 +638,18 @@ fn several_read_chunks_land_at_their_positions() {
     let (h, _) = hdr::parse(&p.wire[0].1, &Default::default()).unwrap();
     let Body::Msg(chunks) = h.body else { panic!() };
     assert_eq!(chunks.reads.len(), 2);
-    assert_eq!(chunks.reads[0].segments.len(), 3, "10,001 bytes in 4 KiB pieces");
+    assert_eq!(
+        chunks.reads[0].segments.len(),
+        3,
+        "10,001 bytes in 4 KiB pieces"
+    );
     assert_eq!(chunks.reads[1].segments.len(), 2);
     // Positions count in the reconstructed stream: the second item's data starts after the
     // first's data and round-up (10,004 bytes), the 4-byte integer and its own length word.
-    assert_eq!(chunks.reads[1].position, chunks.reads[0].position + 10_004 + 8);
+    assert_eq!(
+        chunks.reads[1].position,
+        chunks.reads[0].position + 10_004 + 8
+    );
     assert!(chunks.reads.iter().all(|r| r.position % 4 == 0));
 }
 
@@ -633,10 +663,15 @@ fn a_long_call_goes_as_rdma_nomsg_with_a_multi_segment_position_zero_chunk() {
     assert_eq!(p.client().core.stats().calls_long, 1);
     let (h, used) = hdr::parse(&p.wire[0].1, &Default::default()).unwrap();
     assert_eq!(used, p.wire[0].1.len(), "RDMA_NOMSG carries no RPC message");
-    let Body::NoMsg(chunks) = h.body else { panic!("{:?}", h.body) };
+    let Body::NoMsg(chunks) = h.body else {
+        panic!("{:?}", h.body)
+    };
     assert_eq!(chunks.reads[0].position, 0);
     assert!(chunks.reads[0].segments.len() >= 6);
-    assert!(chunks.reads[0].segments.iter().all(|s| s.rdma_length <= 512));
+    assert!(chunks.reads[0]
+        .segments
+        .iter()
+        .all(|s| s.rdma_length <= 512));
 }
 
 #[test]
@@ -685,7 +720,9 @@ fn a_long_reply_comes_through_the_reply_chunk() {
     assert_eq!(r, Bytes::from(vec![0xb1; 5000]));
     assert_eq!(p.sides[SERVER].core.stats().replies_long, 1);
     let (h, _) = hdr::parse(&p.wire[1].1, &Default::default()).unwrap();
-    let Body::NoMsg(chunks) = h.body else { panic!() };
+    let Body::NoMsg(chunks) = h.body else {
+        panic!()
+    };
     let reply = chunks.reply.unwrap();
     assert_eq!(reply.len(), 8, "the Reply chunk's eight 1 KiB segments");
     assert!(hdr::total_len(&reply) > 5000);
@@ -702,7 +739,10 @@ fn a_reply_that_fits_nowhere_is_err_chunk_and_a_typed_error() {
     assert_eq!(p.sides[SERVER].core.stats().errors_sent, 1);
     // A reply chunk that is too small is no better.
     let err = p.call::<Big>(&5000, vec![], Some(2048)).unwrap_err();
-    assert!(matches!(err, rpc::Error::Transport(rpc::TransportError::RdmaChunk)));
+    assert!(matches!(
+        err,
+        rpc::Error::Transport(rpc::TransportError::RdmaChunk)
+    ));
     // The connection carries on.
     p.call::<Null>(&(), vec![], None).unwrap();
 }
@@ -713,7 +753,10 @@ fn a_ddp_result_larger_than_its_write_chunk_is_err_chunk() {
     let err = p
         .call::<MaybeData>(&5000, vec![WriteTarget::Size(100)], None)
         .unwrap_err();
-    assert!(matches!(err, rpc::Error::Transport(rpc::TransportError::RdmaChunk)), "{err}");
+    assert!(
+        matches!(err, rpc::Error::Transport(rpc::TransportError::RdmaChunk)),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -810,7 +853,11 @@ fn a_requester_over_its_credits_is_fatal_at_the_responder() {
 fn every_handle_is_fenced_before_the_reply_is_delivered() {
     let mut p = Pair::with(config(Role::Client), config(Role::Server), 4096);
     let id = p
-        .start::<Echo>(&DdpData(pattern(20_000, 1)), vec![WriteTarget::Size(20_000)], None)
+        .start::<Echo>(
+            &DdpData(pattern(20_000, 1)),
+            vec![WriteTarget::Size(20_000)],
+            None,
+        )
         .unwrap();
     p.run();
     assert_eq!(p.client().reachable_at_reply[&id], Vec::<u32>::new());
@@ -825,12 +872,19 @@ fn send_with_invalidate_spares_one_local_invalidation() {
     server.peer_remote_invalidate = true;
     let mut p = Pair::with(config(Role::Client), server, 1 << 20);
     let id = p
-        .start::<Echo>(&DdpData(pattern(5000, 1)), vec![WriteTarget::Size(5000)], None)
+        .start::<Echo>(
+            &DdpData(pattern(5000, 1)),
+            vec![WriteTarget::Size(5000)],
+            None,
+        )
         .unwrap();
     p.run();
     let stats = p.client().core.stats();
     assert_eq!(stats.remote_invalidations, 1);
-    assert_eq!(stats.local_invalidations, 1, "two handles, one invalidated by the peer");
+    assert_eq!(
+        stats.local_invalidations, 1,
+        "two handles, one invalidated by the peer"
+    );
     assert_eq!(p.client().reachable_at_reply[&id], Vec::<u32>::new());
     p.result::<Echo>(id).unwrap();
 }
@@ -839,7 +893,11 @@ fn send_with_invalidate_spares_one_local_invalidation() {
 fn a_cancelled_call_leaves_nothing_the_peer_can_write() {
     let mut p = Pair::new();
     let id = p
-        .start::<Echo>(&DdpData(pattern(5000, 1)), vec![WriteTarget::Size(5000)], None)
+        .start::<Echo>(
+            &DdpData(pattern(5000, 1)),
+            vec![WriteTarget::Size(5000)],
+            None,
+        )
         .unwrap();
     // The Send is out; the server has not answered yet.
     let send = p.sides[CLIENT].core.poll_op().unwrap();
@@ -946,7 +1004,10 @@ fn rpc_null_call(xid: u32) -> Vec<u8> {
 
 fn answer(messages: &[Vec<u8>]) -> Body {
     assert_eq!(messages.len(), 1, "one answer");
-    hdr::parse(&messages[0], &Default::default()).unwrap().0.body
+    hdr::parse(&messages[0], &Default::default())
+        .unwrap()
+        .0
+        .body
 }
 
 fn seg(handle: u32, len: u32) -> Segment {
@@ -995,7 +1056,10 @@ fn err_chunk_for_malformed_chunk_lists() {
                 ..Default::default()
             }),
         ),
-        ("RDMA_NOMSG without a Position-Zero Read chunk", Body::NoMsg(Chunks::default())),
+        (
+            "RDMA_NOMSG without a Position-Zero Read chunk",
+            Body::NoMsg(Chunks::default()),
+        ),
         (
             "too many segments",
             Body::Msg(Chunks {
@@ -1081,7 +1145,10 @@ fn rdma_msgp_is_taken_as_rdma_msg_and_rdma_done_is_dropped() {
     }
     m.extend(rpc_null_call(21));
     let out = inject(&mut p, m);
-    assert!(matches!(answer(&out), Body::Msg(_)), "answered like RDMA_MSG");
+    assert!(
+        matches!(answer(&out), Body::Msg(_)),
+        "answered like RDMA_MSG"
+    );
     let mut done = Vec::new();
     for w in [22u32, 1, 1, 3] {
         done.extend_from_slice(&w.to_be_bytes());
@@ -1168,7 +1235,11 @@ fn rdma_reads_stay_within_the_peers_ird() {
     let mut p = Pair::with(config(Role::Client), server, 1024);
     let data = pattern(20 << 10, 5);
     let id = p
-        .start::<Echo>(&DdpData(data.clone()), vec![WriteTarget::Size(20 << 10)], None)
+        .start::<Echo>(
+            &DdpData(data.clone()),
+            vec![WriteTarget::Size(20 << 10)],
+            None,
+        )
         .unwrap();
     while let Some(op) = p.sides[CLIENT].core.poll_op() {
         p.apply(CLIENT, op);
@@ -1180,7 +1251,10 @@ fn rdma_reads_stay_within_the_peers_ird() {
         while let Some(op) = p.sides[SERVER].core.poll_op() {
             posted.push(op);
         }
-        let reads = posted.iter().filter(|o| matches!(o, Op::Read { .. })).count();
+        let reads = posted
+            .iter()
+            .filter(|o| matches!(o, Op::Read { .. }))
+            .count();
         if reads == 0 {
             for op in posted {
                 p.apply(SERVER, op);
@@ -1209,7 +1283,9 @@ fn the_server_calls_back_while_forward_calls_are_in_flight() {
     server.backward_credits = 2;
     let mut p = Pair::with(client, server, 1 << 20);
     // A forward call in flight at the server...
-    let forward = p.start::<Echo>(&DdpData(pattern(50, 1)), vec![WriteTarget::Size(64)], None).unwrap();
+    let forward = p
+        .start::<Echo>(&DdpData(pattern(50, 1)), vec![WriteTarget::Size(64)], None)
+        .unwrap();
     while let Some(op) = p.sides[CLIENT].core.poll_op() {
         p.apply(CLIENT, op);
     }
