@@ -317,6 +317,7 @@ fn rekey_on_a_real_device() {
         assert_eq!(target.access(), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
         let data = client.register(vec![0x5a; 16], Access::NONE).unwrap();
         let sink = client.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+        let rbuf = server.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         let count = live_registrations();
         let mut keys = vec![target.rkey()];
         let c = write_via(&client, 1, &data, &target, target.rkey()).await;
@@ -361,7 +362,6 @@ fn rekey_on_a_real_device() {
         assert!(c.is_success(), "write after rebinding: {c:?}");
 
         // After a peer's Send with Invalidate, likewise, even before the receive is polled.
-        let rbuf = server.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         server.post_recv(RecvWr::new(5, Sge::whole(&rbuf))).unwrap();
         let invalidated = target.rkey();
         client
@@ -419,8 +419,9 @@ fn rekey_on_a_real_device() {
             WcStatus::RemoteAccessError,
             "write via an old tag"
         );
+        // On a line of its own (after libtest's "test ... "), so tests/vm/guest.sh shows it.
         println!(
-            "verbs: rekey on {:?}: {rekeys} rekeys, {} windows replaced, {} tags, old tag refused",
+            "\nverbs: rekey on {:?}: {rekeys} rekeys, {} windows replaced, {} tags, old tag refused",
             device_names(),
             replaced() - replaced_at_start,
             keys.len()
