@@ -166,10 +166,31 @@ impl MemoryRegion {
         self.inner.registered
     }
 
+    /// The check every provider's [`Connection::rekey`](super::Connection::rekey) makes before
+    /// anything else: `remote` names remote rights only (`REMOTE_READ`, `REMOTE_WRITE`), and
+    /// only ones the region was registered with. Anything else is
+    /// [`Error::InvalidWorkRequest`], and the region keeps its tag and rights.
+    pub fn check_remote_rights(&self, remote: Access) -> Result<()> {
+        let remote_only = Access::REMOTE_READ | Access::REMOTE_WRITE;
+        if !remote_only.contains(remote) {
+            return Err(Error::InvalidWorkRequest(format!(
+                "a steering tag grants remote rights only, not {remote:?}"
+            )));
+        }
+        if !self.inner.registered.contains(remote) {
+            return Err(Error::InvalidWorkRequest(format!(
+                "{remote:?} goes beyond the rights the region was registered with ({:?})",
+                self.inner.registered
+            )));
+        }
+        Ok(())
+    }
+
     /// Records that the region's remote steering tag is now `rkey`, granting the remote rights
     /// of `remote` (a provider calls this from
     /// [`Connection::rekey`](super::Connection::rekey), after the provider made the new tag
-    /// and revoked the old one). Rights the region was not registered with are dropped.
+    /// and revoked the old one). Rights the region was not registered with are dropped (a
+    /// provider refuses them first, see [`MemoryRegion::check_remote_rights`]).
     pub fn set_remote_key(&self, rkey: u32, remote: Access) {
         let local = self.inner.registered.bits() & Access::LOCAL_WRITE.bits();
         let remote = remote.bits()
@@ -350,6 +371,44 @@ mod tests {
         let mr = mr.try_into_vec().unwrap_err();
         drop(clone);
         assert_eq!(mr.try_into_vec().unwrap(), vec![0; 4]);
+    }
+
+    #[test]
+    fn remote_rights_of_a_rekey_stay_within_the_registration() {
+        let mr = MemoryRegion::register_with(
+            vec![0; 4],
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            |_, _| {
+                Ok((
+                    RegionKeys {
+                        lkey: 1,
+                        rkey: 2,
+                        addr: 0,
+                    },
+                    (),
+                ))
+            },
+        )
+        .unwrap();
+        mr.check_remote_rights(Access::REMOTE_WRITE).unwrap();
+        mr.check_remote_rights(Access::NONE).unwrap();
+        for refused in [
+            Access::REMOTE_READ,
+            Access::REMOTE_READ | Access::REMOTE_WRITE,
+            Access::LOCAL_WRITE,
+        ] {
+            assert!(
+                matches!(
+                    mr.check_remote_rights(refused),
+                    Err(Error::InvalidWorkRequest(_))
+                ),
+                "{refused:?}"
+            );
+        }
+        mr.set_remote_key(3, Access::NONE);
+        assert_eq!((mr.rkey(), mr.access()), (3, Access::LOCAL_WRITE));
+        mr.set_remote_key(4, Access::REMOTE_WRITE);
+        assert_eq!(mr.access(), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
     }
 
     #[test]

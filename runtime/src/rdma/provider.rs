@@ -206,6 +206,24 @@ pub trait Connection: Send + Sync + 'static {
     /// without registering memory again ("allocating chunk list data and RPC headers in a
     /// reusable way from pre-registered pools", section 5.4). Providers that cannot do it
     /// return [`Error::Unsupported`](super::Error::Unsupported); callers then register anew.
+    ///
+    /// Every provider refuses, before anything else and leaving the region as it was:
+    /// * rights in `remote` other than `REMOTE_READ`/`REMOTE_WRITE`, or beyond the rights the
+    ///   region was registered with (so a region registered without remote rights can only be
+    ///   rekeyed to `Access::NONE`), with
+    ///   [`Error::InvalidWorkRequest`](super::Error::InvalidWorkRequest) (the check is
+    ///   [`MemoryRegion::check_remote_rights`]);
+    /// * a region registered on another connection, with the same error.
+    ///
+    /// The new tag is in [`MemoryRegion::rkey`] and the rights in force in
+    /// [`MemoryRegion::access`] once this returns. If it fails after that point (the connection
+    /// failed), the region is left reachable by no tag and records `Access::NONE`.
+    ///
+    /// A tag being rekeyed must not be used concurrently by the same side (posting a local
+    /// invalidate of it from another thread while the rekey runs): rekeying orders itself after
+    /// requests posted before it. Providers: soft (any time), verbs on devices with memory
+    /// windows (rxe and most adapters, also inside `connect_with`/`accept_with` setup); verbs on
+    /// devices without (Linux siw) answers `Unsupported`.
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
         let _ = (mr, remote);
         Err(super::Error::Unsupported("rekeying a registration".into()))

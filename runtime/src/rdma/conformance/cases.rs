@@ -650,6 +650,37 @@ pub(super) async fn rekey<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> 
         "rights after rekey: {rights_now:?}"
     );
 
+    // Refused, leaving the region as it was: rights beyond the registration, local rights,
+    // another connection's region.
+    let narrow = region(
+        &server,
+        16,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        |_| 0,
+    )?;
+    let (narrow_key, narrow_rights) = (narrow.rkey(), narrow.access());
+    for (mr, remote, what) in [
+        (
+            &narrow,
+            Access::REMOTE_READ,
+            "rights beyond the registration",
+        ),
+        (&narrow, Access::LOCAL_WRITE, "a local right"),
+        (&data, Access::NONE, "the peer's region"),
+    ] {
+        match server.rekey(mr, remote) {
+            Err(Error::InvalidWorkRequest(_)) => {}
+            other => ensure!(
+                false,
+                "rekey with {what}: {other:?}, expected an invalid request"
+            ),
+        }
+    }
+    ensure!(
+        narrow.rkey() == narrow_key && narrow.access() == narrow_rights,
+        "a refused rekey changed the region: {narrow:?}"
+    );
+
     // The new tag works: a Write, then a Send that fences it.
     let recv = region(&server, 64, Access::LOCAL_WRITE, |_| 0)?;
     server

@@ -124,7 +124,8 @@ cases! {
     /// A tag invalidated locally, or remotely by Send with Invalidate, can no longer be used.
     InvalidatedTag => invalidated_tag,
     /// A registration rekeyed after its tag was invalidated is reachable again under the new
-    /// tag only, with the rights the rekey granted; a rekey to no remote rights revokes it.
+    /// tag only, with the rights the rekey granted; a rekey to no remote rights revokes it;
+    /// rights beyond the registration and another connection's region are refused.
     Rekey => rekey,
     /// Closing with work outstanding flushes it, on both sides.
     DisconnectFlushes => disconnect_flushes,

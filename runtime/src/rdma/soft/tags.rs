@@ -96,6 +96,8 @@ impl TagTable {
 
     /// Gives `mr` (registered through this table) a new tag granting the remote rights of
     /// `remote`; its old tag stops resolving. The local key and the tagged-offset base stay.
+    /// Rights the region was not registered with are refused, as by every provider
+    /// ([`MemoryRegion::check_remote_rights`]).
     pub fn rekey(self: &Arc<TagTable>, mr: &MemoryRegion, remote: Access) -> Result<()> {
         let Some(reg) = mr.handle::<SoftRegistration>() else {
             return Err(crate::rdma::Error::InvalidWorkRequest(
@@ -107,6 +109,7 @@ impl TagTable {
                 "the region was registered on another connection".into(),
             ));
         }
+        mr.check_remote_rights(remote)?;
         let mut inner = self.lock();
         let stag = inner.fresh_stag();
         let old = reg.stag.swap(stag, Ordering::AcqRel);

@@ -12,7 +12,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::cm::CmId;
-use super::resources::{CompletionQueue, ProtectionDomain, QueuePair, Registration};
+use super::resources::{
+    BoundWindows, CompletionQueue, ProtectionDomain, QueuePair, Registration, Window,
+};
 use crate::rdma::{
     Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, Result, SendOp,
     SendWr, Sge, WcOpcode, WcStatus, WrId,
@@ -24,7 +26,7 @@ const RECV_BIT: u64 = 1 << 63;
 const POLL_BATCH: usize = 32;
 /// Gather elements per send-queue request, at most.
 pub(super) const MAX_SGE: usize = 8;
-/// How long `register` waits for the window bind it posted.
+/// How long `register` and `rekey` wait for the window bind they posted.
 const BIND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Send-queue slots kept free for the provider's own requests (window binds).
 pub(super) const SPARE_SEND_SLOTS: u32 = 16;
@@ -33,7 +35,7 @@ pub(super) const SPARE_SEND_SLOTS: u32 = 16;
 enum Kind {
     /// A consumer request.
     User { wr_id: WrId, opcode: WcOpcode },
-    /// The provider's window bind for `register`.
+    /// The provider's window bind for `register` or `rekey`.
     Bind,
 }
 
@@ -64,7 +66,8 @@ struct Queues {
     user_send: usize,
     ready: VecDeque<Completion>,
     binds: HashMap<u64, WcStatus>,
-    /// Registrations made while establishing, whose windows are bound at establishment.
+    /// Registrations made while establishing, whose windows are bound at establishment with
+    /// the region's key then and these remote rights.
     pending_binds: Vec<(MemoryRegion, Access)>,
 }
 
@@ -150,6 +153,9 @@ pub struct VerbsConnection {
     pd: Arc<ProtectionDomain>,
     _id: Arc<CmId>,
     state: Arc<State>,
+    /// The keys of this connection's windows that may be bound (shared with the
+    /// registrations, which forget theirs when dropped).
+    bound: Arc<BoundWindows>,
     notify: Notify,
     shape: Shape,
     peer_private_data: Vec<u8>,
@@ -245,6 +251,7 @@ impl VerbsConnection {
             pd,
             _id: id,
             state,
+            bound: Arc::new(BoundWindows::default()),
             notify: Notify::new(),
             shape,
             peer_private_data: Vec::new(),
@@ -271,13 +278,17 @@ impl VerbsConnection {
             let reg = region
                 .handle::<Registration>()
                 .ok_or_else(|| Error::InvalidWorkRequest("foreign registration".into()))?;
-            self.bind(
+            let mut slot = reg.window();
+            let seq = self.post_bind_locked(
+                &mut self.lock(),
                 reg,
+                &mut slot,
                 region.as_mut_ptr(),
                 region.len(),
                 access,
                 region.rkey(),
             )?;
+            self.wait_bind(seq)?;
         }
         self.events = Some(tokio::spawn(watch_events(
             self._id.clone(),
@@ -371,6 +382,8 @@ impl VerbsConnection {
                                 // SAFETY: WITH_INV says the union holds the invalidated rkey.
                                 let rkey =
                                     unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
+                                // If it was one of our windows, that window is free now.
+                                self.bound.remove(rkey);
                                 c = c.with_invalidated_rkey(rkey);
                             }
                         }
@@ -418,22 +431,31 @@ impl VerbsConnection {
         Ok(seq)
     }
 
-    /// Binds `reg`'s window over `addr..addr + len` with the new key `rkey` and waits for the
-    /// bind to complete.
-    fn bind(
+    /// Posts the bind of `reg`'s window (in `slot`, locked, free) over `addr..addr + len`
+    /// with the new key `rkey` and the remote rights of `access`, while `q` is locked. The
+    /// window counts as bound with `rkey` from here on (in send-queue order: later requests
+    /// see it bound); [`Self::wait_bind`] waits for the outcome.
+    #[allow(clippy::too_many_arguments)]
+    fn post_bind_locked(
         &self,
+        q: &mut Queues,
         reg: &Registration,
+        slot: &mut Window,
         addr: *mut u8,
         len: usize,
         access: Access,
         rkey: u32,
-    ) -> Result<()> {
-        let mw = reg.mw();
+    ) -> Result<u64> {
+        if slot.raw().is_null() {
+            return Err(Error::InvalidWorkRequest(
+                "the region has no memory window".into(),
+            ));
+        }
         // SAFETY: all-zero is a valid starting point.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
         wr.bind_mw_tso_union.bind_mw = bind_mw_t {
-            mw,
+            mw: slot.raw(),
             rkey,
             bind_info: ibv_mw_bind_info {
                 mr: reg.mr(),
@@ -442,15 +464,23 @@ impl VerbsConnection {
                 mw_access_flags: mw_access(access),
             },
         };
-        let seq = {
-            let mut q = self.lock();
-            if !self.is_connected() {
-                return Err(Error::Closed);
-            }
-            // SAFETY: the bind names no local memory through a scatter list; the registration
-            // it binds over outlives the window (the window is deallocated first).
-            unsafe { self.post_send_locked(&mut q, &mut wr, Kind::Bind, Keep::Nothing, 0)? }
-        };
+        if !self.is_connected() {
+            return Err(Error::Closed);
+        }
+        // SAFETY: the bind names no local memory through a scatter list; the registration
+        // it binds over outlives the window (the window is deallocated first).
+        let seq = unsafe { self.post_send_locked(q, &mut wr, Kind::Bind, Keep::Nothing, 0)? };
+        // libibverbs took the window's current key (the device's) from `*mw` while posting;
+        // the device's is `rkey` once the bind executes, and the next bind must name that.
+        slot.set_key(rkey);
+        self.bound.insert(rkey);
+        Ok(seq)
+    }
+
+    /// Waits for the window bind posted as `seq`, polling the completion queue: completions
+    /// of the consumer's requests found meanwhile go to the ready list, as in
+    /// [`Connection::try_completion`], so none is lost.
+    fn wait_bind(&self, seq: u64) -> Result<()> {
         let deadline = Instant::now() + BIND_TIMEOUT;
         loop {
             {
@@ -526,6 +556,80 @@ async fn watch_events(id: Arc<CmId>, state: Arc<State>) {
     }
 }
 
+/// How often `rekey` replaced a window it could not know to be free (for tests).
+#[cfg(test)]
+pub(super) static WINDOW_REPLACEMENTS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+impl VerbsConnection {
+    /// The verbs registration behind `mr`, if it belongs to this connection.
+    fn registration_of<'a>(&self, mr: &'a MemoryRegion) -> Result<&'a Registration> {
+        let reg = mr.handle::<Registration>().ok_or_else(|| {
+            Error::InvalidWorkRequest("the region was not registered by the verbs provider".into())
+        })?;
+        if reg.pd() != self.pd.raw() {
+            return Err(Error::InvalidWorkRequest(
+                "the region belongs to another connection's protection domain".into(),
+            ));
+        }
+        Ok(reg)
+    }
+
+    /// The part of [`Connection::rekey`] done with the queues locked: frees the window if it
+    /// may be bound, then posts the bind with a new key (`None` for `Access::NONE`: nothing
+    /// to bind, the region is recorded unreachable here).
+    fn rekey_locked(
+        &self,
+        q: &mut Queues,
+        reg: &Registration,
+        slot: &mut Window,
+        mr: &MemoryRegion,
+        remote: Access,
+    ) -> Result<Option<(u64, u32)>> {
+        if slot.key().is_some_and(|key| self.bound.contains(key)) {
+            // The window may be bound. It cannot be bound again before it is invalidated
+            // (o10-37.2.30: rxe fails such a bind and the connection with it), and it may
+            // just as well be free already, by a peer's Send with Invalidate whose completion
+            // has not arrived: invalidating a free window is an error on a device, and a
+            // kernel oops on Linux 6.1 rxe. A new window is free for sure; deallocating the
+            // old one revokes its key at once, whatever its state.
+            reg.replace_window(slot)?;
+            #[cfg(test)]
+            WINDOW_REPLACEMENTS.fetch_add(1, Ordering::SeqCst);
+        }
+        if !remote.is_remote() {
+            // A free window grants nothing: its key resolves to nothing.
+            mr.set_remote_key(slot.key().unwrap_or(mr.rkey()), Access::NONE);
+            return Ok(None);
+        }
+        reg.refill_window(slot)?;
+        let key = slot
+            .key()
+            .ok_or_else(|| Error::InvalidWorkRequest("the region has no memory window".into()))?;
+        // SAFETY: a pure function of the key (a new key byte, the same window index).
+        let rkey = unsafe { ibv_inc_rkey(key) };
+        let seq = self.post_bind_locked(q, reg, slot, mr.as_mut_ptr(), mr.len(), remote, rkey)?;
+        Ok(Some((seq, rkey)))
+    }
+
+    /// [`Connection::rekey`] while establishing: nothing can be posted yet and the window was
+    /// never bound, so the rekey changes the key and rights of the bind made at establishment
+    /// (or drops it, for `Access::NONE`).
+    fn rekey_pending(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        let mut q = self.lock();
+        q.pending_binds.retain(|(region, _)| !region.ptr_eq(mr));
+        if remote.is_remote() {
+            // SAFETY: a pure function of the key.
+            let rkey = unsafe { ibv_inc_rkey(mr.rkey()) };
+            q.pending_binds.push((mr.clone(), remote));
+            mr.set_remote_key(rkey, remote);
+        } else {
+            mr.set_remote_key(mr.rkey(), Access::NONE);
+        }
+        Ok(())
+    }
+}
+
 impl Connection for VerbsConnection {
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
         if buf.is_empty() {
@@ -543,11 +647,23 @@ impl Connection for VerbsConnection {
             let mut reg =
                 unsafe { Registration::new(&self.pd, addr, len, mr_access(access, windows))? };
             let rkey = if access.is_remote() && windows {
-                let mw = reg.alloc_window()?;
+                let mw = reg.alloc_window(&self.bound)?;
                 // SAFETY: `mw` was just allocated. A type-2 window gets a new key per bind.
                 let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
                 if !defer {
-                    self.bind(&reg, addr, len, access, rkey)?;
+                    // The window lock first, then the queues' (as in `rekey`).
+                    let mut slot = reg.window();
+                    let seq = self.post_bind_locked(
+                        &mut self.lock(),
+                        &reg,
+                        &mut slot,
+                        addr,
+                        len,
+                        access,
+                        rkey,
+                    )?;
+                    drop(slot);
+                    self.wait_bind(seq)?;
                 }
                 rkey
             } else {
@@ -564,6 +680,67 @@ impl Connection for VerbsConnection {
             self.lock().pending_binds.push((region.clone(), access));
         }
         Ok(region)
+    }
+
+    /// On devices with memory windows (rxe): the region's type-2 window is bound again with a
+    /// new key (`ibv_inc_rkey` of its current one) and the rights of `remote`, and `rekey`
+    /// waits for the bind (as `register` does). The window must be free for that: one known
+    /// to be free (invalidated by a local invalidate posted before, by a peer's Send with
+    /// Invalidate already polled, or rekeyed to `Access::NONE`) is bound at once; one that
+    /// may still be bound is replaced by a new window first (`ibv_alloc_mw`, then
+    /// `ibv_dealloc_mw` of the old one, which revokes its key at once), never invalidated
+    /// here (see `BoundWindows`). `Access::NONE` binds nothing: the window is left free.
+    /// While establishing (in `connect_with`/`accept_with` setup) the rekey changes the key
+    /// and rights of the bind made at establishment.
+    ///
+    /// On devices without memory windows (Linux siw) a region's remote rights are its memory
+    /// region's own, which cannot be given a new key here (`ibv_rereg_mr` is not implemented
+    /// by siw, nor rxe), so this answers [`Error::Unsupported`].
+    fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        let reg = self.registration_of(mr)?;
+        mr.check_remote_rights(remote)?;
+        if !self.shape.windows {
+            return Err(Error::Unsupported(
+                "rekeying needs memory windows, which this device does not have (register anew)"
+                    .into(),
+            ));
+        }
+        if !mr.registered_access().is_remote() {
+            // No window: the region's own key grants nothing remote, and `remote` is NONE.
+            mr.set_remote_key(mr.rkey(), Access::NONE);
+            return Ok(());
+        }
+        let mut slot = reg.window();
+        if self.state.establishing.load(Ordering::SeqCst) {
+            return self.rekey_pending(mr, remote);
+        }
+        let posted = {
+            let mut q = self.lock();
+            if self.is_connected() {
+                // Invalidations already completed (a peer's Send with Invalidate) free windows.
+                self.drain(&mut q);
+                self.rekey_locked(&mut q, reg, &mut slot, mr, remote)
+            } else {
+                Err(Error::Closed)
+            }
+        };
+        let outcome = match posted {
+            Ok(None) => return Ok(()),
+            Ok(Some((seq, rkey))) => self.wait_bind(seq).map(|()| rkey),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(rkey) => {
+                mr.set_remote_key(rkey, remote);
+                Ok(())
+            }
+            Err(e) => {
+                // The old key resolves no more (the window was free or replaced, or the
+                // connection is down); whether the new one will is unknown: advertise none.
+                mr.set_remote_key(slot.key().unwrap_or(mr.rkey()), Access::NONE);
+                Err(e)
+            }
+        }
     }
 
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
@@ -627,6 +804,7 @@ impl Connection for VerbsConnection {
             Ok(())
         };
         let mut len = 0;
+        let mut invalidates = None;
         let opcode = match &wr.op {
             SendOp::Send {
                 sg,
@@ -674,6 +852,7 @@ impl Connection for VerbsConnection {
                 WcOpcode::RdmaRead
             }
             SendOp::LocalInvalidate { rkey } => {
+                invalidates = Some(*rkey);
                 swr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
                 swr.imm_data_invalidated_rkey_union.invalidated_rkey = *rkey;
                 WcOpcode::LocalInvalidate
@@ -715,6 +894,10 @@ impl Connection for VerbsConnection {
         // the request (holding those regions) is kept until the completion is delivered.
         unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? };
         q.user_send += 1;
+        if let Some(rkey) = invalidates {
+            // If it names one of our windows, that window is free for every later request.
+            self.bound.remove(rkey);
+        }
         Ok(())
     }
 

@@ -14,6 +14,13 @@
 //! * Registering remotely accessible memory posts the window bind and waits for its completion
 //!   (microseconds on rxe; the caller's thread spins meanwhile), so the returned rkey is usable
 //!   at once. [`live_registrations`] and [`live_objects`] count what is alive, for leak checks.
+//! * [`Connection::rekey`](crate::rdma::Connection::rekey) binds the region's window again with
+//!   a new key and the requested rights, waiting likewise. A window is only bound again when
+//!   it is known to be free (a local invalidate of its key was posted, a peer's Send with
+//!   Invalidate of it was polled, or it was rekeyed to `Access::NONE`); one that may still be
+//!   bound is replaced by a new window (the old one deallocated, its key revoked at once),
+//!   because binding a bound type-2 window fails and invalidating a free one crashes Linux 6.1
+//!   rxe. On devices without memory windows (siw) `rekey` answers `Unsupported`.
 //! * Receive completions never report `solicited`: `ibv_wc` carries no such flag (verbs only
 //!   offers solicited-only CQ notification).
 //! * `connect_with`/`accept_with` run their setup on the queue pair before `rdma_connect` /

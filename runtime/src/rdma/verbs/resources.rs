@@ -5,10 +5,11 @@
 //! `Drop`, so children always go first (a registration outliving its connection keeps the
 //! protection domain and the device context alive, not the queue pair).
 
+use std::collections::HashSet;
 use std::io;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdma_sys::*;
 
@@ -315,12 +316,79 @@ impl Drop for QueuePair {
     }
 }
 
+/// The keys of one connection's memory windows that may be bound (valid), in send-queue
+/// order: a key goes in when its bind is posted and out when an invalidation of it is posted
+/// (a local invalidate), seen (a receive that invalidated it) or its window is deallocated.
+/// A window whose key is not here is known to be free, and can be bound again at once.
+///
+/// The set may hold a key whose window is free already (a peer's Send with Invalidate that
+/// was executed but whose completion has not been polled yet); it never lacks the key of a
+/// bound window. That is the safe way round: binding a bound type-2 window fails and breaks
+/// the connection (o10-37.2.30), and invalidating a free one must not happen either (on
+/// Linux 6.1 rxe, `rxe_do_invalidate_mw` then puts the window's NULL queue pair: a kernel
+/// oops), so a window that may be bound is replaced rather than invalidated (see
+/// `VerbsConnection::rekey`).
+#[derive(Default)]
+pub(super) struct BoundWindows {
+    keys: Mutex<HashSet<u32>>,
+}
+
+impl BoundWindows {
+    fn keys(&self) -> MutexGuard<'_, HashSet<u32>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn insert(&self, rkey: u32) {
+        self.keys().insert(rkey);
+    }
+
+    pub(super) fn remove(&self, rkey: u32) {
+        self.keys().remove(&rkey);
+    }
+
+    pub(super) fn contains(&self, rkey: u32) -> bool {
+        self.keys().contains(&rkey)
+    }
+}
+
+/// A type-2 memory window (`ibv_alloc_mw`), or none.
+pub(super) struct Window {
+    raw: *mut ibv_mw,
+}
+
+impl Window {
+    /// The window, or null.
+    pub(super) fn raw(&self) -> *mut ibv_mw {
+        self.raw
+    }
+
+    /// The window's current key: the one it is bound with, or was last bound with, or was
+    /// allocated with. libibverbs passes it to the device as the key of the window to bind,
+    /// so it is kept equal to the device's ([`Window::set_key`] after each bind).
+    pub(super) fn key(&self) -> Option<u32> {
+        // SAFETY: a non-null window is live while its registration is.
+        (!self.raw.is_null()).then(|| unsafe { (*self.raw).rkey })
+    }
+
+    /// Records that the window's key is now `rkey` (a bind with it was posted).
+    pub(super) fn set_key(&mut self, rkey: u32) {
+        if !self.raw.is_null() {
+            // SAFETY: as above; the guard of the registration's window makes this the only
+            // access (type-2 bind work requests read it when posted).
+            unsafe { (*self.raw).rkey = rkey };
+        }
+    }
+}
+
 /// One memory registration (`ibv_reg_mr`) and, for remotely accessible memory, the type-2
 /// memory window bound over it whose rkey is advertised (so that the peer's Send with
-/// Invalidate, or a local invalidate, can revoke it).
+/// Invalidate, or a local invalidate, can revoke it). Rekeying replaces the window at times,
+/// hence the lock, which also serialises rekeys of one region.
 pub(super) struct Registration {
     mr: *mut ibv_mr,
-    mw: *mut ibv_mw,
+    window: Mutex<Window>,
+    /// The connection's bound windows, once this registration has a window.
+    bound: Option<Arc<BoundWindows>>,
     pd: Arc<ProtectionDomain>,
 }
 
@@ -328,6 +396,34 @@ pub(super) struct Registration {
 unsafe impl Send for Registration {}
 // SAFETY: as above.
 unsafe impl Sync for Registration {}
+
+/// Allocates a type-2 memory window in `pd`.
+fn alloc_mw(pd: &ProtectionDomain) -> io::Result<*mut ibv_mw> {
+    // SAFETY: the domain is live.
+    let mw = unsafe { ibv_alloc_mw(pd.raw(), ibv_mw_type::IBV_MW_TYPE_2) };
+    match mw {
+        Some(mw) if !mw.is_null() => {
+            LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
+            Ok(mw)
+        }
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// Deallocates `mw` (non-null), which revokes its key at once if it is bound, and forgets its
+/// key in `bound`.
+///
+/// # Safety
+/// `mw` is live and no longer used.
+unsafe fn dealloc_mw(mw: *mut ibv_mw, bound: Option<&BoundWindows>) {
+    if let Some(bound) = bound {
+        // SAFETY: the caller guarantees the window.
+        bound.remove(unsafe { (*mw).rkey });
+    }
+    // SAFETY: as above; a bound window is unbound by deallocation.
+    unsafe { ibv_dealloc_mw(mw) };
+    LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
+}
 
 impl Registration {
     /// Registers `len` bytes at `addr` with `access` (`IBV_ACCESS_*` bits).
@@ -348,28 +444,50 @@ impl Registration {
         LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
         Ok(Registration {
             mr,
-            mw: ptr::null_mut(),
+            window: Mutex::new(Window {
+                raw: ptr::null_mut(),
+            }),
+            bound: None,
             pd: pd.clone(),
         })
     }
 
-    /// Allocates the type-2 memory window to bind over this registration.
-    pub(super) fn alloc_window(&mut self) -> io::Result<*mut ibv_mw> {
-        // SAFETY: the domain is live.
-        let mw = unsafe { ibv_alloc_mw(self.pd.raw(), ibv_mw_type::IBV_MW_TYPE_2) };
-        match mw {
-            Some(mw) if !mw.is_null() => {
-                LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
-                self.mw = mw;
-                Ok(mw)
-            }
-            _ => Err(io::Error::last_os_error()),
-        }
+    /// Allocates the type-2 memory window to bind over this registration; its bound keys are
+    /// tracked in `bound` (the connection's).
+    pub(super) fn alloc_window(&mut self, bound: &Arc<BoundWindows>) -> io::Result<*mut ibv_mw> {
+        let mw = alloc_mw(&self.pd)?;
+        self.window.get_mut().unwrap_or_else(|e| e.into_inner()).raw = mw;
+        self.bound = Some(bound.clone());
+        Ok(mw)
     }
 
-    /// The memory window (null unless [`Self::alloc_window`] succeeded).
-    pub(super) fn mw(&self) -> *mut ibv_mw {
-        self.mw
+    /// The window, locked (its pointer is null for a region without remote rights, or after
+    /// a failed replacement).
+    pub(super) fn window(&self) -> MutexGuard<'_, Window> {
+        self.window.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the window in `slot` (this registration's, locked) by a newly allocated one,
+    /// which is free; the old one is deallocated, so its key stops resolving at once. The new
+    /// window is allocated while the old one still exists, so their keys differ. When the
+    /// allocation fails the old window goes all the same and `slot` is left empty.
+    pub(super) fn replace_window(&self, slot: &mut Window) -> io::Result<()> {
+        let fresh = alloc_mw(&self.pd);
+        let old = std::mem::replace(&mut slot.raw, ptr::null_mut());
+        if !old.is_null() {
+            // SAFETY: the window is ours and live; the slot no longer names it.
+            unsafe { dealloc_mw(old, self.bound.as_deref()) };
+        }
+        slot.raw = fresh?;
+        Ok(())
+    }
+
+    /// Allocates a window into the empty `slot` (after a failed replacement).
+    pub(super) fn refill_window(&self, slot: &mut Window) -> io::Result<()> {
+        if slot.raw.is_null() {
+            slot.raw = alloc_mw(&self.pd)?;
+        }
+        Ok(())
     }
 
     pub(super) fn mr(&self) -> *mut ibv_mr {
@@ -394,12 +512,12 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        let mw = self.window.get_mut().unwrap_or_else(|e| e.into_inner()).raw;
         // SAFETY: the window (bound over the region) goes first, then the region; no work
         // request names them any more (requests hold the MemoryRegion until completion).
         unsafe {
-            if !self.mw.is_null() {
-                ibv_dealloc_mw(self.mw);
-                LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
+            if !mw.is_null() {
+                dealloc_mw(mw, self.bound.as_deref());
             }
             ibv_dereg_mr(self.mr);
         }

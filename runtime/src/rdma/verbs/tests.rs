@@ -240,3 +240,202 @@ fn conformance_on_a_real_device() {
         live_objects_by_kind()
     );
 }
+
+/// The next completion of `conn`, within 30 s.
+async fn next_of(conn: &VerbsConnection, what: &str) -> crate::rdma::Completion {
+    tokio::time::timeout(std::time::Duration::from_secs(30), conn.poll_completion())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no completion within 30 s"))
+}
+
+/// Posts an RDMA Write of `data` from `client` to `rkey` at `target`'s address and returns its
+/// completion.
+async fn write_via(
+    client: &VerbsConnection,
+    wr_id: u64,
+    data: &crate::rdma::MemoryRegion,
+    target: &crate::rdma::MemoryRegion,
+    rkey: u32,
+) -> crate::rdma::Completion {
+    let remote = crate::rdma::RemoteAddr::new(rkey, target.addr());
+    client
+        .post_send(SendWr::write(wr_id, vec![Sge::whole(data)], remote))
+        .unwrap();
+    let c = next_of(client, "write").await;
+    assert_eq!(c.wr_id, wr_id, "{c:?}");
+    c
+}
+
+/// `rekey` on a device with memory windows (rxe in the guest): it must really rekey (a device
+/// with windows answering Unsupported fails here), along each of its paths: while establishing,
+/// a window that may be bound (replaced), one known free after a local invalidate or a peer's
+/// Send with Invalidate (bound again at once), `Access::NONE`; old tags stop working; the
+/// registration and object counts stay exact.
+#[test]
+fn rekey_on_a_real_device() {
+    use crate::rdma::{Error, WcOpcode, WcStatus};
+    use std::sync::atomic::Ordering;
+
+    let Some(addr) = test_addr() else {
+        assert!(std::env::var_os("RPCRDMA_VERBS_ADDR").is_none());
+        return;
+    };
+    let rt = runtime();
+    let before = live_registrations();
+    let objects_before = live_objects();
+    let replaced = || conn::WINDOW_REPLACEMENTS.load(Ordering::SeqCst);
+    let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let mut rekeys = 0;
+    let replaced_at_start = replaced();
+    rt.block_on(async {
+        let provider = VerbsProvider::new();
+        let listener = provider.listen(addr).await.unwrap();
+        let at = listener.local_addr().unwrap();
+        // While establishing: the key and rights of the bind made at establishment change.
+        let mut early = None;
+        let (client, server) = tokio::join!(
+            provider.connect(at, ConnectParams::new()),
+            listener.accept_with(ConnectParams::new(), |c: &VerbsConnection| {
+                let target = c.register(vec![0; 64], all)?;
+                let first = target.rkey();
+                match c.rekey(&target, Access::REMOTE_READ) {
+                    Err(Error::Unsupported(why)) => {
+                        panic!("a device with memory windows answered Unsupported: {why}")
+                    }
+                    other => other?,
+                }
+                assert_ne!(target.rkey(), first);
+                c.rekey(&target, Access::NONE)?;
+                c.rekey(&target, Access::REMOTE_WRITE)?;
+                early = Some(target);
+                Ok(())
+            })
+        );
+        rekeys += 3;
+        let (client, server) = (client.unwrap(), server.unwrap());
+        let target = early.unwrap();
+        assert_eq!(target.access(), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        let data = client.register(vec![0x5a; 16], Access::NONE).unwrap();
+        let sink = client.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+        let rbuf = server.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let count = live_registrations();
+        let mut keys = vec![target.rkey()];
+        let c = write_via(&client, 1, &data, &target, target.rkey()).await;
+        assert!(
+            c.is_success(),
+            "write after a rekey while establishing: {c:?}"
+        );
+        assert_eq!(target.to_vec(0..16).unwrap(), vec![0x5a; 16]);
+
+        // A window that may be bound is replaced; the new tag reads.
+        let r = replaced();
+        server
+            .rekey(&target, Access::REMOTE_READ | Access::REMOTE_WRITE)
+            .unwrap();
+        rekeys += 1;
+        assert_eq!(replaced(), r + 1, "a bound window is replaced");
+        assert_eq!(live_registrations(), count, "rekey changed the count");
+        assert!(!keys.contains(&target.rkey()), "a tag came back");
+        keys.push(target.rkey());
+        let remote = crate::rdma::RemoteAddr::new(target.rkey(), target.addr());
+        client
+            .post_send(SendWr::read(2, Sge::whole(&sink), remote))
+            .unwrap();
+        let c = next_of(&client, "read").await;
+        assert!(c.is_success() && c.opcode == WcOpcode::RdmaRead, "{c:?}");
+        assert_eq!(sink.to_vec(0..16).unwrap(), vec![0x5a; 16]);
+
+        // After a local invalidate the window is free: bound again at once, no replacement.
+        let r = replaced();
+        server
+            .post_send(SendWr::local_invalidate(3, target.rkey()))
+            .unwrap();
+        // Rekeyed before the invalidate's completion is polled: it is ahead in the queue.
+        server.rekey(&target, Access::REMOTE_WRITE).unwrap();
+        rekeys += 1;
+        let c = next_of(&server, "local invalidate").await;
+        assert!(c.is_success() && c.wr_id == 3, "{c:?}");
+        assert_eq!(replaced(), r, "a window invalidated locally is bound again");
+        assert!(!keys.contains(&target.rkey()), "a tag came back");
+        keys.push(target.rkey());
+        let c = write_via(&client, 4, &data, &target, target.rkey()).await;
+        assert!(c.is_success(), "write after rebinding: {c:?}");
+
+        // After a peer's Send with Invalidate, likewise, even before the receive is polled.
+        server.post_recv(RecvWr::new(5, Sge::whole(&rbuf))).unwrap();
+        let invalidated = target.rkey();
+        client
+            .post_send(SendWr::send(6, vec![Sge::whole(&data)]).with_invalidate(invalidated))
+            .unwrap();
+        let c = next_of(&client, "send with invalidate").await;
+        assert!(c.is_success() && c.wr_id == 6, "{c:?}");
+        // rxe posts the receive completion before it acknowledges the Send.
+        let r = replaced();
+        server.rekey(&target, Access::REMOTE_WRITE).unwrap();
+        rekeys += 1;
+        assert_eq!(
+            replaced(),
+            r,
+            "a window invalidated by the peer is bound again"
+        );
+        let c = next_of(&server, "receive with invalidate").await;
+        assert!(
+            c.is_success() && c.wr_id == 5,
+            "rekey kept the receive: {c:?}"
+        );
+        assert_eq!(c.invalidated_rkey, Some(invalidated));
+        assert!(!keys.contains(&target.rkey()), "a tag came back");
+        keys.push(target.rkey());
+        let c = write_via(&client, 7, &data, &target, target.rkey()).await;
+        assert!(
+            c.is_success(),
+            "write after a remote invalidation and a rekey: {c:?}"
+        );
+
+        // NONE leaves the window free; the next rekey binds it without a replacement.
+        server.rekey(&target, Access::NONE).unwrap();
+        let r = replaced();
+        server.rekey(&target, Access::REMOTE_WRITE).unwrap();
+        rekeys += 2;
+        assert_eq!(replaced(), r, "a window revoked by a rekey is bound again");
+        assert_eq!(live_registrations(), count, "rekey changed the count");
+        keys.push(target.rkey());
+        let c = write_via(&client, 8, &data, &target, target.rkey()).await;
+        assert!(c.is_success(), "write after NONE and a rekey: {c:?}");
+
+        // Regions without remote rights: only NONE.
+        let local = server.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+        server.rekey(&local, Access::NONE).unwrap();
+        assert!(matches!(
+            server.rekey(&local, Access::REMOTE_READ),
+            Err(Error::InvalidWorkRequest(_))
+        ));
+
+        // An old tag is refused (which ends the connection).
+        let old = keys[keys.len() - 2];
+        let c = write_via(&client, 9, &data, &target, old).await;
+        assert_eq!(
+            c.status,
+            WcStatus::RemoteAccessError,
+            "write via an old tag"
+        );
+        // On a line of its own (after libtest's "test ... "), so tests/vm/guest.sh shows it.
+        println!(
+            "\nverbs: rekey on {:?}: {rekeys} rekeys, {} windows replaced, {} tags, old tag refused",
+            device_names(),
+            replaced() - replaced_at_start,
+            keys.len()
+        );
+        drop((target, data, sink, rbuf, local));
+        let _ = client.disconnect().await;
+        drop((client, server, listener));
+    });
+    drop(rt);
+    assert_eq!(live_registrations(), before, "registrations leaked");
+    assert_eq!(
+        live_objects(),
+        objects_before,
+        "verbs or rdma_cm objects leaked: {}",
+        live_objects_by_kind()
+    );
+}
