@@ -37,8 +37,9 @@ pub use header::{
 pub use local::LocalTransport;
 pub use record::{RecordError, RecordReader, RecordWriter};
 pub use server::{
-    decode_args, encode_reply, handler, run_handler, CallContext, CatchPanic, Dispatch, DispatchError,
-    HandlerFuture, HandlerResult, Incoming, Server, ServerBuilder, Service, TransportKind,
+    decode_args, encode_reply, handler, run_handler, CallContext, CatchPanic, Dispatch,
+    DispatchError, HandlerFuture, HandlerResult, Incoming, Server, ServerBuilder, Service,
+    TransportKind,
 };
 
 /// The RPC protocol version this crate speaks (RFC 5531 section 9: "rpcvers ... MUST be equal

@@ -436,8 +436,7 @@ impl Future for CatchPanic {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<HandlerResult> {
         // After a panic the future is never polled again: it is dropped with this one.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.as_mut().poll(cx)))
-        {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
             Ok(poll) => poll,
             Err(_) => {
                 tracing::error!("a handler panicked: SYSTEM_ERR");

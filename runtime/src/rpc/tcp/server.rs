@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use super::sink::RecordSink;
 use super::stream::{next_record, ReadError};
 use crate::rpc::record::RecordReader;
 use crate::rpc::{
-    encode_reply, encode_reply_header, BufferSource, Dispatch, HandlerFuture, HandlerResult,
+    encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
     HeapBuffers, Incoming, ReplyError, Server, TransportKind,
 };
 use crate::xdr::Encoder;
@@ -277,7 +277,7 @@ impl ConnectionContext {
                 // A handler that is done at once (NULL, a lookup in memory) is answered
                 // without a task switch, as libtirpc's single-threaded dispatch does; one
                 // that waits goes on in a task of its own, and the connection reads on.
-                let mut future = CatchPanic(future);
+                let mut future = CatchPanic::new(future);
                 match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx))).await {
                     Poll::Ready(result) => self.replier.send(xid, &result, slot),
                     Poll::Pending => {
