@@ -455,6 +455,16 @@ impl<C: Connection> Pool<C> {
         Ok(())
     }
 
+    /// Revokes `buf`'s steering tag now: no tag reaches it any more.
+    pub fn revoke(&self, buf: &PoolBuf) -> Result<(), MemoryError> {
+        self.shared
+            .conn
+            .rekey(buf.region(), Access::NONE)
+            .map_err(memory_error)?;
+        buf.0.exposed.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// The lent buffer `data` lies in, and where.
     fn find(&self, data: &[u8]) -> Option<(PoolBuf, usize)> {
         let ptr = data.as_ptr() as usize;

@@ -482,7 +482,7 @@ where
 {
     let s = setup(put).await?;
     s.client.test_null().await.step("NULL")?;
-    let before = s.transport.stats().local_invalidations;
+    let before = s.transport.stats().revocations;
     // SLOWECHO holds its Write chunk for 300 ms; the caller gives up after 50.
     let abandoned = {
         let c = s.client.clone();
@@ -498,15 +498,15 @@ where
     abandoned.abort();
     let _ = abandoned.await;
     // Seed 004 section 5.4.1: the abandoned call's memory is fenced at once, without waiting
-    // for the reply: its Read chunk source and its Write chunk.
-    let after = s.transport.stats().local_invalidations;
+    // for the reply: its Read chunk source and its Write chunk are revoked.
+    let after = s.transport.stats().revocations;
     ensure!(
         after >= before + 2,
-        "{} invalidations for the abandoned call",
+        "{} handles revoked for the abandoned call",
         after - before
     );
-    // When the server then writes the result, the invalidated handle refuses it: the
-    // connection breaks as it would on an RNIC, and the next call reconnects.
+    // When the server then writes the result, the revoked handle refuses it: the connection
+    // breaks as it would on an RNIC, and the next call reconnects.
     tokio::time::sleep(Duration::from_millis(400)).await;
     echo(&s, 50_000, 9).await
 }

@@ -155,16 +155,26 @@ pub enum Op<B> {
         /// The buffer whose handle to invalidate.
         buf: B,
     },
+    /// Revoke the handle of `buf` at once, without a work request and without a completion
+    /// (the driver rekeys the buffer to no remote rights). For an abandoned call, whose reply
+    /// may still come with a Send With Invalidate of that very handle: invalidating a handle
+    /// twice is an error on every RNIC (and crashes Linux 6.1's rxe), while a handle that no
+    /// longer exists only fails the peer's invalidation.
+    Revoke {
+        /// The buffer whose handle to revoke.
+        buf: B,
+    },
 }
 
 impl<B> Op<B> {
-    /// The operation's id.
-    pub fn id(&self) -> OpId {
+    /// The operation's id (`None` for a revocation, which has no completion).
+    pub fn id(&self) -> Option<OpId> {
         match self {
             Op::Send { id, .. }
             | Op::Read { id, .. }
             | Op::Write { id, .. }
-            | Op::Invalidate { id, .. } => *id,
+            | Op::Invalidate { id, .. } => Some(*id),
+            Op::Revoke { .. } => None,
         }
     }
 }
@@ -289,6 +299,10 @@ impl<B> Outbox<B> {
         let id = self.id(owner);
         self.ops.push_back(Op::Invalidate { id, buf });
     }
+
+    fn revoke(&mut self, buf: B) {
+        self.ops.push_back(Op::Revoke { buf });
+    }
 }
 
 /// Counters of what a core has done, for tests and operators.
@@ -314,6 +328,8 @@ pub struct Stats {
     pub remote_invalidations: u64,
     /// Local invalidations posted.
     pub local_invalidations: u64,
+    /// Handles of abandoned calls revoked.
+    pub revocations: u64,
 }
 
 /// The RPC-over-RDMA engine of one connection (see the module documentation for the
@@ -424,9 +440,11 @@ impl<B: Buf> Core<B> {
             .start(call, now, mem, &self.config, &mut self.out, &mut self.stats)
     }
 
-    /// Abandons a call: its registrations are invalidated at once, so the peer can no longer
-    /// reach them (seed 004 section 5.4.1: "This includes segments that are associated with
-    /// canceled RPCs"). No event follows for it.
+    /// Abandons a call: its registrations are revoked at once ([`Op::Revoke`]), so the peer
+    /// can no longer reach them (seed 004 section 5.4.1: "This includes segments that are
+    /// associated with canceled RPCs"). No event follows for it. If the peer then writes the
+    /// result or invalidates a handle of it, its operation fails, which on RDMA ends the
+    /// connection: the price of fencing memory the peer was told it could use.
     pub fn cancel(&mut self, call: CallId) {
         self.requester.cancel(call, &mut self.out, &mut self.stats);
     }

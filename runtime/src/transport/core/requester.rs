@@ -447,8 +447,8 @@ impl<B: Buf> Requester<B> {
         Some(call)
     }
 
-    /// Gives up on call `id`: a queued call is forgotten; a sent one has its handles
-    /// invalidated at once and keeps its credit until the reply comes.
+    /// Gives up on call `id`: a queued call is forgotten; a sent one has its handles revoked
+    /// at once and keeps its credit until the reply comes.
     pub(super) fn cancel(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
         let Some(call) = self.calls.get(&id) else {
             return;
@@ -459,11 +459,17 @@ impl<B: Buf> Requester<B> {
                 self.queue.retain(|&q| q != id);
             }
             Phase::Sent => {
-                let pending = self.invalidate(id, None, out, stats);
+                let mut seen = HashSet::new();
+                for slice in &call.exposed {
+                    if seen.insert(slice.buf.handle()) {
+                        out.revoke(slice.buf.clone());
+                        stats.revocations += 1;
+                    }
+                }
                 if let Some(call) = self.calls.get_mut(&id) {
                     call.phase = Phase::Abandoned {
                         awaiting_reply: true,
-                        pending,
+                        pending: 0,
                     };
                 }
             }

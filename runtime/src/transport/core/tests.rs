@@ -384,7 +384,12 @@ impl Pair {
 
     fn apply(&mut self, from: usize, op: Op<SimBuf>) {
         let to = 1 - from;
-        let id = op.id();
+        let Some(id) = op.id() else {
+            if let Op::Revoke { buf } = op {
+                buf.0.valid.store(false, Ordering::SeqCst);
+            }
+            return;
+        };
         let status = match op {
             Op::Send {
                 message,
@@ -447,6 +452,7 @@ impl Pair {
                     _ => WcStatus::LocalProtectionError,
                 }
             }
+            Op::Revoke { .. } => unreachable!("handled above"),
         };
         if status != WcStatus::Success {
             self.sides[from].failed_ops += 1;
@@ -902,9 +908,10 @@ fn a_cancelled_call_leaves_nothing_the_peer_can_write() {
     let send = p.sides[CLIENT].core.poll_op().unwrap();
     p.client().core.cancel(id);
     while let Some(op) = p.sides[CLIENT].core.poll_op() {
-        assert!(matches!(op, Op::Invalidate { .. }), "{op:?}");
+        assert!(matches!(op, Op::Revoke { .. }), "{op:?}");
         p.apply(CLIENT, op);
     }
+    assert_eq!(p.client().core.stats().revocations, 2);
     assert_eq!(p.client().mem.reachable(), Vec::<u32>::new());
     // The call reaches the server late: its Read and its Write are refused, no reply event.
     p.apply(CLIENT, send);

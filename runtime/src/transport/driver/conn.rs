@@ -8,9 +8,12 @@
 //! the core's events: replies to waiting callers, calls to handler tasks.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Notify};
@@ -21,7 +24,7 @@ use crate::rdma::{
     WcStatus,
 };
 use crate::rpc::{
-    self, encode_reply, encode_reply_header, run_handler, BufferSource, Client, Dispatch, Incoming,
+    self, encode_reply, encode_reply_header, BufferSource, CatchPanic, Client, Dispatch, Incoming,
     Reply, Server, TransportError, TransportKind,
 };
 use crate::transport::core::{
@@ -49,6 +52,8 @@ struct State {
     posted: HashMap<OpId, Posted>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
+    /// Calls the core handed over, for the completion task to dispatch.
+    calls: Vec<IncomingCall>,
 }
 
 /// One connection's shared state.
@@ -133,6 +138,7 @@ impl<C: Connection> Conn<C> {
                 waiters: HashMap::new(),
                 posted: HashMap::new(),
                 send_buffers: Vec::new(),
+                calls: Vec::new(),
             }),
             recv,
             recv_size,
@@ -221,9 +227,7 @@ impl<C: Connection> Conn<C> {
                         let _ = tx.send(result);
                     }
                 }
-                Event::Call(call) => {
-                    tokio::spawn(handle_call(self.clone(), call));
-                }
+                Event::Call(call) => st.calls.push(call),
                 Event::Fatal(why) => {
                     tracing::warn!(peer = %self.peer, %why, "protocol violation: closing");
                     self.close_locked(st);
@@ -281,6 +285,11 @@ impl<C: Connection> Conn<C> {
                 let wr = SendWr::local_invalidate(id, crate::transport::core::Buf::handle(&buf));
                 st.posted.insert(id, Posted::Invalidate(buf));
                 wr
+            }
+            Op::Revoke { buf } => {
+                return self.pool.revoke(&buf).map_err(|e| {
+                    crate::rdma::Error::InvalidWorkRequest(format!("revoking a handle: {e}"))
+                });
             }
         };
         self.conn.post_send(wr)
@@ -468,12 +477,19 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             c = conn.conn.poll_completion() => c,
             _ = conn.close_notify.notified() => break,
         };
-        let mut st = conn.lock();
-        conn.complete(&mut st, first);
-        while let Some(c) = conn.conn.try_completion() {
-            conn.complete(&mut st, c);
+        let calls = {
+            let mut st = conn.lock();
+            conn.complete(&mut st, first);
+            while let Some(c) = conn.conn.try_completion() {
+                conn.complete(&mut st, c);
+            }
+            conn.flush(&mut st);
+            std::mem::take(&mut st.calls)
+        };
+        // Handlers run without the lock: they may call back through the backchannel.
+        for call in calls {
+            serve_call(&conn, call).await;
         }
-        conn.flush(&mut st);
         if conn.is_closed() {
             break;
         }
@@ -483,15 +499,13 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     st.waiters.clear();
 }
 
-/// Runs one incoming call through the server and replies.
-async fn handle_call<C: Connection>(conn: Arc<Conn<C>>, call: IncomingCall) {
-    let server = match (&conn.server, call.backward) {
-        (Some(server), _) => server.clone(),
-        (None, _) => {
-            let mut st = conn.lock();
-            st.core.discard_call(call.id);
-            return;
-        }
+/// Routes one incoming call through the server. A handler is polled once right here, in the
+/// completion task: one that is done at once (NULL, a lookup in memory) is answered without a
+/// task switch; one that waits goes on in a task of its own.
+async fn serve_call<C: Connection>(conn: &Arc<Conn<C>>, call: IncomingCall) {
+    let Some(server) = conn.server.clone() else {
+        let mut st = conn.lock();
+        return st.core.discard_call(call.id);
     };
     let backchannel = conn
         .backchannel
@@ -506,37 +520,63 @@ async fn handle_call<C: Connection>(conn: Arc<Conn<C>>, call: IncomingCall) {
         buffers: conn.buffers.clone(),
         backchannel,
     });
-    // Seed 004 section 4.4.5 and seed 002 section 3.7: a result with a Write chunk provided
-    // for it moves there, whatever its size.
-    let mut enc = Encoder::for_reply(ThresholdPolicy::default(), call.write_chunks.clone());
-    let encoded = match dispatch {
+    let (id, write_chunks) = (call.id, call.write_chunks);
+    match dispatch {
         Dispatch::Run { xid, future } => {
-            let result = run_handler(future).await;
-            encode_reply(&mut enc, xid, &result)
+            let mut future = CatchPanic::new(future);
+            let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx)));
+            match first.await {
+                Poll::Ready(result) => {
+                    conn.reply(id, &write_chunks, |enc| encode_reply(enc, xid, &result))
+                }
+                Poll::Pending => {
+                    let conn = conn.clone();
+                    tokio::spawn(async move {
+                        let result = future.await;
+                        conn.reply(id, &write_chunks, |enc| encode_reply(enc, xid, &result));
+                    });
+                }
+            }
         }
-        Dispatch::Reply { xid, error } => encode_reply_header(&mut enc, xid, Err(error)),
+        Dispatch::Reply { xid, error } => conn.reply(id, &write_chunks, |enc| {
+            encode_reply_header(enc, xid, Err(error))
+        }),
         Dispatch::ChunkError { error, .. } => {
             tracing::debug!(%error, "the arguments' chunks disagree with the call: ERR_CHUNK");
             let mut st = conn.lock();
-            st.core.reject_chunks(call.id);
-            return conn.flush(&mut st);
+            st.core.reject_chunks(id);
+            conn.flush(&mut st);
         }
         Dispatch::NotACall { .. } | Dispatch::Drop(_) => {
             let mut st = conn.lock();
-            return st.core.discard_call(call.id);
-        }
-    };
-    let mut st = conn.lock();
-    match encoded {
-        Ok(()) => {
-            let (message, moved) = enc.finish_with_chunks();
-            st.core
-                .send_reply(call.id, message, moved, &mut conn.pool());
-        }
-        Err(error) => {
-            tracing::debug!(%error, "the reply does not fit the call's chunks: ERR_CHUNK");
-            st.core.reject_chunks(call.id);
+            st.core.discard_call(id);
         }
     }
-    conn.flush(&mut st);
+}
+
+impl<C: Connection> Conn<C> {
+    /// Encodes a reply with `encode` for call `id` and sends it: DDP-eligible results go to
+    /// the call's Write chunks (seed 004 section 4.4.5 and seed 002 section 3.7: a result with
+    /// a Write chunk provided for it moves there, whatever its size).
+    fn reply(
+        self: &Arc<Self>,
+        id: CallId,
+        write_chunks: &[u64],
+        encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
+    ) {
+        let mut enc = Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec());
+        let encoded = encode(&mut enc);
+        let mut st = self.lock();
+        match encoded {
+            Ok(()) => {
+                let (message, moved) = enc.finish_with_chunks();
+                st.core.send_reply(id, message, moved, &mut self.pool());
+            }
+            Err(error) => {
+                tracing::debug!(%error, "the reply does not fit the call's chunks: ERR_CHUNK");
+                st.core.reject_chunks(id);
+            }
+        }
+        self.flush(&mut st);
+    }
 }
