@@ -32,7 +32,7 @@ fn transport_conformance_on_a_real_device() {
     assert!(report.passed(), "the transport failed on verbs:\n{report}");
     // Every connection of the suite is gone: give their teardown a moment, then nothing of
     // theirs may stay registered.
-    rt.block_on(tokio::time::sleep(std::time::Duration::from_millis(500)));
+    rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(500)).await });
     drop(rt);
     assert_eq!(
         live_registrations(),

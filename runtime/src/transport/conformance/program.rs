@@ -70,14 +70,21 @@ impl TestversServer for TestServer {
         cb.cb_ping(n).await.map_err(|_| ReplyError::SystemErr)
     }
 
-    /// A result filled straight into the connection's registered buffer (no copy to the wire).
+    /// A result filled straight into the connection's registered buffer (no copy to the wire),
+    /// as a file read into it would be.
     async fn test_fill(&self, ctx: CallContext, len: u32) -> Result<EchoRes, ReplyError> {
         let mut buf = ctx.buffer(len as usize);
-        fill(buf.as_mut_slice(), 5);
+        let source = pattern_of(len as usize, 5);
+        buf.as_mut_slice().copy_from_slice(&source);
         Ok(EchoRes {
             tag: len,
             data: buf.freeze(len as usize),
         })
+    }
+
+    /// Takes the data (a write): answers how many bytes arrived.
+    async fn test_write(&self, _ctx: CallContext, args: EchoArgs) -> Result<u32, ReplyError> {
+        Ok(args.data.len() as u32)
     }
 
     async fn test_slowecho(
@@ -122,6 +129,18 @@ pub fn callback_server() -> crate::rpc::Server {
     let mut b = crate::rpc::Server::builder();
     testcbvers::register(&mut b, CallbackServer);
     b.build()
+}
+
+/// [`pattern`]`(len, seed)` for seeds 0..8, made once and shared: `len` bytes at most 4 MiB
+/// cost no computation after the first.
+pub fn pattern_of(len: usize, seed: u8) -> Bytes {
+    const MAX: usize = 4 << 20;
+    static PATTERNS: std::sync::OnceLock<Vec<Bytes>> = std::sync::OnceLock::new();
+    if len > MAX || seed >= 8 {
+        return pattern(len, seed);
+    }
+    let all = PATTERNS.get_or_init(|| (0..8).map(|s| pattern(MAX, s)).collect());
+    all[seed as usize].slice(..len)
 }
 
 /// Deterministic bytes.
