@@ -384,14 +384,16 @@ where
     T: ProviderUnderTest,
     T::P: Clone,
 {
-    // The server grants 4; the peer sends 6 slow calls before any reply.
+    // The server grants 4; the peer sends 6 slow calls before any reply. Those beyond the 4
+    // receives the server posted wait for one to be posted again: on InfiniBand a "receiver
+    // not ready" retry can take most of a second, so the calls sleep far longer than that.
     let s = setup_with(put, RdmaConfig::default().credits(4), client_config()).await?;
     let mut raw = Raw::connect(&s).await?;
     for xid in 0..6u32 {
         raw.send(&message(
             100 + xid,
             Body::Msg(Chunks::default()),
-            &rpc_call(100 + xid, 6, &[300]),
+            &rpc_call(100 + xid, 6, &[5000]),
         ))?;
     }
     ensure!(closed(&mut raw).await, "the connection stayed up");
