@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use file_service::client::Files;
-use file_service::movement::Meter;
+use file_service::movement::{CallMove, Meter, ReplyMove};
 use file_service::server::FileServer;
 use file_service::session::{self, size, Step};
 use rpcrdma::rdma::soft::SoftProvider;
@@ -137,6 +137,9 @@ async fn run(args: &Args) -> Result<bool, Error> {
     println!("             (RDMA Write) | reply chunk = the whole reply pushed by RDMA Write (the call provided a Reply chunk)");
     println!("RDMA B: bytes RDMA moved straight from the registered buffer they were in; copy B: bytes first copied");
     println!("into registered memory (both ends). Movement is read from the transport's counters around each call.");
+    for note in notes(&steps, &config) {
+        println!("{note}");
+    }
     if !meter.sees_replies() {
         println!(
             "(the server runs in another process: it prints how its replies moved, and the byte \
@@ -175,6 +178,40 @@ fn print_step(n: usize, step: &Step, sees_replies: bool) {
         m.copied,
         step.elapsed.as_micros(),
     );
+}
+
+/// Why some calls moved as they did, for the movements that surprise (each note is printed
+/// only when the counters showed that movement).
+fn notes(steps: &[Step], config: &RdmaConfig) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let n = i + 1;
+        let m = &step.movement;
+        let fits = step.reply_bytes < config.inline_size;
+        let note = match (step.procedure, m.call, m.reply) {
+            ("READ", _, Some(ReplyMove::WriteChunk)) if fits => format!(
+                "#{n}: {} bytes by RDMA Write although they would fit inline: the client provides \
+                 a Write chunk for every READ, and a server must use a Write chunk it is given",
+                m.zero_copy
+            ),
+            ("READ", _, Some(ReplyMove::Inline)) => format!(
+                "#{n}: no data to return: the Write chunk provided goes back unused, the reply \
+                 is inline"
+            ),
+            ("WRITE", Some(CallMove::Inline), _) => format!(
+                "#{n}: DDP-eligible data under min_ddp_size ({}) stays inline",
+                size(config.min_ddp_size)
+            ),
+            (_, _, Some(ReplyMove::ReplyChunk)) if fits => format!(
+                "#{n}: {} bytes through the Reply chunk: this result can be longer than the \
+                 client's receive buffer, so the client provides a Reply chunk, and it is used",
+                step.reply_bytes
+            ),
+            _ => continue,
+        };
+        notes.push(note);
+    }
+    notes
 }
 
 /// Serves until the first client's connection closes, then prints how the replies moved.

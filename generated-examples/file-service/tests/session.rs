@@ -70,3 +70,44 @@ async fn every_call_moves_as_the_protocol_says_and_every_result_checks() {
     assert_eq!(left, [BIG, HELLO]);
     assert_eq!(common::panics(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_write_and_read_move_by_chunks() {
+    use file_service::{LookupArgs, ReadArgs, WriteArgs, FILES_MAXIO};
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::start(dir.path()).await;
+    let len = FILES_MAXIO as usize;
+    let h = s
+        .files
+        .create(&LookupArgs {
+            name: "max.bin".into(),
+        })
+        .await
+        .unwrap()
+        .handle;
+    let data = pattern(len, 3);
+    let write = WriteArgs {
+        handle: h,
+        offset: 0,
+        data: data.clone().into(),
+    };
+    let before = s.meter.snapshot();
+    assert_eq!(s.files.write(&write).await.unwrap().count as usize, len);
+    let m = before.movement(&s.meter.snapshot());
+    assert_eq!(m.call, Some(CallMove::ReadChunk));
+    // Plain memory, not a registered buffer: copied once into one.
+    assert_eq!(m.copied, len as u64);
+    // `Files::read` provides a Write chunk of `count` bytes (the default is 1 MiB).
+    let read = ReadArgs {
+        handle: h,
+        offset: 0,
+        count: FILES_MAXIO,
+    };
+    let before = s.meter.snapshot();
+    let ok = s.files.read(&read).await.unwrap();
+    let m = before.movement(&s.meter.snapshot());
+    assert_eq!(m.reply, Some(ReplyMove::WriteChunk));
+    assert_eq!((m.zero_copy, m.copied), (len as u64, 0));
+    assert!(ok.eof);
+    assert!(ok.data == data, "data differs");
+}
