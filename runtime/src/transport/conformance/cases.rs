@@ -510,3 +510,33 @@ where
     tokio::time::sleep(Duration::from_millis(400)).await;
     echo(&s, 50_000, 9).await
 }
+
+pub(super) async fn small_results_inline<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    // The caller says the result is 100 bytes: the reply fits inline, so no Write chunk is
+    // provided (as Linux's client does) and the result comes in the Send.
+    let r = s
+        .client
+        .rpc()
+        .call_with::<testvers::TestFill>(&100, CallOptions::new().reply_size(100))
+        .await
+        .step("FILL 100")?;
+    ensure!(r.data == pattern_of(100, 5), "FILL 100: wrong bytes");
+    let stats = s.transport.stats();
+    ensure!(
+        stats.replies_received_inline == 1 && stats.replies_received_write_chunks == 0,
+        "a 100-byte result: {stats:?}"
+    );
+    // Without the size, a Write chunk is provided, and the server must use it.
+    s.client.test_fill(100).await.step("FILL")?;
+    let stats = s.transport.stats();
+    ensure!(
+        stats.replies_received_write_chunks == 1,
+        "a result of unknown size: {stats:?}"
+    );
+    Ok(())
+}

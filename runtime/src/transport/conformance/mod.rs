@@ -69,6 +69,8 @@ cases! {
     ReplyChunk => cases::reply_chunk,
     /// A union arm without its DDP-eligible item: the Write chunk comes back unused.
     UnusedWriteChunk => cases::unused_write_chunk,
+    /// A caller that gives the result's size gets a small result inline, with no Write chunk.
+    SmallResultsInline => cases::small_results_inline,
     /// 64 concurrent calls within 4 credits all complete with their own results.
     ConcurrentCalls => cases::concurrent_calls,
     /// PROC_UNAVAIL and PROG_MISMATCH come back as typed errors.
@@ -204,6 +206,7 @@ macro_rules! transport_conformance_tests {
             long_call LongCall,
             reply_chunk ReplyChunk,
             unused_write_chunk UnusedWriteChunk,
+            small_results_inline SmallResultsInline,
             concurrent_calls ConcurrentCalls,
             rpc_errors RpcErrors,
             timeout Timeout,

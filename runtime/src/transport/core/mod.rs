@@ -320,6 +320,12 @@ pub struct Stats {
     pub replies_write_chunks: u64,
     /// Long replies (RDMA_NOMSG through the Reply chunk).
     pub replies_long: u64,
+    /// Replies this side's requester received inline (RDMA_MSG with no Write chunk data).
+    pub replies_received_inline: u64,
+    /// Replies received with DDP-eligible results in Write chunks.
+    pub replies_received_write_chunks: u64,
+    /// Long replies received through the Reply chunk (RDMA_NOMSG).
+    pub replies_received_long: u64,
     /// RDMA_ERROR messages sent.
     pub errors_sent: u64,
     /// Messages dropped unanswered (too short, RDMA_DONE, unknown XID, ...).

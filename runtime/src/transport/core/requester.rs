@@ -300,10 +300,24 @@ impl<B: Buf> Requester<B> {
             self.pump(out);
             return false;
         };
+        let long = matches!(header.body, Body::NoMsg(_));
+        let written = match &header.body {
+            Body::Msg(c) | Body::NoMsg(c) => c.writes.iter().any(|w| header::total_len(w) > 0),
+            _ => false,
+        };
         let result = match self.calls.get(&id) {
             Some(call) => build_reply(call, header.body, inline),
             None => return true,
         };
+        if result.is_ok() {
+            if long {
+                stats.replies_received_long += 1;
+            } else if written {
+                stats.replies_received_write_chunks += 1;
+            } else {
+                stats.replies_received_inline += 1;
+            }
+        }
         self.fence(id, result, invalidated, out, stats);
         self.pump(out);
         true

@@ -624,6 +624,7 @@ fn ddp_arguments_move_in_read_chunks_of_several_segments() {
     assert_eq!(back.0, data);
     assert_eq!(p.client().core.stats().calls_read_chunks, 1);
     assert_eq!(p.sides[SERVER].core.stats().replies_write_chunks, 1);
+    assert_eq!(p.client().core.stats().replies_received_write_chunks, 1);
     let (h, _) = hdr::parse(&p.wire[0].1, &Default::default()).unwrap();
     let Body::Msg(chunks) = h.body else { panic!() };
     assert_eq!(chunks.reads.len(), 1);
@@ -707,6 +708,7 @@ fn an_unused_write_chunk_comes_back_with_zero_lengths() {
         .call::<MaybeData>(&0, vec![WriteTarget::Size(4096)], None)
         .unwrap();
     assert_eq!(r, Maybe::Nothing);
+    assert_eq!(p.client().core.stats().replies_received_inline, 1);
     let (h, _) = hdr::parse(&p.wire[1].1, &Default::default()).unwrap();
     let Body::Msg(chunks) = h.body else { panic!() };
     assert_eq!(chunks.writes.len(), 1, "the same number of Write chunks");
@@ -724,6 +726,7 @@ fn a_long_reply_comes_through_the_reply_chunk() {
     let r = p.call::<Big>(&5000, vec![], Some(8192)).unwrap();
     assert_eq!(r, Bytes::from(vec![0xb1; 5000]));
     assert_eq!(p.sides[SERVER].core.stats().replies_long, 1);
+    assert_eq!(p.client().core.stats().replies_received_long, 1);
     let (h, _) = hdr::parse(&p.wire[1].1, &Default::default()).unwrap();
     let Body::NoMsg(chunks) = h.body else {
         panic!()

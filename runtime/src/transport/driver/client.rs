@@ -172,7 +172,8 @@ impl<C: Connection> CallTransport for Backchannel<C> {
             // the application may try again when the client comes back.
             let timeout = call.options.timeout;
             let xid = conn.next_xid();
-            conn.call(&call, xid, Vec::new(), timeout, true).await
+            let chunks = (Vec::new(), call.reply.max_len);
+            conn.call(&call, xid, chunks, timeout, true).await
         })
     }
 

@@ -346,7 +346,7 @@ impl<C: Connection> Conn<C> {
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
         xid: u32,
-        write_chunks: Vec<WriteTarget<PoolBuf>>,
+        (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
         timeout: Option<Duration>,
         backward: bool,
     ) -> Result<Reply, rpc::Error> {
@@ -356,9 +356,7 @@ impl<C: Connection> Conn<C> {
         let (policy, reply_chunk) = {
             let st = self.lock();
             let reply_chunk = (!backward
-                && st
-                    .core
-                    .needs_reply_chunk(call.reply.max_inline_len, write_chunks.len()))
+                && st.core.needs_reply_chunk(reply_inline, write_chunks.len()))
             .then(|| {
                 call.options
                     .max_reply
@@ -414,15 +412,21 @@ impl<C: Connection> Conn<C> {
         }
     }
 
-    /// The write chunk targets for a call: the caller's buffers (from this connection's pool),
-    /// then sizes.
+    /// The Write chunks to provide for a call, and the largest reply that can then come
+    /// inline: the caller's buffers (from this connection's pool) and sizes, the default size
+    /// otherwise.
+    ///
+    /// As Linux's xprtrdma does, no Write chunk is provided when the caller gave the size of
+    /// every DDP-eligible result and the whole reply then fits the receive buffer: the results
+    /// come inline, which costs no registration and no RDMA Write.
     pub(crate) fn write_targets(
         &self,
         call: &mut rpc::Call<'_>,
         backward: bool,
-    ) -> Vec<WriteTarget<PoolBuf>> {
+    ) -> (Vec<WriteTarget<PoolBuf>>, Option<usize>) {
+        let inline = call.reply.max_inline_len;
         if backward {
-            return Vec::new();
+            return (Vec::new(), call.reply.max_len);
         }
         let options = &mut call.options;
         let n = call
@@ -430,9 +434,28 @@ impl<C: Connection> Conn<C> {
             .ddp_items
             .max(options.reply_buffers.len())
             .max(options.reply_sizes.len());
+        let (default, fits) = {
+            let st = self.lock();
+            let all_sizes =
+                options.reply_buffers.is_empty() && n > 0 && options.reply_sizes.len() >= n;
+            let with_results = inline.map(|i| {
+                i + options
+                    .reply_sizes
+                    .iter()
+                    .map(|&len| 4 + len + crate::xdr::padding(len))
+                    .sum::<usize>()
+            });
+            let fits = all_sizes && !st.core.needs_reply_chunk(with_results, 0);
+            (
+                st.core.config().default_write_chunk,
+                fits.then_some(with_results),
+            )
+        };
+        if let Some(with_results) = fits {
+            return (Vec::new(), with_results);
+        }
         let mut buffers = std::mem::take(&mut options.reply_buffers).into_iter();
-        let default = self.lock().core.config().default_write_chunk;
-        (0..n)
+        let targets = (0..n)
             .map(|i| {
                 let size = options.reply_sizes.get(i).copied();
                 match buffers.next().and_then(|b| self.pool.take_lease(b)) {
@@ -447,7 +470,8 @@ impl<C: Connection> Conn<C> {
                     None => WriteTarget::Size(size.unwrap_or(default)),
                 }
             })
-            .collect()
+            .collect();
+        (targets, inline)
     }
 }
 
