@@ -269,11 +269,18 @@ fn main() -> ExitCode {
     let bulk_ops = 64;
     let programs = c::programs().unwrap_or_else(|why| panic!("{why}"));
     let c_server = CServer::start(&programs).expect("start the C server");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = if std::env::var("TRANSPORTS_RUNTIME").is_ok_and(|v| v == "current") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
 
     let (rdma, tcp, raw, _tcp_server) = rt.block_on(async {
         let provider = Arc::new(SoftProvider::default());
