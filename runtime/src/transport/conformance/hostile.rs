@@ -24,6 +24,8 @@ pub(super) struct Raw<C: Connection> {
     conn: C,
     recv: MemoryRegion,
     next: u64,
+    /// Registrations the server may still read.
+    keep: Vec<MemoryRegion>,
 }
 
 /// What the server sent back.
@@ -76,6 +78,7 @@ impl<C: Connection> Raw<C> {
             conn,
             recv,
             next: 1,
+            keep: Vec::new(),
         })
     }
 
@@ -269,6 +272,42 @@ where
     .await
 }
 
+/// An ECHO call `xid` whose inline length word says `count` and whose data is a Read chunk
+/// of `chunk_len` bytes at the start of a fresh registration of `region_len` bytes; a 4 KiB
+/// Write chunk for the result.
+fn echo_from_registration<C: Connection>(
+    raw: &mut Raw<C>,
+    xid: u32,
+    count: u32,
+    region_len: usize,
+    chunk_len: u32,
+) -> Result<(Body, Vec<u8>), Failure> {
+    let src = raw
+        .conn
+        .register(vec![9; region_len], Access::REMOTE_READ)
+        .step("register the source")?;
+    let rpc = rpc_call(xid, 1, &[7, count]);
+    let body = Body::Msg(Chunks {
+        reads: vec![ReadChunk {
+            position: rpc.len() as u32,
+            segments: vec![Segment {
+                rdma_handle: src.rkey(),
+                rdma_length: chunk_len,
+                rdma_offset: src.addr(),
+            }],
+        }],
+        writes: vec![vec![Segment {
+            rdma_handle: 0x200,
+            rdma_length: 4096,
+            rdma_offset: 0,
+        }]],
+        ..Default::default()
+    });
+    // The registration must outlive the call: the server reads it after this returns.
+    raw.keep.push(src);
+    Ok((body, rpc))
+}
+
 pub(super) async fn read_chunk_not_adding_up<T>(put: &T) -> Result<(), Failure>
 where
     T: ProviderUnderTest,
@@ -276,27 +315,7 @@ where
 {
     hostile(put, async |raw| {
         // ECHO: tag 7, then a length of 40,000 whose data is a Read chunk of 16 bytes.
-        let src = raw
-            .conn
-            .register(vec![9; 16], Access::REMOTE_READ)
-            .step("register the source")?;
-        let rpc = rpc_call(6, 1, &[7, 40_000]);
-        let body = Body::Msg(Chunks {
-            reads: vec![ReadChunk {
-                position: rpc.len() as u32,
-                segments: vec![Segment {
-                    rdma_handle: src.rkey(),
-                    rdma_length: 16,
-                    rdma_offset: src.addr(),
-                }],
-            }],
-            writes: vec![vec![Segment {
-                rdma_handle: 0x200,
-                rdma_length: 64,
-                rdma_offset: 0,
-            }]],
-            ..Default::default()
-        });
+        let (body, rpc) = echo_from_registration(raw, 6, 40_000, 16, 16)?;
         raw.send(&message(6, body, &rpc))?;
         let h = parsed(raw.answer().await)?;
         ensure!(
@@ -348,28 +367,8 @@ where
     T::P: Clone,
 {
     hostile(put, async |raw| {
-        let src = raw
-            .conn
-            .register(vec![9; 64], Access::REMOTE_READ)
-            .step("register the source")?;
-        let rpc = rpc_call(8, 1, &[7, 4096]);
-        let body = Body::Msg(Chunks {
-            reads: vec![ReadChunk {
-                position: rpc.len() as u32,
-                // 4 KiB at the registration's start: it holds 64 bytes.
-                segments: vec![Segment {
-                    rdma_handle: src.rkey(),
-                    rdma_length: 4096,
-                    rdma_offset: src.addr(),
-                }],
-            }],
-            writes: vec![vec![Segment {
-                rdma_handle: 0x200,
-                rdma_length: 4096,
-                rdma_offset: 0,
-            }]],
-            ..Default::default()
-        });
+        // A Read chunk of 4 KiB at the start of a 64-byte registration.
+        let (body, rpc) = echo_from_registration(raw, 8, 4096, 64, 4096)?;
         raw.send(&message(8, body, &rpc))?;
         // The RNIC refuses the server's RDMA Read (an iWARP Terminate, an InfiniBand NAK): the
         // connection goes down.

@@ -300,13 +300,16 @@ impl<B: Buf> Responder<B> {
         *a = a.saturating_sub(1);
     }
 
+    /// The XID and direction of call `id`, if it is waiting for its reply.
+    fn dispatched(&self, id: CallId) -> Option<(u32, bool)> {
+        let call = self.calls.get(&id)?;
+        matches!(call.phase, Phase::Dispatched).then_some((call.xid, call.backward))
+    }
+
     /// Forgets a dispatched call without answering it.
     pub(super) fn discard(&mut self, id: CallId) {
-        if let Some(call) = self.calls.get(&id) {
-            if matches!(call.phase, Phase::Dispatched) {
-                let backward = call.backward;
-                self.finish(id, backward);
-            }
+        if let Some((_, backward)) = self.dispatched(id) {
+            self.finish(id, backward);
         }
     }
 
@@ -318,13 +321,9 @@ impl<B: Buf> Responder<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some(call) = self.calls.get(&id) else {
+        let Some((xid, backward)) = self.dispatched(id) else {
             return;
         };
-        if !matches!(call.phase, Phase::Dispatched) {
-            return;
-        }
-        let (xid, backward) = (call.xid, call.backward);
         self.finish(id, backward);
         self.send_error(xid, Body::ErrChunk, config, out, stats);
     }
@@ -341,13 +340,9 @@ impl<B: Buf> Responder<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some(call) = self.calls.get(&id) else {
+        let Some((xid, backward)) = self.dispatched(id) else {
             return;
         };
-        if !matches!(call.phase, Phase::Dispatched) {
-            return;
-        }
-        let (xid, backward) = (call.xid, call.backward);
         match self.marshal_reply(id, message, moved, mem, config, out, stats) {
             Ok(()) => {
                 let a = &mut self.active[backward as usize];
@@ -409,12 +404,7 @@ impl<B: Buf> Responder<B> {
             let pairs = pair_up(&slices, chunk, item.data.len());
             // Seed 004 section 4.4.5: "The responder updates the segment length fields to
             // reflect the actual amount of data that is being returned in the chunk."
-            let mut left = item.data.len() as u64;
-            for seg in returned[index].iter_mut().zip(chunk) {
-                let n = left.min(seg.1.rdma_length as u64);
-                seg.0.rdma_length = n as u32;
-                left -= n;
-            }
+            returned[index] = filled(chunk, item.data.len());
             call.held.extend(slices);
             writes.extend(pairs);
         }
@@ -437,20 +427,7 @@ impl<B: Buf> Responder<B> {
                 .source(message.parts(), Access::NONE)
                 .map_err(|e| e.to_string())?;
             reply_writes = pair_up(&slices, reply_chunk, inline_len);
-            let mut left = inline_len as u64;
-            reply_returned = Some(
-                reply_chunk
-                    .iter()
-                    .map(|s| {
-                        let n = left.min(s.rdma_length as u64);
-                        left -= n;
-                        Segment {
-                            rdma_length: n as u32,
-                            ..*s
-                        }
-                    })
-                    .collect(),
-            );
+            reply_returned = Some(filled(reply_chunk, inline_len));
             call.held.extend(slices);
             body_msg = false;
             send = Vec::with_capacity(1);
@@ -514,6 +491,23 @@ impl<B: Buf> Responder<B> {
         call.phase = Phase::Replying { pending: ops };
         Ok(())
     }
+}
+
+/// `segments` as a reply returns them after `len` bytes were written into them in order: each
+/// segment's length is what it received (zero for those not reached).
+fn filled(segments: &[Segment], len: usize) -> Vec<Segment> {
+    let mut left = len as u64;
+    segments
+        .iter()
+        .map(|s| {
+            let n = left.min(s.rdma_length as u64);
+            left -= n;
+            Segment {
+                rdma_length: n as u32,
+                ..*s
+            }
+        })
+        .collect()
 }
 
 fn encode(header: &Header) -> Option<Bytes> {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
-use crate::rdma::{ConnectParams, Connection, MemoryRegion, Provider};
+use crate::rdma::{Connection, MemoryRegion, Provider};
 use crate::rpc::{
     self, BoxFuture, BufferSource, Call, CallTransport, HeapBuffers, Reply, TransportError,
     TransportKind,
@@ -133,15 +133,10 @@ async fn open<P: Provider>(
     addr: SocketAddr,
     config: &RdmaConfig,
 ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
-    let receives = (config.credits.max(1) + config.backward_credits) as usize;
-    let params = ConnectParams::new()
-        .private_data(config.private_data().encode().to_vec())
-        .read_depths(config.max_reads, config.max_reads)
-        .queue_depths(4096, receives as u32 + 1);
     let mut recv: Option<MemoryRegion> = None;
     let conn = provider
-        .connect_with(addr, params, |c| {
-            recv = Some(post_receives(c, receives, config.inline_size)?);
+        .connect_with(addr, config.connect_params(), |c| {
+            recv = Some(post_receives(c, config.receives(), config.inline_size)?);
             Ok(())
         })
         .await

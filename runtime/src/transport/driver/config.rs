@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::rdma::ConnectParams;
 use crate::rpc::Server;
 use crate::transport::header::HeaderLimits;
 use crate::transport::pool::PoolConfig;
@@ -137,6 +138,21 @@ impl RdmaConfig {
         self.backchannel = Some(server);
         self.backward_credits = credits.max(1);
         self
+    }
+
+    /// Receives a connection keeps posted: one per credit granted or requested, one per
+    /// backward credit (seed 004 sections 4.3 and 8.2.2).
+    pub fn receives(&self) -> usize {
+        (self.credits.max(1) + self.backward_credits) as usize
+    }
+
+    /// The provider parameters of a connection: this side's private data, the RDMA Read
+    /// depths, and queues deep enough for the receives and the operations of many calls.
+    pub fn connect_params(&self) -> ConnectParams {
+        ConnectParams::new()
+            .private_data(self.private_data().encode().to_vec())
+            .read_depths(self.max_reads, self.max_reads)
+            .queue_depths(4096, self.receives() as u32 + 1)
     }
 
     /// What this side advertises in its connection private data.

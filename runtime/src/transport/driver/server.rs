@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
-use crate::rdma::{self, ConnectParams, ConnectRequest, Listener, MemoryRegion, Provider};
+use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
 use crate::rpc::Server;
 use crate::transport::core::{Role, Stats};
 use crate::transport::pool::PoolStats;
@@ -84,15 +84,10 @@ async fn accept<P: Provider>(
     config: &RdmaConfig,
 ) -> rdma::Result<Arc<Conn<P::Conn>>> {
     let peer = config.peer(request.private_data());
-    let receives = (config.credits.max(1) + config.backward_credits) as usize;
-    let params = ConnectParams::new()
-        .private_data(config.private_data().encode().to_vec())
-        .read_depths(config.max_reads, config.max_reads)
-        .queue_depths(4096, receives as u32 + 1);
     let mut recv: Option<MemoryRegion> = None;
     let conn = request
-        .accept_with(params, |c| {
-            recv = Some(post_receives(c, receives, config.inline_size)?);
+        .accept_with(config.connect_params(), |c| {
+            recv = Some(post_receives(c, config.receives(), config.inline_size)?);
             Ok(())
         })
         .await?;
