@@ -12,29 +12,27 @@
 //!
 //! When input both completes work and asks for a reply (a Send arriving with a confirmation
 //! probe, whose Read Response is due) and a task is waiting for completions, the receive task
-//! leaves the reply to that task ([`Shared::after_input`]): it usually posts its own message
-//! right away, and both go out in one write, so the peer is woken once per message instead of
-//! twice. How long the reply may wait depends on where the woken poller runs:
+//! leaves the reply to whoever posts next on the connection ([`Shared::after_input`]): the woken
+//! poller, or a task it wakes in turn (an RPC caller), usually posts its own message right
+//! away, and both go out in one write, so the peer is woken once per message instead of twice.
+//! The reply waits at most until the next post, the receive task's next input (a reply still
+//! unsent then goes out at once: nobody posted for a whole message), or the receive task's
+//! deadline ([`REPLY_LIMIT`]) when the connection goes quiet, whichever comes first.
 //!
-//! * A *nearby* poller runs next on the receive task's thread: any poller on a current-thread
-//!   runtime, a spawned task on the multi-thread runtime (tokio puts it in the waking worker's
-//!   LIFO slot). The reply waits at most until that poller yields: the transmit task, woken
-//!   when the poller resumes ([`Waiting`]), runs after it on that thread.
-//! * A *far* poller is woken on another thread: `block_on`'s future, which is not a task. Waking
-//!   the transmit task from there would cost a second cross-thread wake-up (measured: 53-63 us
-//!   per 64-byte ping-pong instead of 20-24), so the reply goes out with the poller's next post,
-//!   when it next finds no completion, or when the receive task's deadline
-//!   ([`FAR_REPLY_LIMIT`]) passes, whichever comes first.
+//! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
+//! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
+//! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
+//! the whole round trip. Per message the chain is one wake-up per hop: socket -> receive task
+//! -> completion poller (-> the task it hands the completion to).
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
-//! VM): about 27 us before deferring and 15 us after on a current-thread runtime; 27-33 us
-//! and 15 us with both ends in tasks on the two-worker runtime (raw TCP: 12-13 us). With the
-//! client in `block_on`, the receive task used to write the Read Response on its own whenever
-//! the woken thread did not preempt it (traced in a slow run: 1052 of 2000 messages); left to
-//! the far poller, every Read Response shares the client's next write.
+//! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
+//! cost 6.3 us in a task on two workers and 6.1 us on a current-thread runtime; RPC-over-RDMA
+//! NULL calls, where the poller is not the task that posts next, paid a third write and a
+//! cross-worker wake-up per call (28-30 us instead of 8 on two workers).
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 
@@ -49,9 +47,12 @@ use super::tap::{ConnTap, Direction};
 use super::wire::{ddp, mpa};
 use crate::rdma::Completion;
 
-/// Longest a reply left to a far poller waits (see the module documentation) when that poller
-/// neither posts nor polls again; tokio's timers round it up to their 1 ms resolution.
-const FAR_REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(1);
+/// Longest a reply left to the next poster waits (see the module documentation) when nobody
+/// posts and no input arrives. Only confirmations wait (never data), so this only delays the
+/// peer's completions on a connection that went quiet. With 1 ms the timer was the machine's
+/// next timer event at nearly every park and cost 1.1-1.4 us per 64-byte round trip on a 2-vCPU
+/// VM (7.5-7.8 us instead of 6.4); from 10 ms on it costs nothing measurable.
+const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers).
 const RX_BUF: usize = 256 * 1024;
@@ -66,14 +67,9 @@ pub(crate) struct Shared {
     wr: OnceLock<OwnedWriteHalf>,
     tx_notify: Notify,
     cq_notify: Notify,
-    /// Pollers waiting in [`Shared::next_completion`] that a wake-up from the receive task
-    /// runs next on its thread (see the module documentation).
-    nearby_pollers: AtomicUsize,
-    /// The other pollers waiting in [`Shared::next_completion`].
-    far_pollers: AtomicUsize,
-    /// The driver runs on a current-thread runtime.
-    current_thread: AtomicBool,
-    /// The receive task left what the core has to send to a woken completion poller.
+    /// Pollers waiting in [`Shared::next_completion`].
+    pollers: AtomicUsize,
+    /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
     tap: Option<ConnTap>,
 }
@@ -81,6 +77,8 @@ pub(crate) struct Shared {
 /// What the receive task found after feeding the core.
 struct Input {
     transmit: bool,
+    /// All there is to send is confirmations ([`Core::owes_only_confirmations`]).
+    confirmations: bool,
     completions: bool,
     established: bool,
 }
@@ -90,21 +88,11 @@ impl Input {
     fn of(core: MutexGuard<'_, Core>) -> Input {
         Input {
             transmit: core.wants_transmit(),
+            confirmations: core.owes_only_confirmations(),
             completions: core.has_completions(),
             established: core.state() == State::Established,
         }
     }
-}
-
-/// To whom the receive task left the reply its input asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LeftTo {
-    /// No one: it was sent, or nothing was due.
-    NoOne,
-    /// A nearby poller.
-    Nearby,
-    /// A far poller; the receive task bounds the wait ([`FAR_REPLY_LIMIT`]).
-    Far,
 }
 
 /// What one transmit step left behind.
@@ -127,9 +115,7 @@ impl Shared {
             wr: OnceLock::new(),
             tx_notify: Notify::new(),
             cq_notify: Notify::new(),
-            nearby_pollers: AtomicUsize::new(0),
-            far_pollers: AtomicUsize::new(0),
-            current_thread: AtomicBool::new(false),
+            pollers: AtomicUsize::new(0),
             deferred: AtomicBool::new(false),
             tap,
         })
@@ -177,45 +163,39 @@ impl Shared {
     }
 
     /// Wakes whoever has work after the receive task fed the core (`input`, see
-    /// [`Input::of`]); says to whom a due reply was left.
-    fn after_input(&self, input: Input) -> LeftTo {
+    /// [`Input::of`]); true when a due reply was left to whoever posts next.
+    fn after_input(&self, input: Input) -> bool {
         let Input {
             transmit,
+            confirmations,
             completions,
             established,
         } = input;
         if !established {
             self.transmit_now();
             self.kick();
-            return LeftTo::NoOne;
+            return false;
         }
         if completions {
-            if transmit {
-                // See the module documentation. The flag goes up before the pollers are
-                // counted, and a poller looks at it after it stops waiting ([`Waiting`]), so
-                // either this task sees no poller and sends, or a poller sees the flag.
+            // See the module documentation. A reply left last time and still unsent goes out
+            // now, with this one.
+            if confirmations
+                && !self.deferred.load(Ordering::SeqCst)
+                && self.pollers.load(Ordering::SeqCst) > 0
+            {
                 self.deferred.store(true, Ordering::SeqCst);
-                let left_to = if self.nearby_pollers.load(Ordering::SeqCst) > 0 {
-                    LeftTo::Nearby
-                } else if self.far_pollers.load(Ordering::SeqCst) > 0 {
-                    LeftTo::Far
-                } else {
-                    LeftTo::NoOne
-                };
-                if left_to != LeftTo::NoOne {
-                    self.cq_notify.notify_waiters();
-                    return left_to;
-                }
+                self.cq_notify.notify_waiters();
+                return true;
             }
             self.cq_notify.notify_waiters();
         }
         if transmit {
             self.transmit_now();
         }
-        LeftTo::NoOne
+        false
     }
 
-    /// Sends a reply left to a poller if it is still waiting.
+    /// Sends a reply left to the next poster if it is still waiting.
     fn send_left_reply(&self) {
         if self.deferred.load(Ordering::SeqCst) {
             self.transmit_now();
@@ -244,13 +224,6 @@ impl Shared {
         res.map(|()| step)
     }
 
-    /// True when the calling poller, once woken by the receive task, runs next on that
-    /// task's thread: any poller on a current-thread runtime, a spawned task on the
-    /// multi-thread runtime (not `block_on`'s future, which has no task id).
-    fn is_nearby_poller(&self) -> bool {
-        self.current_thread.load(Ordering::Relaxed) || tokio::task::try_id().is_some()
-    }
-
     pub(crate) async fn next_completion(&self) -> Completion {
         loop {
             let mut notified = pin!(self.cq_notify.notified());
@@ -258,45 +231,27 @@ impl Shared {
             if let Some(c) = self.core().poll_completion() {
                 return c;
             }
-            self.send_left_reply();
-            let _waiting = Waiting::new(self, self.is_nearby_poller());
+            let _waiting = Waiting::new(self);
             notified.await;
         }
     }
 }
 
-/// Counts a poller waiting for completions, nearby or far (see the module documentation),
-/// while it lives.
+/// Counts a poller waiting for completions while it lives.
 struct Waiting<'a> {
     shared: &'a Shared,
-    nearby: bool,
 }
 
 impl Waiting<'_> {
-    fn new(shared: &Shared, nearby: bool) -> Waiting<'_> {
-        let count = if nearby {
-            &shared.nearby_pollers
-        } else {
-            &shared.far_pollers
-        };
-        count.fetch_add(1, Ordering::SeqCst);
-        Waiting { shared, nearby }
+    fn new(shared: &Shared) -> Waiting<'_> {
+        shared.pollers.fetch_add(1, Ordering::SeqCst);
+        Waiting { shared }
     }
 }
 
 impl Drop for Waiting<'_> {
-    /// Woken, or dropped while waiting: a reply left to a nearby poller goes out with what
-    /// this task posts next, or at the latest when it yields (the transmit task, woken here,
-    /// runs after it on the same thread). A far poller leaves the bound to the receive task.
     fn drop(&mut self) {
-        if !self.nearby {
-            self.shared.far_pollers.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-        self.shared.nearby_pollers.fetch_sub(1, Ordering::SeqCst);
-        if self.shared.deferred.load(Ordering::SeqCst) {
-            self.shared.tx_notify.notify_one();
-        }
+        self.shared.pollers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -306,11 +261,6 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     if shared.wr.set(wr).is_err() {
         unreachable!("a connection's driver starts once");
     }
-    let flavor = tokio::runtime::Handle::current().runtime_flavor();
-    let current_thread = flavor == tokio::runtime::RuntimeFlavor::CurrentThread;
-    shared
-        .current_thread
-        .store(current_thread, Ordering::Relaxed);
     let rx = tokio::spawn(rx_loop(shared.clone(), rd));
     let tx = tokio::spawn(tx_loop(shared));
     (rx, tx)
@@ -321,42 +271,54 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
 /// on the direct path.
 const NEXT_HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
 
-/// The receive task's bound on a reply left to a far poller (see the module documentation).
+/// The receive task's bound on a reply left to the next poster (see the module documentation).
 ///
 /// A deadline is set when a reply is left and none is set. It is dropped when the receive task,
 /// about to wait, finds the reply sent, or when it passes (sending what still waits); in a
 /// ping-pong it usually serves many messages. Every reply left while it is set goes out by
-/// then; one left after it passed goes out at the next wait, at once. Measured on the bench's
-/// `block_on` ping-pong (30 rounds, confirmed completions, 2 vCPUs): this way 7-8 rounds of 30
-/// were slow, as many as with local completions; a new deadline per message gave medians of
-/// 41-47 us instead of 23-27; a new deadline whenever one passed with no reply waiting made
-/// 13-16 rounds slow.
-#[derive(Default)]
-struct FarReply {
-    deadline: Option<tokio::time::Instant>,
+/// then; one left after it passed goes out at the next wait, at once.
+struct ReplyBound {
+    /// Set while a deadline runs. The timer is kept across waits and reset only when a new
+    /// deadline starts: registering a timer per wait (as `timeout_at` does) takes the time
+    /// driver's lock and may unpark a worker sleeping in the driver to shorten its timeout, a
+    /// cross-thread wake-up per message (measured: 7.5-7.8 us per confirmed 64-byte round
+    /// trip instead of 6.4 on two workers).
+    armed: bool,
+    timer: Pin<Box<tokio::time::Sleep>>,
 }
 
-impl FarReply {
-    /// Notes to whom [`Shared::after_input`] left a reply.
-    fn left(&mut self, left_to: LeftTo) {
-        if left_to == LeftTo::Far && self.deadline.is_none() {
-            self.deadline = Some(tokio::time::Instant::now() + FAR_REPLY_LIMIT);
+impl ReplyBound {
+    fn new() -> ReplyBound {
+        ReplyBound {
+            armed: false,
+            timer: Box::pin(tokio::time::sleep(REPLY_LIMIT)),
         }
     }
 
-    /// Waits for `io` (a cancel-safe socket wait); if a reply left to a far poller is unsent
+    /// Notes that [`Shared::after_input`] left a reply (`left`).
+    fn left(&mut self, left: bool) {
+        if left && !self.armed {
+            self.armed = true;
+            self.timer
+                .as_mut()
+                .reset(tokio::time::Instant::now() + REPLY_LIMIT);
+        }
+    }
+
+    /// Waits for `io` (a cancel-safe socket wait); if a reply left to the next poster is unsent
     /// when the deadline passes (or has passed), sends it first.
     async fn wait<F: std::future::Future>(&mut self, shared: &Shared, io: F) -> F::Output {
         let mut io = pin!(io);
-        if let Some(at) = self.deadline {
+        if self.armed {
             if !shared.deferred.load(Ordering::SeqCst) {
-                // The poller (or anyone writing) sent it.
-                self.deadline = None;
+                // The poster (or anyone writing) sent it.
+                self.armed = false;
             } else {
-                match tokio::time::timeout_at(at, io.as_mut()).await {
-                    Ok(out) => return out,
-                    Err(_elapsed) => {
-                        self.deadline = None;
+                tokio::select! {
+                    biased;
+                    out = io.as_mut() => return out,
+                    () = self.timer.as_mut() => {
+                        self.armed = false;
                         shared.send_left_reply();
                     }
                 }
@@ -369,7 +331,7 @@ impl FarReply {
 async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
     let mut buf = vec![0u8; RX_BUF];
     let (mut start, mut end) = (0usize, 0usize);
-    let mut far_reply = FarReply::default();
+    let mut reply_bound = ReplyBound::new();
     loop {
         // Direct placement: the payload of a tagged segment goes from the socket straight
         // into the registered memory, under the region's lock, without a bounce buffer.
@@ -382,7 +344,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                 .filter(|d| d.remaining > 0)
                 .cloned();
             if let Some(d) = direct {
-                if let Err(e) = far_reply.wait(&shared, rd.readable()).await {
+                if let Err(e) = reply_bound.wait(&shared, rd.readable()).await {
                     tracing::debug!(error = %e, "receive failed");
                     closed(&shared);
                     break;
@@ -398,7 +360,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                             Input::of(core)
                         };
                         let established = input.established;
-                        far_reply.left(shared.after_input(input));
+                        reply_bound.left(shared.after_input(input));
                         if !established {
                             break;
                         }
@@ -419,7 +381,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             end -= start;
             start = 0;
         }
-        let n = match far_reply.wait(&shared, rd.read(&mut buf[end..])).await {
+        let n = match reply_bound.wait(&shared, rd.read(&mut buf[end..])).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::debug!(error = %e, "receive failed");
@@ -440,7 +402,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             Input::of(core)
         };
         let established = input.established;
-        far_reply.left(shared.after_input(input));
+        reply_bound.left(shared.after_input(input));
         if !established {
             break;
         }

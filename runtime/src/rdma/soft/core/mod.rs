@@ -330,6 +330,19 @@ impl Core {
             }
     }
 
+    /// True when all [`Core::poll_transmit`] has to emit is answers to zero-length RDMA Reads
+    /// (confirmation probes): a few bytes that only let the peer complete its requests, which
+    /// the driver may hold back for the next message.
+    pub fn owes_only_confirmations(&self) -> bool {
+        self.state == State::Established
+            && self.out_urgent.is_empty()
+            && self.cur_tx.is_none()
+            && self.sq.is_empty()
+            && !self.needs_probe()
+            && !self.inbound_reads.is_empty()
+            && self.inbound_reads.iter().all(|r| r.size == 0)
+    }
+
     /// Closes the connection in an orderly way: everything outstanding is flushed.
     pub fn close(&mut self) {
         if self.state == State::Established {
