@@ -273,7 +273,8 @@ async fn throughput() {
 }
 
 fn main() {
-    // `cargo bench -p rpcrdma --bench rdma_soft -- latency` (or `throughput`) runs one part.
+    // `cargo bench -p rpcrdma --bench rdma_soft -- latency` (or `throughput`, or one placement:
+    // `task`, `block_on`, `current`) runs one part.
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -284,11 +285,15 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    if wants("latency") {
+    if wants("latency/task") {
         two_workers.block_on(latency("two-worker runtime", Client::Task));
+    }
+    if wants("latency/block_on") {
         // `block_on`'s thread is not a worker: both TCP and soft pay a cross-thread wake-up
         // per message there, which on a VM costs more than either protocol's own work.
         two_workers.block_on(latency("two-worker runtime", Client::BlockOn));
+    }
+    if wants("latency/current") {
         // The same on a current-thread runtime: without cross-thread wake-ups, whose cost
         // varies with what else runs on the machine, this shows the code path itself.
         let one_thread = tokio::runtime::Builder::new_current_thread()

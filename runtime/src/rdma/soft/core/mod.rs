@@ -183,6 +183,8 @@ pub struct Core {
     terminate_sent: Option<Terminate>,
     direct: Option<DirectState>,
     scratch: Vec<u8>,
+    /// Where received ULPDUs are put together when markers split them.
+    rx_scratch: Vec<u8>,
     unconfirmed: usize,
 }
 
@@ -219,6 +221,7 @@ impl Core {
             terminate_sent: None,
             direct: None,
             scratch: Vec::new(),
+            rx_scratch: Vec::new(),
             unconfirmed: 0,
         }
     }

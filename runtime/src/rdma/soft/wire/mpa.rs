@@ -294,6 +294,29 @@ impl FpduWriter {
         let pad = &pad[..pad_len(ulpdu_len)];
         let mut crc = 0u32;
         let framing = self.framing;
+        if !framing.markers {
+            // The common case: the pieces one after the other.
+            let pieces = std::iter::once(&len_field[..])
+                .chain(parts.iter().copied())
+                .chain(std::iter::once(pad));
+            let mut len = CRC_LEN;
+            for piece in pieces {
+                if framing.crc {
+                    crc = crc32c::crc32c_append(crc, piece);
+                }
+                out.put_slice(piece);
+                len += piece.len();
+            }
+            // The CRC field is there without CRCs too, zero (see [`Framing::crc`]).
+            let trailer = if framing.crc {
+                crc_bytes(crc)
+            } else {
+                [0; CRC_LEN]
+            };
+            out.put_slice(&trailer);
+            self.pos += len as u64;
+            return;
+        }
         let put = |this: &mut FpduWriter, out: &mut B, mut data: &[u8], crc: &mut u32| {
             while !data.is_empty() {
                 if framing.markers && this.pos % MARKER_INTERVAL == 0 {
@@ -352,6 +375,15 @@ pub struct FpduReader {
 pub struct Fpdu {
     /// The ULPDU (DDP segment) without markers, pad and CRC.
     pub ulpdu: Vec<u8>,
+    /// Stream bytes consumed (including markers).
+    pub consumed: usize,
+}
+
+/// A complete FPDU found by [`FpduReader::next_in`], borrowing its ULPDU.
+#[derive(Debug)]
+pub struct FpduRef<'a> {
+    /// The ULPDU (DDP segment) without markers, pad and CRC.
+    pub ulpdu: &'a [u8],
     /// Stream bytes consumed (including markers).
     pub consumed: usize,
 }
@@ -435,6 +467,57 @@ impl FpduReader {
     /// The next complete FPDU at the start of `b`, or `Ok(None)` when more bytes are needed.
     /// On success the caller drops `consumed` bytes from the front of its buffer.
     pub fn next(&mut self, b: &[u8]) -> Result<Option<Fpdu>, WireError> {
+        let mut scratch = Vec::new();
+        Ok(self.next_in(b, &mut scratch)?.map(|f| Fpdu {
+            ulpdu: f.ulpdu.to_vec(),
+            consumed: f.consumed,
+        }))
+    }
+
+    /// [`FpduReader::next`] without copying: the ULPDU is a slice of `b` when there are no
+    /// markers, else of `scratch` (cleared first), where the markers are taken out.
+    pub fn next_in<'a>(
+        &mut self,
+        b: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<Option<FpduRef<'a>>, WireError> {
+        if self.framing.markers {
+            return self.next_with_markers(b, scratch);
+        }
+        let Some(&[l0, l1]) = b.first_chunk::<ULPDU_LEN_LEN>() else {
+            return Ok(None);
+        };
+        let ulpdu_len = u16::from_be_bytes([l0, l1]) as usize;
+        if ulpdu_len > self.max_ulpdu {
+            return Err(WireError::BadUlpduLength(ulpdu_len as u16));
+        }
+        let covered = ULPDU_LEN_LEN + ulpdu_len + pad_len(ulpdu_len);
+        let Some(fpdu) = b.get(..covered + CRC_LEN) else {
+            return Ok(None);
+        };
+        if self.framing.crc {
+            let computed = crc32c::crc32c(&fpdu[..covered]);
+            let mut trailer = [0u8; CRC_LEN];
+            trailer.copy_from_slice(&fpdu[covered..]);
+            let received = crc_from_bytes(trailer);
+            // RFC 5044 section 8: a CRC mismatch is a fatal error.
+            if received != computed {
+                return Err(WireError::BadCrc { received, computed });
+            }
+        }
+        self.pos += fpdu.len() as u64;
+        Ok(Some(FpduRef {
+            ulpdu: &fpdu[ULPDU_LEN_LEN..ULPDU_LEN_LEN + ulpdu_len],
+            consumed: fpdu.len(),
+        }))
+    }
+
+    /// [`FpduReader::next_in`] with markers: the ULPDU is copied into `scratch` without them.
+    fn next_with_markers<'a>(
+        &mut self,
+        b: &[u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<Option<FpduRef<'a>>, WireError> {
         let mut at = 0;
         let mut crc = 0u32;
         let fpdu_start = self.pos;
@@ -446,8 +529,9 @@ impl FpduReader {
         if ulpdu_len > self.max_ulpdu {
             return Err(WireError::BadUlpduLength(ulpdu_len as u16));
         }
-        let mut ulpdu = Vec::with_capacity(ulpdu_len);
-        if !self.take(b, &mut at, fpdu_start, ulpdu_len, &mut ulpdu, &mut crc)? {
+        let ulpdu = scratch;
+        ulpdu.clear();
+        if !self.take(b, &mut at, fpdu_start, ulpdu_len, ulpdu, &mut crc)? {
             return Ok(None);
         }
         let mut pad = Vec::new();
@@ -478,7 +562,7 @@ impl FpduReader {
             }
         }
         self.pos += at as u64;
-        Ok(Some(Fpdu {
+        Ok(Some(FpduRef {
             ulpdu,
             consumed: at,
         }))
@@ -548,6 +632,45 @@ mod tests {
         }
     }
 
+    /// The borrowing reader finds the same FPDUs as the copying one, a slice of the input
+    /// without markers, and needs the whole FPDU (CRC field included) before it returns one.
+    #[test]
+    fn next_in_agrees_with_next_and_waits_for_whole_fpdus() {
+        for markers in [false, true] {
+            for crc in [false, true] {
+                let framing = Framing { markers, crc };
+                let mut wire = vec![];
+                let mut w = FpduWriter::new(framing);
+                for i in 0..20usize {
+                    w.write(&[&vec![i as u8; i * 131 % 700]], &mut wire);
+                }
+                let (mut a, mut b) = (
+                    FpduReader::new(framing, 65535),
+                    FpduReader::new(framing, 65535),
+                );
+                let mut scratch = vec![0xa5; 3];
+                let mut at = 0;
+                while at < wire.len() {
+                    let want = a.next(&wire[at..]).unwrap().unwrap();
+                    let mut probe = b.clone();
+                    for cut in 0..want.consumed {
+                        assert!(probe
+                            .next_in(&wire[at..at + cut], &mut scratch)
+                            .unwrap()
+                            .is_none());
+                    }
+                    let got = b.next_in(&wire[at..], &mut scratch).unwrap().unwrap();
+                    assert_eq!((got.ulpdu, got.consumed), (&want.ulpdu[..], want.consumed));
+                    if !markers {
+                        assert_eq!(got.ulpdu.as_ptr(), wire[at + ULPDU_LEN_LEN..].as_ptr());
+                    }
+                    at += want.consumed;
+                }
+                assert_eq!(a.position(), b.position());
+            }
+        }
+    }
+
     /// RFC 5044 section 4.1: without CRCs the CRC field is still there; it is sent as zeros
     /// and whatever it holds on receipt is not checked (as Linux siw does).
     #[test]
@@ -573,17 +696,16 @@ mod tests {
 
     #[test]
     fn rejects_a_flipped_bit_under_crc() {
-        let framing = Framing {
-            markers: true,
-            crc: true,
-        };
-        let mut wire = vec![];
-        FpduWriter::new(framing).write(&[&[7u8; 1000]], &mut wire);
-        for i in 0..wire.len() {
-            let mut bad = wire.clone();
-            bad[i] ^= 0x10;
-            let mut r = FpduReader::new(framing, 65535);
-            assert!(!matches!(r.next(&bad), Ok(Some(_))), "flip at {i} accepted");
+        for markers in [false, true] {
+            let framing = Framing { markers, crc: true };
+            let mut wire = vec![];
+            FpduWriter::new(framing).write(&[&[7u8; 1000]], &mut wire);
+            for i in 0..wire.len() {
+                let mut bad = wire.clone();
+                bad[i] ^= 0x10;
+                let mut r = FpduReader::new(framing, 65535);
+                assert!(!matches!(r.next(&bad), Ok(Some(_))), "flip at {i} accepted");
+            }
         }
     }
 }
