@@ -7,7 +7,6 @@
 //! call and its Send. The completion task polls the provider, feeds the core, and delivers
 //! the core's events: replies to waiting callers, calls to handler tasks.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 
 use super::config::RdmaConfig;
+use crate::id_map::IdMap;
 use crate::rdma::{
     Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
     WcStatus,
@@ -48,8 +48,8 @@ enum Posted {
 
 struct State {
     core: Core<PoolBuf>,
-    waiters: HashMap<CallId, oneshot::Sender<Result<Reply, TransportError>>>,
-    posted: HashMap<OpId, Posted>,
+    waiters: IdMap<CallId, oneshot::Sender<Result<Reply, TransportError>>>,
+    posted: IdMap<OpId, Posted>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
     /// Calls the core handed over, for the completion task to dispatch.
@@ -135,8 +135,8 @@ impl<C: Connection> Conn<C> {
             pool,
             state: Mutex::new(State {
                 core: Core::new(core, first_xid),
-                waiters: HashMap::new(),
-                posted: HashMap::new(),
+                waiters: IdMap::default(),
+                posted: IdMap::default(),
                 send_buffers: Vec::new(),
                 calls: Vec::new(),
             }),

@@ -285,7 +285,7 @@ impl FpduWriter {
     }
 
     /// Appends one FPDU carrying the ULPDU `parts` (concatenated) to `out`.
-    pub fn write<B: BufMut>(&mut self, parts: &[&[u8]], out: &mut B) {
+    pub fn write<B: BufMut + AsRef<[u8]>>(&mut self, parts: &[&[u8]], out: &mut B) {
         let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
         debug_assert!(ulpdu_len <= u16::MAX as usize);
         let fpdu_start = self.pos;
@@ -295,26 +295,21 @@ impl FpduWriter {
         let mut crc = 0u32;
         let framing = self.framing;
         if !framing.markers {
-            // The common case: the pieces one after the other.
-            let pieces = std::iter::once(&len_field[..])
-                .chain(parts.iter().copied())
-                .chain(std::iter::once(pad));
-            let mut len = CRC_LEN;
-            for piece in pieces {
-                if framing.crc {
-                    crc = crc32c::crc32c_append(crc, piece);
-                }
-                out.put_slice(piece);
-                len += piece.len();
+            // The common case: the pieces one after the other, the CRC over them in one go.
+            let start = out.as_ref().len();
+            out.put_slice(&len_field);
+            for part in parts {
+                out.put_slice(part);
             }
+            out.put_slice(pad);
             // The CRC field is there without CRCs too, zero (see [`Framing::crc`]).
             let trailer = if framing.crc {
-                crc_bytes(crc)
+                crc_bytes(crc32c::crc32c(&out.as_ref()[start..]))
             } else {
                 [0; CRC_LEN]
             };
             out.put_slice(&trailer);
-            self.pos += len as u64;
+            self.pos += (out.as_ref().len() - start) as u64;
             return;
         }
         let put = |this: &mut FpduWriter, out: &mut B, mut data: &[u8], crc: &mut u32| {
