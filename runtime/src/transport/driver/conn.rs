@@ -202,10 +202,14 @@ impl<C: Connection> Conn<C> {
         st.core.close();
         self.deliver(st);
         self.close_notify.notify_one();
-        let conn = self.conn.clone();
-        tokio::spawn(async move {
-            let _ = conn.disconnect().await;
-        });
+        // Closed outside a runtime (a client dropped after its runtime's `block_on`), the
+        // provider connection only closes when its last handle goes.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let conn = self.conn.clone();
+            runtime.spawn(async move {
+                let _ = conn.disconnect().await;
+            });
+        }
     }
 
     /// Posts everything the core has emitted and delivers its events.
