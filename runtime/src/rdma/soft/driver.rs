@@ -16,8 +16,9 @@
 //! poller, or a task it wakes in turn (an RPC caller), usually posts its own message right
 //! away, and both go out in one write, so the peer is woken once per message instead of twice.
 //! The reply waits at most until the next post, the receive task's next input (a reply still
-//! unsent then goes out at once: nobody posted for a whole message), or the receive task's
-//! deadline ([`REPLY_LIMIT`]) when the connection goes quiet, whichever comes first.
+//! unsent then goes out at once: nobody posted for a whole message), or, when the connection
+//! goes quiet, until the process's flusher thread comes round ([`REPLY_LIMIT`], see
+//! [`flusher`]), whichever comes first.
 //!
 //! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
 //! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
@@ -32,7 +33,7 @@
 //! cross-worker wake-up per call (28-30 us instead of 8 on two workers).
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 
@@ -46,11 +47,9 @@ use super::core::{Core, DirectPlacement, State, Transmit};
 use super::tap::{ConnTap, Direction};
 use crate::rdma::Completion;
 
-/// Longest a reply left to the next poster waits (see the module documentation) when nobody
-/// posts and no input arrives. Only confirmations wait (never data), so this only delays the
-/// peer's completions on a connection that went quiet. With 1 ms the timer was the machine's
-/// next timer event at nearly every park and cost 1.1-1.4 us per 64-byte round trip on a 2-vCPU
-/// VM (7.5-7.8 us instead of 6.4); from 10 ms on it costs nothing measurable.
+/// About the longest a reply left to the next poster waits (see the module documentation)
+/// when nobody posts and no input arrives: the flusher's period. Only confirmations wait (never
+/// data), so this only delays the peer's completions on a connection that went quiet.
 const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers).
@@ -70,6 +69,8 @@ pub(crate) struct Shared {
     pollers: AtomicUsize,
     /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
+    /// The connection is on the flusher's list.
+    flush_listed: AtomicBool,
     tap: Option<ConnTap>,
 }
 
@@ -116,6 +117,7 @@ impl Shared {
             cq_notify: Notify::new(),
             pollers: AtomicUsize::new(0),
             deferred: AtomicBool::new(false),
+            flush_listed: AtomicBool::new(false),
             tap,
         })
     }
@@ -265,67 +267,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     (rx, tx)
 }
 
-/// The receive task's bound on a reply left to the next poster (see the module documentation).
-///
-/// A deadline is set when a reply is left and none is set. It is dropped when the receive task,
-/// about to wait, finds the reply sent, or when it passes (sending what still waits); in a
-/// ping-pong it usually serves many messages. Every reply left while it is set goes out by
-/// then; one left after it passed goes out at the next wait, at once.
-struct ReplyBound {
-    /// Set while a deadline runs. The timer is kept across waits and reset only when a new
-    /// deadline starts: registering a timer per wait (as `timeout_at` does) takes the time
-    /// driver's lock and may unpark a worker sleeping in the driver to shorten its timeout, a
-    /// cross-thread wake-up per message (measured: 7.5-7.8 us per confirmed 64-byte round
-    /// trip instead of 6.4 on two workers).
-    armed: bool,
-    timer: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl ReplyBound {
-    fn new() -> ReplyBound {
-        ReplyBound {
-            armed: false,
-            timer: Box::pin(tokio::time::sleep(REPLY_LIMIT)),
-        }
-    }
-
-    /// Notes that [`Shared::after_input`] left a reply (`left`).
-    fn left(&mut self, left: bool) {
-        if left && !self.armed {
-            self.armed = true;
-            self.timer
-                .as_mut()
-                .reset(tokio::time::Instant::now() + REPLY_LIMIT);
-        }
-    }
-
-    /// Waits for `io` (a cancel-safe socket wait); if a reply left to the next poster is unsent
-    /// when the deadline passes (or has passed), sends it first.
-    async fn wait<F: std::future::Future>(&mut self, shared: &Shared, io: F) -> F::Output {
-        let mut io = pin!(io);
-        if self.armed {
-            if !shared.deferred.load(Ordering::SeqCst) {
-                // The poster (or anyone writing) sent it.
-                self.armed = false;
-            } else {
-                tokio::select! {
-                    biased;
-                    out = io.as_mut() => return out,
-                    () = self.timer.as_mut() => {
-                        self.armed = false;
-                        shared.send_left_reply();
-                    }
-                }
-            }
-        }
-        io.await
-    }
-}
-
 async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
     let mut buf = vec![0u8; RX_BUF];
     let (mut start, mut end) = (0usize, 0usize);
-    let mut reply_bound = ReplyBound::new();
     loop {
         // Direct placement: the payload of a tagged segment goes from the socket straight
         // into the registered memory, under the region's lock, without a bounce buffer.
@@ -338,7 +282,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                 .filter(|d| d.remaining > 0)
                 .cloned();
             if let Some(d) = direct {
-                if let Err(e) = reply_bound.wait(&shared, rd.readable()).await {
+                if let Err(e) = rd.readable().await {
                     tracing::debug!(error = %e, "receive failed");
                     closed(&shared);
                     break;
@@ -354,7 +298,9 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                             Input::of(core)
                         };
                         let established = input.established;
-                        reply_bound.left(shared.after_input(input));
+                        if shared.after_input(input) {
+                            flusher::watch(&shared);
+                        }
                         if !established {
                             break;
                         }
@@ -375,7 +321,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             end -= start;
             start = 0;
         }
-        let n = match reply_bound.wait(&shared, rd.read(&mut buf[end..])).await {
+        let n = match rd.read(&mut buf[end..]).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::debug!(error = %e, "receive failed");
@@ -396,7 +342,9 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             Input::of(core)
         };
         let established = input.established;
-        reply_bound.left(shared.after_input(input));
+        if shared.after_input(input) {
+            flusher::watch(&shared);
+        }
         if !established {
             break;
         }
@@ -529,5 +477,65 @@ fn record_prefix(tap: &ConnTap, slices: &[IoSlice<'_>], mut n: usize) {
         let k = n.min(s.len());
         tap.record(Direction::Sent, &s[..k]);
         n -= k;
+    }
+}
+
+/// The bound on confirmations left for a next post that never comes (see the module
+/// documentation): one thread for the process, which every [`REPLY_LIMIT`] sends what the
+/// connections on its list still hold back, from whatever thread, as any poster would
+/// ([`Shared::transmit_now`]: non-blocking, the rest to the transmit task).
+///
+/// A tokio timer per connection did this before, kept armed across waits; but a pending timer
+/// makes every park of the runtime compute its next expiration and read the clock (6.8% of
+/// the instructions of a confirmed 64-byte ping-pong, callgrind), and with a 1 ms period the
+/// timer was the machine's next timer event at nearly every park, which cost 1.1-1.4 us per
+/// round trip on a 2-vCPU VM. A connection goes on the list when its receive task leaves a
+/// reply and it is not listed; each round takes the whole list, so in steady traffic a
+/// connection is listed (and the thread woken) about once per period.
+mod flusher {
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Condvar, Mutex, Once, Weak};
+
+    use super::{Shared, REPLY_LIMIT};
+
+    static LISTED: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+    static WAKE: Condvar = Condvar::new();
+    static START: Once = Once::new();
+
+    /// Puts `shared` on the list, unless it is on it.
+    pub(super) fn watch(shared: &Arc<Shared>) {
+        if shared.flush_listed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        START.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("soft-rdma-flusher".into())
+                .spawn(run);
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "no flusher thread: confirmations wait for the next message");
+            }
+        });
+        let mut listed = LISTED.lock().unwrap_or_else(|e| e.into_inner());
+        listed.push(Arc::downgrade(shared));
+        if listed.len() == 1 {
+            WAKE.notify_one();
+        }
+    }
+
+    fn run() {
+        loop {
+            {
+                let mut listed = LISTED.lock().unwrap_or_else(|e| e.into_inner());
+                while listed.is_empty() {
+                    listed = WAKE.wait(listed).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            std::thread::sleep(REPLY_LIMIT);
+            let round = std::mem::take(&mut *LISTED.lock().unwrap_or_else(|e| e.into_inner()));
+            for shared in round.iter().filter_map(Weak::upgrade) {
+                shared.flush_listed.store(false, Ordering::SeqCst);
+                shared.send_left_reply();
+            }
+        }
     }
 }
