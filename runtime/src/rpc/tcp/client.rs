@@ -413,10 +413,12 @@ async fn read_replies(
     max_record: usize,
 ) {
     let mut reader = RecordReader::new(max_record);
+    // One future for the whole loop (a watch subscription per record is not free).
+    let mut closed = std::pin::pin!(sink.closed());
     loop {
         let record = tokio::select! {
             record = next_record(&mut stream, &mut reader) => record,
-            () = sink.closed() => break,
+            () = closed.as_mut() => break,
         };
         match record {
             Ok(Some(record)) => shared.route(record),
