@@ -488,6 +488,15 @@ impl Encoded {
         }
     }
 
+    /// Appends the parts, in order, to `out` (without the list [`Encoded::into_parts`]
+    /// allocates for a single part).
+    pub fn append_parts_to(self, out: &mut Vec<Bytes>) {
+        match self.parts {
+            Parts::One(one) => out.push(one),
+            Parts::Many(many) => out.extend(many),
+        }
+    }
+
     /// Total length in bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -204,7 +204,7 @@ impl<B: Buf> Requester<B> {
         // together must fit the peer's receive buffer.
         if header::encoded_len(&header) + inline_len <= config.peer_recv_size {
             send.push(encode_header(&header)?);
-            send.extend(call.message.into_parts());
+            call.message.append_parts_to(&mut send);
             if had_reads {
                 stats.calls_read_chunks += 1;
             } else {

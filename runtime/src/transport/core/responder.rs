@@ -488,7 +488,7 @@ impl<B: Buf> Responder<B> {
         }
         send.push(encode(&header).ok_or("the header does not encode")?);
         if body_msg {
-            send.extend(message.into_parts());
+            message.append_parts_to(&mut send);
         }
         // With the requester's agreement (RFC 8797), invalidate one of its handles for it.
         let invalidate = if config.peer_remote_invalidate {
