@@ -500,22 +500,24 @@ impl<C: Connection> Drop for Cancel<'_, C> {
 
 /// The completion task: feeds the core until the connection closes.
 async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
+    // Swapped with the state's list each round, so neither allocates once grown.
+    let mut calls = Vec::new();
     loop {
         let first = tokio::select! {
             c = conn.conn.poll_completion() => c,
             _ = conn.close_notify.notified() => break,
         };
-        let calls = {
+        {
             let mut st = conn.lock();
             conn.complete(&mut st, first);
             while let Some(c) = conn.conn.try_completion() {
                 conn.complete(&mut st, c);
             }
             conn.flush(&mut st);
-            std::mem::take(&mut st.calls)
-        };
+            std::mem::swap(&mut calls, &mut st.calls);
+        }
         // Handlers run without the lock: they may call back through the backchannel.
-        for call in calls {
+        for call in calls.drain(..) {
             serve_call(&conn, call).await;
         }
         if conn.is_closed() {
