@@ -30,7 +30,13 @@
 //! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
 //! cost 6.3 us in a task on two workers and 6.1 us on a current-thread runtime; RPC-over-RDMA
 //! NULL calls, where the poller is not the task that posts next, paid a third write and a
-//! cross-worker wake-up per call (28-30 us instead of 8 on two workers).
+//! cross-worker wake-up per call (28-30 us instead of 9 on two workers).
+//!
+//! Tried and left out: a completion poller reading the socket itself while it waits (the
+//! socket's readiness handed to it instead of the receive task, saving a task wake-up per
+//! message) measured no faster (5.25-5.6 us against 5.2-5.25 on the ping-pong) for the
+//! bookkeeping it needs; reading directly placed payloads one segment at a time (see
+//! `read_direct`).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::pin;
