@@ -5,13 +5,20 @@
 //!   (target: at least 80 % of raw TCP).
 //!
 //! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency` or `-- throughput` for one
-//! part). Baseline and provider run on the same tokio runtime (two workers; the round trips
-//! also on a current-thread runtime) with the same sizes; rounds alternate baseline and
-//! provider. On the two-worker runtime the round trips run twice: with the client loop in a
-//! spawned task (the server side always is one), and in `block_on`'s future, which is not a
-//! task and so pays a cross-thread wake-up per message (both protocols alike). Prints per-variant medians with their ranges, and the median (and range) of the
-//! per-round ratios.
+//! part, `-- task`, `-- block_on` or `-- current` for one placement of the round trips).
+//! Baseline and provider run on the same tokio runtime (two workers; the round trips also on a
+//! current-thread runtime) with the same sizes; rounds alternate baseline and provider. On the
+//! two-worker runtime the round trips run twice: with the client loop in a spawned task (the
+//! server side always is one), and in `block_on`'s future, which is not a task and so pays a
+//! cross-thread wake-up per message (both protocols alike). Prints per-variant medians with
+//! their ranges, and the median (and range) of the per-round ratios.
+//!
+//! Each target is judged on the median of the per-round ratios and marked `met` or `MISSED`;
+//! with `-- --check` (or `BENCH_CHECK=1`) a missed target makes the bench exit non-zero. The
+//! round-trip target applies to the default, confirmed completions, in every placement; local
+//! completions are shown for reference.
 
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rpcrdma::rdma::soft::SoftProvider;
@@ -169,6 +176,20 @@ fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x / y).collect()
 }
 
+/// The targets: a round trip at most this many times raw TCP's, a transfer at least this
+/// fraction of raw TCP's rate.
+const LATENCY_TARGET: f64 = 1.3;
+const THROUGHPUT_TARGET: f64 = 0.8;
+
+/// The verdict on a median ratio: `met` or `MISSED`, with the target.
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
 /// Rounds of interleaved measurements: the machine is shared, so the baseline and the
 /// provider are measured alternately (the order rotates every round), each round's ratio is
 /// taken, and the medians are reported with their ranges.
@@ -200,8 +221,9 @@ where
     }
 }
 
-/// 64-byte round trips: raw TCP, and soft with confirmed and with local completions.
-async fn latency(runtime: &str, client: Client) {
+/// 64-byte round trips: raw TCP, and soft with confirmed and with local completions. Returns
+/// the targets missed.
+async fn latency(runtime: &str, client: Client) -> Vec<String> {
     let iters = 2000;
     // Warm up both paths once.
     run_client(client, tcp_round_trip(1000)).await;
@@ -227,20 +249,31 @@ async fn latency(runtime: &str, client: Client) {
     );
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
-    for (name, v) in [
-        ("soft Send/recv, confirmed completions", soft),
-        ("soft Send/recv, local completions    ", local),
+    let mut missed = Vec::new();
+    for (name, v, judged) in [
+        ("soft Send/recv, confirmed completions", soft, true),
+        ("soft Send/recv, local completions    ", local, false),
     ] {
         let (m, lo, hi) = stats(v);
         let (r, rlo, rhi) = stats(&ratios(v, tcp));
+        let target = if judged {
+            let met = r <= LATENCY_TARGET;
+            if !met {
+                missed.push(format!("{runtime}, {place}: {r:.2}x"));
+            }
+            format!("(target <= {LATENCY_TARGET}x) {}", verdict(met))
+        } else {
+            "(for reference)".into()
+        };
         println!(
-            "  {name}   {m:7.2} us [{lo:.2} .. {hi:.2}]   ratio {r:.2}x [{rlo:.2} .. {rhi:.2}] (target <= 1.3x)"
+            "  {name}   {m:7.2} us [{lo:.2} .. {hi:.2}]   ratio {r:.2}x [{rlo:.2} .. {rhi:.2}] {target}"
         );
     }
+    missed
 }
 
-/// 1 MiB RDMA Write and RDMA Read against 1 MiB TCP writes.
-async fn throughput() {
+/// 1 MiB RDMA Write and RDMA Read against 1 MiB TCP writes. Returns the targets missed.
+async fn throughput() -> Vec<String> {
     let total = 128 * MIB;
     let mut mbs: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
@@ -260,44 +293,70 @@ async fn throughput() {
     );
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP       {m:6.0} MB/s [{lo:.0} .. {hi:.0}]");
+    let mut missed = Vec::new();
     for (name, v) in [("RDMA Write", write), ("RDMA Read ", read)] {
         let (m, lo, hi) = stats(v);
         let (r, rlo, rhi) = stats(&ratios(v, tcp));
+        let met = r >= THROUGHPUT_TARGET;
+        if !met {
+            missed.push(format!("1 MiB {}: {:.0}%", name.trim(), 100.0 * r));
+        }
         println!(
-            "  {name}    {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%] (target >= 80%)",
+            "  {name}    {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}",
             100.0 * r,
             100.0 * rlo,
-            100.0 * rhi
+            100.0 * rhi,
+            100.0 * THROUGHPUT_TARGET,
+            verdict(met)
         );
     }
+    missed
 }
 
-fn main() {
-    // `cargo bench -p rpcrdma --bench rdma_soft -- latency` (or `throughput`) runs one part.
+fn main() -> ExitCode {
+    // `cargo bench -p rpcrdma --bench rdma_soft -- latency` (or `throughput`, or one placement:
+    // `task`, `block_on`, `current`) runs one part.
+    let check = std::env::args().any(|a| a == "--check")
+        || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    let mut missed = Vec::new();
     let wants = |part: &str| filter.is_empty() || filter.iter().any(|f| part.contains(f.as_str()));
     let two_workers = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    if wants("latency") {
-        two_workers.block_on(latency("two-worker runtime", Client::Task));
+    if wants("latency/task") {
+        missed.extend(two_workers.block_on(latency("two-worker runtime", Client::Task)));
+    }
+    if wants("latency/block_on") {
         // `block_on`'s thread is not a worker: both TCP and soft pay a cross-thread wake-up
         // per message there, which on a VM costs more than either protocol's own work.
-        two_workers.block_on(latency("two-worker runtime", Client::BlockOn));
+        missed.extend(two_workers.block_on(latency("two-worker runtime", Client::BlockOn)));
+    }
+    if wants("latency/current") {
         // The same on a current-thread runtime: without cross-thread wake-ups, whose cost
         // varies with what else runs on the machine, this shows the code path itself.
         let one_thread = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        one_thread.block_on(latency("current-thread runtime", Client::BlockOn));
+        missed.extend(one_thread.block_on(latency("current-thread runtime", Client::BlockOn)));
     }
     if wants("throughput") {
-        two_workers.block_on(throughput());
+        missed.extend(two_workers.block_on(throughput()));
+    }
+    if missed.is_empty() {
+        println!("every target met");
+        return ExitCode::SUCCESS;
+    }
+    println!("targets MISSED: {}", missed.join("; "));
+    if check {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }

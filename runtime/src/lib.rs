@@ -11,6 +11,8 @@
 // Generated code names the runtime `::rpcrdma`; inside the runtime that is this crate.
 extern crate self as rpcrdma;
 
+#[cfg(feature = "rpc")]
+mod id_map;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 #[cfg(feature = "rpc")]

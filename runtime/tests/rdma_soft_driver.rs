@@ -2,7 +2,7 @@
 //! placement, partial writes, CRC) arrive intact on both runtime flavours, a reply the
 //! receive task leaves to a completion poller goes out even when that poller turns to something
 //! else, and a confirmed ping-pong on the multi-thread runtime completes every Send whether
-//! the client polls from a task (a nearby poller) or from `block_on` (a far one).
+//! the client polls from a task or from `block_on`.
 
 use std::time::Duration;
 
@@ -91,10 +91,9 @@ fn large_transfers_arrive_intact() {
 
 /// The receiver gets a Send (with its confirmation probe) while it waits for completions;
 /// it takes the receive and then waits for something the sender only does once its Send
-/// completed. The probe's Read Response, which the receive task may leave to the woken poller,
-/// must not wait for the receiver's next post. `receiver_in_task`: the receiver polls from a
-/// spawned task (a poller the reply is left to on either runtime), else from the calling
-/// future (on the multi-thread runtime, `block_on`'s future, which replies are not left to).
+/// completed. The probe's Read Response, which the receive task may leave for the receiver's
+/// next post, must not wait for it. `receiver_in_task`: the receiver polls from a spawned
+/// task, else from the calling future (on the multi-thread runtime, `block_on`'s future).
 async fn reply_left_to_a_poller_goes_out_when_it_turns_away(receiver_in_task: bool) {
     let (c, s) = pair(&provider(false, true)).await;
     let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
@@ -140,9 +139,9 @@ fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
 }
 
 /// Ping-pong with confirmed completions on the two-worker runtime, the server polling from a
-/// spawned task (a nearby poller: replies are left to it) and the client from a task too or
-/// from `block_on`'s future (a far poller: replies wait for its next post, bounded by the
-/// receive task): every Send and every receive completes, in order, payloads intact.
+/// spawned task and the client from a task too or from `block_on`'s future (confirmations
+/// wait for the next post, bounded by the receive task): every Send and every receive
+/// completes, in order, payloads intact.
 async fn confirmed_ping_pong(client_in_task: bool) {
     const ROUNDS: u64 = 500;
     let (c, s) = pair(&provider(false, true)).await;

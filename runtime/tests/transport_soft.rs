@@ -59,3 +59,37 @@ fn no_hostile_case_makes_anything_panic() {
     }
     assert_eq!(panics.load(Ordering::SeqCst), 0);
 }
+
+/// A client dropped after its runtime's `block_on` returned (as a bench's `main` does) closes
+/// its connection without a runtime to spawn on, and does not panic.
+#[test]
+fn a_client_dropped_outside_its_runtime_does_not_panic() {
+    use rpcrdma::rdma::{Listener, Provider};
+    use rpcrdma::rpc::Client;
+    use rpcrdma::transport::conformance::program::{self, TestversClient};
+    use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(async {
+        let provider = Arc::new(SoftProvider::default());
+        let listener = provider
+            .listen("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = serve::<SoftProvider>(listener, program::server(), RdmaConfig::default());
+        tokio::spawn(async move { server.run().await });
+        let transport = RdmaTransport::connect(provider, addr, RdmaConfig::default())
+            .await
+            .unwrap();
+        let client = TestversClient::new(Client::new(transport));
+        client.test_null().await.unwrap();
+        client
+    });
+    drop(client);
+    drop(rt);
+}

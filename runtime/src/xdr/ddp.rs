@@ -127,13 +127,37 @@ pub struct MovedItem {
 #[derive(Debug)]
 pub(super) struct EncodeChunking {
     pub(super) direction: Direction,
-    pub(super) policy: Box<dyn ChunkPolicy>,
+    pub(super) policy: Policy,
     /// Capacity of each Write chunk the requester provided (replies), in Write-list order.
     pub(super) write_chunk_capacities: Vec<u64>,
     pub(super) moved: Vec<MovedItem>,
     /// Bytes (with round-up) moved out of the inline stream so far: XDR Positions count them,
     /// because a Position is an offset in the reconstructed stream (seed 002 section 3.5).
     pub(super) removed: usize,
+}
+
+/// An encoder's chunking policy: the usual one held as it is, any other boxed (the usual one
+/// boxed cost an allocation per encoded call and reply).
+#[derive(Debug)]
+pub(super) enum Policy {
+    Threshold(ThresholdPolicy),
+    Other(Box<dyn ChunkPolicy>),
+}
+
+impl Policy {
+    pub(super) fn new(policy: impl ChunkPolicy + 'static) -> Policy {
+        match (&policy as &dyn std::any::Any).downcast_ref::<ThresholdPolicy>() {
+            Some(threshold) => Policy::Threshold(*threshold),
+            None => Policy::Other(Box::new(policy)),
+        }
+    }
+
+    fn place(&self, item: &DdpItem) -> Placement {
+        match self {
+            Policy::Threshold(p) => p.place(item),
+            Policy::Other(p) => p.place(item),
+        }
+    }
 }
 
 impl EncodeChunking {

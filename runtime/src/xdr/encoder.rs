@@ -2,7 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem};
+use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem, Policy};
 use super::{padding, Block, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
@@ -26,7 +26,7 @@ pub struct Encoder {
     copied_opaque: usize,
     /// Offset of this encoder's first byte in the RPC message (for Read chunk Positions).
     base: usize,
-    chunking: Option<Box<EncodeChunking>>,
+    chunking: Option<EncodeChunking>,
 }
 
 impl Default for Encoder {
@@ -58,13 +58,13 @@ impl Encoder {
     /// `policy` decides.
     pub fn for_call(policy: impl ChunkPolicy + 'static) -> Self {
         let mut enc = Self::new();
-        enc.chunking = Some(Box::new(EncodeChunking {
+        enc.chunking = Some(EncodeChunking {
             direction: Direction::Call,
-            policy: Box::new(policy),
+            policy: Policy::new(policy),
             write_chunk_capacities: Vec::new(),
             moved: Vec::new(),
             removed: 0,
-        }));
+        });
         enc
     }
 
@@ -72,13 +72,13 @@ impl Encoder {
     /// chunks the requester provided (given by their capacities in bytes, in Write-list order).
     pub fn for_reply(policy: impl ChunkPolicy + 'static, write_chunk_capacities: Vec<u64>) -> Self {
         let mut enc = Self::new();
-        enc.chunking = Some(Box::new(EncodeChunking {
+        enc.chunking = Some(EncodeChunking {
             direction: Direction::Reply,
-            policy: Box::new(policy),
+            policy: Policy::new(policy),
             write_chunk_capacities,
             moved: Vec::new(),
             removed: 0,
-        }));
+        });
         enc
     }
 
@@ -488,6 +488,15 @@ impl Encoded {
         }
     }
 
+    /// Appends the parts, in order, to `out` (without the list [`Encoded::into_parts`]
+    /// allocates for a single part).
+    pub fn append_parts_to(self, out: &mut Vec<Bytes>) {
+        match self.parts {
+            Parts::One(one) => out.push(one),
+            Parts::Many(many) => out.extend(many),
+        }
+    }
+
     /// Total length in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -599,5 +608,33 @@ mod tests {
         assert_eq!(one, many);
         assert_eq!(Encoder::new().finish().into_bytes(), Bytes::new());
         assert_eq!(Encoded::default().parts().len(), 0);
+    }
+
+    /// The usual policy is held as it is and any other boxed: both decide the same way as
+    /// the policy itself.
+    #[test]
+    fn threshold_and_custom_policies_both_decide() {
+        use crate::xdr::{ChunkPolicy, DdpItem, Placement, ThresholdPolicy};
+
+        #[derive(Debug)]
+        struct Everything;
+        impl ChunkPolicy for Everything {
+            fn place(&self, _item: &DdpItem) -> Placement {
+                Placement::Chunk
+            }
+        }
+        let small = Bytes::from_static(b"abc");
+        let big = Bytes::from(vec![1u8; 4096]);
+        let moved = |mut enc: Encoder| {
+            enc.put_ddp_opaque(&small, None).unwrap();
+            enc.put_ddp_opaque(&big, None).unwrap();
+            enc.finish_with_chunks().1.len()
+        };
+        let threshold = ThresholdPolicy {
+            inline_threshold: 1024,
+            min_ddp_size: 1024,
+        };
+        assert_eq!(moved(Encoder::for_call(threshold)), 1);
+        assert_eq!(moved(Encoder::for_call(Everything)), 2);
     }
 }

@@ -1,12 +1,52 @@
 //! The RPC transports against each other and against their baselines, measured in the same
 //! run on loopback:
 //!
-//! * NULL round trip: RPC-over-RDMA on the software provider, our ONC RPC over TCP, and a
-//!   libtirpc `rpcgen` client and server over TCP. Targets: our TCP no slower than libtirpc,
-//!   RPC-over-RDMA at most 1.3x our TCP.
+//! * NULL round trip, one call at a time: RPC-over-RDMA on the software provider, our ONC RPC
+//!   over TCP, and a libtirpc `rpcgen` client and server over TCP. Targets: our TCP no slower
+//!   than libtirpc, RPC-over-RDMA at most 1.3x our TCP.
 //! * 1 MiB read (a result in a Write chunk) and 1 MiB write (an argument in a Read chunk) over
 //!   RPC-over-RDMA, against raw TCP moving 1 MiB each way. Target: at least 75% of raw TCP.
 //! * 64 calls in flight at once (NULL), RPC-over-RDMA against our TCP (no target; reported).
+//!
+//! # Process structure
+//!
+//! The libtirpc client and server are two processes (rpcgen programs, single-threaded). Every
+//! message between two processes wakes the other one: on the same CPU a context switch, on
+//! another CPU an inter-processor wake-up, which on a VM costs tens of microseconds (a 2-vCPU
+//! VM measured 6 us per libtirpc NULL call with both processes on one CPU and about 70 us
+//! across the two; unpinned, the scheduler picks either, run to run). So the NULL figures
+//! come in two structures, each compared only with its own kind:
+//!
+//! * **two processes**, as libtirpc runs: this bench binary started again as a client
+//!   (`--client`) and as a server (`--serve`, our TCP and RPC-over-RDMA servers), each on a
+//!   current-thread runtime (one thread per process, as the C programs), against the C client
+//!   and server; all pinned with `taskset`, client on CPU 0 and server on CPU 0 (*same CPU*)
+//!   or CPU 1 (*across CPUs*). The mixed pairs (our client with the C server, the C client
+//!   with our server) are shown too. **Our TCP against libtirpc is judged here**, same CPU and
+//!   across CPUs: the only fair comparison with a two-process baseline.
+//! * **one process**: our client and server in this process on one runtime (two workers;
+//!   `TRANSPORTS_RUNTIME=current` for a current-thread runtime), as an application embedding
+//!   both, or our other benches, run them. **RPC-over-RDMA against our TCP is judged here**:
+//!   both have the same structure, and without a process wake-up per message the figures
+//!   show the transports' own cost (across CPUs, two processes pay 30+ us of wake-ups per
+//!   message, which hides any difference between transports). The two-process ratios are
+//!   shown too, with the same target.
+//!
+//! Without `taskset` (or with one CPU) the two-process figures run unpinned and say so.
+//!
+//! # Bulk
+//!
+//! The raw TCP server answers from a buffer it filled once; likewise the RPC-over-RDMA server
+//! answers the 1 MiB READ (FILL) from a registered buffer it filled once per connection (a
+//! cache, not a copy per call: the copy would be a file read, which the raw TCP side does not
+//! do either).
+//!
+//! Each round's raw TCP transfers run on a new connection, and so do the RPC-over-RDMA ones.
+//! Both ends of each connection live in this one runtime: on a connection that first carried
+//! a NULL ping-pong, tokio keeps both ends' tasks on one worker (each wakes the next in its
+//! LIFO slot), so sender and receiver no longer run in parallel and the READ measured 1770-1870
+//! MB/s instead of 2530-2920 on a new connection (2-vCPU VM). Separate machines or processes
+//! do not share workers.
 //!
 //! Rounds are interleaved so that every measurement sees the same conditions; each figure is
 //! the median of its rounds, each ratio the median of the per-round ratios. A missed target
@@ -15,20 +55,27 @@
 //! `cargo bench -p tirpc-interop --bench transports [-- --check]`; `TRANSPORTS_ROUNDS` and
 //! `TRANSPORTS_CALLS` change the rounds (default 9) and calls per latency round (default 5000).
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Command, ExitCode};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bytes::Bytes;
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer, TcpTransport};
-use rpcrdma::rpc::{CallOptions, Client};
+use rpcrdma::rpc::{CallContext, CallOptions, Client, ReplyError, Server};
 use rpcrdma::transport::conformance::program::{
-    self, pattern_of, testvers, EchoArgs, TestversClient,
+    pattern_of, testvers, EchoArgs, EchoRes, MaybeRes, PlainArgs, PlainRes, TestServer,
+    TestversClient, TestversServer, TwoArgs,
 };
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 use tirpc_interop::c::{self, CPrograms, CServer};
+use tirpc_interop::interop::interop_prog::interop_vers::InteropNull;
+use tirpc_interop::service;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -41,36 +88,301 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The C client's own mean NULL round trip, in µs, against the C server.
-fn libtirpc_null_us(programs: &CPrograms, port: u16, calls: usize) -> f64 {
-    let out = Command::new(&programs.client)
-        .args([port.to_string(), "bench".into(), calls.to_string()])
-        .output()
-        .expect("run the C client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the C client failed: {stdout}");
-    stdout
-        .trim()
-        .strip_prefix("mean_us=")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected C client output {stdout:?}"))
+/// The test program's server, except that FILL answers from a registered buffer filled once
+/// per connection (see the module documentation).
+#[derive(Default)]
+struct BenchServer {
+    inner: TestServer,
+    /// The buffer filled for each connection (by its peer's address): registered memory of
+    /// that connection.
+    filled: Mutex<HashMap<Option<SocketAddr>, Bytes>>,
+}
+
+impl TestversServer for BenchServer {
+    async fn test_null(&self, ctx: CallContext) -> Result<(), ReplyError> {
+        self.inner.test_null(ctx).await
+    }
+    async fn test_echo(&self, ctx: CallContext, args: EchoArgs) -> Result<EchoRes, ReplyError> {
+        self.inner.test_echo(ctx, args).await
+    }
+    async fn test_big(&self, ctx: CallContext, len: u32) -> Result<PlainRes, ReplyError> {
+        self.inner.test_big(ctx, len).await
+    }
+    async fn test_longargs(&self, ctx: CallContext, args: PlainArgs) -> Result<u32, ReplyError> {
+        self.inner.test_longargs(ctx, args).await
+    }
+    async fn test_two(&self, ctx: CallContext, args: TwoArgs) -> Result<u32, ReplyError> {
+        self.inner.test_two(ctx, args).await
+    }
+    async fn test_maybe(&self, ctx: CallContext, n: u32) -> Result<MaybeRes, ReplyError> {
+        self.inner.test_maybe(ctx, n).await
+    }
+    async fn test_sleep(&self, ctx: CallContext, ms: u32) -> Result<u32, ReplyError> {
+        self.inner.test_sleep(ctx, ms).await
+    }
+    async fn test_callback(&self, ctx: CallContext, n: u32) -> Result<u32, ReplyError> {
+        self.inner.test_callback(ctx, n).await
+    }
+    async fn test_fill(&self, ctx: CallContext, len: u32) -> Result<EchoRes, ReplyError> {
+        let peer = ctx.peer();
+        let cached = self.filled.lock().unwrap().get(&peer).cloned();
+        let data = match cached.filter(|d| d.len() == len as usize) {
+            Some(data) => data,
+            None => {
+                let data = self.inner.test_fill(ctx, len).await?.data;
+                self.filled.lock().unwrap().insert(peer, data.clone());
+                data
+            }
+        };
+        Ok(EchoRes { tag: len, data })
+    }
+    async fn test_slowecho(&self, ctx: CallContext, args: EchoArgs) -> Result<EchoRes, ReplyError> {
+        self.inner.test_slowecho(ctx, args).await
+    }
+    async fn test_write(&self, ctx: CallContext, args: EchoArgs) -> Result<u32, ReplyError> {
+        self.inner.test_write(ctx, args).await
+    }
+}
+
+fn bench_server() -> Server {
+    let mut b = Server::builder();
+    testvers::register(&mut b, BenchServer::default());
+    b.build()
+}
+
+/// An RPC-over-RDMA server on loopback (soft provider, its defaults); returns its address.
+async fn rdma_server(server: Server) -> SocketAddr {
+    let provider = Arc::new(SoftProvider::default());
+    let listener = provider
+        .listen((Ipv4Addr::LOCALHOST, 0).into())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let rdma_server = Arc::new(serve::<SoftProvider>(
+        listener,
+        server,
+        RdmaConfig::default().credits(128),
+    ));
+    tokio::spawn(async move { rdma_server.run().await });
+    addr
+}
+
+async fn rdma_client(addr: SocketAddr) -> TestversClient {
+    let provider = Arc::new(SoftProvider::default());
+    TestversClient::new(Client::new(
+        RdmaTransport::connect(provider, addr, RdmaConfig::default().credits(128))
+            .await
+            .unwrap(),
+    ))
+}
+
+async fn tcp_client(addr: SocketAddr) -> TestversClient {
+    TestversClient::new(Client::new(
+        TcpTransport::connect(addr, TcpConfig::new()).await.unwrap(),
+    ))
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The program the two-process pairs call (the one the C server serves): `interop.x`, whose
+/// NULL our client calls as the C client does.
+fn interop_server() -> Server {
+    let mut b = Server::builder();
+    service::register(&mut b, service::Reference);
+    b.build()
+}
+
+/// `--serve`: our TCP and RPC-over-RDMA servers of `interop.x` on a current-thread runtime;
+/// prints `TCP_PORT RDMA_PORT` and serves until its standard input closes.
+fn serve_main() -> ExitCode {
+    current_thread().block_on(async {
+        let tcp = TcpServer::bind((Ipv4Addr::LOCALHOST, 0), interop_server(), TcpConfig::new())
+            .await
+            .unwrap();
+        let rdma = rdma_server(interop_server()).await;
+        println!("{} {}", tcp.local_addr().port(), rdma.port());
+        std::io::stdout().flush().unwrap();
+        let mut stdin = tokio::io::stdin();
+        let mut byte = [0u8; 1];
+        while matches!(stdin.read(&mut byte).await, Ok(n) if n > 0) {}
+        drop(tcp);
+    });
+    ExitCode::SUCCESS
+}
+
+/// `--client tcp|rdma PORT CALLS`: our client's mean NULL round trip on a current-thread
+/// runtime, from a spawned task (how clients run on tokio; in `block_on`'s future it measured
+/// 0.25 us more per call), printed as `mean_us=...` (as the C client does).
+fn client_main(args: &[String]) -> ExitCode {
+    let [kind, port, calls] = args else {
+        eprintln!("usage: --client tcp|rdma PORT CALLS");
+        return ExitCode::FAILURE;
+    };
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port.parse().unwrap()));
+    let calls: usize = calls.parse().unwrap();
+    let kind = kind.clone();
+    let us = current_thread().block_on(async move {
+        let client = match kind.as_str() {
+            "rdma" => rdma_client(addr).await,
+            _ => tcp_client(addr).await,
+        }
+        .rpc()
+        .clone();
+        let run = async move {
+            let null = || client.call::<InteropNull>(&());
+            for _ in 0..calls / 10 {
+                null().await.unwrap();
+            }
+            let start = Instant::now();
+            for _ in 0..calls {
+                null().await.unwrap();
+            }
+            start.elapsed().as_secs_f64() * 1e6 / calls as f64
+        };
+        tokio::spawn(run).await.unwrap()
+    });
+    println!("mean_us={us}");
+    ExitCode::SUCCESS
+}
+
+/// The mean NULL round trip of `client` in µs, called from the current task.
+async fn null_us_here(client: &TestversClient, calls: usize) -> f64 {
+    for _ in 0..calls / 10 {
+        client.test_null().await.unwrap();
+    }
+    let start = Instant::now();
+    for _ in 0..calls {
+        client.test_null().await.unwrap();
+    }
+    start.elapsed().as_secs_f64() * 1e6 / calls as f64
 }
 
 /// Mean NULL round trip of `client`, in µs, from a spawned task (how clients run on tokio).
 async fn null_us(client: &TestversClient, calls: usize) -> f64 {
     let c = client.clone();
-    tokio::spawn(async move {
-        for _ in 0..calls / 10 {
-            c.test_null().await.unwrap();
+    tokio::spawn(async move { null_us_here(&c, calls).await })
+        .await
+        .unwrap()
+}
+
+/// Our servers in a process of their own (see [`serve_main`]), stopped when dropped.
+struct OurServer {
+    child: Child,
+    tcp_port: u16,
+    rdma_port: u16,
+}
+
+impl OurServer {
+    fn start(exe: &Path) -> OurServer {
+        let mut child = Command::new(exe)
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start our server process");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let mut ports = line.split_whitespace().map(|p| p.parse().unwrap());
+        let (tcp_port, rdma_port) = (ports.next().unwrap(), ports.next().unwrap());
+        OurServer {
+            child,
+            tcp_port,
+            rdma_port,
         }
-        let start = Instant::now();
-        for _ in 0..calls {
-            c.test_null().await.unwrap();
+    }
+}
+
+impl Drop for OurServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the two processes of a pair run.
+#[derive(Clone, Copy, PartialEq)]
+enum Placement {
+    /// Client and server pinned to CPU 0.
+    SameCpu,
+    /// Client on CPU 0, server on CPU 1.
+    AcrossCpus,
+    /// Wherever the scheduler puts them (no `taskset`, or one CPU).
+    Unpinned,
+}
+
+impl Placement {
+    fn label(self) -> &'static str {
+        match self {
+            Placement::SameCpu => "two processes, same CPU",
+            Placement::AcrossCpus => "two processes, across CPUs",
+            Placement::Unpinned => "two processes, unpinned",
         }
-        start.elapsed().as_secs_f64() * 1e6 / calls as f64
-    })
-    .await
-    .unwrap()
+    }
+
+    fn server_cpu(self) -> Option<&'static str> {
+        match self {
+            Placement::SameCpu => Some("0"),
+            Placement::AcrossCpus => Some("1"),
+            Placement::Unpinned => None,
+        }
+    }
+
+    /// Pins every thread of process `pid` as this placement wants its server.
+    fn pin_server(self, pid: u32) {
+        if let Some(cpu) = self.server_cpu() {
+            let ok = Command::new("taskset")
+                .args(["-a", "-p", "-c", cpu, &pid.to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "taskset could not pin process {pid}");
+        }
+    }
+
+    /// Runs a client program (which prints `mean_us=...`) as this placement wants it.
+    fn client_mean_us(self, program: &Path, args: &[String]) -> f64 {
+        let mut cmd = if self == Placement::Unpinned {
+            Command::new(program)
+        } else {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0"]).arg(program);
+            c
+        };
+        let out = cmd.args(args).output().expect("run a client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "a client failed ({:?}): {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .trim()
+            .strip_prefix("mean_us=")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected client output {stdout:?}"))
+    }
+}
+
+/// The placements this machine allows.
+fn placements() -> Vec<Placement> {
+    let taskset = Command::new("taskset")
+        .args(["-c", "0", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match (taskset, cpus) {
+        (true, 2..) => vec![Placement::SameCpu, Placement::AcrossCpus],
+        (true, _) => vec![Placement::SameCpu],
+        (false, _) => vec![Placement::Unpinned],
+    }
 }
 
 /// NULL calls per second with 64 in flight.
@@ -92,13 +404,18 @@ async fn concurrent_per_s(client: &TestversClient, calls_each: usize) -> f64 {
     (64 * calls_each) as f64 / start.elapsed().as_secs_f64()
 }
 
-/// MB/s of 1 MiB reads over RPC-over-RDMA: FILL's result is filled into a registered buffer
-/// at the server (as a file read into it would be) and lands in one at the client.
-async fn rdma_read_mbps(client: &TestversClient, ops: usize) -> f64 {
-    let c = client.clone();
+/// MB/s of 1 MiB reads over RPC-over-RDMA on a new connection to `addr` (as the raw TCP
+/// baseline makes one; see the module documentation): FILL's result comes from a registered
+/// buffer at the server and lands in one at the client. One read before the clock starts
+/// fills the connection's buffer pools.
+async fn rdma_read_mbps(addr: SocketAddr, ops: usize) -> f64 {
     tokio::spawn(async move {
-        let start = Instant::now();
-        for _ in 0..ops {
+        let c = rdma_client(addr).await;
+        let mut start = Instant::now();
+        for i in 0..ops + 1 {
+            if i == 1 {
+                start = Instant::now();
+            }
             let buffer = c.rpc().buffer(MIB);
             let r = c
                 .rpc()
@@ -116,16 +433,20 @@ async fn rdma_read_mbps(client: &TestversClient, ops: usize) -> f64 {
     .unwrap()
 }
 
-/// MB/s of 1 MiB writes over RPC-over-RDMA: the argument lies in a registered buffer of the
-/// client, from which the server pulls it by RDMA Read.
-async fn rdma_write_mbps(client: &TestversClient, ops: usize) -> f64 {
-    let c = client.clone();
+/// MB/s of 1 MiB writes over RPC-over-RDMA on a new connection to `addr`: the argument lies
+/// in a registered buffer of the client, from which the server pulls it by RDMA Read. One
+/// write before the clock starts fills the connection's buffer pools.
+async fn rdma_write_mbps(addr: SocketAddr, ops: usize) -> f64 {
     tokio::spawn(async move {
+        let c = rdma_client(addr).await;
         let mut buffer = c.rpc().buffer(MIB);
         buffer.as_mut_slice().copy_from_slice(&pattern_of(MIB, 2));
         let data = buffer.freeze(MIB);
-        let start = Instant::now();
-        for i in 0..ops {
+        let mut start = Instant::now();
+        for i in 0..ops + 1 {
+            if i == 1 {
+                start = Instant::now();
+            }
             let n = c
                 .test_write(EchoArgs {
                     tag: i as u32,
@@ -202,18 +523,15 @@ async fn raw_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
     .unwrap()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// One measured quantity over the rounds.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Series(Vec<f64>);
 
 impl Series {
     fn median(&self) -> f64 {
-        median(&mut self.0.clone())
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
     }
     fn range(&self) -> (f64, f64) {
         let min = self.0.iter().copied().fold(f64::INFINITY, f64::min);
@@ -224,7 +542,7 @@ impl Series {
 
 /// A ratio over the rounds and its target.
 struct Ratio {
-    name: &'static str,
+    name: String,
     values: Series,
     /// `Some((bound, true))`: at most `bound`; `Some((bound, false))`: at least.
     target: Option<(f64, bool)>,
@@ -244,7 +562,7 @@ impl Ratio {
         let target = match self.target {
             Some((b, true)) => format!("target <= {b:.2}x"),
             Some((b, false)) => format!("target >= {:.0}%", b * 100.0),
-            None => "no target".into(),
+            None => "for reference".into(),
         };
         let verdict = if self.target.is_none() {
             ""
@@ -254,7 +572,7 @@ impl Ratio {
             "  met"
         };
         println!(
-            "  {:<44} {:>6.2} [{lo:.2} .. {hi:.2}]   ({target}){verdict}",
+            "  {:<58} {:>6.2} [{lo:.2} .. {hi:.2}]   ({target}){verdict}",
             self.name,
             self.values.median()
         );
@@ -262,18 +580,26 @@ impl Ratio {
 }
 
 fn main() -> ExitCode {
-    let check = std::env::args().any(|a| a == "--check")
-        || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--serve") {
+        return serve_main();
+    }
+    if let Some(i) = args.iter().position(|a| a == "--client") {
+        return client_main(&args[i + 1..]);
+    }
+    let check =
+        args.iter().any(|a| a == "--check") || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
     let rounds = env_or("TRANSPORTS_ROUNDS", 9).max(1);
     let calls = env_or("TRANSPORTS_CALLS", 5000).max(10);
     let bulk_ops = 64;
-    let programs = c::programs().unwrap_or_else(|why| panic!("{why}"));
+    let exe: PathBuf = std::env::current_exe().expect("this bench's path");
+    let programs: CPrograms = c::programs().unwrap_or_else(|why| panic!("{why}"));
     let c_server = CServer::start(&programs).expect("start the C server");
-    let rt = if std::env::var("TRANSPORTS_RUNTIME").is_ok_and(|v| v == "current") {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
+    let our_server = OurServer::start(&exe);
+    let placements = placements();
+    let current = std::env::var("TRANSPORTS_RUNTIME").is_ok_and(|v| v == "current");
+    let rt = if current {
+        current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -281,158 +607,208 @@ fn main() -> ExitCode {
             .build()
             .unwrap()
     };
+    let one_process = if current {
+        "one process, current-thread runtime"
+    } else {
+        "one process, two-worker runtime"
+    };
 
-    let (rdma, tcp, raw, _tcp_server) = rt.block_on(async {
-        let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen((Ipv4Addr::LOCALHOST, 0).into())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rdma_server = Arc::new(serve::<SoftProvider>(
-            listener,
-            program::server(),
-            RdmaConfig::default().credits(128),
-        ));
-        tokio::spawn(async move { rdma_server.run().await });
-        let rdma = TestversClient::new(Client::new(
-            RdmaTransport::connect(provider, addr, RdmaConfig::default().credits(128))
+    let (rdma_addr, rdma, tcp, raw, tcp_server) = rt.block_on(async {
+        let rdma_addr = rdma_server(bench_server()).await;
+        let rdma = rdma_client(rdma_addr).await;
+        let tcp_server =
+            TcpServer::bind((Ipv4Addr::LOCALHOST, 0), bench_server(), TcpConfig::new())
                 .await
-                .unwrap(),
-        ));
-        let tcp_server = TcpServer::bind(
-            (Ipv4Addr::LOCALHOST, 0),
-            program::server(),
-            TcpConfig::new(),
-        )
-        .await
-        .unwrap();
-        let tcp_addr = tcp_server.local_addr();
-        let tcp = TestversClient::new(Client::new(
-            TcpTransport::connect(tcp_addr, TcpConfig::new())
-                .await
-                .unwrap(),
-        ));
-        (rdma, tcp, raw_server().await, tcp_server)
+                .unwrap();
+        let tcp = tcp_client(tcp_server.local_addr()).await;
+        (rdma_addr, rdma, tcp, raw_server().await, tcp_server)
     });
 
-    let mut s = std::collections::HashMap::<&str, Series>::new();
+    // Series by key; the two-process ones per placement.
+    let mut s = std::collections::BTreeMap::<String, Series>::new();
+    let mut push = |key: String, v: f64| s.entry(key).or_default().0.push(v);
+    let c_port = c_server.port().to_string();
+    let ours = |kind: &str, port: u16| {
+        vec![
+            "--client".to_string(),
+            kind.into(),
+            port.to_string(),
+            calls.to_string(),
+        ]
+    };
+    let c_args = |port: &str| vec![port.to_string(), "bench".into(), calls.to_string()];
     for round in 0..rounds {
         eprint!("\rround {}/{rounds}", round + 1);
-        s.entry("libtirpc null")
-            .or_default()
-            .0
-            .push(libtirpc_null_us(&programs, c_server.port(), calls));
+        for &p in &placements {
+            p.pin_server(c_server.pid());
+            p.pin_server(our_server.child.id());
+            let tag = p.label();
+            push(
+                format!("{tag}/libtirpc"),
+                p.client_mean_us(&programs.client, &c_args(&c_port)),
+            );
+            push(
+                format!("{tag}/tcp"),
+                p.client_mean_us(&exe, &ours("tcp", our_server.tcp_port)),
+            );
+            push(
+                format!("{tag}/rdma"),
+                p.client_mean_us(&exe, &ours("rdma", our_server.rdma_port)),
+            );
+            push(
+                format!("{tag}/C client, our server"),
+                p.client_mean_us(&programs.client, &c_args(&our_server.tcp_port.to_string())),
+            );
+            push(
+                format!("{tag}/our client, C server"),
+                p.client_mean_us(&exe, &ours("tcp", c_server.port())),
+            );
+        }
         rt.block_on(async {
-            let tcp_null = null_us(&tcp, calls).await;
-            let rdma_null = null_us(&rdma, calls).await;
-            s.entry("tcp null").or_default().0.push(tcp_null);
-            s.entry("rdma null").or_default().0.push(rdma_null);
-            s.entry("raw read")
-                .or_default()
-                .0
-                .push(raw_mbps(raw, true, bulk_ops).await);
-            s.entry("rdma read")
-                .or_default()
-                .0
-                .push(rdma_read_mbps(&rdma, bulk_ops).await);
-            s.entry("raw write")
-                .or_default()
-                .0
-                .push(raw_mbps(raw, false, bulk_ops).await);
-            s.entry("rdma write")
-                .or_default()
-                .0
-                .push(rdma_write_mbps(&rdma, bulk_ops).await);
-            s.entry("tcp 64")
-                .or_default()
-                .0
-                .push(concurrent_per_s(&tcp, calls / 64 + 20).await);
-            s.entry("rdma 64")
-                .or_default()
-                .0
-                .push(concurrent_per_s(&rdma, calls / 64 + 20).await);
+            push("in/tcp".into(), null_us(&tcp, calls).await);
+            push("in/rdma".into(), null_us(&rdma, calls).await);
+            push("raw read".into(), raw_mbps(raw, true, bulk_ops).await);
+            push(
+                "rdma read".into(),
+                rdma_read_mbps(rdma_addr, bulk_ops).await,
+            );
+            push("raw write".into(), raw_mbps(raw, false, bulk_ops).await);
+            push(
+                "rdma write".into(),
+                rdma_write_mbps(rdma_addr, bulk_ops).await,
+            );
+            push(
+                "tcp 64".into(),
+                concurrent_per_s(&tcp, calls / 64 + 20).await,
+            );
+            push(
+                "rdma 64".into(),
+                concurrent_per_s(&rdma, calls / 64 + 20).await,
+            );
         });
     }
     eprintln!();
     let per_round = |a: &str, b: &str| -> Series {
         Series(s[a].0.iter().zip(&s[b].0).map(|(x, y)| x / y).collect())
     };
-    let ratios = [
-        Ratio {
-            name: "our TCP NULL / libtirpc NULL",
-            values: per_round("tcp null", "libtirpc null"),
-            target: Some((1.0, true)),
-        },
-        Ratio {
-            name: "RPC-over-RDMA NULL / our TCP NULL",
-            values: per_round("rdma null", "tcp null"),
-            target: Some((1.3, true)),
-        },
-        Ratio {
-            name: "RPC-over-RDMA 1 MiB read / raw TCP",
-            values: per_round("rdma read", "raw read"),
-            target: Some((0.75, false)),
-        },
-        Ratio {
-            name: "RPC-over-RDMA 1 MiB write / raw TCP",
-            values: per_round("rdma write", "raw write"),
-            target: Some((0.75, false)),
-        },
-        Ratio {
-            name: "RPC-over-RDMA / our TCP, 64 in flight",
-            values: per_round("rdma 64", "tcp 64"),
-            target: None,
-        },
-    ];
+
     println!("RPC transports on loopback, median of {rounds} interleaved rounds [min .. max]");
-    for (key, label, unit) in [
-        (
-            "libtirpc null",
-            "NULL round trip, libtirpc (rpcgen C)",
-            "us",
-        ),
-        ("tcp null", "NULL round trip, our ONC RPC over TCP", "us"),
-        ("rdma null", "NULL round trip, RPC-over-RDMA (soft)", "us"),
-        ("raw read", "1 MiB to the client, raw TCP", "MB/s"),
-        (
-            "rdma read",
-            "1 MiB READ, RPC-over-RDMA (Write chunk)",
-            "MB/s",
-        ),
-        ("raw write", "1 MiB from the client, raw TCP", "MB/s"),
-        (
-            "rdma write",
-            "1 MiB WRITE, RPC-over-RDMA (Read chunk)",
-            "MB/s",
-        ),
-        ("tcp 64", "64 NULL calls in flight, our TCP", "calls/s"),
-        (
-            "rdma 64",
-            "64 NULL calls in flight, RPC-over-RDMA",
-            "calls/s",
-        ),
-    ] {
+    println!("NULL round trip, {calls} calls per round (us):");
+    let show = |key: &str, label: &str| {
         let (lo, hi) = s[key].range();
         println!(
-            "  {label:<44} {:>10.1} {unit} [{lo:.1} .. {hi:.1}]",
+            "  {label:<58} {:>8.2} [{lo:.2} .. {hi:.2}]",
             s[key].median()
         );
+    };
+    for &p in &placements {
+        let tag = p.label();
+        show(
+            &format!("{tag}/libtirpc"),
+            &format!("libtirpc client and server, {tag}"),
+        );
+        show(
+            &format!("{tag}/tcp"),
+            &format!("our TCP client and server, {tag}"),
+        );
+        show(
+            &format!("{tag}/rdma"),
+            &format!("RPC-over-RDMA (soft), {tag}"),
+        );
+        show(
+            &format!("{tag}/C client, our server"),
+            &format!("libtirpc client, our TCP server, {tag}"),
+        );
+        show(
+            &format!("{tag}/our client, C server"),
+            &format!("our TCP client, libtirpc server, {tag}"),
+        );
     }
-    println!("ratios:");
+    show(
+        "in/tcp",
+        &format!("our TCP client and server, {one_process}"),
+    );
+    show("in/rdma", &format!("RPC-over-RDMA (soft), {one_process}"));
+    println!("bulk, {bulk_ops} x 1 MiB per round (MB/s) and 64 NULL calls in flight (calls/s):");
+    for (key, label) in [
+        ("raw read", "1 MiB to the client, raw TCP"),
+        ("rdma read", "1 MiB READ, RPC-over-RDMA (Write chunk)"),
+        ("raw write", "1 MiB from the client, raw TCP"),
+        ("rdma write", "1 MiB WRITE, RPC-over-RDMA (Read chunk)"),
+        ("tcp 64", "64 NULL calls in flight, our TCP"),
+        ("rdma 64", "64 NULL calls in flight, RPC-over-RDMA"),
+    ] {
+        show(key, label);
+    }
+
+    let mut ratios = Vec::new();
+    for &p in &placements {
+        let tag = p.label();
+        ratios.push(Ratio {
+            name: format!("our TCP / libtirpc, {tag}"),
+            values: per_round(&format!("{tag}/tcp"), &format!("{tag}/libtirpc")),
+            target: Some((1.0, true)),
+        });
+    }
+    ratios.push(Ratio {
+        name: format!("RPC-over-RDMA / our TCP, {one_process}"),
+        values: per_round("in/rdma", "in/tcp"),
+        target: Some((1.3, true)),
+    });
+    for &p in &placements {
+        let tag = p.label();
+        ratios.push(Ratio {
+            name: format!("RPC-over-RDMA / our TCP, {tag}"),
+            values: per_round(&format!("{tag}/rdma"), &format!("{tag}/tcp")),
+            target: Some((1.3, true)),
+        });
+    }
+    for &p in &placements {
+        let tag = p.label();
+        for (mixed, who) in [
+            ("C client, our server", "our TCP server"),
+            ("our client, C server", "our TCP client"),
+        ] {
+            ratios.push(Ratio {
+                name: format!("{who} / libtirpc's, {tag}"),
+                values: per_round(&format!("{tag}/{mixed}"), &format!("{tag}/libtirpc")),
+                target: None,
+            });
+        }
+    }
+    ratios.push(Ratio {
+        name: "RPC-over-RDMA 1 MiB read / raw TCP".into(),
+        values: per_round("rdma read", "raw read"),
+        target: Some((0.75, false)),
+    });
+    ratios.push(Ratio {
+        name: "RPC-over-RDMA 1 MiB write / raw TCP".into(),
+        values: per_round("rdma write", "raw write"),
+        target: Some((0.75, false)),
+    });
+    ratios.push(Ratio {
+        name: "RPC-over-RDMA / our TCP, 64 in flight".into(),
+        values: per_round("rdma 64", "tcp 64"),
+        target: None,
+    });
+    println!("ratios (median of per-round ratios [min .. max]):");
     for r in &ratios {
         r.print();
     }
+    drop(rt.block_on(async move {
+        drop((rdma, tcp));
+        tcp_server
+    }));
     let missed: Vec<_> = ratios
         .iter()
         .filter(|r| r.missed())
-        .map(|r| r.name)
+        .map(|r| r.name.as_str())
         .collect();
     if missed.is_empty() {
         println!("every target met");
         ExitCode::SUCCESS
     } else {
-        println!("targets missed: {}", missed.join("; "));
+        println!("targets MISSED: {}", missed.join("; "));
         if check {
             ExitCode::FAILURE
         } else {

@@ -70,6 +70,11 @@ impl CServer {
     pub fn port(&self) -> u16 {
         self.port
     }
+
+    /// Its process id (to pin it to a CPU, say).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for CServer {

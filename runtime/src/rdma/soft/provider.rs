@@ -35,11 +35,11 @@ pub struct SoftConfig {
     /// Complete Sends and RDMA Writes once the peer confirmed them, so that a refusal shows
     /// in their completions as on verbs (see [`CoreConfig::confirm`]). Costs a zero-length
     /// RDMA Read per round of messages; the peer's Read Response usually shares a write with
-    /// its next message (see the driver's module documentation). Either side may hold back a
-    /// Read Response it owes (a probe's or a real RDMA Read's) for the message its woken
-    /// completion poller posts next: until that poller yields, or for a `block_on` poller that
-    /// neither posts nor polls again, about 1 ms. Without confirmation completions are local,
-    /// as on Linux siw and iWARP RNICs (RFC 5040 section 5).
+    /// its next message (see the driver's module documentation). Either side may hold back the
+    /// answer to such a probe (never a real RDMA Read's data) for the next message posted on
+    /// the connection, while a task waits for its completions: until that post, the next
+    /// input, or, when the connection goes quiet, about 10 ms. Without confirmation
+    /// completions are local, as on Linux siw and iWARP RNICs (RFC 5040 section 5).
     pub confirm_completions: bool,
 }
 

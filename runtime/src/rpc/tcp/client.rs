@@ -1,7 +1,6 @@
 //! The client side: [`TcpTransport`], many calls in flight on one connection, replies matched
 //! to calls by XID.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -17,6 +16,7 @@ use tokio::task::JoinHandle;
 use super::config::TcpConfig;
 use super::sink::RecordSink;
 use super::stream::{next_record, ReadError};
+use crate::id_map::IdMap;
 use crate::rpc::msg::MsgType;
 use crate::rpc::record::RecordReader;
 use crate::rpc::{
@@ -276,7 +276,7 @@ struct Shared {
 
 struct Pending {
     /// Calls waiting for their reply, by XID.
-    calls: HashMap<u32, oneshot::Sender<Bytes>>,
+    calls: IdMap<u32, oneshot::Sender<Bytes>>,
     /// False once the connection is lost.
     open: bool,
 }
@@ -290,7 +290,7 @@ impl Connection {
         let shared = Arc::new(Shared {
             peer,
             pending: Mutex::new(Pending {
-                calls: HashMap::new(),
+                calls: IdMap::default(),
                 open: true,
             }),
             open: AtomicBool::new(true),
@@ -413,10 +413,12 @@ async fn read_replies(
     max_record: usize,
 ) {
     let mut reader = RecordReader::new(max_record);
+    // One future for the whole loop (a watch subscription per record is not free).
+    let mut closed = std::pin::pin!(sink.closed());
     loop {
         let record = tokio::select! {
             record = next_record(&mut stream, &mut reader) => record,
-            () = sink.closed() => break,
+            () = closed.as_mut() => break,
         };
         match record {
             Ok(Some(record)) => shared.route(record),

@@ -27,12 +27,13 @@ mod memory;
 mod requester;
 mod responder;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::header::{self, Body, Header, HeaderError, HeaderLimits, Segment};
+use crate::id_map::IdMap;
 use crate::rdma::WcStatus;
 use crate::rpc::{Reply, TransportError};
 use crate::xdr::{Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
@@ -261,7 +262,7 @@ enum Owner {
 /// The operations and events produced so far, shared by both directions.
 struct Outbox<B> {
     next_op: OpId,
-    owners: HashMap<OpId, Owner>,
+    owners: IdMap<OpId, Owner>,
     ops: VecDeque<Op<B>>,
     events: VecDeque<Event>,
 }
@@ -364,7 +365,7 @@ impl<B: Buf> Core<B> {
             responder: Responder::new(),
             out: Outbox {
                 next_op: 0,
-                owners: HashMap::new(),
+                owners: IdMap::default(),
                 ops: VecDeque::new(),
                 events: VecDeque::new(),
             },

@@ -10,7 +10,7 @@
 //! * every handle is invalidated before the reply reaches the application, except the one the
 //!   peer invalidated with Send With Invalidate.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -19,6 +19,7 @@ use super::super::header::{self, Body, Chunks, Header, ReadChunk, Segment};
 use super::{
     Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
 };
+use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
 use crate::rpc::{Reply, TransportError};
 use crate::xdr::{padding, ChunkTarget, Encoder, ReceivedChunks};
@@ -64,8 +65,8 @@ pub(super) struct Requester<B> {
     in_flight: u32,
     next_xid: u32,
     next_id: CallId,
-    calls: HashMap<CallId, OutCall<B>>,
-    by_xid: HashMap<u32, CallId>,
+    calls: IdMap<CallId, OutCall<B>>,
+    by_xid: IdMap<u32, CallId>,
     queue: VecDeque<CallId>,
 }
 
@@ -82,8 +83,8 @@ impl<B: Buf> Requester<B> {
             in_flight: 0,
             next_xid: first_xid,
             next_id: 0,
-            calls: HashMap::new(),
-            by_xid: HashMap::new(),
+            calls: IdMap::default(),
+            by_xid: IdMap::default(),
             queue: VecDeque::new(),
         }
     }
@@ -203,7 +204,7 @@ impl<B: Buf> Requester<B> {
         // together must fit the peer's receive buffer.
         if header::encoded_len(&header) + inline_len <= config.peer_recv_size {
             send.push(encode_header(&header)?);
-            send.extend(call.message.into_parts());
+            call.message.append_parts_to(&mut send);
             if had_reads {
                 stats.calls_read_chunks += 1;
             } else {
@@ -405,7 +406,7 @@ impl<B: Buf> Requester<B> {
         let Some(call) = self.calls.get(&id) else {
             return 0;
         };
-        let mut seen = HashSet::new();
+        let mut seen = IdSet::default();
         let mut n = 0;
         for slice in &call.exposed {
             let handle = slice.buf.handle();
@@ -473,7 +474,7 @@ impl<B: Buf> Requester<B> {
                 self.queue.retain(|&q| q != id);
             }
             Phase::Sent => {
-                let mut seen = HashSet::new();
+                let mut seen = IdSet::default();
                 for slice in &call.exposed {
                     if seen.insert(slice.buf.handle()) {
                         out.revoke(slice.buf.clone());

@@ -11,7 +11,7 @@
 //!   chunk as RDMA_NOMSG when one was provided, and as RDMA_ERROR / ERR_CHUNK otherwise;
 //! * with the peer's agreement the reply's Send invalidates one of the requester's handles.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -20,6 +20,7 @@ use super::{
     gather, pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice,
     Stats,
 };
+use crate::id_map::IdMap;
 use crate::rdma::Access;
 use crate::xdr::{ChunkTarget, Encoded, Encoder, MovedItem, ReceivedChunks};
 
@@ -47,7 +48,7 @@ struct InCall<B> {
 
 pub(super) struct Responder<B> {
     next_id: CallId,
-    calls: HashMap<CallId, InCall<B>>,
+    calls: IdMap<CallId, InCall<B>>,
     reads_waiting: VecDeque<(CallId, Slice<B>, Segment)>,
     reads_in_flight: usize,
     /// Calls received and not yet answered, per direction (forward, backward).
@@ -58,7 +59,7 @@ impl<B: Buf> Responder<B> {
     pub(super) fn new() -> Responder<B> {
         Responder {
             next_id: 0,
-            calls: HashMap::new(),
+            calls: IdMap::default(),
             reads_waiting: VecDeque::new(),
             reads_in_flight: 0,
             active: [0, 0],
@@ -464,7 +465,7 @@ impl<B: Buf> Responder<B> {
         }
         send.push(encode(&header).ok_or("the header does not encode")?);
         if body_msg {
-            send.extend(message.into_parts());
+            message.append_parts_to(&mut send);
         }
         // With the requester's agreement (RFC 8797), invalidate one of its handles for it.
         let invalidate = if config.peer_remote_invalidate {

@@ -76,6 +76,13 @@ impl<P: Provider> RdmaTransport<P> {
         &self,
         failed: Option<&Arc<Conn<P::Conn>>>,
     ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
+        if failed.is_none() {
+            // The usual case, an open connection, without the reconnecting lock.
+            let latest = self.latest();
+            if !latest.is_closed() {
+                return Ok(latest);
+            }
+        }
         let mut current = self.current.lock().await;
         let stale = current.is_closed() || failed.is_some_and(|f| Arc::ptr_eq(f, &current));
         if stale {

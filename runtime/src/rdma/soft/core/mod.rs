@@ -183,6 +183,8 @@ pub struct Core {
     terminate_sent: Option<Terminate>,
     direct: Option<DirectState>,
     scratch: Vec<u8>,
+    /// Where received ULPDUs are put together when markers split them.
+    rx_scratch: Vec<u8>,
     unconfirmed: usize,
 }
 
@@ -219,6 +221,7 @@ impl Core {
             terminate_sent: None,
             direct: None,
             scratch: Vec::new(),
+            rx_scratch: Vec::new(),
             unconfirmed: 0,
         }
     }
@@ -328,6 +331,19 @@ impl Core {
                 Some(_) => true,
                 None => false,
             }
+    }
+
+    /// True when all [`Core::poll_transmit`] has to emit is answers to zero-length RDMA Reads
+    /// (confirmation probes): a few bytes that only let the peer complete its requests, which
+    /// the driver may hold back for the next message.
+    pub fn owes_only_confirmations(&self) -> bool {
+        self.state == State::Established
+            && self.out_urgent.is_empty()
+            && self.cur_tx.is_none()
+            && self.sq.is_empty()
+            && !self.needs_probe()
+            && !self.inbound_reads.is_empty()
+            && self.inbound_reads.iter().all(|r| r.size == 0)
     }
 
     /// Closes the connection in an orderly way: everything outstanding is flushed.

@@ -26,15 +26,25 @@ impl Core {
                 at += n;
                 continue;
             }
-            match self.reader.next(&buf[at..]) {
+            // The ULPDU is a slice of `buf` (or, with markers, of the scratch buffer).
+            let mut scratch = std::mem::take(&mut self.rx_scratch);
+            let step = match self.reader.next_in(&buf[at..], &mut scratch) {
                 Ok(Some(fpdu)) => {
                     at += fpdu.consumed;
-                    if let Err(fault) = self.process(&fpdu.ulpdu) {
+                    if let Err(fault) = self.process(fpdu.ulpdu) {
                         self.fail(fault);
                     }
+                    true
                 }
-                Ok(None) => break,
-                Err(e) => self.fail(e.into()),
+                Ok(None) => false,
+                Err(e) => {
+                    self.fail(e.into());
+                    true
+                }
+            };
+            self.rx_scratch = scratch;
+            if !step {
+                break;
             }
         }
         if self.state != State::Established {

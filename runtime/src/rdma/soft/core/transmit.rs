@@ -217,6 +217,13 @@ impl Transmit {
     where
         F: FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
     {
+        if self.parts.is_empty() {
+            // Owned bytes only (small messages): straight from the staging buffer.
+            let n = write(&[IoSlice::new(&self.staging)])?.min(self.staging.len());
+            self.staging.advance(n);
+            self.written += n as u64;
+            return Ok(n);
+        }
         self.seal();
         // The window: whole parts, up to the slice limit (at least one part).
         let mut count = 0;

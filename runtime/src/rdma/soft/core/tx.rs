@@ -9,13 +9,9 @@ const GATHER_MIN: usize = 2048;
 
 impl Core {
     /// Queues one FPDU carrying `hdr` and `payload`, copied.
-    pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[&[u8]], out: &mut Transmit) {
-        let mut head = Vec::with_capacity(ddp::UNTAGGED_LEN + 28);
-        hdr.emit(&mut head);
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + payload.len());
-        parts.push(&head);
-        parts.extend_from_slice(payload);
-        out.put_fpdu(&mut self.writer, &parts);
+    pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[u8], out: &mut Transmit) {
+        let head = hdr.to_bytes();
+        out.put_fpdu(&mut self.writer, &[&head[..hdr.len()], payload]);
     }
 
     /// Queues one FPDU carrying `hdr` and `n` bytes of `sg` from `start`: gathered from the
@@ -28,22 +24,22 @@ impl Core {
         n: usize,
         out: &mut Transmit,
     ) {
-        let mut head = Vec::with_capacity(ddp::UNTAGGED_LEN);
-        hdr.emit(&mut head);
+        let head = hdr.to_bytes();
+        let head = &head[..hdr.len()];
         if !self.cfg.tx.markers && n >= GATHER_MIN {
-            out.put_gathered(&mut self.writer, &head, ranges(sg, start, n));
+            out.put_gathered(&mut self.writer, head, ranges(sg, start, n));
             return;
         }
         match locate_single(sg, start, n) {
             Some((mr, off)) => {
                 let writer = &mut self.writer;
-                mr.with_slice(|s| out.put_fpdu(writer, &[&head, &s[off..off + n]]));
+                mr.with_slice(|s| out.put_fpdu(writer, &[head, &s[off..off + n]]));
             }
             None => {
                 let mut buf = std::mem::take(&mut self.scratch);
                 buf.clear();
                 gather(sg, start, n, &mut buf);
-                out.put_fpdu(&mut self.writer, &[&head, &buf]);
+                out.put_fpdu(&mut self.writer, &[head, &buf]);
                 self.scratch = buf;
             }
         }
@@ -222,9 +218,7 @@ impl Core {
         let msn = self.tx_msn[1];
         self.tx_msn[1] = msn.wrapping_add(1);
         let hdr = self.untagged(Opcode::ReadRequest, ddp::QN_READ_REQUEST, msn, 0, true, 0);
-        let mut body = Vec::with_capacity(28);
-        req.emit(&mut body);
-        self.emit(&hdr, &[&body], out);
+        self.emit(&hdr, &req.to_bytes(), out);
         let confirms_upto = self.inflight_base + self.inflight.len() as u64;
         self.pending_reads.push_back(PendingRead {
             seq,

@@ -127,6 +127,11 @@ impl DdpHeader {
 
     /// Appends the header to `out` (reserved bits zero).
     pub fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_bytes()[..self.len()]);
+    }
+
+    /// The header on the wire (reserved bits zero): the first [`DdpHeader::len`] bytes.
+    pub fn to_bytes(&self) -> [u8; UNTAGGED_LEN] {
         let mut c0 = self.ddp_version & DV;
         if self.last {
             c0 |= L;
@@ -134,12 +139,13 @@ impl DdpHeader {
         if matches!(self.buffer, Buffer::Tagged { .. }) {
             c0 |= T;
         }
-        out.push(c0);
-        out.push(((self.rdmap_version << 6) & RV) | (self.opcode & OPCODE));
+        let mut b = [0u8; UNTAGGED_LEN];
+        b[0] = c0;
+        b[1] = ((self.rdmap_version << 6) & RV) | (self.opcode & OPCODE);
         match self.buffer {
             Buffer::Tagged { stag, to } => {
-                out.extend_from_slice(&stag.to_be_bytes());
-                out.extend_from_slice(&to.to_be_bytes());
+                b[2..6].copy_from_slice(&stag.to_be_bytes());
+                b[6..14].copy_from_slice(&to.to_be_bytes());
             }
             Buffer::Untagged {
                 rsvd_ulp,
@@ -147,12 +153,13 @@ impl DdpHeader {
                 msn,
                 mo,
             } => {
-                out.extend_from_slice(&rsvd_ulp.to_be_bytes());
-                out.extend_from_slice(&qn.to_be_bytes());
-                out.extend_from_slice(&msn.to_be_bytes());
-                out.extend_from_slice(&mo.to_be_bytes());
+                b[2..6].copy_from_slice(&rsvd_ulp.to_be_bytes());
+                b[6..10].copy_from_slice(&qn.to_be_bytes());
+                b[10..14].copy_from_slice(&msn.to_be_bytes());
+                b[14..18].copy_from_slice(&mo.to_be_bytes());
             }
         }
+        b
     }
 }
 

@@ -64,11 +64,18 @@ impl ReadRequest {
 
     /// Appends the header to `out`.
     pub fn emit(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.sink_stag.to_be_bytes());
-        out.extend_from_slice(&self.sink_to.to_be_bytes());
-        out.extend_from_slice(&self.size.to_be_bytes());
-        out.extend_from_slice(&self.src_stag.to_be_bytes());
-        out.extend_from_slice(&self.src_to.to_be_bytes());
+        out.extend_from_slice(&self.to_bytes());
+    }
+
+    /// The header on the wire.
+    pub fn to_bytes(&self) -> [u8; READ_REQUEST_LEN] {
+        let mut b = [0u8; READ_REQUEST_LEN];
+        b[0..4].copy_from_slice(&self.sink_stag.to_be_bytes());
+        b[4..12].copy_from_slice(&self.sink_to.to_be_bytes());
+        b[12..16].copy_from_slice(&self.size.to_be_bytes());
+        b[16..20].copy_from_slice(&self.src_stag.to_be_bytes());
+        b[20..28].copy_from_slice(&self.src_to.to_be_bytes());
+        b
     }
 }
 
