@@ -92,7 +92,7 @@ provider() {
     # Only the verbs provider's tests: the rest of the crate is tested on the host.
     step "tests-$i-$(basename "$b")" 240 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 \
       "$b" rdma::verbs --test-threads=1 --nocapture
-    grep -E '^test result|^test .*(ok|FAILED|ignored)$|^verbs: ' "$R/tests-$i-$(basename "$b").log" |
+    grep -E '^test result|^test .*(ok|FAILED|ignored)$|^verbs: |^transport verbs' "$R/tests-$i-$(basename "$b").log" |
       sed 's/^/TEST /'
   done
   if [ -n "${VM_RDMA_PING:-}" ]; then
