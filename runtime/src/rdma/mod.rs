@@ -35,6 +35,8 @@ mod wr;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod faults;
 #[cfg(feature = "soft")]
 pub mod soft;
 #[cfg(feature = "verbs")]

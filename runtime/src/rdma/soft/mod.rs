@@ -19,4 +19,5 @@ pub mod wire;
 
 pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
 pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};
+pub use tags::live_registrations;
 pub use tap::{Direction, WireTap};

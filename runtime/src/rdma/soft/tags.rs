@@ -1,7 +1,7 @@
 //! The steering-tag table of a connection: STag -> registration, with invalidation.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::rdma::{Access, MemoryRegion, RegionKeys, Result, WeakRegion};
@@ -14,8 +14,17 @@ pub(crate) struct SoftRegistration {
     stag: AtomicU32,
 }
 
+/// Registrations of the soft provider alive in this process.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// The number of soft-provider registrations alive in this process, for leak checks.
+pub fn live_registrations() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
 impl Drop for SoftRegistration {
     fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
         let stag = self.stag.load(Ordering::Acquire);
         self.table.lock().map.remove(&stag);
     }
@@ -78,9 +87,12 @@ impl TagTable {
                     rkey: stag,
                     addr: (stag as u64) << 20,
                 },
-                SoftRegistration {
-                    table,
-                    stag: AtomicU32::new(stag),
+                {
+                    LIVE.fetch_add(1, Ordering::SeqCst);
+                    SoftRegistration {
+                        table,
+                        stag: AtomicU32::new(stag),
+                    }
                 },
             ))
         })?;
