@@ -41,6 +41,12 @@ pub trait ProviderUnderTest: Send + Sync + 'static {
     /// Where the passive side of each test connection listens; port 0 picks a free port.
     /// For a verbs provider this must be an address of an RDMA-capable interface.
     fn listen_addr(&self) -> SocketAddr;
+
+    /// The provider's registrations alive in this process, when it counts them (for leak
+    /// checks).
+    fn live_registrations(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The plain [`ProviderUnderTest`]: a provider and a listen address.
@@ -50,6 +56,9 @@ pub struct Harness<P> {
     pub provider: P,
     /// The listen address (port 0 allowed).
     pub listen_addr: SocketAddr,
+    /// Counts the provider's live registrations (`soft::live_registrations`,
+    /// `verbs::live_registrations`), for leak checks.
+    pub registrations: Option<fn() -> usize>,
 }
 
 impl<P: Provider> Harness<P> {
@@ -58,7 +67,14 @@ impl<P: Provider> Harness<P> {
         Harness {
             provider,
             listen_addr,
+            registrations: None,
         }
+    }
+
+    /// Counts live registrations with `count`, so cases can check that nothing leaks.
+    pub fn with_registration_count(mut self, count: fn() -> usize) -> Harness<P> {
+        self.registrations = Some(count);
+        self
     }
 }
 
@@ -69,6 +85,9 @@ impl<P: Provider> ProviderUnderTest for Harness<P> {
     }
     fn listen_addr(&self) -> SocketAddr {
         self.listen_addr
+    }
+    fn live_registrations(&self) -> Option<usize> {
+        self.registrations.map(|count| count())
     }
 }
 

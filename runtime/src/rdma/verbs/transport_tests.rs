@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use super::*;
 use crate::rdma::conformance::Harness;
-use crate::transport::conformance::run_all;
+use crate::transport::conformance::{lies, run_all};
 
 #[test]
 fn transport_conformance_on_a_real_device() {
@@ -30,6 +30,21 @@ fn transport_conformance_on_a_real_device() {
     });
     print!("{report}");
     assert!(report.passed(), "the transport failed on verbs:\n{report}");
+    // The hostile-peer table, each lie with a leak check of its own.
+    let failed = rt.block_on(async {
+        let harness = Harness::new(VerbsProvider::new(), SocketAddr::new(ip, 0))
+            .with_registration_count(live_registrations);
+        lies::run_all_lies(&harness).await
+    });
+    println!(
+        "transport verbs lies: {} passed, {} failed",
+        lies::count() - failed.len(),
+        failed.len()
+    );
+    for (i, name, e) in &failed {
+        println!("transport verbs lie {i} {name}: FAILED: {e}");
+    }
+    assert!(failed.is_empty(), "lies on verbs failed: {failed:?}");
     // Every connection of the suite is gone: give their teardown a moment, then nothing of
     // theirs may stay registered.
     rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(500)).await });

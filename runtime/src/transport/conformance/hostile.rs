@@ -21,11 +21,11 @@ const RECEIVES: usize = 8;
 
 /// A connection that sends hand-made messages.
 pub(super) struct Raw<C: Connection> {
-    conn: C,
+    pub(super) conn: C,
     recv: MemoryRegion,
     next: u64,
     /// Registrations the server may still read.
-    keep: Vec<MemoryRegion>,
+    pub(super) keep: Vec<MemoryRegion>,
 }
 
 /// What the server sent back.
@@ -128,7 +128,7 @@ impl<C: Connection> Raw<C> {
     }
 }
 
-fn encode(h: &Header) -> Vec<u8> {
+pub(super) fn encode(h: &Header) -> Vec<u8> {
     let mut enc = Encoder::new();
     // A header of the suite's own making always encodes.
     let _ = header::encode(h, &mut enc);
@@ -166,7 +166,7 @@ pub(super) fn message(xid: u32, body: Body, rpc: &[u8]) -> Vec<u8> {
     m
 }
 
-fn parsed(a: Answer) -> Result<Header, Failure> {
+pub(super) fn parsed(a: Answer) -> Result<Header, Failure> {
     match a {
         Answer::Message(m) => header::parse(&m, &Default::default())
             .map(|(h, _)| h)
@@ -350,7 +350,7 @@ where
 }
 
 /// Waits until the server has closed the raw connection.
-async fn closed<C: Connection>(raw: &mut Raw<C>) -> bool {
+pub(super) async fn closed<C: Connection>(raw: &mut Raw<C>) -> bool {
     for _ in 0..20 {
         match raw.answer().await {
             Answer::Closed => return true,

@@ -11,6 +11,7 @@
 
 mod cases;
 mod hostile;
+pub mod lies;
 pub mod load;
 pub mod program;
 
