@@ -22,6 +22,10 @@ default_units=(
   "common:common.x"
   "common-baseops:common.x+baseops.x"
   "rpc_msg:rpc_msg.x"
+  "nfs3:nfs3.x"
+  "mount3:mount3.x"
+  # pmap.x is left out: its C names (mapping, pmaplist, xdr_pmaplist_ptr) are those of
+  # libtirpc's own <rpc/pmap_prot.h>, which every rpcgen output includes.
 )
 
 raw=0

@@ -1,5 +1,5 @@
 //! Generates NFSv3 (with the RFC 8267 DDP marks of `specs/nfs3.ddp`) and the RFC 5531 message
-//! protocol, each as its own module.
+//! protocol, MOUNT version 3 and the port mapper version 2, each as its own module.
 
 use std::error::Error;
 
@@ -13,5 +13,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     xdrgen::Config::new()
         .output_file("rpc_msg.rs")
         .compile(&["../../specs/rpc_msg.x"])?;
+    // What a client needs before its first NFS call: the port mapper (where MOUNT listens) and
+    // MOUNT (the export's root file handle).
+    xdrgen::Config::new()
+        .output_file("mount3.rs")
+        .compile(&["../../specs/mount3.x"])?;
+    xdrgen::Config::new()
+        .output_file("pmap.rs")
+        .compile(&["../../specs/pmap.x"])?;
     Ok(())
 }

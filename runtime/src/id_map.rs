@@ -12,6 +12,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// A set of ids this side assigns.
+#[cfg_attr(not(feature = "transport"), allow(dead_code))] // only the transport's requester
 pub(crate) type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// Fx hashing: each word is mixed in with a rotation, an exclusive or and a multiplication

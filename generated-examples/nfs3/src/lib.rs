@@ -34,6 +34,20 @@ pub mod rpc_msg {
     include!(concat!(env!("OUT_DIR"), "/rpc_msg.rs"));
 }
 
+/// MOUNT version 3, generated from `specs/mount3.x` (RFC 1813 Appendix I): how a client gets
+/// the root file handle of an export (`mount_program::mount_v3::MountV3Client`).
+#[allow(missing_docs, clippy::all)]
+pub mod mount3 {
+    include!(concat!(env!("OUT_DIR"), "/mount3.rs"));
+}
+
+/// The port mapper version 2, generated from `specs/pmap.x` (RFC 1833 section 3): where a
+/// program listens (`pmap_prog::pmap_vers::PmapVersClient`).
+#[allow(missing_docs, clippy::all)]
+pub mod pmap {
+    include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
+}
+
 /// The NFSv3 protocol XDR (`specs/nfs3.x`), with `/* @ddp */` marks.
 pub const SPEC: &str = include_str!("../../../specs/nfs3.x");
 
