@@ -8,6 +8,9 @@ use crate::ast::{Annotation, Loc};
 pub struct Model {
     /// Items in definition order (hoisted anonymous types come right before their parent).
     pub items: Vec<Item>,
+    /// Type names used and defined nowhere (the first use of each) that were reported as
+    /// errors; lenient mode's guesses are not listed.
+    pub unresolved: Vec<crate::ast::Ident>,
 }
 
 impl Model {

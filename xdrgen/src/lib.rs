@@ -53,6 +53,7 @@ pub mod extract;
 pub mod ir;
 pub mod parse;
 pub mod rust;
+mod siblings;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -350,13 +351,19 @@ impl Config {
             })?;
             loader.load(path, text, 0);
         }
-        Ok(self.finish(
+        let mut comp = self.finish(
             loader,
             inputs
                 .iter()
                 .map(|p| p.as_ref().display().to_string())
                 .collect(),
-        ))
+        );
+        let notes = siblings::hints(&comp.model.unresolved, &comp.sources, &comp.paths);
+        if !notes.is_empty() {
+            comp.diagnostics.items.extend(notes);
+            comp.diagnostics.tidy();
+        }
+        Ok(comp)
     }
 
     /// Parses and checks in-memory sources `(name, text)` (includes are not followed).
@@ -400,6 +407,7 @@ impl Config {
         );
         let marks = self.external_marks(&mut loader);
         check::ddp::apply_marks(&mut model, &marks, &mut loader.diags);
+        loader.diags.tidy();
         Compilation {
             sources: loader.sources,
             diagnostics: loader.diags,

@@ -236,3 +236,55 @@ fn diag_duplicates() {
         "struct a { int x; int x; };\nenum e { A = 1, B = 1 };\nunion u switch (int d) { case 1: void; case 1: void; };\nstruct a { int y; };\n"
     ));
 }
+
+#[test]
+fn diag_exact_repeats_reported_once() {
+    // `B` is evaluated at each use of `A`; the error is the same each time.
+    insta::assert_snapshot!(diag_of(
+        "const A = B;\nconst C = A;\nstruct s { int x[A]; int y[A]; };\n"
+    ));
+}
+
+#[test]
+fn diag_in_file_and_position_order() {
+    // A lexer error, a parser error and checker errors, found in that order, shown in
+    // reading order.
+    insta::assert_snapshot!(diag_of(
+        "struct s { foo x; };\nconst N = 0x1ffffffffffffffffffff;\ntypedef int a[M];\n"
+    ));
+}
+
+#[test]
+fn diag_keyword_as_field_name_does_not_cascade() {
+    insta::assert_snapshot!(diag_of("struct s { int opaque; };\n"));
+}
+
+#[test]
+fn diag_case_label_undefined_under_enum_discriminant() {
+    insta::assert_snapshot!(diag_of(
+        "enum color { RED = 1, GREEN = 2 };\nunion u switch (color c) {\n    case RED: void;\n    case BLUE: int x;\n};\n"
+    ));
+}
+
+#[test]
+fn diag_needs_a_sibling_file() {
+    // Run from the crate directory (cargo's default), so the paths in the report are stable.
+    let comp = Config::new()
+        .check_files(&["tests/drafts/003-baseops.x"])
+        .unwrap();
+    let picked: Vec<_> = comp
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.severity == Severity::Note && d.message.contains("which was not passed"))
+        .cloned()
+        .collect();
+    assert_eq!(picked.len(), 1, "{}", comp.render());
+    insta::assert_snapshot!(comp.sources.render(&picked));
+    // With both files passed, no such note.
+    let both = Config::new()
+        .lenient(true)
+        .check_files(&["tests/drafts/003-common.x", "tests/drafts/003-baseops.x"])
+        .unwrap();
+    assert!(!both.render().contains("which was not passed"));
+}

@@ -67,6 +67,8 @@ pub struct Checker<'a> {
     types: HashMap<String, usize>,
     values: HashMap<String, ValueSym>,
     renames: HashMap<String, Option<Rename>>,
+    /// The first use of each unknown type name left unresolved (an error).
+    unresolved: Vec<Ident>,
     /// Constant name -> types it is used at.
     const_uses: HashMap<String, Vec<(Prim, &'static str)>>,
     evaluating: HashSet<String>,
@@ -88,6 +90,7 @@ pub fn check(
         types: HashMap::new(),
         values: HashMap::new(),
         renames: HashMap::new(),
+        unresolved: Vec::new(),
         const_uses: HashMap::new(),
         evaluating: HashSet::new(),
     };

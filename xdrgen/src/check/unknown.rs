@@ -257,6 +257,9 @@ impl Checker<'_> {
             let first = &uses[0].0;
             let (rename, diag) = self.explain_unknown(&name, first, &uses, &unused);
             self.diags.push(diag);
+            if rename.is_none() {
+                self.unresolved.push(first.clone());
+            }
             self.renames.insert(name, rename);
         }
     }

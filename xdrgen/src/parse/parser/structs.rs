@@ -32,8 +32,11 @@ pub(super) fn struct_body<'a>(
             unless_eof("`}` to close the struct body", struct_field),
             punct('}'),
         )(i)?;
+        // A field that failed was reported already: an empty body then follows from that
+        // error and is not reported again.
+        let any_failed = fields.iter().any(Option::is_none);
         let fields: Vec<Decl> = fields.into_iter().flatten().collect();
-        if fields.is_empty() {
+        if fields.is_empty() && !any_failed {
             i.ctx.push(
                 Diagnostic::error("a struct needs at least one field")
                     .at(&close, "empty struct body")
