@@ -48,6 +48,7 @@
 pub mod ast;
 pub mod binding;
 pub mod check;
+pub mod defines;
 pub mod diag;
 pub mod extract;
 pub mod ir;
@@ -165,6 +166,7 @@ pub struct Config {
     ddp_marks: Vec<String>,
     binding_files: Vec<PathBuf>,
     services: bool,
+    defines: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -177,6 +179,7 @@ impl Default for Config {
             ddp_marks: Vec::new(),
             binding_files: Vec::new(),
             services: true,
+            defines: Vec::new(),
         }
     }
 }
@@ -228,6 +231,25 @@ impl Config {
     /// ```
     pub fn ddp(&mut self, mark: impl Into<String>) -> &mut Self {
         self.ddp_marks.push(mark.into());
+        self
+    }
+
+    /// Gives constant `name` the value `value` (an integer, decimal, `0x` hex or `0` octal,
+    /// possibly negative, or another constant's name), as `cpp -D` gives rpcgen the values
+    /// real files take from C headers (`NFS_FHSIZE`, `MAXNAMELEN`). It is used where an
+    /// input refers to `name` without defining it (an input's own definition wins, with a
+    /// warning), and `#ifdef name` holds. CLI: `--define NAME=VALUE`.
+    ///
+    /// ```
+    /// let out = xdrgen::Config::new()
+    ///     .define("FHSIZE", "32")
+    ///     .check_sources(&[("f.x", "typedef opaque fh[FHSIZE];")])
+    ///     .generate()
+    ///     .unwrap();
+    /// assert!(out.contains("pub const FHSIZE: u32 = 32;"));
+    /// ```
+    pub fn define(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.defines.push((name.into(), value.into()));
         self
     }
 
@@ -337,6 +359,7 @@ impl Config {
     pub fn check_files(&self, inputs: &[impl AsRef<Path>]) -> Result<Compilation, Error> {
         let mut loader = Loader {
             lenient: self.lenient,
+            defined: self.defines.iter().map(|(n, _)| n.clone()).collect(),
             sources: Sources::new(),
             diags: Diagnostics::default(),
             specs: Vec::new(),
@@ -370,6 +393,7 @@ impl Config {
     pub fn check_sources(&self, inputs: &[(&str, &str)]) -> Compilation {
         let mut loader = Loader {
             lenient: self.lenient,
+            defined: self.defines.iter().map(|(n, _)| n.clone()).collect(),
             sources: Sources::new(),
             diags: Diagnostics::default(),
             specs: Vec::new(),
@@ -378,7 +402,13 @@ impl Config {
         };
         for (name, text) in inputs {
             let id = loader.sources.add(*name, *text);
-            let parsed = parse::parse_file(id, text, self.lenient, &mut loader.diags);
+            let parsed = parse::parse_file_with_defines(
+                id,
+                text,
+                self.lenient,
+                &loader.defined,
+                &mut loader.diags,
+            );
             for (inc, loc) in parsed.includes {
                 loader.diags.push(
                     Diagnostic::warning(format!(
@@ -396,7 +426,13 @@ impl Config {
     fn finish(&self, mut loader: Loader, inputs: Vec<String>) -> Compilation {
         let prelude_id = loader.sources.add(check::PRELUDE_FILE, PRELUDE);
         let mut scratch = Diagnostics::default();
-        let mut prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        let library = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        // Given constants first: they win over the library's and the `%#define` lines'.
+        let given = defines::read(&self.defines, &mut loader.sources, &mut loader.diags);
+        let mut prelude = ast::Specification {
+            definitions: given.consts,
+        };
+        prelude.definitions.extend(library.definitions);
         prelude.definitions.append(&mut loader.fallback);
         let mut model = check::check(
             &loader.specs,
@@ -462,6 +498,8 @@ impl Config {
 
 struct Loader {
     lenient: bool,
+    /// The names given with `--define`, for `#ifdef`.
+    defined: Vec<String>,
     sources: Sources,
     diags: Diagnostics,
     specs: Vec<ast::Specification>,
@@ -477,7 +515,8 @@ impl Loader {
         }
         self.paths.push(canon);
         let id = self.sources.add(path.display().to_string(), text.clone());
-        let parsed = parse::parse_file(id, &text, self.lenient, &mut self.diags);
+        let parsed =
+            parse::parse_file_with_defines(id, &text, self.lenient, &self.defined, &mut self.diags);
         for (inc, loc) in parsed.includes {
             let inc_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
             if depth >= MAX_INCLUDE_DEPTH {

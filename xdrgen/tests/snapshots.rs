@@ -288,3 +288,22 @@ fn diag_needs_a_sibling_file() {
         .unwrap();
     assert!(!both.render().contains("which was not passed"));
 }
+
+#[test]
+fn diag_unknown_constant_names_define() {
+    insta::assert_snapshot!(diag_of("typedef opaque fhandle[FHSIZE];\n"));
+}
+
+#[test]
+fn diag_define_malformed_and_shadowed() {
+    let comp = Config::new()
+        .define("1X", "2")
+        .define("N", "two")
+        .define("M", "5")
+        .check_sources(&[(
+            "t.x",
+            "const M = 4;\ntypedef int a[M];\ntypedef int b[N];\n",
+        )]);
+    assert!(comp.has_errors());
+    insta::assert_snapshot!(comp.render());
+}

@@ -440,8 +440,8 @@ impl Checker<'_> {
                         last.help = vec![
                             "assign a number (RFC 5531 program numbers 0x20000000-0x3fffffff are defined by the user) or define a constant of that name".into(),
                         ];
-                        last.notes
-                            .push("the draft leaves a placeholder where the number belongs".into());
+                        last.notes =
+                            vec!["the draft leaves a placeholder where the number belongs".into()];
                     }
                 }
                 return None;

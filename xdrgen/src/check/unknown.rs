@@ -30,6 +30,22 @@ impl Checker<'_> {
     /// header constant `MAXNETNAMELEN`, constants from `%#define` lines) that the input uses
     /// but does not define. Repeats until nothing changes, as a fallback may use another.
     pub(super) fn add_prelude(&mut self, prelude: &ast::Specification) {
+        for (def, loc) in &prelude.definitions {
+            if let Definition::Const { name, .. } = def {
+                if crate::defines::is_define_source(self.sources, loc.file) {
+                    if let Some(own) = self.defs.iter().find(|d| d.name.name == name.name) {
+                        self.diags.push(
+                            Diagnostic::warning(format!(
+                                "`--define {}` is not used: the input defines `{}` itself",
+                                name.name, name.name
+                            ))
+                            .at(loc, "not used")
+                            .also(&own.name.loc, "defined here"),
+                        );
+                    }
+                }
+            }
+        }
         loop {
             let types: HashSet<String> =
                 self.type_refs().into_iter().map(|(n, _)| n.name).collect();
@@ -42,7 +58,9 @@ impl Checker<'_> {
                     _ => continue,
                 };
                 if used && !self.defs.iter().any(|d| d.name.name == name.name) {
-                    if self.sources.name(loc.file) != PRELUDE_FILE {
+                    if self.sources.name(loc.file) != PRELUDE_FILE
+                        && !crate::defines::is_define_source(self.sources, loc.file)
+                    {
                         self.diags.push(
                             Diagnostic::new(
                                 crate::diag::Severity::Note,

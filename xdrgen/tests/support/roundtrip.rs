@@ -417,3 +417,26 @@ fn multi_declaration_arms_with_awkward_names() {
     };
     assert!(xdr::to_bytes(&too_long).is_err());
 }
+
+/// Constants given with `Config::define` (C-header values) and an `#ifdef` branch they pick.
+mod real_defines {
+    use rpcrdma::xdr::{self, Bytes, XdrString};
+
+    use crate::real_defines::*;
+
+    #[test]
+    fn given_constants_size_the_types_and_pick_the_ifdef_branch() {
+        assert_eq!(FHSIZE, 32);
+        assert_eq!(MAXNAMLEN, 255);
+        let args = LookupArgs {
+            dir: Fhandle(Bytes::from(vec![7u8; 32])),
+            name: Filename(XdrString::from("etc")),
+            // COOKIE64 is defined: the hyper branch.
+            after: u64::MAX,
+        };
+        let wire = xdr::to_bytes(&args).unwrap();
+        assert_eq!(wire.len(), 32 + 4 + 4 + 8);
+        let back: LookupArgs = xdr::from_bytes(wire).unwrap();
+        assert_eq!(back, args);
+    }
+}
