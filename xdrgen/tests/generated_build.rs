@@ -63,7 +63,14 @@ fn real_world_groups() -> Vec<(&'static str, xdrgen::Config, Vec<PathBuf>)> {
         .define("FHSIZE", "32")
         .define("MAXNAMLEN", "255")
         .define("COOKIE64", "1");
-    vec![("real_defines", defines, vec![r("defines.x")])]
+    vec![
+        ("real_defines", defines, vec![r("defines.x")]),
+        (
+            "real_namespace",
+            xdrgen::Config::new(),
+            vec![r("namespace.x")],
+        ),
+    ]
 }
 
 #[test]

@@ -307,3 +307,10 @@ fn diag_define_malformed_and_shadowed() {
     assert!(comp.has_errors());
     insta::assert_snapshot!(comp.render());
 }
+
+#[test]
+fn diag_namespace_without_name_or_closing_brace() {
+    insta::assert_snapshot!(diag_of(
+        "namespace { struct a { int x; }; }\nnamespace n {\nstruct b { int y; };\n"
+    ));
+}

@@ -440,3 +440,26 @@ mod real_defines {
         assert_eq!(back, args);
     }
 }
+
+/// Definitions inside xdrpp `namespace` blocks, flattened into one module.
+mod real_namespace {
+    use rpcrdma::xdr::{self, Bytes};
+
+    use crate::real_namespace::*;
+
+    #[test]
+    fn namespaced_definitions_round_trip() {
+        let asset = Asset::AssetTypeCreditAlphanum4(AlphaNum4 {
+            asset_code: Bytes::from_static(b"USDC"),
+            issuer: Hash(Bytes::from(vec![9u8; 32])),
+        });
+        let wire = xdr::to_bytes(&asset).unwrap();
+        assert_eq!(wire.len(), 4 + 4 + 32);
+        assert_eq!(xdr::from_bytes::<Asset>(wire).unwrap(), asset);
+        let native = xdr::to_bytes(&Asset::AssetTypeNative).unwrap();
+        assert_eq!(&native[..], &[0, 0, 0, 0]);
+        let price = Price { n: -5, d: 7 };
+        let back: Price = xdr::from_bytes(xdr::to_bytes(&price).unwrap()).unwrap();
+        assert_eq!(back, price);
+    }
+}

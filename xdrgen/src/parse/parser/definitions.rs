@@ -9,9 +9,10 @@ use super::constants::constant_def;
 use super::declarations::declaration;
 use super::enums::enum_body;
 use super::helpers::{
-    definition_keyword, end_of_file, expect_punct, ident, keyword, located, lookahead, unexpected,
+    definition_keyword, end_of_file, expect_punct, ident, keyword, lookahead, unexpected,
 };
 use super::input::{PErr, PResult, Tokens};
+use super::namespaces::definition_or_namespace;
 use super::program::program_def;
 use super::recovery::{recover_top, recovering};
 use super::structs::struct_def;
@@ -21,18 +22,19 @@ use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic};
 use crate::parse::lexer::Tok;
 
-/// `specification: definition *` (RFC 4506 section 6.3): each definition with its location,
+/// `specification: definition *` (RFC 4506 section 6.3), definitions inside xdrpp
+/// `namespace` blocks included (flattened): each definition with its location,
 /// each defect reported and skipped over ([`recover_top`]); annotations found between
 /// definitions are reported as ignored.
 pub(super) fn specification(i: Tokens) -> PResult<Specification> {
     let (i, (definitions, _)) = many_till(
-        recovering(DEFINITION, located(definition), recover_top),
+        recovering(DEFINITION, definition_or_namespace, recover_top),
         preceded(stray_annotations, end_of_file),
     )(i)?;
     Ok((
         i,
         Specification {
-            definitions: definitions.into_iter().flatten().collect(),
+            definitions: definitions.into_iter().flatten().flatten().collect(),
         },
     ))
 }

@@ -45,10 +45,11 @@
 //!
 //! # Modules
 //!
-//! One module per construct: `definitions` (a file's top level), `constants` (`const`),
-//! `declarations`, `type_spec`, `structs`, `enums`, `unions`, `program`
-//! (RFC 5531 programs and versions); shared machinery in `input` (the input and error
-//! types), `helpers` (token-level parsers, the `expect` family, values) and `recovery`.
+//! One module per construct: `definitions` (a file's top level), `namespaces` (xdrpp's
+//! `namespace` blocks), `constants` (`const`), `declarations`, `type_spec`, `structs`,
+//! `enums`, `unions`, `program` (RFC 5531 programs and versions); shared machinery in
+//! `input` (the input and error types), `helpers` (token-level parsers, the `expect`
+//! family, values) and `recovery`.
 //!
 //! Positions follow one rule: a parser that consumed tokens returns the input just after
 //! the last one; one that only looked at the next token (an absent optional part, a
@@ -61,6 +62,7 @@ mod definitions;
 mod enums;
 mod helpers;
 mod input;
+mod namespaces;
 mod program;
 mod recovery;
 mod structs;
@@ -86,7 +88,15 @@ use input::{Ctx, Tokens};
 pub const MAX_NESTING: usize = 32;
 
 /// The keywords that start a definition.
-const DEF_KEYWORDS: &[&str] = &["const", "typedef", "enum", "struct", "union", "program"];
+const DEF_KEYWORDS: &[&str] = &[
+    "const",
+    "typedef",
+    "enum",
+    "struct",
+    "union",
+    "program",
+    "namespace",
+];
 
 /// What a file is made of, for "expected ..." diagnostics.
 const DEFINITION: &str =

@@ -68,3 +68,32 @@ pub(super) fn recover_in_body(i: Tokens) -> PResult<()> {
         i = i.advance();
     }
 }
+
+/// Skips the rest of a failed definition inside a namespace: as [`recover_top`], but also
+/// to the namespace's closing `}` (not consumed).
+pub(super) fn recover_in_namespace(i: Tokens) -> PResult<()> {
+    let mut depth = 0i32;
+    let mut i = i;
+    loop {
+        i = i.skip_annotations();
+        match i.tok() {
+            Tok::Eof => return Ok((i, ())),
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') if depth == 0 => return Ok((i, ())),
+            Tok::Punct('}') => depth -= 1,
+            Tok::Punct(';') if depth == 0 => return Ok((i.advance(), ())),
+            Tok::Ident(w)
+                if depth == 0
+                    && DEF_KEYWORDS.contains(&w.as_str())
+                    && matches!(
+                        i.prev().map(|t| &t.tok),
+                        Some(Tok::Punct(';') | Tok::Punct('}'))
+                    ) =>
+            {
+                return Ok((i, ()))
+            }
+            _ => {}
+        }
+        i = i.advance();
+    }
+}

@@ -260,3 +260,70 @@ fn recovers_after_errors() {
         "{names:?}"
     );
 }
+
+#[test]
+fn namespaces_are_flattened_and_nested_ones_too() {
+    let (spec, d) = parse(
+        "namespace a { typedef int x; namespace b { struct s { x f; }; } const C = 1; };\nenum e { E = 0 };",
+        false,
+    );
+    assert!(!d.has_errors(), "{d:?}");
+    let names: Vec<String> = spec
+        .definitions
+        .iter()
+        .map(|(def, _)| match def {
+            Definition::Typedef(t) => t.name.name.clone(),
+            Definition::Struct(n, _) | Definition::Enum(n, _) => n.name.clone(),
+            Definition::Const { name, .. } => name.name.clone(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(names, ["x", "s", "C", "e"]);
+    let notes: Vec<&str> = d.items.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        notes,
+        [
+            "namespace `a`: its definitions join the inputs' one namespace",
+            "namespace `b`: its definitions join the inputs' one namespace"
+        ]
+    );
+}
+
+#[test]
+fn malformed_namespaces_are_reported_and_the_rest_kept() {
+    // No name; an unclosed body at the end of the file, with a bad definition inside.
+    let (spec, d) = parse(
+        "namespace { struct a { int x; }; }\nnamespace n {\nstruct b { int y; };\njunk;\nstruct c { int z; };\n",
+        false,
+    );
+    let errors: Vec<&str> = d
+        .items
+        .iter()
+        .filter(|d| d.severity == crate::diag::Severity::Error)
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].starts_with("expected the namespace's name"));
+    assert!(errors[1].contains("found `junk`"));
+    assert_eq!(
+        errors[2],
+        "expected `}` to close namespace `n`, found end of file"
+    );
+    assert_eq!(spec.definitions.len(), 2, "b and c are kept");
+}
+
+#[test]
+fn namespaces_nest_only_to_the_bound() {
+    let src = format!(
+        "{} typedef int x; {}",
+        "namespace n { ".repeat(MAX_NESTING + 1),
+        "} ".repeat(MAX_NESTING + 1)
+    );
+    let (_, d) = parse(&src, false);
+    assert!(
+        d.items
+            .iter()
+            .any(|d| d.message == "namespaces nested deeper than 32"),
+        "{d:?}"
+    );
+}
