@@ -26,7 +26,7 @@
 //! | `opaque x[N]` / `opaque x<N>` | `Bytes` (length checked on encode and decode) |
 //! | `string x<N>` | `XdrString` |
 //! | `T x[N]` / `T x<N>` | `[T; N]` / `Vec<T>` |
-//! | `T *x` | `Option<T>` (`Option<Box<T>>` when recursive) |
+//! | `T *x` | `Option<T>` (`Option<Box<T>>` when recursive; a union arm leading back to its union holds `Box<T>`) |
 //! | `struct L { ..; L *next; }` | `struct L` without `next`; `L *x` is `Vec<L>`, `L x` a non-empty `Vec<L>` |
 //! | `typedef` | `type` alias, or a newtype when the declaration carries a size or list form |
 //! | `program P { version V { R PROC(A) = n; } = v; } = p;` | `mod p { mod v { struct Proc; impl Procedure for Proc } }` |

@@ -429,3 +429,35 @@ fn misspelled_keywords_get_suggestions() {
     assert!(r.contains("did you mean `struct`?"), "{r}");
     assert!(r.contains("did you mean `unsigned`?"), "{r}");
 }
+
+#[test]
+fn recursion_through_a_union_with_a_way_out_is_finite() {
+    let c = strict(
+        "union opt switch (bool p) { case TRUE: node n; case FALSE: void; };
+         struct node { int v; opt next; };
+         union e switch (int op) { case 1: e pair[2]; default: void; };",
+    );
+    assert!(!c.has_errors(), "{}", c.render());
+    let out = c.generate().unwrap();
+    assert!(out.contains("True(::std::boxed::Box<Node>)"), "{out}");
+    assert!(out.contains("Case1([::std::boxed::Box<E>; 2])"), "{out}");
+}
+
+#[test]
+fn recursion_with_no_way_out_stays_an_error_once_per_cycle() {
+    for src in [
+        "union u switch (int d) { case 1: u again; }; struct outer { u x; };",
+        "struct a { int v; b inner; }; struct b { a back; };",
+        "union u switch (bool b) { case TRUE: s x; case FALSE: s y; }; struct s { u z; };",
+    ] {
+        let c = strict(src);
+        let r = c.render();
+        assert_eq!(
+            r.matches("contains itself: its size would be infinite")
+                .count(),
+            1,
+            "{src}\n{r}"
+        );
+        assert!(r.contains("changes the wire format"), "{r}");
+    }
+}

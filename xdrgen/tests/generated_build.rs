@@ -70,6 +70,11 @@ fn real_world_groups() -> Vec<(&'static str, xdrgen::Config, Vec<PathBuf>)> {
             xdrgen::Config::new(),
             vec![r("namespace.x")],
         ),
+        (
+            "real_recursion",
+            xdrgen::Config::new(),
+            vec![r("recursion.x")],
+        ),
     ]
 }
 

@@ -314,3 +314,10 @@ fn diag_namespace_without_name_or_closing_brace() {
         "namespace { struct a { int x; }; }\nnamespace n {\nstruct b { int y; };\n"
     ));
 }
+
+#[test]
+fn diag_infinite_union_without_a_way_out() {
+    insta::assert_snapshot!(diag_of(
+        "union chain switch (int d) {\ncase 1:\n    chain again;\n};\n"
+    ));
+}

@@ -463,3 +463,85 @@ mod real_namespace {
         assert_eq!(back, price);
     }
 }
+
+/// Recursion through union arms (boxed in Rust) and variable arrays: encodings, round trips,
+/// and the decoder's depth limit on a hostile chain.
+mod real_recursion {
+    use rpcrdma::xdr::{self, Bytes, ErrorKind};
+
+    use crate::real_recursion::*;
+
+    fn chain(len: i32) -> Node {
+        let mut node = Node {
+            v: len,
+            next: Optnode::False,
+        };
+        for v in (0..len).rev() {
+            node = Node {
+                v,
+                next: Optnode::True(Box::new(node)),
+            };
+        }
+        node
+    }
+
+    #[test]
+    fn option_like_union_chain_round_trips_with_the_unchanged_encoding() {
+        let one = chain(1);
+        // v=0, TRUE, v=1, FALSE: the union's discriminant, no `*` presence flag added.
+        assert_eq!(
+            &xdr::to_bytes(&one).unwrap()[..],
+            &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
+        );
+        // Each link counts against the decoder's depth limit (64 by default): 10 links fit.
+        let long = chain(10);
+        let back: Node = xdr::from_bytes(xdr::to_bytes(&long).unwrap()).unwrap();
+        assert_eq!(back, long);
+    }
+
+    #[test]
+    fn union_of_a_fixed_array_of_itself_round_trips() {
+        let e = Expr::Case1([
+            Box::new(Expr::Case0(1)),
+            Box::new(Expr::Case1([
+                Box::new(Expr::Case0(2)),
+                Box::new(Expr::Default { discriminant: 7 }),
+            ])),
+        ]);
+        let back: Expr = xdr::from_bytes(xdr::to_bytes(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn tree_through_variable_arrays_round_trips() {
+        let t = Tree {
+            label: 1,
+            kids: vec![
+                Tree {
+                    label: 2,
+                    kids: Vec::new(),
+                },
+                Tree {
+                    label: 3,
+                    kids: vec![Tree {
+                        label: 4,
+                        kids: Vec::new(),
+                    }],
+                },
+            ],
+        };
+        let back: Tree = xdr::from_bytes(xdr::to_bytes(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn a_hostile_chain_stops_at_the_depth_limit() {
+        // 10,000 links of (v, TRUE): far past the default depth limit.
+        let mut wire = Vec::new();
+        for _ in 0..10_000 {
+            wire.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        }
+        let err = xdr::from_bytes::<Node>(Bytes::from(wire)).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }), "{err}");
+    }
+}
