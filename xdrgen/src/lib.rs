@@ -203,7 +203,7 @@ impl Config {
     /// constants, a missing `=` or `{`, several declarations in one union arm (an anonymous
     /// struct), an unnamed discriminant, `uint32`/`uint64`/`int32`/`int64` without a typedef,
     /// a reversed typedef, a type named differently where it is used (when exactly one unused
-    /// definition matches), an undefined type used only as a discriminant or constant type
+    /// definition of the kind the uses need matches; otherwise an error lists them), an undefined type used only as a discriminant or constant type
     /// (read as `unsigned int`), and repeated enum values (aliases).
     ///
     /// ```

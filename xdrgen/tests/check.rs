@@ -461,3 +461,33 @@ fn recursion_with_no_way_out_stays_an_error_once_per_cycle() {
         assert!(r.contains("changes the wire format"), "{r}");
     }
 }
+
+#[test]
+fn lenient_guesses_only_one_definition_of_the_right_kind() {
+    // Same kind, one candidate: guessed (a warning), as for the rfc5666bis draft.
+    let c = lenient(
+        "union rdma_body switch (int d) { case 1: int x; }; struct msg { rpcrdma1_body body; };",
+    );
+    assert!(!c.has_errors(), "{}", c.render());
+    assert!(c
+        .render()
+        .contains("lenient mode reads `rpcrdma1_body` as `rdma_body`"));
+    // The same with `struct` written before the name: not a union, no guess.
+    let c = lenient(
+        "union rdma_body switch (int d) { case 1: int x; }; struct msg { struct rpcrdma1_body body; };",
+    );
+    assert!(c.has_errors());
+    assert!(c
+        .render()
+        .contains("`rdma_body` is a union, and `rpcrdma1_body` is written `struct`"));
+    // Two candidates: no guess, both listed.
+    let c = lenient(
+        "struct read_body { int a; }; struct write_body { int b; }; struct msg { call_body body; };",
+    );
+    let r = c.render();
+    assert!(c.has_errors(), "{r}");
+    assert!(
+        r.contains("did you mean one of `read_body`, `write_body`?"),
+        "{r}"
+    );
+}

@@ -321,3 +321,36 @@ fn diag_infinite_union_without_a_way_out() {
         "union chain switch (int d) {\ncase 1:\n    chain again;\n};\n"
     ));
 }
+
+/// Renders the diagnostics of checking `src` in lenient mode as `t.x`.
+fn lenient_diag_of(src: &str) -> String {
+    let comp = Config::new().lenient(true).check_sources(&[("t.x", src)]);
+    assert!(comp.has_errors(), "{}", comp.render());
+    comp.render()
+}
+
+#[test]
+fn diag_lenient_no_guess_of_another_kind() {
+    // The one unused definition whose name matches is a credential union; the unknown name
+    // is a procedure's argument.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union auth_cred switch (int flavor) { case 1: int uid; default: void; };\n\
+         struct getattr_res { int x; };\n\
+         program P { version V { getattr_res GETATTR(getattr_cred) = 1; } = 1; } = 0x20000001;\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_no_guess_when_ambiguous() {
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct read_body { int a; };\nstruct write_body { int b; };\nstruct msg { int xid; call_body body; };\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_keyword_says_the_kind() {
+    // `struct rpc_body` needs a struct; the matching unused definition is a union.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union rdma_body switch (int d) { case 1: int x; };\nstruct msg { struct rpc_body body; };\n"
+    ));
+}

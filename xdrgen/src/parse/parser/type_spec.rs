@@ -10,6 +10,7 @@ use super::input::{PResult, Tokens};
 use super::structs::struct_body;
 use super::unions::union_body;
 use crate::ast::*;
+use crate::parse::lexer::Tok;
 
 /// `type-specifier` (RFC 4506 section 6.3):
 ///
@@ -73,7 +74,17 @@ pub(super) fn type_spec(i: Tokens) -> PResult<Type> {
         )),
     )(i)?;
     let loc = start.to(&rest.prev_loc());
-    Ok((rest, Type { kind, loc }))
+    // `struct X` naming a type (not a body): remember the keyword.
+    let tag = match (i.tok(), &kind) {
+        (Tok::Ident(w), TypeKind::Named(_)) => match w.as_str() {
+            "struct" => Some(Tag::Struct),
+            "union" => Some(Tag::Union),
+            "enum" => Some(Tag::Enum),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok((rest, Type { kind, loc, tag }))
 }
 
 /// `struct-type-spec: "struct" struct-body`, and likewise for `enum` and `union` (a body
