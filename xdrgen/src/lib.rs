@@ -204,7 +204,8 @@ impl Config {
     /// struct), an unnamed discriminant, `uint32`/`uint64`/`int32`/`int64` without a typedef,
     /// a reversed typedef, a type named differently where it is used (when exactly one unused
     /// definition of the kind the uses need matches; otherwise an error lists them), an undefined type used only as a discriminant or constant type
-    /// (read as `unsigned int`), and repeated enum values (aliases).
+    /// (read as `unsigned int`), repeated enum values (aliases), and the xdrzcc dialect's
+    /// `zcopaque` (read as `opaque` with a DDP mark).
     ///
     /// ```
     /// let mut c = xdrgen::Config::new();

@@ -491,3 +491,24 @@ fn lenient_guesses_only_one_definition_of_the_right_kind() {
         "{r}"
     );
 }
+
+#[test]
+fn zcopaque_is_ddp_opaque_in_lenient_mode_and_an_error_otherwise() {
+    let src = "struct w { unsigned hyper off; zcopaque data<>; };";
+    let c = lenient(src);
+    assert!(!c.has_errors(), "{}", c.render());
+    let out = c.generate().unwrap();
+    assert!(
+        out.contains("enc.put_ddp_opaque(&self.data, ::core::option::Option::None)?;"),
+        "{out}"
+    );
+    // The same as the standard spelling with a mark.
+    let marked = lenient("struct w { unsigned hyper off; /* @ddp */ opaque data<>; };")
+        .generate()
+        .unwrap();
+    let body = |s: &str| s[s.find("pub struct W").unwrap()..].to_string();
+    assert_eq!(body(&out).replace("zcopaque", "opaque"), body(&marked));
+    let strict = strict(src);
+    assert!(strict.has_errors());
+    assert!(strict.render().contains("lenient mode (`--lenient`"));
+}

@@ -354,3 +354,19 @@ fn diag_lenient_keyword_says_the_kind() {
         "union rdma_body switch (int d) { case 1: int x; };\nstruct msg { struct rpc_body body; };\n"
     ));
 }
+
+#[test]
+fn diag_zcopaque_names_lenient_mode() {
+    insta::assert_snapshot!(diag_of(
+        "struct write_args {\n    unsigned hyper offset;\n    zcopaque data<MAXDATA>;\n};\nconst MAXDATA = 65536;\n"
+    ));
+}
+
+#[test]
+fn diag_annotation_on_a_typedef_is_ignored_with_a_warning() {
+    let comp = Config::new()
+        .lenient(true)
+        .check_sources(&[("t.x", "typedef zcopaque buf<>;\nstruct s { buf b; };\n")]);
+    assert!(!comp.has_errors(), "{}", comp.render());
+    insta::assert_snapshot!(comp.render());
+}

@@ -113,6 +113,20 @@ impl Checker<'_> {
     fn hoist(&mut self, def: Definition, loc: Loc) {
         let (name, kind) = match def {
             Definition::Typedef(mut d) => {
+                for a in &d.annotations {
+                    self.diags.push(
+                        Diagnostic::warning(format!(
+                            "annotation `@{}` on a typedef is ignored: marks apply to struct fields and union arms",
+                            a.name
+                        ))
+                        .at(&a.loc, "ignored")
+                        .also(&d.name.loc, "typedef")
+                        .help(format!(
+                            "mark the fields of type `{}` instead (`/* @{} */` before each, or `--ddp Type.member`)",
+                            d.name.name, a.name
+                        )),
+                    );
+                }
                 let n = d.name.name.clone();
                 self.hoist_decl(&n, &mut d);
                 (d.name.clone(), DefKind::Typedef(d))

@@ -545,3 +545,35 @@ mod real_recursion {
         assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }), "{err}");
     }
 }
+
+/// xdrzcc's `zcopaque`, read in lenient mode as DDP-eligible `opaque`: the plain encoding is
+/// opaque's, and a chunking encoder moves the bytes out, leaving the length inline.
+mod real_zcopaque {
+    use rpcrdma::xdr::{self, Bytes, Encode, Encoder, ThresholdPolicy};
+
+    use crate::real_zcopaque::*;
+
+    #[test]
+    fn zcopaque_encodes_as_opaque_and_moves_as_a_chunk() {
+        let args = WriteArgs {
+            offset: 4096,
+            data: Bytes::from(vec![5u8; 5000]),
+        };
+        let wire = xdr::to_bytes(&args).unwrap();
+        assert_eq!(wire.len(), 8 + 4 + 5000);
+        assert_eq!(xdr::from_bytes::<WriteArgs>(wire).unwrap(), args);
+
+        let mut enc = Encoder::for_call(ThresholdPolicy {
+            inline_threshold: 1024,
+            min_ddp_size: 1024,
+        });
+        args.encode(&mut enc).unwrap();
+        let (inline, moved) = enc.finish_with_chunks();
+        assert_eq!(moved.len(), 1);
+        assert_eq!(inline.len(), 8 + 4, "offset and length stay inline");
+
+        let res = ReadRes::Case0(Bytes::from_static(b"abc"));
+        let back: ReadRes = xdr::from_bytes(xdr::to_bytes(&res).unwrap()).unwrap();
+        assert_eq!(back, res);
+    }
+}

@@ -22,12 +22,19 @@ use crate::diag::Diagnostic;
 /// | type-specifier "*" identifier
 /// ```
 ///
+/// plus xdrzcc's `"zcopaque"` in place of `"opaque"` (a quirk).
+///
 /// (`"void"` is an alternative only where a union arm or a procedure allows it.)
 pub(super) fn declaration(i: Tokens) -> PResult<Decl> {
     let i = i.skip_annotations();
     let annotations = i.ctx.take_pending();
     let start = i.loc();
-    let (rest, (name, kind)) = alt((bytes_declaration(&start), typed_declaration))(i)?;
+    let (rest, (name, kind, mark)) = alt((
+        bytes_declaration(&start),
+        map(typed_declaration, |(name, kind)| (name, kind, None)),
+    ))(i)?;
+    let mut annotations = annotations;
+    annotations.extend(mark);
     Ok((
         rest,
         Decl {
@@ -61,14 +68,16 @@ pub(super) fn variable_length(i: Tokens) -> PResult<Option<Value>> {
 
 /// `"opaque" identifier "[" value "]"`, `"opaque" identifier "<" [ value ] ">"` and
 /// `"string" identifier "<" [ value ] ">"` (a fixed-length string is reported and read as
-/// fixed-length opaque data).
+/// fixed-length opaque data), and the xdrzcc dialect's `zcopaque` (a quirk: `opaque` with a
+/// DDP mark, returned with the declaration).
 pub(super) fn bytes_declaration<'a>(
     start: &Loc,
-) -> impl FnMut(Tokens<'a>) -> PResult<'a, (Ident, DeclKind)> + '_ {
+) -> impl FnMut(Tokens<'a>) -> PResult<'a, (Ident, DeclKind, Option<Annotation>)> + '_ {
     move |i| {
-        let (i, is_string) = alt((
-            map(keyword("opaque"), |_| false),
-            map(keyword("string"), |_| true),
+        let (i, (is_string, zcopaque)) = alt((
+            map(keyword("opaque"), |_| (false, None)),
+            map(keyword("string"), |_| (true, None)),
+            map(keyword(ZCOPAQUE), |loc| (false, Some(loc))),
         ))(i)?;
         let (i, name) = ident("a name")(i)?;
         let (i, kind) = alt((
@@ -106,7 +115,48 @@ pub(super) fn bytes_declaration<'a>(
                     )),
             );
         }
-        Ok((i, (name, kind)))
+        let mark = zcopaque.map(|keyword| zcopaque_mark(i, &keyword, &name, &kind));
+        Ok((i, (name, kind, mark)))
+    }
+}
+
+/// The xdrzcc (chimera) dialect's keyword for DDP-eligible opaque data.
+const ZCOPAQUE: &str = "zcopaque";
+
+/// `zcopaque` at `keyword`: reported (an error in strict mode, a warning in lenient mode)
+/// and read as `opaque` with the DDP mark a `/* @ddp */` comment would give.
+fn zcopaque_mark(i: Tokens, keyword: &Loc, name: &Ident, kind: &DeclKind) -> Annotation {
+    let text = |v: &Value| match v {
+        Value::Lit { value, .. } => value.to_string(),
+        Value::Name(n) | Value::Offset { base: n, .. } => n.name.clone(),
+        Value::Str { text, .. } => text.clone(),
+    };
+    let bounds = match kind {
+        DeclKind::FixedOpaque(v) => format!("[{}]", text(v)),
+        DeclKind::VarOpaque(Some(v)) => format!("<{}>", text(v)),
+        _ => "<>".to_string(),
+    };
+    let standard = format!(
+        "`/* @ddp */ opaque {}{bounds};` (the same encoding, marked DDP-eligible)",
+        name.name
+    );
+    let help = if i.ctx.lenient {
+        format!("for other XDR compilers, write {standard}")
+    } else {
+        format!(
+            "write {standard}, or accept the xdrzcc dialect with lenient mode (`--lenient`, `Config::lenient(true)`)"
+        )
+    };
+    i.ctx.push(
+        i.ctx
+            .quirk("`zcopaque` is the xdrzcc dialect's DDP-eligible opaque, not XDR")
+            .at(keyword, "xdrzcc keyword")
+            .help(help)
+            .note("lenient mode reads it as `opaque` with a DDP mark"),
+    );
+    Annotation {
+        name: crate::check::ddp::DDP.to_string(),
+        loc: keyword.clone(),
     }
 }
 
