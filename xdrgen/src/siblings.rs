@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ast::{Definition, FileId, Ident};
 use crate::diag::{Diagnostic, Diagnostics, Severity, Sources};
+use crate::ir::Unresolved;
 use crate::parse;
 
 /// At most this many sibling files are read per directory.
@@ -16,16 +17,17 @@ const MAX_SIBLINGS: usize = 64;
 const MAX_SIBLING_BYTES: u64 = 1 << 20;
 
 /// One note per input file whose unresolved type names (`unresolved`, first uses) are all
-/// defined in `.x` files of the same directory that are not among `loaded` (canonical
-/// paths of the files read).
+/// defined in `.x` files of the same directory that are not among `loaded` (canonical paths
+/// of the files read). Names lenient mode would read (`uint32`) need not be defined there,
+/// but are listed when they are.
 pub(crate) fn hints(
-    unresolved: &[Ident],
+    unresolved: &[Unresolved],
     sources: &Sources,
     loaded: &[PathBuf],
 ) -> Vec<Diagnostic> {
-    let mut by_file: BTreeMap<FileId, Vec<&Ident>> = BTreeMap::new();
-    for name in unresolved {
-        by_file.entry(name.loc.file).or_default().push(name);
+    let mut by_file: BTreeMap<FileId, Vec<&Unresolved>> = BTreeMap::new();
+    for u in unresolved {
+        by_file.entry(u.name.loc.file).or_default().push(u);
     }
     let mut dirs: HashMap<PathBuf, Vec<(PathBuf, BTreeSet<String>)>> = HashMap::new();
     let mut notes = Vec::new();
@@ -35,8 +37,8 @@ pub(crate) fn hints(
         let siblings = dirs
             .entry(dir.to_path_buf())
             .or_insert_with(|| defined_in_siblings(dir, loaded));
-        if let Some(files) = cover(&names, siblings) {
-            notes.push(note(path, &names, &files));
+        if let Some((files, covered)) = cover(&names, siblings) {
+            notes.push(note(path, &covered, &files));
         }
     }
     notes
@@ -90,19 +92,40 @@ fn defined_in_siblings(dir: &Path, loaded: &[PathBuf]) -> Vec<(PathBuf, BTreeSet
         .collect()
 }
 
-/// Siblings that together define every name, each adding at least one (taken in name
-/// order); `None` when some name is defined in none of them.
-fn cover(names: &[&Ident], siblings: &[(PathBuf, BTreeSet<String>)]) -> Option<Vec<PathBuf>> {
-    let mut missing: BTreeSet<&str> = names.iter().map(|n| n.name.as_str()).collect();
-    let mut files = Vec::new();
+/// Siblings that together define every name lenient mode would not read (or, when all
+/// could be read, every name), each adding at least one (taken in name order), and the
+/// names those siblings define; `None` when a needed name is defined in none of them.
+fn cover<'n>(
+    names: &[&'n Unresolved],
+    siblings: &[(PathBuf, BTreeSet<String>)],
+) -> Option<(Vec<PathBuf>, Vec<&'n Ident>)> {
+    let needed: Vec<&str> = if names.iter().any(|n| !n.lenient_reads_it) {
+        names
+            .iter()
+            .filter(|n| !n.lenient_reads_it)
+            .map(|n| n.name.name.as_str())
+            .collect()
+    } else {
+        names.iter().map(|n| n.name.name.as_str()).collect()
+    };
+    let mut missing: BTreeSet<&str> = needed.into_iter().collect();
+    let mut files: Vec<(PathBuf, &BTreeSet<String>)> = Vec::new();
     for (path, defined) in siblings {
         let before = missing.len();
         missing.retain(|n| !defined.contains(*n));
         if missing.len() < before {
-            files.push(path.clone());
+            files.push((path.clone(), defined));
         }
     }
-    (missing.is_empty() && !files.is_empty()).then_some(files)
+    if !missing.is_empty() || files.is_empty() {
+        return None;
+    }
+    let listed: Vec<&Ident> = names
+        .iter()
+        .filter(|n| files.iter().any(|(_, d)| d.contains(&n.name.name)))
+        .map(|n| &n.name)
+        .collect();
+    Some((files.into_iter().map(|(p, _)| p).collect(), listed))
 }
 
 fn note(input: &Path, names: &[&Ident], files: &[PathBuf]) -> Diagnostic {
@@ -117,10 +140,11 @@ fn note(input: &Path, names: &[&Ident], files: &[PathBuf]) -> Diagnostic {
     Diagnostic::new(
         Severity::Note,
         format!(
-            "{} needs {} from {}, which was not passed",
+            "{} needs {} from {}, which {} not passed",
             shown(input),
             types.join(", "),
-            listed.join(" and ")
+            listed.join(" and "),
+            if files.len() == 1 { "was" } else { "were" }
         ),
     )
     .at(&names[0].loc, format!("defined in {}", listed.join(" and ")))

@@ -512,3 +512,28 @@ fn zcopaque_is_ddp_opaque_in_lenient_mode_and_an_error_otherwise() {
     assert!(strict.has_errors());
     assert!(strict.render().contains("lenient mode (`--lenient`"));
 }
+
+#[test]
+fn sibling_hint_only_when_the_siblings_define_every_missing_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    write(
+        "types.x",
+        "namespace stellar { typedef opaque Hash[32]; typedef unsigned int uint32; }",
+    );
+    let uses = write("uses.x", "struct s { Hash h; uint32 n; };");
+    let c = Config::new().check_files(&[&uses]).unwrap();
+    let r = c.render();
+    assert!(
+        r.contains("needs `Hash`, `uint32` from") && r.contains("types.x`, which was not passed"),
+        "{r}"
+    );
+    // A type defined nowhere: no hint.
+    let more = write("more.x", "struct t { Hash h; Nowhere n; };");
+    let r = Config::new().check_files(&[&more]).unwrap().render();
+    assert!(!r.contains("not passed"), "{r}");
+}

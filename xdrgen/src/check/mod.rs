@@ -68,7 +68,7 @@ pub struct Checker<'a> {
     values: HashMap<String, ValueSym>,
     renames: HashMap<String, Option<Rename>>,
     /// The first use of each unknown type name left unresolved (an error).
-    unresolved: Vec<Ident>,
+    unresolved: Vec<ir::Unresolved>,
     /// Constant name -> types it is used at.
     const_uses: HashMap<String, Vec<(Prim, &'static str)>>,
     evaluating: HashSet<String>,

@@ -294,8 +294,11 @@ impl Checker<'_> {
             let first = &uses[0].name;
             let (rename, diag) = self.explain_unknown(&name, first, &uses, &unused);
             self.diags.push(diag);
-            if rename.is_none() {
-                self.unresolved.push(first.clone());
+            if rename.is_none() || !self.lenient {
+                self.unresolved.push(crate::ir::Unresolved {
+                    name: first.clone(),
+                    lenient_reads_it: rename.is_some(),
+                });
             }
             self.renames.insert(name, rename);
         }
