@@ -14,7 +14,7 @@ use crate::ir::Prim;
 pub(super) struct TypeUse {
     /// The name, where it is written.
     pub name: Ident,
-    /// How it is used: "disc", "const", "field:<name>", "arg" or "result".
+    /// How it is used: "disc", "const", `field:NAME`, "arg" or "result".
     pub how: String,
     /// The definition holding it.
     pub container: String,
