@@ -83,6 +83,20 @@ pub struct Type {
     pub kind: TypeKind,
     /// Where.
     pub loc: Loc,
+    /// The keyword a named type was written with (rpcgen's `struct X`), if any: evidence of
+    /// the kind of definition the name needs.
+    pub tag: Option<Tag>,
+}
+
+/// The keyword before a type name in rpcgen's `struct X` / `union X` / `enum X`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tag {
+    /// `struct X`.
+    Struct,
+    /// `union X`.
+    Union,
+    /// `enum X`.
+    Enum,
 }
 
 /// The kinds of type specifier.

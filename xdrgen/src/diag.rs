@@ -1,6 +1,8 @@
 //! Diagnostics: rustc-style errors, warnings and notes with file, line, column, the source line
 //! and a caret, plus fix-it hints (rendered by `codespan-reporting`).
 
+use std::collections::HashSet;
+
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label};
 use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, termcolor};
@@ -8,7 +10,7 @@ use codespan_reporting::term::{self, termcolor};
 use crate::ast::{FileId, Loc};
 
 /// How serious a diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
     /// Informational.
     Note,
@@ -238,6 +240,24 @@ impl Diagnostics {
     /// Whether any is an error.
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(|d| d.severity == Severity::Error)
+    }
+
+    /// Puts the diagnostics in reading order, by file (in the order files were read) and
+    /// position, those without a location last; diagnostics at the same position keep the
+    /// order they were found in. An exact repeat (same severity, message and primary
+    /// location as an earlier one, as when a constant is evaluated at each of its uses) is
+    /// dropped.
+    pub fn tidy(&mut self) {
+        let mut seen = HashSet::new();
+        self.items
+            .retain(|d| seen.insert((d.severity, d.message.clone(), d.primary.clone())));
+        self.items.sort_by_key(|d| {
+            d.primary
+                .as_ref()
+                .map_or((usize::MAX, usize::MAX), |(loc, _)| {
+                    (loc.file.0, loc.span.start)
+                })
+        });
     }
 
     /// The number of errors.

@@ -8,6 +8,19 @@ use crate::ast::{Annotation, Loc};
 pub struct Model {
     /// Items in definition order (hoisted anonymous types come right before their parent).
     pub items: Vec<Item>,
+    /// Type names used and defined nowhere (the first use of each) that were reported as
+    /// errors; lenient mode's readings (warnings) are not listed.
+    pub unresolved: Vec<Unresolved>,
+}
+
+/// A type name used and defined nowhere, reported as an error.
+#[derive(Debug, Clone)]
+pub struct Unresolved {
+    /// The name, at its first use.
+    pub name: crate::ast::Ident,
+    /// Whether lenient mode would read it as something (`uint32`, a type named
+    /// differently): an error only in strict mode.
+    pub lenient_reads_it: bool,
 }
 
 impl Model {

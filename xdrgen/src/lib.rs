@@ -26,7 +26,7 @@
 //! | `opaque x[N]` / `opaque x<N>` | `Bytes` (length checked on encode and decode) |
 //! | `string x<N>` | `XdrString` |
 //! | `T x[N]` / `T x<N>` | `[T; N]` / `Vec<T>` |
-//! | `T *x` | `Option<T>` (`Option<Box<T>>` when recursive) |
+//! | `T *x` | `Option<T>` (`Option<Box<T>>` when recursive; a union arm leading back to its union holds `Box<T>`) |
 //! | `struct L { ..; L *next; }` | `struct L` without `next`; `L *x` is `Vec<L>`, `L x` a non-empty `Vec<L>` |
 //! | `typedef` | `type` alias, or a newtype when the declaration carries a size or list form |
 //! | `program P { version V { R PROC(A) = n; } = v; } = p;` | `mod p { mod v { struct Proc; impl Procedure for Proc } }` |
@@ -48,11 +48,13 @@
 pub mod ast;
 pub mod binding;
 pub mod check;
+pub mod defines;
 pub mod diag;
 pub mod extract;
 pub mod ir;
 pub mod parse;
 pub mod rust;
+mod siblings;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -164,6 +166,7 @@ pub struct Config {
     ddp_marks: Vec<String>,
     binding_files: Vec<PathBuf>,
     services: bool,
+    defines: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -176,6 +179,7 @@ impl Default for Config {
             ddp_marks: Vec::new(),
             binding_files: Vec::new(),
             services: true,
+            defines: Vec::new(),
         }
     }
 }
@@ -199,8 +203,9 @@ impl Config {
     /// constants, a missing `=` or `{`, several declarations in one union arm (an anonymous
     /// struct), an unnamed discriminant, `uint32`/`uint64`/`int32`/`int64` without a typedef,
     /// a reversed typedef, a type named differently where it is used (when exactly one unused
-    /// definition matches), an undefined type used only as a discriminant or constant type
-    /// (read as `unsigned int`), and repeated enum values (aliases).
+    /// definition of the kind the uses need matches; otherwise an error lists them), an undefined type used only as a discriminant or constant type
+    /// (read as `unsigned int`), repeated enum values (aliases), and the xdrzcc dialect's
+    /// `zcopaque` (read as `opaque` with a DDP mark).
     ///
     /// ```
     /// let mut c = xdrgen::Config::new();
@@ -227,6 +232,25 @@ impl Config {
     /// ```
     pub fn ddp(&mut self, mark: impl Into<String>) -> &mut Self {
         self.ddp_marks.push(mark.into());
+        self
+    }
+
+    /// Gives constant `name` the value `value` (an integer, decimal, `0x` hex or `0` octal,
+    /// possibly negative, or another constant's name), as `cpp -D` gives rpcgen the values
+    /// real files take from C headers (`NFS_FHSIZE`, `MAXNAMELEN`). It is used where an
+    /// input refers to `name` without defining it (an input's own definition wins, with a
+    /// warning), and `#ifdef name` holds. CLI: `--define NAME=VALUE`.
+    ///
+    /// ```
+    /// let out = xdrgen::Config::new()
+    ///     .define("FHSIZE", "32")
+    ///     .check_sources(&[("f.x", "typedef opaque fh[FHSIZE];")])
+    ///     .generate()
+    ///     .unwrap();
+    /// assert!(out.contains("pub const FHSIZE: u32 = 32;"));
+    /// ```
+    pub fn define(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.defines.push((name.into(), value.into()));
         self
     }
 
@@ -336,6 +360,7 @@ impl Config {
     pub fn check_files(&self, inputs: &[impl AsRef<Path>]) -> Result<Compilation, Error> {
         let mut loader = Loader {
             lenient: self.lenient,
+            defined: self.defines.iter().map(|(n, _)| n.clone()).collect(),
             sources: Sources::new(),
             diags: Diagnostics::default(),
             specs: Vec::new(),
@@ -350,19 +375,26 @@ impl Config {
             })?;
             loader.load(path, text, 0);
         }
-        Ok(self.finish(
+        let mut comp = self.finish(
             loader,
             inputs
                 .iter()
                 .map(|p| p.as_ref().display().to_string())
                 .collect(),
-        ))
+        );
+        let notes = siblings::hints(&comp.model.unresolved, &comp.sources, &comp.paths);
+        if !notes.is_empty() {
+            comp.diagnostics.items.extend(notes);
+            comp.diagnostics.tidy();
+        }
+        Ok(comp)
     }
 
     /// Parses and checks in-memory sources `(name, text)` (includes are not followed).
     pub fn check_sources(&self, inputs: &[(&str, &str)]) -> Compilation {
         let mut loader = Loader {
             lenient: self.lenient,
+            defined: self.defines.iter().map(|(n, _)| n.clone()).collect(),
             sources: Sources::new(),
             diags: Diagnostics::default(),
             specs: Vec::new(),
@@ -371,7 +403,13 @@ impl Config {
         };
         for (name, text) in inputs {
             let id = loader.sources.add(*name, *text);
-            let parsed = parse::parse_file(id, text, self.lenient, &mut loader.diags);
+            let parsed = parse::parse_file_with_defines(
+                id,
+                text,
+                self.lenient,
+                &loader.defined,
+                &mut loader.diags,
+            );
             for (inc, loc) in parsed.includes {
                 loader.diags.push(
                     Diagnostic::warning(format!(
@@ -389,7 +427,13 @@ impl Config {
     fn finish(&self, mut loader: Loader, inputs: Vec<String>) -> Compilation {
         let prelude_id = loader.sources.add(check::PRELUDE_FILE, PRELUDE);
         let mut scratch = Diagnostics::default();
-        let mut prelude = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        let library = parse::parse_file(prelude_id, PRELUDE, false, &mut scratch).spec;
+        // Given constants first: they win over the library's and the `%#define` lines'.
+        let given = defines::read(&self.defines, &mut loader.sources, &mut loader.diags);
+        let mut prelude = ast::Specification {
+            definitions: given.consts,
+        };
+        prelude.definitions.extend(library.definitions);
         prelude.definitions.append(&mut loader.fallback);
         let mut model = check::check(
             &loader.specs,
@@ -400,6 +444,7 @@ impl Config {
         );
         let marks = self.external_marks(&mut loader);
         check::ddp::apply_marks(&mut model, &marks, &mut loader.diags);
+        loader.diags.tidy();
         Compilation {
             sources: loader.sources,
             diagnostics: loader.diags,
@@ -454,6 +499,8 @@ impl Config {
 
 struct Loader {
     lenient: bool,
+    /// The names given with `--define`, for `#ifdef`.
+    defined: Vec<String>,
     sources: Sources,
     diags: Diagnostics,
     specs: Vec<ast::Specification>,
@@ -469,7 +516,8 @@ impl Loader {
         }
         self.paths.push(canon);
         let id = self.sources.add(path.display().to_string(), text.clone());
-        let parsed = parse::parse_file(id, &text, self.lenient, &mut self.diags);
+        let parsed =
+            parse::parse_file_with_defines(id, &text, self.lenient, &self.defined, &mut self.diags);
         for (inc, loc) in parsed.includes {
             let inc_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
             if depth >= MAX_INCLUDE_DEPTH {

@@ -1,8 +1,9 @@
 //! The `xdrgen` command line.
 //!
 //! ```text
-//! xdrgen FILE.x... [-o OUT] [--lenient] [--no-services]  generate Rust (one namespace, one output)
-//! xdrgen check FILE.x... [--lenient]                      only report diagnostics
+//! xdrgen FILE.x... [-o OUT] [--lenient] [--no-services] [-D NAME=VALUE]...
+//!                                                  generate Rust (one namespace, one output)
+//! xdrgen check FILE.x... [--lenient] [-D NAME=VALUE]...   only report diagnostics
 //! xdrgen extract DRAFT.txt [-o DIR] [--section N.N]... [--no-split]
 //! ```
 //! Exit codes: 0 success, 1 the input has errors, 2 usage or I/O error.
@@ -68,6 +69,11 @@ struct CommonArgs {
     /// Read DDP marks from a binding file (one `Type.member` per line, `#` comments).
     #[arg(long = "binding", value_name = "FILE")]
     bindings: Vec<PathBuf>,
+    /// Give constant NAME the value VALUE (an integer or a constant's name), for values real
+    /// files take from C headers; a bare NAME is NAME=1. Also defines the macro for `#ifdef`.
+    /// Repeatable.
+    #[arg(short = 'D', long = "define", value_name = "NAME=VALUE")]
+    defines: Vec<String>,
     /// Name of the runtime crate the generated code refers to.
     #[arg(long, default_value = "rpcrdma", value_name = "CRATE")]
     runtime_crate: String,
@@ -102,6 +108,10 @@ fn config(c: &CommonArgs) -> xdrgen::Config {
     }
     for path in &c.bindings {
         cfg.binding_file(path.clone());
+    }
+    for arg in &c.defines {
+        let (name, value) = xdrgen::defines::split_define(arg);
+        cfg.define(name, value);
     }
     cfg
 }

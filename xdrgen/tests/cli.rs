@@ -210,3 +210,45 @@ fn cli_and_build_script_generate_the_same_services() {
         }
     }
 }
+
+#[test]
+fn define_gives_c_header_constants_and_ifdef_macros() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/defines.x");
+    let without = xdrgen().arg("check").arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert_eq!(without.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("unknown constant `FHSIZE`"), "{stderr}");
+    assert!(stderr.contains("--define FHSIZE=VALUE"), "{stderr}");
+    let with = xdrgen()
+        .arg(&file)
+        .args([
+            "-D",
+            "FHSIZE=32",
+            "--define",
+            "MAXNAMLEN=255",
+            "-D",
+            "COOKIE64",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&with.stdout);
+    assert_eq!(
+        with.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(stdout.contains("pub const FHSIZE: u32 = 32;"), "{stdout}");
+    assert!(stdout.contains("pub type Cookie = u64;"), "{stdout}");
+    let bad = xdrgen()
+        .args(["check", "-D", "FHSIZE=1+1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("`--define FHSIZE=1+1`: the value is not an integer"),
+        "{stderr}"
+    );
+}

@@ -236,3 +236,137 @@ fn diag_duplicates() {
         "struct a { int x; int x; };\nenum e { A = 1, B = 1 };\nunion u switch (int d) { case 1: void; case 1: void; };\nstruct a { int y; };\n"
     ));
 }
+
+#[test]
+fn diag_exact_repeats_reported_once() {
+    // `B` is evaluated at each use of `A`; the error is the same each time.
+    insta::assert_snapshot!(diag_of(
+        "const A = B;\nconst C = A;\nstruct s { int x[A]; int y[A]; };\n"
+    ));
+}
+
+#[test]
+fn diag_in_file_and_position_order() {
+    // A lexer error, a parser error and checker errors, found in that order, shown in
+    // reading order.
+    insta::assert_snapshot!(diag_of(
+        "struct s { foo x; };\nconst N = 0x1ffffffffffffffffffff;\ntypedef int a[M];\n"
+    ));
+}
+
+#[test]
+fn diag_keyword_as_field_name_does_not_cascade() {
+    insta::assert_snapshot!(diag_of("struct s { int opaque; };\n"));
+}
+
+#[test]
+fn diag_case_label_undefined_under_enum_discriminant() {
+    insta::assert_snapshot!(diag_of(
+        "enum color { RED = 1, GREEN = 2 };\nunion u switch (color c) {\n    case RED: void;\n    case BLUE: int x;\n};\n"
+    ));
+}
+
+#[test]
+fn diag_needs_a_sibling_file() {
+    // Run from the crate directory (cargo's default), so the paths in the report are stable.
+    let comp = Config::new()
+        .check_files(&["tests/drafts/003-baseops.x"])
+        .unwrap();
+    let picked: Vec<_> = comp
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.severity == Severity::Note && d.message.contains("not passed"))
+        .cloned()
+        .collect();
+    assert_eq!(picked.len(), 1, "{}", comp.render());
+    insta::assert_snapshot!(comp.sources.render(&picked));
+    // With both files passed, no such note.
+    let both = Config::new()
+        .lenient(true)
+        .check_files(&["tests/drafts/003-common.x", "tests/drafts/003-baseops.x"])
+        .unwrap();
+    assert!(!both.render().contains("not passed"));
+}
+
+#[test]
+fn diag_unknown_constant_names_define() {
+    insta::assert_snapshot!(diag_of("typedef opaque fhandle[FHSIZE];\n"));
+}
+
+#[test]
+fn diag_define_malformed_and_shadowed() {
+    let comp = Config::new()
+        .define("1X", "2")
+        .define("N", "two")
+        .define("M", "5")
+        .check_sources(&[(
+            "t.x",
+            "const M = 4;\ntypedef int a[M];\ntypedef int b[N];\n",
+        )]);
+    assert!(comp.has_errors());
+    insta::assert_snapshot!(comp.render());
+}
+
+#[test]
+fn diag_namespace_without_name_or_closing_brace() {
+    insta::assert_snapshot!(diag_of(
+        "namespace { struct a { int x; }; }\nnamespace n {\nstruct b { int y; };\n"
+    ));
+}
+
+#[test]
+fn diag_infinite_union_without_a_way_out() {
+    insta::assert_snapshot!(diag_of(
+        "union chain switch (int d) {\ncase 1:\n    chain again;\n};\n"
+    ));
+}
+
+/// Renders the diagnostics of checking `src` in lenient mode as `t.x`.
+fn lenient_diag_of(src: &str) -> String {
+    let comp = Config::new().lenient(true).check_sources(&[("t.x", src)]);
+    assert!(comp.has_errors(), "{}", comp.render());
+    comp.render()
+}
+
+#[test]
+fn diag_lenient_no_guess_of_another_kind() {
+    // The one unused definition whose name matches is a credential union; the unknown name
+    // is a procedure's argument.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union auth_cred switch (int flavor) { case 1: int uid; default: void; };\n\
+         struct getattr_res { int x; };\n\
+         program P { version V { getattr_res GETATTR(getattr_cred) = 1; } = 1; } = 0x20000001;\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_no_guess_when_ambiguous() {
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct read_body { int a; };\nstruct write_body { int b; };\nstruct msg { int xid; call_body body; };\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_keyword_says_the_kind() {
+    // `struct rpc_body` needs a struct; the matching unused definition is a union.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union rdma_body switch (int d) { case 1: int x; };\nstruct msg { struct rpc_body body; };\n"
+    ));
+}
+
+#[test]
+fn diag_zcopaque_names_lenient_mode() {
+    insta::assert_snapshot!(diag_of(
+        "struct write_args {\n    unsigned hyper offset;\n    zcopaque data<MAXDATA>;\n};\nconst MAXDATA = 65536;\n"
+    ));
+}
+
+#[test]
+fn diag_annotation_on_a_typedef_is_ignored_with_a_warning() {
+    let comp = Config::new()
+        .lenient(true)
+        .check_sources(&[("t.x", "typedef zcopaque buf<>;\nstruct s { buf b; };\n")]);
+    assert!(!comp.has_errors(), "{}", comp.render());
+    insta::assert_snapshot!(comp.render());
+}

@@ -267,24 +267,162 @@ impl Reach {
     }
 }
 
-/// RFC 4506 section 4.19: recursion must go through optional data or a variable-length array,
-/// otherwise a value would be infinitely large.
+/// Item indices in an order where, outside cycles, every item comes after the items it
+/// refers to (a depth-first post-order, iterative), so that the fixpoints below settle in
+/// one or two passes over acyclic models.
+fn dependency_order(model: &Model) -> Vec<usize> {
+    let index: HashMap<&str, usize> = model
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| (item.xdr_name.as_str(), i))
+        .collect();
+    let deps: Vec<Vec<usize>> = model
+        .items
+        .iter()
+        .map(|item| {
+            let mut out = Vec::new();
+            for r in reprs(&item.kind) {
+                refs(r, false, &mut out);
+            }
+            out.iter()
+                .filter_map(|(n, _)| index.get(n.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    let mut order = Vec::with_capacity(model.items.len());
+    let mut visited = vec![false; model.items.len()];
+    for root in 0..model.items.len() {
+        if visited[root] {
+            continue;
+        }
+        visited[root] = true;
+        let mut stack = vec![(root, 0usize)];
+        while let Some((node, next)) = stack.last_mut() {
+            if let Some(&dep) = deps[*node].get(*next) {
+                *next += 1;
+                if !visited[dep] {
+                    visited[dep] = true;
+                    stack.push((dep, 0));
+                }
+            } else {
+                order.push(*node);
+                stack.pop();
+            }
+        }
+    }
+    order
+}
+
+/// The type items that have a value of finite size: a least fixpoint, starting from none.
+/// A struct needs every field finite, a union one arm (a `void` arm is), a fixed array its
+/// element; optional data and variable-length arrays may be empty, so they always are. A
+/// type left out cannot be encoded at all: every value would contain itself.
+fn finite_types(model: &Model) -> HashSet<String> {
+    fn repr_finite(model: &Model, r: &Repr, finite: &HashSet<String>) -> bool {
+        match r {
+            Repr::Prim(_)
+            | Repr::FixedOpaque(_)
+            | Repr::VarOpaque(_)
+            | Repr::Str(_)
+            | Repr::VarArray(..)
+            | Repr::Optional(_)
+            | Repr::List(_) => true,
+            // An unknown name is reported elsewhere; it does not make this type infinite.
+            Repr::Named(n) | Repr::NonEmptyList(n) => model.get(n).is_none() || finite.contains(n),
+            Repr::FixedArray(e, _) | Repr::Boxed(e) => repr_finite(model, e, finite),
+        }
+    }
+    let payload_finite = |p: &Payload, finite: &HashSet<String>| match p {
+        Payload::Void => true,
+        Payload::One(f) => repr_finite(model, &f.repr, finite),
+        Payload::Many(fs) => fs.iter().all(|f| repr_finite(model, &f.repr, finite)),
+    };
+    let order = dependency_order(model);
+    let mut finite = HashSet::new();
+    loop {
+        let mut changed = false;
+        for item in order.iter().map(|&i| &model.items[i]) {
+            if finite.contains(&item.xdr_name) {
+                continue;
+            }
+            let now = match &item.kind {
+                ItemKind::Struct { fields, .. } => {
+                    fields.iter().all(|f| repr_finite(model, &f.repr, &finite))
+                }
+                ItemKind::Union(u) => u
+                    .arms
+                    .iter()
+                    .chain(u.default.iter())
+                    .any(|a| payload_finite(&a.payload, &finite)),
+                ItemKind::Typedef { repr, .. } => repr_finite(model, repr, &finite),
+                _ => true,
+            };
+            if now {
+                finite.insert(item.xdr_name.clone());
+                changed = true;
+            }
+        }
+        if !changed {
+            return finite;
+        }
+    }
+}
+
+/// RFC 4506 section 4.19: a type whose every value contains itself has no finite encoding.
+/// Recursion through a union arm with a way out (a `void` arm, another arm), optional data
+/// or a variable-length array is finite and accepted. One error per cycle; a type that only
+/// contains an infinite one is not reported again.
 fn report_infinite(model: &Model, reach: &Reach, diags: &mut Diagnostics) {
+    let finite = finite_types(model);
     let mut reported: Vec<&str> = Vec::new();
     for item in &model.items {
         let n = item.xdr_name.as_str();
-        if !reach.reaches(n, n, true) || reported.iter().any(|r| reach.reaches(r, n, true)) {
+        if finite.contains(n)
+            || !reach.reaches(n, n, false)
+            || reported
+                .iter()
+                .any(|r| reach.reaches(r, n, false) && reach.reaches(n, r, false))
+        {
             continue;
         }
         reported.push(n);
+        let union_on_the_way = model.items.iter().any(|u| {
+            matches!(u.kind, ItemKind::Union(_))
+                && (u.xdr_name == n
+                    || (reach.reaches(n, &u.xdr_name, false)
+                        && reach.reaches(&u.xdr_name, n, false)))
+        });
+        let (way_out, arm_note) = if union_on_the_way {
+            (
+                "a `void` arm in the union on the way, or ",
+                "; a new `void` arm leaves the encoding of the other arms as it is",
+            )
+        } else {
+            ("", "")
+        };
         diags.push(
             Diagnostic::error(format!("type `{n}` contains itself: its size would be infinite"))
-                .at(&item.loc, "recursive without indirection")
+                .at(&item.loc, "every value contains another one")
                 .help(format!(
-                    "make the recursive reference optional (`{n} *next;`) or a variable-length array (`{n} items<>;`)"
+                    "give the recursion a way out: {way_out}make the reference optional (`{n} *next;`) or a variable-length array (`{n} items<>;`)"
                 ))
+                .note(format!("an optional or an array changes the wire format (a 4-byte presence flag or count goes before the value){arm_note}"))
                 .note("RFC 4506 section 4.19: recursive data goes through optional data"),
         );
+    }
+}
+
+/// A union arm's shape with each reference that leads back to the union `me` without
+/// indirection boxed (`Box<T>`), so that the Rust enum has a finite size; through fixed
+/// arrays too (`[Box<T>; N]`). Optional data and vectors are indirect already.
+fn box_back_references(r: &Repr, me: &str, reach: &Reach) -> Repr {
+    match r {
+        Repr::Named(t) if t == me || reach.reaches(t, me, true) => Repr::Boxed(Box::new(r.clone())),
+        Repr::FixedArray(e, n) => {
+            Repr::FixedArray(Box::new(box_back_references(e, me, reach)), n.clone())
+        }
+        other => other.clone(),
     }
 }
 
@@ -303,10 +441,14 @@ fn box_recursion(model: &mut Model, reach: &Reach) {
         match &mut item.kind {
             ItemKind::Struct { fields, .. } => fields.iter_mut().for_each(|f| fix(&mut f.repr)),
             ItemKind::Union(u) => {
+                let fix_arm = |r: &mut Repr| {
+                    fix(r);
+                    *r = box_back_references(r, &me, reach);
+                };
                 for arm in u.arms.iter_mut().chain(u.default.iter_mut()) {
                     match &mut arm.payload {
-                        Payload::One(f) => fix(&mut f.repr),
-                        Payload::Many(fs) => fs.iter_mut().for_each(|f| fix(&mut f.repr)),
+                        Payload::One(f) => fix_arm(&mut f.repr),
+                        Payload::Many(fs) => fs.iter_mut().for_each(|f| fix_arm(&mut f.repr)),
                         Payload::Void => {}
                     }
                 }
@@ -346,61 +488,76 @@ fn repr_traits(r: &Repr, known: &HashMap<String, (bool, bool)>) -> (bool, bool) 
     }
 }
 
-/// The fewest bytes a shape takes on the wire.
-fn repr_min(model: &Model, r: &Repr, memo: &mut HashMap<String, usize>, depth: usize) -> usize {
+/// The fewest bytes a shape takes on the wire, given the current bounds for named types
+/// (`mins`; a name without an item, reported elsewhere, counts 4).
+fn repr_min(model: &Model, r: &Repr, mins: &HashMap<String, usize>) -> usize {
+    let named = |n: &str| match model.get(n) {
+        Some(_) => mins.get(n).copied().unwrap_or(usize::MAX),
+        None => 4,
+    };
     match r {
         Repr::Prim(p) => prim_props(*p).2,
-        Repr::Named(n) => item_min(model, n, memo, depth + 1),
+        Repr::Named(n) => named(n),
         Repr::FixedOpaque(s) => {
             let n = s.value as usize;
             n.saturating_add(crate::rust::padding(n))
         }
         Repr::VarOpaque(_) | Repr::Str(_) | Repr::VarArray(..) | Repr::Optional(_) => 4,
         Repr::List(_) => 4,
-        Repr::NonEmptyList(n) => item_min(model, n, memo, depth + 1).saturating_add(4),
-        Repr::Boxed(e) => repr_min(model, e, memo, depth + 1),
-        Repr::FixedArray(e, s) => {
-            repr_min(model, e, memo, depth + 1).saturating_mul(s.value as usize)
-        }
+        Repr::NonEmptyList(n) => named(n).saturating_add(4),
+        Repr::Boxed(e) => repr_min(model, e, mins),
+        Repr::FixedArray(e, s) => repr_min(model, e, mins).saturating_mul(s.value as usize),
     }
 }
 
-fn item_min(model: &Model, name: &str, memo: &mut HashMap<String, usize>, depth: usize) -> usize {
-    if let Some(v) = memo.get(name) {
-        return *v;
-    }
-    if depth > 256 {
-        return 4;
-    }
-    let Some(item) = model.get(name) else {
-        return 4;
-    };
-    let v = match &item.kind {
-        ItemKind::Enum { .. } => 4,
-        ItemKind::Struct { fields, .. } => fields.iter().fold(0usize, |a, f| {
-            a.saturating_add(repr_min(model, &f.repr, memo, depth))
-        }),
-        ItemKind::Union(u) => {
-            let arm_min = u
-                .arms
-                .iter()
-                .chain(u.default.iter())
-                .map(|a| match &a.payload {
-                    Payload::Void => 0,
-                    Payload::One(f) => repr_min(model, &f.repr, memo, depth),
-                    Payload::Many(fs) => fs.iter().fold(0usize, |acc, f| {
-                        acc.saturating_add(repr_min(model, &f.repr, memo, depth))
-                    }),
-                })
-                .min()
-                .unwrap_or(0);
-            4usize.saturating_add(arm_min)
+/// The fewest bytes each item takes on the wire. A fixpoint from "unbounded" down, so that
+/// recursion through union arms (finite, but cyclic) needs no depth cut-off: a cycle never
+/// gives a minimum, and an item still unbounded at the end (an infinite type, an error
+/// already) counts 4.
+fn min_lens(model: &Model) -> HashMap<String, usize> {
+    let order = dependency_order(model);
+    let mut mins: HashMap<String, usize> = HashMap::new();
+    for _ in 0..=model.items.len() {
+        let mut changed = false;
+        for item in order.iter().map(|&i| &model.items[i]) {
+            let v = match &item.kind {
+                ItemKind::Struct { fields, .. } => fields.iter().fold(0usize, |a, f| {
+                    a.saturating_add(repr_min(model, &f.repr, &mins))
+                }),
+                ItemKind::Union(u) => {
+                    let arm_min = u
+                        .arms
+                        .iter()
+                        .chain(u.default.iter())
+                        .map(|a| match &a.payload {
+                            Payload::Void => 0,
+                            Payload::One(f) => repr_min(model, &f.repr, &mins),
+                            Payload::Many(fs) => fs.iter().fold(0usize, |acc, f| {
+                                acc.saturating_add(repr_min(model, &f.repr, &mins))
+                            }),
+                        })
+                        .min()
+                        .unwrap_or(0);
+                    4usize.saturating_add(arm_min)
+                }
+                ItemKind::Typedef { repr, .. } => repr_min(model, repr, &mins),
+                _ => 4,
+            };
+            if mins.get(&item.xdr_name).map_or(true, |&old| v < old) {
+                mins.insert(item.xdr_name.clone(), v);
+                changed = true;
+            }
         }
-        ItemKind::Typedef { repr, .. } => repr_min(model, repr, memo, depth),
-        _ => 4,
-    };
-    memo.insert(name.to_string(), v);
-    v
+        if !changed {
+            break;
+        }
+    }
+    for v in mins.values_mut() {
+        if *v == usize::MAX {
+            *v = 4;
+        }
+    }
+    mins
 }
 
 fn derive_props(model: &mut Model) {
@@ -429,12 +586,11 @@ fn derive_props(model: &mut Model) {
             break;
         }
     }
-    let mut memo = HashMap::new();
-    let snapshot = model.clone();
+    let mins = min_lens(model);
     for item in &mut model.items {
         let (copy, eq) = known.get(&item.xdr_name).copied().unwrap_or((false, false));
         item.props.copy = copy;
         item.props.eq = eq;
-        item.props.min_len = item_min(&snapshot, &item.xdr_name, &mut memo, 0);
+        item.props.min_len = mins.get(&item.xdr_name).copied().unwrap_or(4);
     }
 }

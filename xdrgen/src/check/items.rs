@@ -23,7 +23,10 @@ impl Checker<'_> {
             }
         }
         self.type_consts(&mut items);
-        let mut model = ir::Model { items };
+        let mut model = ir::Model {
+            items,
+            unresolved: self.unresolved.clone(),
+        };
         super::graph::finish(&mut model, self.diags);
         model
     }
@@ -326,6 +329,30 @@ impl Checker<'_> {
         })
     }
 
+    /// "case label `written` is not a member of enum `e`", with the closest member or the
+    /// list of members; `undefined`: the label is not defined anywhere either.
+    fn not_a_member(&self, e: &str, written: &str, l: &Value, undefined: bool) -> Diagnostic {
+        let members: Vec<&str> = match self.types.get(e).map(|&i| &self.defs[i].kind) {
+            Some(DefKind::Enum(body)) => {
+                body.members.iter().map(|m| m.name.name.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        let label = if undefined {
+            format!("not in `{e}`, and not defined elsewhere")
+        } else {
+            format!("not in `{e}`")
+        };
+        let d = Diagnostic::error(format!(
+            "case label `{written}` is not a member of enum `{e}`"
+        ))
+        .at(l.loc(), label);
+        match did_you_mean(written, members.iter().copied()) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help(format!("use one of: {}", members.join(", "))),
+        }
+    }
+
     /// A case label, checked against the discriminant type (RFC 4506 section 4.15).
     pub(super) fn label(&mut self, l: &Value, disc: Option<&Disc>) -> Option<Label> {
         let name = match l {
@@ -337,6 +364,15 @@ impl Checker<'_> {
             Some(Disc::UInt) => Some((Prim::UInt, "a case label of an `unsigned int` union")),
             _ => None,
         };
+        // A name defined nowhere, under an enum discriminant: say it is not a member (the
+        // enum's members are what the user can write) rather than only "unknown constant".
+        if let (Some(n), Some(Disc::Enum(e))) = (&name, disc) {
+            if !self.values.contains_key(n) {
+                let d = self.not_a_member(e, n, l, true);
+                self.diags.push(d);
+                return None;
+            }
+        }
         let value = self.eval(l, use_as)?;
         match disc? {
             Disc::Enum(e) => {
@@ -344,28 +380,15 @@ impl Checker<'_> {
                 let DefKind::Enum(body) = &self.defs[i].kind else {
                     return None;
                 };
-                let member_names: Vec<String> =
-                    body.members.iter().map(|m| m.name.name.clone()).collect();
                 let n_members = body.members.len();
                 let ok = match &name {
-                    Some(n) => member_names.contains(n),
+                    Some(n) => body.members.iter().any(|m| &m.name.name == n),
                     // A literal is fine when it is the value of a member.
                     None => (0..n_members).any(|j| self.member_value(i, j, e) == Some(value)),
                 };
                 if !ok {
-                    let mut d = Diagnostic::error(format!(
-                        "case label `{}` is not a member of enum `{e}`",
-                        name.clone().unwrap_or_else(|| value.to_string())
-                    ))
-                    .at(l.loc(), format!("not in `{e}`"));
-                    if let Some(s) = name
-                        .as_deref()
-                        .and_then(|n| did_you_mean(n, member_names.iter().map(String::as_str)))
-                    {
-                        d = d.help(format!("did you mean `{s}`?"));
-                    } else {
-                        d = d.help(format!("use one of: {}", member_names.join(", ")));
-                    }
+                    let written = name.clone().unwrap_or_else(|| value.to_string());
+                    let d = self.not_a_member(e, &written, l, false);
                     self.diags.push(d);
                     return None;
                 }
@@ -417,8 +440,8 @@ impl Checker<'_> {
                         last.help = vec![
                             "assign a number (RFC 5531 program numbers 0x20000000-0x3fffffff are defined by the user) or define a constant of that name".into(),
                         ];
-                        last.notes
-                            .push("the draft leaves a placeholder where the number belongs".into());
+                        last.notes =
+                            vec!["the draft leaves a placeholder where the number belongs".into()];
                     }
                 }
                 return None;

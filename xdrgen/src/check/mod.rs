@@ -67,6 +67,8 @@ pub struct Checker<'a> {
     types: HashMap<String, usize>,
     values: HashMap<String, ValueSym>,
     renames: HashMap<String, Option<Rename>>,
+    /// The first use of each unknown type name left unresolved (an error).
+    unresolved: Vec<ir::Unresolved>,
     /// Constant name -> types it is used at.
     const_uses: HashMap<String, Vec<(Prim, &'static str)>>,
     evaluating: HashSet<String>,
@@ -88,6 +90,7 @@ pub fn check(
         types: HashMap::new(),
         values: HashMap::new(),
         renames: HashMap::new(),
+        unresolved: Vec::new(),
         const_uses: HashMap::new(),
         evaluating: HashSet::new(),
     };
@@ -110,6 +113,20 @@ impl Checker<'_> {
     fn hoist(&mut self, def: Definition, loc: Loc) {
         let (name, kind) = match def {
             Definition::Typedef(mut d) => {
+                for a in &d.annotations {
+                    self.diags.push(
+                        Diagnostic::warning(format!(
+                            "annotation `@{}` on a typedef is ignored: marks apply to struct fields and union arms",
+                            a.name
+                        ))
+                        .at(&a.loc, "ignored")
+                        .also(&d.name.loc, "typedef")
+                        .help(format!(
+                            "mark the fields of type `{}` instead (`/* @{} */` before each, or `--ddp Type.member`)",
+                            d.name.name, a.name
+                        )),
+                    );
+                }
                 let n = d.name.name.clone();
                 self.hoist_decl(&n, &mut d);
                 (d.name.clone(), DefKind::Typedef(d))

@@ -5,9 +5,22 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::PRELUDE_FILE;
 use super::{builtin_type, names, Checker, Def, DefKind, Rename};
-use crate::ast::{self, DeclKind, Definition, Ident, TypeKind, Value};
+use crate::ast::{self, DeclKind, Definition, Ident, Tag, TypeKind, Value};
 use crate::diag::{did_you_mean, Diagnostic};
 use crate::ir::Prim;
+
+/// One reference to a type name.
+#[derive(Debug, Clone)]
+pub(super) struct TypeUse {
+    /// The name, where it is written.
+    pub name: Ident,
+    /// How it is used: "disc", "const", `field:NAME`, "arg" or "result".
+    pub how: String,
+    /// The definition holding it.
+    pub container: String,
+    /// The keyword it was written with (`struct X`), if any.
+    pub tag: Option<Tag>,
+}
 
 impl Checker<'_> {
     /// `typedef struct X X;` (a C habit, nis.x): the struct is already a type.
@@ -30,6 +43,22 @@ impl Checker<'_> {
     /// header constant `MAXNETNAMELEN`, constants from `%#define` lines) that the input uses
     /// but does not define. Repeats until nothing changes, as a fallback may use another.
     pub(super) fn add_prelude(&mut self, prelude: &ast::Specification) {
+        for (def, loc) in &prelude.definitions {
+            if let Definition::Const { name, .. } = def {
+                if crate::defines::is_define_source(self.sources, loc.file) {
+                    if let Some(own) = self.defs.iter().find(|d| d.name.name == name.name) {
+                        self.diags.push(
+                            Diagnostic::warning(format!(
+                                "`--define {}` is not used: the input defines `{}` itself",
+                                name.name, name.name
+                            ))
+                            .at(loc, "not used")
+                            .also(&own.name.loc, "defined here"),
+                        );
+                    }
+                }
+            }
+        }
         loop {
             let types: HashSet<String> =
                 self.type_refs().into_iter().map(|(n, _)| n.name).collect();
@@ -42,7 +71,9 @@ impl Checker<'_> {
                     _ => continue,
                 };
                 if used && !self.defs.iter().any(|d| d.name.name == name.name) {
-                    if self.sources.name(loc.file) != PRELUDE_FILE {
+                    if self.sources.name(loc.file) != PRELUDE_FILE
+                        && !crate::defines::is_define_source(self.sources, loc.file)
+                    {
                         self.diags.push(
                             Diagnostic::new(
                                 crate::diag::Severity::Note,
@@ -159,6 +190,7 @@ impl Checker<'_> {
                 kind: DeclKind::Plain(ast::Type {
                     kind: TypeKind::Named(new_target.clone()),
                     loc: new_target.loc.clone(),
+                    tag: None,
                 }),
                 annotations: Vec::new(),
                 loc: d.loc.clone(),
@@ -168,32 +200,37 @@ impl Checker<'_> {
         }
     }
 
-    /// Every type reference: (name, location, use). Uses: "disc", "const", "field:<name>", "proc".
+    /// Every type reference: (name, use); see [`TypeUse::how`].
     pub(super) fn type_refs(&self) -> Vec<(Ident, String)> {
         self.type_refs_in()
             .into_iter()
-            .map(|(i, h, _)| (i, h))
+            .map(|u| (u.name, u.how))
             .collect()
     }
 
-    /// Every type reference: (name, use, containing definition).
-    pub(super) fn type_refs_in(&self) -> Vec<(Ident, String, String)> {
+    /// Every type reference, with the definition holding it.
+    pub(super) fn type_refs_in(&self) -> Vec<TypeUse> {
         let mut all = Vec::new();
         for d in &self.defs {
             let mut out = Vec::new();
             Self::refs_of(d, &mut out);
-            all.extend(out.into_iter().map(|(i, h)| (i, h, d.name.name.clone())));
+            all.extend(out.into_iter().map(|(name, how, tag)| TypeUse {
+                name,
+                how,
+                container: d.name.name.clone(),
+                tag,
+            }));
         }
         all
     }
 
-    pub(super) fn refs_of(d: &Def, out: &mut Vec<(Ident, String)>) {
-        fn ty(t: &ast::Type, how: &str, out: &mut Vec<(Ident, String)>) {
+    pub(super) fn refs_of(d: &Def, out: &mut Vec<(Ident, String, Option<Tag>)>) {
+        fn ty(t: &ast::Type, how: &str, out: &mut Vec<(Ident, String, Option<Tag>)>) {
             if let TypeKind::Named(n) = &t.kind {
-                out.push((n.clone(), how.to_string()));
+                out.push((n.clone(), how.to_string(), t.tag));
             }
         }
-        fn decl(d: &ast::Decl, out: &mut Vec<(Ident, String)>) {
+        fn decl(d: &ast::Decl, out: &mut Vec<(Ident, String, Option<Tag>)>) {
             let how = format!("field:{}", d.name.name);
             match &d.kind {
                 DeclKind::Plain(t)
@@ -216,8 +253,8 @@ impl Checker<'_> {
             DefKind::Program(p) => {
                 for v in &p.versions {
                     for pr in &v.procedures {
-                        pr.result.iter().for_each(|t| ty(t, "proc", out));
-                        pr.args.iter().for_each(|t| ty(t, "proc", out));
+                        pr.result.iter().for_each(|t| ty(t, "result", out));
+                        pr.args.iter().for_each(|t| ty(t, "arg", out));
                     }
                 }
             }
@@ -229,17 +266,17 @@ impl Checker<'_> {
     /// makes of it.
     pub(super) fn resolve_unknown_types(&mut self) {
         let refs = self.type_refs_in();
-        let referenced: HashSet<&str> = refs.iter().map(|(n, _, _)| n.name.as_str()).collect();
-        let mut unknown: BTreeMap<String, Vec<(Ident, String, String)>> = BTreeMap::new();
-        for (n, how, container) in &refs {
-            if self.types.contains_key(&n.name) || builtin_type(&n.name, false).is_some() {
+        let referenced: HashSet<&str> = refs.iter().map(|u| u.name.name.as_str()).collect();
+        let mut unknown: BTreeMap<String, Vec<TypeUse>> = BTreeMap::new();
+        for u in &refs {
+            if self.types.contains_key(&u.name.name) || builtin_type(&u.name.name, false).is_some()
+            {
                 continue;
             }
-            unknown.entry(n.name.clone()).or_default().push((
-                n.clone(),
-                how.clone(),
-                container.clone(),
-            ));
+            unknown
+                .entry(u.name.name.clone())
+                .or_default()
+                .push(u.clone());
         }
         // Types defined but never used: candidates for "named differently where used".
         let unused: Vec<String> = self
@@ -254,18 +291,67 @@ impl Checker<'_> {
             .map(|d| d.name.name.clone())
             .collect();
         for (name, uses) in unknown {
-            let first = &uses[0].0;
+            let first = &uses[0].name;
             let (rename, diag) = self.explain_unknown(&name, first, &uses, &unused);
             self.diags.push(diag);
+            if rename.is_none() || !self.lenient {
+                self.unresolved.push(crate::ir::Unresolved {
+                    name: first.clone(),
+                    lenient_reads_it: rename.is_some(),
+                });
+            }
             self.renames.insert(name, rename);
         }
+    }
+
+    /// Why candidate definition `cand` cannot be what the uses of an unknown name mean
+    /// (`None`: it can). The uses' evidence: the keyword written (`struct X` needs a
+    /// struct), a discriminant or a constant's type (an enum or a typedef), a procedure
+    /// argument (not a union: the unions a file defines and leaves unused are carried
+    /// elsewhere, as credentials in the RPC header are).
+    fn kind_mismatch(&self, cand: &str, uses: &[TypeUse]) -> Option<String> {
+        let kind = &self.defs[self.types[cand]].kind;
+        let what = match kind {
+            DefKind::Struct(_) => "a struct",
+            DefKind::Union(_) => "a union",
+            DefKind::Enum(_) => "an enum",
+            _ => "a typedef",
+        };
+        for u in uses {
+            let fits = match (u.tag, kind) {
+                (Some(Tag::Struct), DefKind::Struct(_))
+                | (Some(Tag::Union), DefKind::Union(_))
+                | (Some(Tag::Enum), DefKind::Enum(_)) => true,
+                (Some(_), _) => false,
+                (None, _) => match u.how.as_str() {
+                    "disc" | "const" => matches!(kind, DefKind::Enum(_) | DefKind::Typedef(_)),
+                    "arg" => !matches!(kind, DefKind::Union(_)),
+                    _ => true,
+                },
+            };
+            if !fits {
+                let used = match (u.tag, u.how.as_str()) {
+                    (Some(Tag::Struct), _) => "written `struct`".to_string(),
+                    (Some(Tag::Union), _) => "written `union`".to_string(),
+                    (Some(Tag::Enum), _) => "written `enum`".to_string(),
+                    (None, "disc") => "a union discriminant".to_string(),
+                    (None, "const") => "a constant's type".to_string(),
+                    (None, _) => "a procedure argument".to_string(),
+                };
+                return Some(format!(
+                    "`{cand}` is {what}, and `{}` is {used}",
+                    u.name.name
+                ));
+            }
+        }
+        None
     }
 
     pub(super) fn explain_unknown(
         &self,
         name: &str,
         first: &Ident,
-        uses: &[(Ident, String, String)],
+        uses: &[TypeUse],
         unused: &[String],
     ) -> (Option<Rename>, Diagnostic) {
         let n_uses = uses.len();
@@ -287,46 +373,87 @@ impl Checker<'_> {
         }
         // A union or struct named differently where it is used (rfc5666bis-01 section 5.6:
         // `rpcrdma1_body rdma_body;` with `union rdma_body`).
-        // Candidates: unused definitions other than the ones holding the uses, of a kind that
-        // fits the uses, picked by the first rule that leaves exactly one: the declaration's
-        // field has the candidate's name; same last `_` segment; a small edit distance.
+        // Candidates: unused definitions other than the ones holding the uses, picked by the
+        // first rule that matches any: the declaration's field has the candidate's name;
+        // same last `_` segment; a small edit distance. Lenient mode guesses only when that
+        // rule leaves exactly one candidate and it is of the kind the uses need.
         let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
-        let int_only = uses
-            .iter()
-            .all(|(_, how, _)| how == "disc" || how == "const");
+        let int_only = uses.iter().all(|u| u.how == "disc" || u.how == "const");
         let pool: Vec<&String> = unused
             .iter()
-            .filter(|u| !uses.iter().any(|(_, _, c)| c == *u))
-            .filter(|u| {
-                !int_only
-                    || matches!(
-                        self.defs[self.types[u.as_str()]].kind,
-                        DefKind::Enum(_) | DefKind::Typedef(_)
-                    )
-            })
+            .filter(|u| !uses.iter().any(|x| &x.container == *u))
             .collect();
         let rules: [&dyn Fn(&str) -> bool; 3] = [
-            &|u| {
-                uses.iter()
-                    .any(|(_, how, _)| how.strip_prefix("field:") == Some(u))
-            },
+            &|u| uses.iter().any(|x| x.how.strip_prefix("field:") == Some(u)),
             &|u| last(u) == last(name) && u.contains('_') && name.contains('_'),
             &|u| crate::diag::edit_distance(u, name) <= name.len() / 3,
         ];
-        let candidates: Vec<&String> = rules
+        let first_match = |pool: &[&String]| -> Vec<String> {
+            rules
+                .iter()
+                .map(|rule| {
+                    pool.iter()
+                        .filter(|u| rule(u))
+                        .map(|u| (*u).clone())
+                        .collect::<Vec<_>>()
+                })
+                .find(|c| !c.is_empty())
+                .unwrap_or_default()
+        };
+        let (same_kind, other_kinds): (Vec<&String>, Vec<&String>) = pool
             .iter()
-            .map(|rule| pool.iter().copied().filter(|u| rule(u)).collect::<Vec<_>>())
-            .find(|c| !c.is_empty())
-            .unwrap_or_default();
-        if candidates.len() == 1 {
-            let cand = candidates[0].clone();
-            let cloc = self.defs[self.types[&cand]].name.loc.clone();
+            .partition(|c| self.kind_mismatch(c, uses).is_none());
+        let fitting = first_match(&same_kind);
+        // Matches of another kind are shown (not guessed) only when none of the right kind
+        // matches, and not for integer-only uses, which have their own reading below.
+        let other_kind = if fitting.is_empty() && !int_only {
+            first_match(&other_kinds)
+        } else {
+            Vec::new()
+        };
+        let at = |c: &str| self.defs[self.types[c]].name.loc.clone();
+        if let [cand] = fitting.as_slice() {
+            let cand = cand.clone();
             let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
                 .at(&first.loc, format!("not defined{more}"))
-                .also(&cloc, format!("`{cand}` is defined here and never used"))
+                .also(
+                    &at(&cand),
+                    format!("`{cand}` is defined here and never used"),
+                )
                 .help(format!("did you mean `{cand}`? rename one of the two"))
                 .note(format!("lenient mode reads `{name}` as `{cand}`"));
             return (Some(Rename::Type(cand)), d);
+        }
+        if fitting.len() > 1 {
+            let listed: Vec<String> = fitting.iter().map(|c| format!("`{c}`")).collect();
+            let mut d = Diagnostic::error(format!("unknown type `{name}`"))
+                .at(&first.loc, format!("not defined{more}"));
+            for c in &fitting {
+                d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+            }
+            let d = d
+                .help(format!(
+                    "did you mean one of {}? rename the one meant, or define `{name}`",
+                    listed.join(", ")
+                ))
+                .note("lenient mode guesses only when exactly one unused definition matches");
+            return (None, d);
+        }
+        if let Some(cand) = other_kind.first() {
+            let why = self.kind_mismatch(cand, uses).unwrap_or_default();
+            let mut d = Diagnostic::error(format!("unknown type `{name}`"))
+                .at(&first.loc, format!("not defined{more}"));
+            for c in &other_kind {
+                d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+            }
+            let d = d
+                .help(format!(
+                    "define `{name}`, or rename `{cand}` if it is the one meant"
+                ))
+                .note(format!(
+                    "lenient mode guesses only a definition of the kind the uses need: {why}"
+                ));
+            return (None, d);
         }
         // Used only as a discriminant or a constant's type: an integer type in all but name.
         if int_only {

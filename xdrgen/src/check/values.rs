@@ -32,6 +32,10 @@ impl Checker<'_> {
                     } else {
                         d = d.help(format!("define it: `const {} = ...;`", id.name));
                     }
+                    d = d.note(format!(
+                        "a value from a C header can be given with `--define {}=VALUE` (`Config::define` in build.rs)",
+                        id.name
+                    ));
                     self.diags.push(d);
                     return None;
                 };

@@ -89,7 +89,18 @@ fn c_define(name: &str, text: &str, loc: &Loc) -> Option<Definition> {
 
 /// Parses the text of one file, recording problems in `diags`.
 pub fn parse_file(file: FileId, text: &str, lenient: bool, diags: &mut Diagnostics) -> Parsed {
-    let pre = preproc::preprocess(file, text);
+    parse_file_with_defines(file, text, lenient, &[], diags)
+}
+
+/// [`parse_file`] with the macros `defined` (`--define`) set for `#ifdef` and `#if`.
+pub fn parse_file_with_defines(
+    file: FileId,
+    text: &str,
+    lenient: bool,
+    defined: &[String],
+    diags: &mut Diagnostics,
+) -> Parsed {
+    let pre = preproc::preprocess_with_defines(file, text, defined);
     for (loc, msg) in &pre.problems {
         diags.push(Diagnostic::error(msg.clone()).at(loc, "here"));
     }

@@ -5,7 +5,8 @@
 //! pass C code through to the output. This module blanks every such line (and every line in a
 //! branch not taken) with spaces, so byte offsets of the remaining text stay those of the file.
 //! No macro is defined (as rpcgen would for `RPC_HDR`, `RPC_XDR`, ...), so `#ifdef X` branches
-//! are not taken and `#else` branches are.
+//! are not taken and `#else` branches are, unless `X` is given with `--define`
+//! ([`preprocess_with_defines`]).
 
 use crate::ast::{FileId, Loc};
 
@@ -38,11 +39,17 @@ struct Cond {
 
 /// Preprocesses `text` of file `file`.
 pub fn preprocess(file: FileId, text: &str) -> Preprocessed {
+    preprocess_with_defines(file, text, &[])
+}
+
+/// Preprocesses `text` of file `file` with the macros `predefined` already defined (as
+/// `cpp -D` does), for `#ifdef` and `#if`.
+pub fn preprocess_with_defines(file: FileId, text: &str, predefined: &[String]) -> Preprocessed {
     let mut out = Preprocessed {
         text: String::with_capacity(text.len()),
         ..Default::default()
     };
-    let mut defines: Vec<String> = Vec::new();
+    let mut defines: Vec<String> = predefined.to_vec();
     let mut stack: Vec<Cond> = Vec::new();
     let mut offset = 0;
     let mut in_comment = false;
@@ -240,6 +247,14 @@ mod tests {
         assert!(!p.text.contains("int a"));
         assert!(p.text.contains("int b"));
         assert_eq!(p.passthrough_lines, 1);
+    }
+
+    #[test]
+    fn predefined_macros_take_ifdef_branches() {
+        let src = "#ifdef X\nint a;\n#else\nint b;\n#endif\n";
+        let p = preprocess_with_defines(FileId(0), src, &["X".to_string()]);
+        assert!(p.text.contains("int a"));
+        assert!(!p.text.contains("int b"));
     }
 
     #[test]

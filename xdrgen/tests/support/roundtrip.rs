@@ -417,3 +417,163 @@ fn multi_declaration_arms_with_awkward_names() {
     };
     assert!(xdr::to_bytes(&too_long).is_err());
 }
+
+/// Constants given with `Config::define` (C-header values) and an `#ifdef` branch they pick.
+mod real_defines {
+    use rpcrdma::xdr::{self, Bytes, XdrString};
+
+    use crate::real_defines::*;
+
+    #[test]
+    fn given_constants_size_the_types_and_pick_the_ifdef_branch() {
+        assert_eq!(FHSIZE, 32);
+        assert_eq!(MAXNAMLEN, 255);
+        let args = LookupArgs {
+            dir: Fhandle(Bytes::from(vec![7u8; 32])),
+            name: Filename(XdrString::from("etc")),
+            // COOKIE64 is defined: the hyper branch.
+            after: u64::MAX,
+        };
+        let wire = xdr::to_bytes(&args).unwrap();
+        assert_eq!(wire.len(), 32 + 4 + 4 + 8);
+        let back: LookupArgs = xdr::from_bytes(wire).unwrap();
+        assert_eq!(back, args);
+    }
+}
+
+/// Definitions inside xdrpp `namespace` blocks, flattened into one module.
+mod real_namespace {
+    use rpcrdma::xdr::{self, Bytes};
+
+    use crate::real_namespace::*;
+
+    #[test]
+    fn namespaced_definitions_round_trip() {
+        let asset = Asset::AssetTypeCreditAlphanum4(AlphaNum4 {
+            asset_code: Bytes::from_static(b"USDC"),
+            issuer: Hash(Bytes::from(vec![9u8; 32])),
+        });
+        let wire = xdr::to_bytes(&asset).unwrap();
+        assert_eq!(wire.len(), 4 + 4 + 32);
+        assert_eq!(xdr::from_bytes::<Asset>(wire).unwrap(), asset);
+        let native = xdr::to_bytes(&Asset::AssetTypeNative).unwrap();
+        assert_eq!(&native[..], &[0, 0, 0, 0]);
+        let price = Price { n: -5, d: 7 };
+        let back: Price = xdr::from_bytes(xdr::to_bytes(&price).unwrap()).unwrap();
+        assert_eq!(back, price);
+    }
+}
+
+/// Recursion through union arms (boxed in Rust) and variable arrays: encodings, round trips,
+/// and the decoder's depth limit on a hostile chain.
+mod real_recursion {
+    use rpcrdma::xdr::{self, Bytes, ErrorKind};
+
+    use crate::real_recursion::*;
+
+    fn chain(len: i32) -> Node {
+        let mut node = Node {
+            v: len,
+            next: Optnode::False,
+        };
+        for v in (0..len).rev() {
+            node = Node {
+                v,
+                next: Optnode::True(Box::new(node)),
+            };
+        }
+        node
+    }
+
+    #[test]
+    fn option_like_union_chain_round_trips_with_the_unchanged_encoding() {
+        let one = chain(1);
+        // v=0, TRUE, v=1, FALSE: the union's discriminant, no `*` presence flag added.
+        assert_eq!(
+            &xdr::to_bytes(&one).unwrap()[..],
+            &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
+        );
+        // Each link counts against the decoder's depth limit (64 by default): 10 links fit.
+        let long = chain(10);
+        let back: Node = xdr::from_bytes(xdr::to_bytes(&long).unwrap()).unwrap();
+        assert_eq!(back, long);
+    }
+
+    #[test]
+    fn union_of_a_fixed_array_of_itself_round_trips() {
+        let e = Expr::Case1([
+            Box::new(Expr::Case0(1)),
+            Box::new(Expr::Case1([
+                Box::new(Expr::Case0(2)),
+                Box::new(Expr::Default { discriminant: 7 }),
+            ])),
+        ]);
+        let back: Expr = xdr::from_bytes(xdr::to_bytes(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn tree_through_variable_arrays_round_trips() {
+        let t = Tree {
+            label: 1,
+            kids: vec![
+                Tree {
+                    label: 2,
+                    kids: Vec::new(),
+                },
+                Tree {
+                    label: 3,
+                    kids: vec![Tree {
+                        label: 4,
+                        kids: Vec::new(),
+                    }],
+                },
+            ],
+        };
+        let back: Tree = xdr::from_bytes(xdr::to_bytes(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn a_hostile_chain_stops_at_the_depth_limit() {
+        // 10,000 links of (v, TRUE): far past the default depth limit.
+        let mut wire = Vec::new();
+        for _ in 0..10_000 {
+            wire.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        }
+        let err = xdr::from_bytes::<Node>(Bytes::from(wire)).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }), "{err}");
+    }
+}
+
+/// xdrzcc's `zcopaque`, read in lenient mode as DDP-eligible `opaque`: the plain encoding is
+/// opaque's, and a chunking encoder moves the bytes out, leaving the length inline.
+mod real_zcopaque {
+    use rpcrdma::xdr::{self, Bytes, Encode, Encoder, ThresholdPolicy};
+
+    use crate::real_zcopaque::*;
+
+    #[test]
+    fn zcopaque_encodes_as_opaque_and_moves_as_a_chunk() {
+        let args = WriteArgs {
+            offset: 4096,
+            data: Bytes::from(vec![5u8; 5000]),
+        };
+        let wire = xdr::to_bytes(&args).unwrap();
+        assert_eq!(wire.len(), 8 + 4 + 5000);
+        assert_eq!(xdr::from_bytes::<WriteArgs>(wire).unwrap(), args);
+
+        let mut enc = Encoder::for_call(ThresholdPolicy {
+            inline_threshold: 1024,
+            min_ddp_size: 1024,
+        });
+        args.encode(&mut enc).unwrap();
+        let (inline, moved) = enc.finish_with_chunks();
+        assert_eq!(moved.len(), 1);
+        assert_eq!(inline.len(), 8 + 4, "offset and length stay inline");
+
+        let res = ReadRes::Case0(Bytes::from_static(b"abc"));
+        let back: ReadRes = xdr::from_bytes(xdr::to_bytes(&res).unwrap()).unwrap();
+        assert_eq!(back, res);
+    }
+}
