@@ -300,8 +300,11 @@ knfsd_up() {
   mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak /run/rpcbind
   mount -t tmpfs -o mode=0755 tmpfs "$NFS_EXPORT"
   rpcbind -w || note "rpcbind failed"
-  exportfs -o rw,no_root_squash,fsid=1,insecure,no_subtree_check "192.0.2.0/24:$NFS_EXPORT" ||
-    note "exportfs failed"
+  local net
+  for net in 192.0.2.0/24 203.0.113.0/24; do
+    exportfs -o rw,no_root_squash,fsid=1,insecure,no_subtree_check "$net:$NFS_EXPORT" ||
+      note "exportfs $net failed"
+  done
   rpc.mountd || note "rpc.mountd failed"
   # knfsd sizes its largest READ and WRITE by the guest's memory (512 KiB in 2 GiB); 1 MiB,
   # the most RPC-over-RDMA carries in Linux, so that a 1 MiB WRITE is not cut short.
@@ -310,22 +313,66 @@ knfsd_up() {
   echo "rdma 20049" >/proc/fs/nfsd/portlist || note "the rdma listener failed"
 }
 
+# A second veth pair whose two ends talk over the wire rather than inside one rxe device, so
+# the RoCEv2 packets of a connection can be captured: rxe loops a packet for its own address
+# back inside the device, so the client side gets its own address and device (rxe2 on n1) and
+# policy routing sends what this host sends to either address out of the other end. Incoming
+# packets still reach the local table; accept_local lets a packet from a local address in.
+# (Linux 6.1's rxe keeps its UDP socket in the first network namespace, so the two ends cannot
+# simply live in two namespaces.)
+WIRE_SERVER=203.0.113.1
+WIRE_CLIENT=203.0.113.2
+wire_up() {
+  ip link add n0 type veth peer name n1
+  ip link set n0 up
+  ip link set n1 up
+  ip addr add "$WIRE_SERVER/32" dev n0
+  ip addr add "$WIRE_CLIENT/32" dev n1
+  ip route add "$WIRE_SERVER" dev n1 src "$WIRE_CLIENT" table 100
+  ip route add "$WIRE_CLIENT" dev n0 src "$WIRE_SERVER" table 100
+  ip rule add pref 10 to "$WIRE_SERVER" iif lo lookup 100
+  ip rule add pref 10 to "$WIRE_CLIENT" iif lo lookup 100
+  # rdma_cm checks that the route back to a connecting peer leaves by the device its request
+  # came in on, with a lookup that names that device as the output.
+  ip rule add pref 11 to "$WIRE_CLIENT" oif n0 lookup 100
+  ip rule add pref 11 to "$WIRE_SERVER" oif n1 lookup 100
+  ip rule add pref 100 lookup local
+  ip rule del pref 0
+  local k
+  for k in all n0 n1; do
+    sysctl -qw "net.ipv4.conf.$k.accept_local=1" "net.ipv4.conf.$k.rp_filter=0"
+  done
+  rdma link add rxe1 type rxe netdev n0 || note "rdma link add rxe1 failed"
+  rdma link add rxe2 type rxe netdev n1 || note "rdma link add rxe2 failed"
+}
+
 nfs() {
   if [ -z "${VM_NFS3_CLIENT:-}" ]; then
     echo "FAIL nfs: nfs3-client was not built"
     failures=$((failures + 1))
     return
   fi
+  # The devices first: the server's RDMA listener then listens on every one of them.
+  wire_up
   knfsd_up
   # What the client reads, writes, lists and removes (see its documentation).
   head -c 3145728 /dev/urandom >"$NFS_EXPORT/big.bin"
   : >"$NFS_EXPORT/write.bin"
   echo doomed >"$NFS_EXPORT/doomed.bin"
   mkdir "$NFS_EXPORT/many"
-  local i
+  local i cap
   for i in $(seq 1 400); do : >"$NFS_EXPORT/many/a-file-with-a-rather-long-name-$i"; done
-  step nfs3-client 300 "$VM_NFS3_CLIENT" --provider verbs --server "$ADDR" \
+  # The whole session on the wire (port mapper and MOUNT over TCP, then RoCEv2), for tshark on
+  # the host (tests/vm/nfs-wire).
+  dumpcap -q -i n0 -w /tmp/nfs-client.pcapng >"$R/dumpcap.log" 2>&1 &
+  cap=$!
+  sleep 3
+  step nfs3-client 300 "$VM_NFS3_CLIENT" --provider verbs --server "$WIRE_SERVER" \
     --export "$NFS_EXPORT" --local "$NFS_EXPORT"
+  sleep 1
+  kill -INT "$cap" 2>/dev/null
+  wait "$cap" 2>/dev/null
+  cp /tmp/nfs-client.pcapng "$R/" 2>/dev/null || note "no capture"
   sed 's/^/TEST /' "$R/nfs3-client.log"
 }
 

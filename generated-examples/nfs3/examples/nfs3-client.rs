@@ -272,7 +272,7 @@ impl Session {
         self.row("NULL", 0, async {
             nfs.nfsproc3_null()
                 .await
-                .map(|()| "ok".into())
+                .map(|()| "answered".into())
                 .map_err(|e| e.to_string())
         })
         .await;
