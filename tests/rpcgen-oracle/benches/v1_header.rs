@@ -16,11 +16,20 @@
 //! * **safe receive loops**: ours in place against rpcgen's decode + `xdr_free`, the loop
 //!   rpcgen code needs when messages differ.
 //!
+//!
+//! The new-value pair is also run against the `xdr-codec` crate (jsgf's rust-xdr runtime,
+//! types in `xdr_codec_v1.rs` shaped as its code generator shapes them): it packs into one
+//! reused `Vec<u8>` (cleared after each message) and unpacks a new `Msg` from those bytes.
+//!
 //! After criterion's report, each pair is sampled again in alternation (so both see the same
-//! machine load) and the median ratios are printed: `ratio rpcgen/ours (...) = X.Yx`.
-//! Run with `cargo bench -p rpcgen-oracle --bench v1_header`.
+//! machine load) and the median ratios are printed: `ratio rpcgen/ours (...) = X.Yx`. The
+//! new-value ratios have targets (at least [`TARGET_VS_RPCGEN`] against rpcgen,
+//! [`TARGET_VS_XDR_CODEC`] against xdr-codec), each marked `met` or `MISSED`; with `--check`
+//! (or `BENCH_CHECK=1`) a miss makes the bench exit non-zero.
+//! Run with `cargo bench -p rpcgen-oracle --bench v1_header [-- --check]`.
 
 use std::hint::black_box;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -29,6 +38,24 @@ use rpcrdma::xdr::{Decode, Decoder, Encode, Encoder};
 
 #[path = "../tests/common/adapt.rs"]
 mod adapt;
+mod xdr_codec_v1;
+
+use xdr_codec::{Pack, Unpack};
+
+/// The least rpcgen/ours time ratio for a new value that counts as met.
+const TARGET_VS_RPCGEN: f64 = 6.0;
+/// The least xdr-codec/ours time ratio for a new value that counts as met.
+const TARGET_VS_XDR_CODEC: f64 = 2.5;
+
+/// Prints a ratio with its target's verdict; true when it is missed.
+fn report_target(what: &str, ratio: f64, target: f64) -> bool {
+    let met = ratio >= target;
+    println!(
+        "ratio {what} = {ratio:.1}x (target {target:.1}x: {})",
+        if met { "met" } else { "MISSED" }
+    );
+    !met
+}
 
 fn header() -> V1Msg {
     let seg = |handle: u32, offset: u64| Segment {
@@ -106,7 +133,7 @@ fn interleaved(mut ours: impl FnMut(), mut theirs: impl FnMut()) -> (f64, f64, f
     (median(o), median(t), median(r))
 }
 
-fn main() {
+fn main() -> ExitCode {
     let flat = header();
     let ours = adapt::v1_to_gen(&flat);
     let mut theirs = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
@@ -116,6 +143,17 @@ fn main() {
     let ours_bytes = rpcrdma::xdr::to_bytes(&ours).unwrap();
     let len = theirs.encode_decode(&mut buf).unwrap();
     assert_eq!(&buf[..len], &ours_bytes[..], "xdrgen and rpcgen disagree");
+
+    let codec_msg = xdr_codec_v1::from_flat(&flat);
+    let mut codec_buf: Vec<u8> = Vec::with_capacity(512);
+    codec_msg.pack(&mut codec_buf).unwrap();
+    assert_eq!(codec_buf, &ours_bytes[..], "xdrgen and xdr-codec disagree");
+    let (back, _) = xdr_codec_v1::Msg::unpack(&mut &codec_buf[..]).unwrap();
+    assert_eq!(
+        back, codec_msg,
+        "xdr-codec does not read back its own bytes"
+    );
+    codec_buf.clear();
 
     // One encoder kept across messages and cleared after each, like rpcgen's fixed `xdrmem`
     // buffer; the decoder reads the encoded bytes where they are, as it reads a received
@@ -130,6 +168,12 @@ fn main() {
     };
     let mut theirs_new = || {
         black_box(theirs.encode_decode(black_box(&mut buf)).unwrap());
+    };
+    let mut codec_new = || {
+        black_box(&codec_msg).pack(&mut codec_buf).unwrap();
+        let (back, _) = xdr_codec_v1::Msg::unpack(&mut &codec_buf[..]).unwrap();
+        black_box(back);
+        codec_buf.clear();
     };
     let mut held = ours.clone();
     let mut send_steady = Encoder::with_capacity(512);
@@ -156,6 +200,7 @@ fn main() {
         let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
         group.bench_function("xdrgen_new_value", |b| b.iter(&mut ours_new));
         group.bench_function("rpcgen_libtirpc_new_value", |b| b.iter(&mut theirs_new));
+        group.bench_function("xdr_codec_new_value", |b| b.iter(&mut codec_new));
         group.bench_function("xdrgen_steady_state", |b| b.iter(&mut ours_steady));
         group.bench_function("rpcgen_libtirpc_steady_state", |b| {
             b.iter(&mut theirs_steady)
@@ -164,24 +209,36 @@ fn main() {
     }
     c.final_summary();
 
-    // `cargo test --benches` runs each function once; the ratio is for `cargo bench`.
-    if std::env::args().any(|a| a == "--bench") {
-        println!(
-            "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes), \
-             medians of 31 interleaved samples:",
-            ours_bytes.len()
-        );
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_new, &mut theirs_new);
-        println!("new value:    ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-        println!("ratio rpcgen/ours (new value) = {ratio:.1}x");
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_steady);
-        println!("steady state: ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-        println!("ratio rpcgen/ours (steady state) = {ratio:.1}x");
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_new);
-        println!(
-            "safe receive loops (ours in place; rpcgen decode + xdr_free, since its reuse \
-             overruns an array that grows): ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns"
-        );
-        println!("ratio rpcgen/ours (safe receive loops) = {ratio:.1}x");
+    // `cargo test --benches` runs each function once; the ratios are for `cargo bench`.
+    if !std::env::args().any(|a| a == "--bench") {
+        return ExitCode::SUCCESS;
     }
+    let check = std::env::args().any(|a| a == "--check")
+        || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
+    println!(
+        "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes), \
+         medians of 31 interleaved samples:",
+        ours_bytes.len()
+    );
+    let mut missed = false;
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_new, &mut theirs_new);
+    println!("new value:    ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
+    missed |= report_target("rpcgen/ours (new value)", ratio, TARGET_VS_RPCGEN);
+    let (ours_ns, codec_ns, ratio) = interleaved(&mut ours_new, &mut codec_new);
+    println!("new value:    ours {ours_ns:.1} ns, xdr-codec {codec_ns:.1} ns");
+    missed |= report_target("xdr-codec/ours (new value)", ratio, TARGET_VS_XDR_CODEC);
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_steady);
+    println!("steady state: ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
+    println!("ratio rpcgen/ours (steady state) = {ratio:.1}x");
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_new);
+    println!(
+        "safe receive loops (ours in place; rpcgen decode + xdr_free, since its reuse \
+         overruns an array that grows): ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns"
+    );
+    println!("ratio rpcgen/ours (safe receive loops) = {ratio:.1}x");
+    if missed && check {
+        eprintln!("v1_header: a target was missed (--check)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }
