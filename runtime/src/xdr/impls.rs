@@ -232,6 +232,10 @@ pub fn decode_array_in_place<T: Decode>(
     max: Option<u32>,
 ) -> Result<()> {
     let count = dec.get_count(max, T::MIN_ENCODED_LEN)?;
+    if out.capacity() == 0 && count > 0 {
+        // A new value: allocate once, as `decode_array` does, not by growing on each push.
+        *out = Vec::with_capacity(count.min(MAX_PREALLOCATED));
+    }
     out.truncate(count);
     for item in out.iter_mut() {
         item.decode_in_place(dec)?;
@@ -242,10 +246,18 @@ pub fn decode_array_in_place<T: Decode>(
     Ok(())
 }
 
+/// The most elements allocated for ahead of decoding them: a count has been checked against
+/// the input, but an element's in-memory size can exceed its wire size.
+const MAX_PREALLOCATED: usize = 1024;
+
+/// The capacity a list's vector starts with when its first element arrives: linked lists in
+/// protocol headers are short, and one allocation of this size is cheaper than growing.
+const FIRST_LIST_CAPACITY: usize = 4;
+
 fn collect<T: Decode>(dec: &mut Decoder, count: usize) -> Result<Vec<T>> {
     // The count has been checked against the input, but the in-memory size of T can exceed
     // its wire size; grow as elements actually decode.
-    let mut out = Vec::with_capacity(count.min(1024));
+    let mut out = Vec::with_capacity(count.min(MAX_PREALLOCATED));
     for _ in 0..count {
         out.push(T::decode(dec)?);
     }
@@ -314,22 +326,26 @@ pub fn decode_nonempty_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec
 /// from index `n` on: elements `out` already holds there are decoded in place, the rest
 /// pushed, the surplus dropped.
 fn decode_list_from<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, mut n: usize) -> Result<()> {
-    loop {
+    while let Some(item) = out.get_mut(n) {
         let flag_at = dec.offset();
-        let more = match out.get_mut(n) {
-            Some(item) => item.decode_present_in_place(dec)?,
-            None => match T::decode_present(dec)? {
-                Some(item) => {
-                    out.push(item);
-                    true
-                }
-                None => false,
-            },
-        };
-        if !more {
+        if !item.decode_present_in_place(dec)? {
             out.truncate(n);
             return Ok(());
         }
+        check_list_length(dec, n, flag_at + BLOCK)?;
+        n += 1;
+    }
+    // Past the old elements (all of a new value's list): a loop with nothing to reuse.
+    loop {
+        let flag_at = dec.offset();
+        let Some(item) = T::decode_present(dec)? else {
+            return Ok(());
+        };
+        if out.capacity() == 0 {
+            // Allocate directly rather than through `push`'s growth path.
+            *out = Vec::with_capacity(FIRST_LIST_CAPACITY);
+        }
+        out.push(item);
         check_list_length(dec, n, flag_at + BLOCK)?;
         n += 1;
     }

@@ -348,4 +348,48 @@ impl Gen<'_> {
             _ => None,
         }
     }
+
+    /// Whether the default value of shape `r` allocates (zero-filled fixed opaque data,
+    /// boxes, a non-empty list's element, large fixed arrays).
+    fn default_allocates(&self, r: &Repr) -> bool {
+        match r {
+            Repr::FixedOpaque(s) => s.value > 0,
+            Repr::NonEmptyList(_) | Repr::Boxed(_) => true,
+            Repr::FixedArray(_, n) if n.value > MAX_INLINE_ARRAY => true,
+            Repr::FixedArray(e, _) => self.default_allocates(e),
+            // `None` and empty vectors and data: no allocation, and no recursion either (every
+            // XDR cycle goes through one of these).
+            Repr::Prim(_)
+            | Repr::VarOpaque(_)
+            | Repr::Str(_)
+            | Repr::VarArray(..)
+            | Repr::Optional(_)
+            | Repr::List(_) => false,
+            Repr::Named(n) => match self.model.get(n).map(|i| &i.kind) {
+                Some(ItemKind::Struct { fields, .. }) => {
+                    fields.iter().any(|f| self.default_allocates(&f.repr))
+                }
+                Some(ItemKind::Typedef { repr, .. }) => self.default_allocates(repr),
+                Some(ItemKind::Union(u)) => match default_arm(self.model, u) {
+                    Some(DefaultArm { payload, .. }) => match payload {
+                        Payload::Void => false,
+                        Payload::One(f) => self.default_allocates(&f.repr),
+                        Payload::Many(fs) => fs.iter().any(|f| self.default_allocates(&f.repr)),
+                    },
+                    None => false,
+                },
+                _ => false,
+            },
+        }
+    }
+
+    /// Whether a new value of item `item` is best decoded as its default decoded in place:
+    /// it has a default that costs no allocation, so the in-place decode (which reads each
+    /// list straight into its vector, with no intermediate values moved up the call chain)
+    /// builds the value. Only asked of items that have an in-place decode.
+    pub(super) fn decodes_via_default(&self, item: &Item) -> bool {
+        self.has_default(&item.xdr_name)
+            && !item.props.recursive
+            && !self.default_allocates(&Repr::Named(item.xdr_name.clone()))
+    }
 }

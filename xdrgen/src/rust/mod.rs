@@ -358,9 +358,13 @@ impl Gen<'_> {
         let default_impl = self.struct_default_impl(item, fields, &names);
         let alias = self.list_alias_item(item);
         let min = self.min_len(&item.props);
-        let body = self.struct_decode_body(fields, &names, &groups);
-        let decode_fn = self.decode_fn(&item.props, body);
         let in_place = self.struct_decode_in_place(item, fields, &names, &groups);
+        let body = if !in_place.is_empty() && self.decodes_via_default(item) {
+            self.decode_via_default()
+        } else {
+            self.struct_decode_body(fields, &names, &groups)
+        };
+        let decode_fn = self.decode_fn(&item.props, body);
         let (enc_present, dec_present) = self.struct_present_block(fields, &names, &groups);
         quote! {
             #d
@@ -385,6 +389,17 @@ impl Gen<'_> {
                 #in_place
                 #dec_present
             }
+        }
+    }
+
+    /// The body of a `decode` that decodes the type's default in place (see
+    /// `decodes_via_default`).
+    fn decode_via_default(&self) -> TokenStream {
+        let rt = &self.rt;
+        quote! {
+            let mut value = <Self as ::core::default::Default>::default();
+            #rt::Decode::decode_in_place(&mut value, dec)?;
+            ::core::result::Result::Ok(value)
         }
     }
 
