@@ -17,6 +17,9 @@
 //!   rpcgen code needs when messages differ.
 //!
 //!
+//! rpcgen's side is built from the same `.x` and runs its pairs in a loop in C
+//! (`oracle_v1_bench_run`): one call from Rust per sample, none per message.
+//!
 //! The new-value pair is also run against the `xdr-codec` crate (jsgf's rust-xdr runtime,
 //! types in `xdr_codec_v1.rs` shaped as its code generator shapes them): it packs into one
 //! reused `Vec<u8>` (cleared after each message) and unpacks a new `Msg` from those bytes.
@@ -90,14 +93,50 @@ fn header() -> V1Msg {
     }
 }
 
+/// Runs a benchmarked operation `n` times in a row: a Rust loop around our closure, one
+/// call into C (which loops there) for rpcgen.
+trait Runs {
+    fn run(&mut self, n: u32);
+}
+
+impl<R: Runs + ?Sized> Runs for &mut R {
+    fn run(&mut self, n: u32) {
+        (**self).run(n);
+    }
+}
+
+/// Our side: the closure once per message.
+struct Each<F>(F);
+
+impl<F: FnMut()> Runs for Each<F> {
+    fn run(&mut self, n: u32) {
+        for _ in 0..n {
+            (self.0)();
+        }
+    }
+}
+
+/// rpcgen's side: `n` pairs looped in C (`reuse`: the steady-state pair).
+struct InC<'a> {
+    bench: &'a mut V1Bench,
+    buf: Vec<u8>,
+    reuse: bool,
+}
+
+impl Runs for InC<'_> {
+    fn run(&mut self, n: u32) {
+        self.bench
+            .run(black_box(&mut self.buf), n, self.reuse)
+            .expect("rpcgen pair");
+    }
+}
+
 /// Calls per sample so that one sample of `f` takes about 20 ms.
-fn calls_per_sample(f: &mut impl FnMut()) -> u32 {
+fn calls_per_sample(f: &mut impl Runs) -> u32 {
     let mut calls = 1u32;
     loop {
         let start = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
+        f.run(calls);
         if start.elapsed() > Duration::from_millis(20) || calls >= 1 << 24 {
             return calls;
         }
@@ -105,12 +144,22 @@ fn calls_per_sample(f: &mut impl FnMut()) -> u32 {
     }
 }
 
-fn sample(f: &mut impl FnMut(), calls: u32) -> Duration {
+fn sample(f: &mut impl Runs, calls: u32) -> Duration {
     let start = Instant::now();
-    for _ in 0..calls {
-        f();
-    }
+    f.run(calls);
     start.elapsed() / calls
+}
+
+/// Criterion's timing of `iters` runs of `f` (in chunks a `u32` can count).
+fn timed(f: &mut impl Runs, iters: u64) -> Duration {
+    let start = Instant::now();
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(u64::from(u32::MAX));
+        f.run(n as u32);
+        left -= n;
+    }
+    start.elapsed()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -120,7 +169,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Samples `ours` and `theirs` alternately (so both see the same machine load) and returns
 /// the median time per call of each and the median of the per-pair ratios theirs/ours.
-fn interleaved(mut ours: impl FnMut(), mut theirs: impl FnMut()) -> (f64, f64, f64) {
+fn interleaved(mut ours: impl Runs, mut theirs: impl Runs) -> (f64, f64, f64) {
     let (n_ours, n_theirs) = (calls_per_sample(&mut ours), calls_per_sample(&mut theirs));
     let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..31 {
@@ -159,51 +208,59 @@ fn main() -> ExitCode {
     // buffer; the decoder reads the encoded bytes where they are, as it reads a received
     // message where the transport put it.
     let mut send = Encoder::with_capacity(512);
-    let mut ours_new = || {
+    let mut ours_new = Each(|| {
         black_box(&ours).encode(&mut send).unwrap();
         let wire = send.as_contiguous().unwrap();
         let back = adapt::V1Gen::decode(&mut Decoder::from_slice(wire)).unwrap();
         black_box(back);
         send.clear();
+    });
+    let mut theirs_bench = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
+    let mut theirs_new = InC {
+        bench: &mut theirs_bench,
+        buf: vec![0u8; 512],
+        reuse: false,
     };
-    let mut theirs_new = || {
-        black_box(theirs.encode_decode(black_box(&mut buf)).unwrap());
-    };
-    let mut codec_new = || {
+    let mut codec_new = Each(|| {
         black_box(&codec_msg).pack(&mut codec_buf).unwrap();
         let (back, _) = xdr_codec_v1::Msg::unpack(&mut &codec_buf[..]).unwrap();
         black_box(back);
         codec_buf.clear();
-    };
+    });
     let mut held = ours.clone();
     let mut send_steady = Encoder::with_capacity(512);
-    let mut ours_steady = || {
+    let mut ours_steady = Each(|| {
         black_box(&ours).encode(&mut send_steady).unwrap();
         let wire = send_steady.as_contiguous().unwrap();
         held.decode_in_place(&mut Decoder::from_slice(wire))
             .unwrap();
         black_box(&held);
         send_steady.clear();
-    };
-    let mut buf_steady = vec![0u8; 512];
+    });
     let mut theirs_held = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
-    let mut theirs_steady = || {
-        black_box(
-            theirs_held
-                .encode_decode_reuse(black_box(&mut buf_steady))
-                .unwrap(),
-        );
+    let mut theirs_steady = InC {
+        bench: &mut theirs_held,
+        buf: vec![0u8; 512],
+        reuse: true,
     };
 
     let mut c = Criterion::default().configure_from_args();
     {
         let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
-        group.bench_function("xdrgen_new_value", |b| b.iter(&mut ours_new));
-        group.bench_function("rpcgen_libtirpc_new_value", |b| b.iter(&mut theirs_new));
-        group.bench_function("xdr_codec_new_value", |b| b.iter(&mut codec_new));
-        group.bench_function("xdrgen_steady_state", |b| b.iter(&mut ours_steady));
+        group.bench_function("xdrgen_new_value", |b| {
+            b.iter_custom(|iters| timed(&mut ours_new, iters))
+        });
+        group.bench_function("rpcgen_libtirpc_new_value", |b| {
+            b.iter_custom(|iters| timed(&mut theirs_new, iters))
+        });
+        group.bench_function("xdr_codec_new_value", |b| {
+            b.iter_custom(|iters| timed(&mut codec_new, iters))
+        });
+        group.bench_function("xdrgen_steady_state", |b| {
+            b.iter_custom(|iters| timed(&mut ours_steady, iters))
+        });
         group.bench_function("rpcgen_libtirpc_steady_state", |b| {
-            b.iter(&mut theirs_steady)
+            b.iter_custom(|iters| timed(&mut theirs_steady, iters))
         });
         group.finish();
     }
