@@ -262,6 +262,8 @@ pub struct Union {
 pub struct Program {
     /// Program number.
     pub number: u32,
+    /// Where the number is written (its text says whether it was hexadecimal).
+    pub number_loc: Loc,
     /// Versions.
     pub versions: Vec<ProgramVersion>,
 }

@@ -27,8 +27,9 @@
 //! | `string x<N>` | `XdrString` |
 //! | `T x[N]` / `T x<N>` | `[T; N]` / `Vec<T>` |
 //! | `T *x` | `Option<T>` (`Option<Box<T>>` when recursive; a union arm leading back to its union holds `Box<T>`) |
-//! | `struct L { ..; L *next; }` | `struct L` without `next`; `L *x` is `Vec<L>`, `L x` a non-empty `Vec<L>` |
+//! | `struct L { ..; L *next; }` | `struct L` without `next`; `L *x` is `Vec<L>`, `L x` a non-empty `Vec<L>`; `type LItem = L` when the name ends in `list` |
 //! | `typedef` | `type` alias, or a newtype when the declaration carries a size or list form |
+//! | (any of the above) | `Default` where a default value exists and encodes (enums: the zero member, else the first; unions: when 0 selects an arm) |
 //! | `program P { version V { R PROC(A) = n; } = v; } = p;` | `mod p { mod v { struct Proc; impl Procedure for Proc } }` |
 //! | the same, with [`Config::services`] (default) | also in `mod v`: a client `VClient` (`async fn proc(&self, args: A) -> Result<R, rpc::Error>`), a server trait `VServer` (`fn proc(&self, ctx: CallContext, args: A) -> impl Future<Output = Result<R, ReplyError>> + Send`), `register(&mut ServerBuilder, impl VServer)` and `register_arc` |
 //!

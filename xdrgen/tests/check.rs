@@ -260,7 +260,12 @@ fn programs_with_several_arguments_and_void() {
     let out = gen("struct a { int x; };
          program P { version V1 { void NULLPROC(void) = 0; a TWO(a, int) = 1;
                                   int FIVE(int, int, int, int, int) = 2; } = 1; } = 0x20000001;");
-    assert!(out.contains("pub const PROGRAM: u32 = 536870913;"), "{out}");
+    // Written in hex, generated in hex, with the decimal value in the doc.
+    assert!(
+        out.contains("pub const PROGRAM: u32 = 0x20000001;"),
+        "{out}"
+    );
+    assert!(out.contains("= 0x20000001 (536870913)"), "{out}");
     assert!(out.contains("type Args = (super::super::A, i32);"), "{out}");
     // More than four arguments nest to the right; the wire order is unchanged.
     assert!(
@@ -324,18 +329,78 @@ fn identifiers_are_escaped() {
 fn derives_follow_the_fields() {
     let out = gen("struct f { float x; }; struct c { int a; hyper b; }; struct v { opaque d<>; };");
     assert!(
-        out.contains("#[derive(Debug, Clone, PartialEq, Copy)]\npub struct F"),
+        out.contains("#[derive(Debug, Clone, PartialEq, Copy, Default)]\npub struct F"),
         "{out}"
     );
     assert!(
-        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash, Copy)]\npub struct C"),
+        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash, Copy, Default)]\npub struct C"),
         "{out}"
     );
     assert!(
-        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash)]\npub struct V"),
+        out.contains("#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]\npub struct V"),
         "{out}"
     );
     assert!(out.contains("const MIN_ENCODED_LEN: usize = 12;"), "{out}");
+}
+
+#[test]
+fn program_numbers_written_in_decimal_stay_decimal() {
+    let out = gen("program P { version V1 { void NULLPROC(void) = 0; } = 1; } = 100003;");
+    assert!(out.contains("pub const PROGRAM: u32 = 100003;"), "{out}");
+}
+
+#[test]
+fn enums_default_to_their_zero_member_else_the_first() {
+    let out = gen("enum z { A = 2, B = 0 }; enum n { C = 5, D = 1 };");
+    assert!(out.contains("#[default]\n    B = 0,"), "{out}");
+    assert!(out.contains("#[default]\n    C = 5,"), "{out}");
+}
+
+#[test]
+fn unions_default_only_where_zero_selects_an_arm() {
+    let out = gen("enum e { ONE = 1, TWO = 2 };
+         union by_enum switch (e d) { case ONE: void; case TWO: int x; };
+         union by_int switch (int d) { case 0: int x; default: void; };
+         union no_zero switch (int d) { case 1: void; };
+         union by_default switch (unsigned int d) { case 1: void; default: hyper h; };");
+    assert!(!out.contains("Default for ByEnum"), "{out}");
+    assert!(!out.contains("Default for NoZero"), "{out}");
+    assert!(
+        out.contains("Self::Case0(::core::default::Default::default())"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Self::Default {\n            discriminant: 0,\n            value: ::core::default::Default::default(),"),
+        "{out}"
+    );
+}
+
+#[test]
+fn defaults_never_recurse_and_fixed_sizes_are_filled() {
+    let out = gen("union t switch (int d) { case 0: t *inner; case 1: void; };
+         struct tree { int v; tree *left; tree *right; };
+         struct s { opaque fixed[6]; s_list *l; int a[3]; };
+         struct s_list { int v; s_list *next; };
+         struct holds { s_list one; };");
+    // `t`'s zero case holds an optional `t`: `None`, so it has a default.
+    assert!(out.contains("Default for T {"), "{out}");
+    // Recursion goes through `*` (XDR rejects any other cycle), whose default is `None`.
+    assert!(out.contains("Default)]\npub struct Tree"), "{out}");
+    assert!(
+        out.contains("::rpcrdma::xdr::Bytes::from(::std::vec![0u8; 6])"),
+        "{out}"
+    );
+    assert!(
+        out.contains("::core::array::from_fn(|_| ::core::default::Default::default())"),
+        "{out}"
+    );
+    // A bare list is one element or more.
+    assert!(
+        out.contains("one: ::std::vec![::core::default::Default::default()]"),
+        "{out}"
+    );
+    assert!(out.contains("pub type SListItem = SList;"), "{out}");
+    assert!(out.contains("pub l: ::std::vec::Vec<SListItem>"), "{out}");
 }
 
 #[test]

@@ -43,6 +43,20 @@ impl<const N: usize> Default for Block<N> {
     }
 }
 
+/// `N` bytes of received XDR holding numbers at constant offsets, read where they lie in the
+/// input ([`Decoder::get_block`](super::Decoder::get_block)): each number is loaded straight
+/// from the input, not from a copy of the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRef<'a, const N: usize>(pub &'a [u8; N]);
+
+impl<const N: usize> BlockRef<'_, N> {
+    /// Reads the big-endian number at byte `AT`.
+    #[inline(always)]
+    pub fn get<const AT: usize, T: BlockNumber>(&self) -> T {
+        T::read_at::<AT, N>(self.0)
+    }
+}
+
 /// A fixed-size XDR number that can sit in a [`Block`].
 pub trait BlockNumber: Copy {
     /// Reads the big-endian number at byte `AT` of block `b`.

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::ddp::ReceivedChunks;
-use super::{padding, Block, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
+use super::{padding, BlockRef, Decode, Error, ErrorKind, Limits, Result, XdrString, BLOCK};
 
 /// Reads XDR items from a borrowed buffer.
 ///
@@ -140,20 +140,31 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    /// Reads the next `N` bytes as a [`Block`], with one bounds check: generated code decodes
-    /// a run of consecutive fixed-size numeric fields from one block.
+    /// Reads the next `N` bytes as a [`BlockRef`], with one bounds check: generated code
+    /// decodes a run of consecutive fixed-size numeric fields from one block.
     #[inline]
-    pub fn get_block<const N: usize>(&mut self) -> Result<Block<N>> {
-        self.take::<N>().map(Block)
+    pub fn get_block<const N: usize>(&mut self) -> Result<BlockRef<'a, N>> {
+        let data: &'a [u8] = self.data;
+        match data
+            .get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<N>())
+        {
+            Some(block) => {
+                self.pos += N;
+                Ok(BlockRef(block))
+            }
+            None => Err(self.truncated(N)),
+        }
     }
 
     /// Reads a present flag (RFC 4506 section 4.19) and, when it is TRUE, the next `N`
-    /// bytes as a [`Block`]: generated code reads optional data or a list element of a fixed
+    /// bytes as a [`BlockRef`]: generated code reads optional data or a list element of a fixed
     /// size this way, with one bounds check for the flag and the value. Errors are those of
     /// [`get_present`](Self::get_present) followed by [`get_block`](Self::get_block).
     #[inline]
-    pub fn get_present_block<const N: usize>(&mut self) -> Result<Option<Block<N>>> {
-        let rest = self.data.get(self.pos..).unwrap_or_default();
+    pub fn get_present_block<const N: usize>(&mut self) -> Result<Option<BlockRef<'a, N>>> {
+        let data: &'a [u8] = self.data;
+        let rest = data.get(self.pos..).unwrap_or_default();
         if let Some((flag, value)) = rest.split_first_chunk::<BLOCK>() {
             match (u32::from_be_bytes(*flag), value.first_chunk::<N>()) {
                 (0, _) => {
@@ -161,7 +172,7 @@ impl<'a> Decoder<'a> {
                     return Ok(None);
                 }
                 (1, Some(value)) => {
-                    let value = Block(*value);
+                    let value = BlockRef(value);
                     self.pos += BLOCK + N;
                     return Ok(Some(value));
                 }

@@ -358,6 +358,7 @@ impl Encoder {
     /// buffer and its capacity for the next message. With
     /// [`as_contiguous`](Self::as_contiguous), the send loop of a transport that copies each header into
     /// registered memory: no allocation and no reference counting per message.
+    #[inline]
     pub fn clear(&mut self) {
         self.buf.clear();
         self.parts.clear();

@@ -73,6 +73,7 @@ impl Decode for XdrString {
 
 /// Optional data (`T *x`, RFC 4506 section 4.19).
 impl<T: Encode> Encode for Option<T> {
+    #[inline]
     fn encode(&self, enc: &mut Encoder) -> Result<()> {
         match self {
             Some(v) => v.encode_present(enc),
@@ -85,10 +86,12 @@ impl<T: Encode> Encode for Option<T> {
 }
 
 impl<T: Decode> Decode for Option<T> {
+    #[inline]
     fn decode(dec: &mut Decoder) -> Result<Self> {
         T::decode_present(dec)
     }
 
+    #[inline]
     fn decode_in_place(&mut self, dec: &mut Decoder) -> Result<()> {
         match self {
             Some(v) => {
@@ -196,6 +199,7 @@ tuple!(A B C);
 tuple!(A B C D);
 
 /// Encodes a variable-length array (count, then elements), checking the declared maximum.
+#[inline]
 pub fn encode_array<T: Encode>(enc: &mut Encoder, items: &[T], max: Option<u32>) -> Result<()> {
     enc.put_length(items.len(), max)?;
     items.iter().try_for_each(|v| v.encode(enc))
@@ -226,12 +230,18 @@ pub fn decode_fixed_array<T: Decode>(dec: &mut Decoder, len: usize) -> Result<Ve
 
 /// Decodes a variable-length array into `out` (see [`Decode::decode_in_place`]): the elements
 /// `out` already holds are decoded in place, the rest pushed, the surplus dropped.
+#[inline]
 pub fn decode_array_in_place<T: Decode>(
     dec: &mut Decoder,
     out: &mut Vec<T>,
     max: Option<u32>,
 ) -> Result<()> {
     let count = dec.get_count(max, T::MIN_ENCODED_LEN)?;
+    if out.capacity() == 0 {
+        // Nothing to reuse (a new value): decode as `decode_array` does, one allocation.
+        *out = collect(dec, count)?;
+        return Ok(());
+    }
     out.truncate(count);
     for item in out.iter_mut() {
         item.decode_in_place(dec)?;
@@ -242,10 +252,19 @@ pub fn decode_array_in_place<T: Decode>(
     Ok(())
 }
 
+/// The most elements allocated for ahead of decoding them: a count has been checked against
+/// the input, but an element's in-memory size can exceed its wire size.
+const MAX_PREALLOCATED: usize = 1024;
+
+/// The capacity a list's vector starts with when its first element arrives: linked lists in
+/// protocol headers are short, and one allocation of this size is cheaper than growing.
+const FIRST_LIST_CAPACITY: usize = 4;
+
+#[inline]
 fn collect<T: Decode>(dec: &mut Decoder, count: usize) -> Result<Vec<T>> {
     // The count has been checked against the input, but the in-memory size of T can exceed
     // its wire size; grow as elements actually decode.
-    let mut out = Vec::with_capacity(count.min(1024));
+    let mut out = Vec::with_capacity(count.min(MAX_PREALLOCATED));
     for _ in 0..count {
         out.push(T::decode(dec)?);
     }
@@ -256,6 +275,7 @@ fn collect<T: Decode>(dec: &mut Decoder, count: usize) -> Result<Vec<T>> {
 /// ends in `struct L *next;`): a present flag before each element, then a final absent flag.
 /// The element's own `Encode` writes the fields other than `next`. Iterative: list length never
 /// touches the stack.
+#[inline]
 pub fn encode_list<T: Encode>(enc: &mut Encoder, items: &[T]) -> Result<()> {
     for item in items {
         item.encode_present(enc)?;
@@ -274,6 +294,7 @@ pub fn decode_list<T: Decode>(dec: &mut Decoder) -> Result<Vec<T>> {
 
 /// Decodes a list written by [`encode_list`] into `out` (see [`Decode::decode_in_place`]),
 /// iteratively, bounded by [`Limits::max_elements`](super::Limits).
+#[inline]
 pub fn decode_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>) -> Result<()> {
     decode_list_from(dec, out, 0)
 }
@@ -313,25 +334,53 @@ pub fn decode_nonempty_list_in_place<T: Decode>(dec: &mut Decoder, out: &mut Vec
 /// Reads list elements (each after a TRUE present flag, the last flag FALSE) into `out`
 /// from index `n` on: elements `out` already holds there are decoded in place, the rest
 /// pushed, the surplus dropped.
+#[inline]
 fn decode_list_from<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, mut n: usize) -> Result<()> {
-    loop {
+    if out.capacity() == 0 {
+        // Nothing to reuse (a new value).
+        return decode_new_list(dec, out, n);
+    }
+    while let Some(item) = out.get_mut(n) {
         let flag_at = dec.offset();
-        let more = match out.get_mut(n) {
-            Some(item) => item.decode_present_in_place(dec)?,
-            None => match T::decode_present(dec)? {
-                Some(item) => {
-                    out.push(item);
-                    true
-                }
-                None => false,
-            },
-        };
-        if !more {
+        if !item.decode_present_in_place(dec)? {
             out.truncate(n);
             return Ok(());
         }
         check_list_length(dec, n, flag_at + BLOCK)?;
         n += 1;
+    }
+    // Past the old elements: new ones pushed.
+    loop {
+        let flag_at = dec.offset();
+        let Some(item) = T::decode_present(dec)? else {
+            return Ok(());
+        };
+        out.push(item);
+        check_list_length(dec, n, flag_at + BLOCK)?;
+        n += 1;
+    }
+}
+
+/// Reads list elements into `out`, which has no capacity yet, counting them from `n`.
+#[inline]
+fn decode_new_list<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, mut n: usize) -> Result<()> {
+    let flag_at = dec.offset();
+    let Some(first) = T::decode_present(dec)? else {
+        return Ok(());
+    };
+    check_list_length(dec, n, flag_at + BLOCK)?;
+    // One allocation up front rather than through `push`'s growth path.
+    let mut items = Vec::with_capacity(FIRST_LIST_CAPACITY);
+    items.push(first);
+    loop {
+        n += 1;
+        let flag_at = dec.offset();
+        let Some(item) = T::decode_present(dec)? else {
+            *out = items;
+            return Ok(());
+        };
+        check_list_length(dec, n, flag_at + BLOCK)?;
+        items.push(item);
     }
 }
 

@@ -36,7 +36,7 @@ mod limits;
 mod procedure;
 mod string;
 
-pub use block::{Block, BlockNumber};
+pub use block::{Block, BlockNumber, BlockRef};
 pub use bounds::EncodedSize;
 pub use bytes::Bytes;
 pub use ddp::{

@@ -16,11 +16,24 @@
 //! * **safe receive loops**: ours in place against rpcgen's decode + `xdr_free`, the loop
 //!   rpcgen code needs when messages differ.
 //!
+//!
+//! rpcgen's side is built from the same `.x` and runs its pairs in a loop in C
+//! (`oracle_v1_bench_run`): one call from Rust per sample, none per message.
+//!
+//! The new-value pair is also run against the `xdr-codec` crate (jsgf's rust-xdr runtime,
+//! types in `xdr_codec_v1.rs` shaped as its code generator shapes them): it packs into one
+//! reused `Vec<u8>` (cleared after each message) and unpacks a new `Msg` from those bytes.
+//!
 //! After criterion's report, each pair is sampled again in alternation (so both see the same
-//! machine load) and the median ratios are printed: `ratio rpcgen/ours (...) = X.Yx`.
-//! Run with `cargo bench -p rpcgen-oracle --bench v1_header`.
+//! machine load) and the median ratios are printed: `ratio rpcgen/ours (...) = X.Yx`. The
+//! new-value ratios have targets (at least [`TARGET_VS_RPCGEN`] against rpcgen,
+//! [`TARGET_VS_XDR_CODEC`] against xdr-codec), each marked `met` or `MISSED`; with `--check`
+//! (or `BENCH_CHECK=1`) a miss makes the bench exit non-zero; `--check` skips criterion's
+//! report (criterion refuses arguments it does not know) and runs the ratios only.
+//! Run with `cargo bench -p rpcgen-oracle --bench v1_header [-- --check]`.
 
 use std::hint::black_box;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -29,6 +42,24 @@ use rpcrdma::xdr::{Decode, Decoder, Encode, Encoder};
 
 #[path = "../tests/common/adapt.rs"]
 mod adapt;
+mod xdr_codec_v1;
+
+use xdr_codec::{Pack, Unpack};
+
+/// The least rpcgen/ours time ratio for a new value that counts as met.
+const TARGET_VS_RPCGEN: f64 = 6.0;
+/// The least xdr-codec/ours time ratio for a new value that counts as met.
+const TARGET_VS_XDR_CODEC: f64 = 2.5;
+
+/// Prints a ratio with its target's verdict; true when it is missed.
+fn report_target(what: &str, ratio: f64, target: f64) -> bool {
+    let met = ratio >= target;
+    println!(
+        "ratio {what} = {ratio:.1}x (target {target:.1}x: {})",
+        if met { "met" } else { "MISSED" }
+    );
+    !met
+}
 
 fn header() -> V1Msg {
     let seg = |handle: u32, offset: u64| Segment {
@@ -63,14 +94,50 @@ fn header() -> V1Msg {
     }
 }
 
+/// Runs a benchmarked operation `n` times in a row: a Rust loop around our closure, one
+/// call into C (which loops there) for rpcgen.
+trait Runs {
+    fn run(&mut self, n: u32);
+}
+
+impl<R: Runs + ?Sized> Runs for &mut R {
+    fn run(&mut self, n: u32) {
+        (**self).run(n);
+    }
+}
+
+/// Our side: the closure once per message.
+struct Each<F>(F);
+
+impl<F: FnMut()> Runs for Each<F> {
+    fn run(&mut self, n: u32) {
+        for _ in 0..n {
+            (self.0)();
+        }
+    }
+}
+
+/// rpcgen's side: `n` pairs looped in C (`reuse`: the steady-state pair).
+struct InC<'a> {
+    bench: &'a mut V1Bench,
+    buf: Vec<u8>,
+    reuse: bool,
+}
+
+impl Runs for InC<'_> {
+    fn run(&mut self, n: u32) {
+        self.bench
+            .run(black_box(&mut self.buf), n, self.reuse)
+            .expect("rpcgen pair");
+    }
+}
+
 /// Calls per sample so that one sample of `f` takes about 20 ms.
-fn calls_per_sample(f: &mut impl FnMut()) -> u32 {
+fn calls_per_sample(f: &mut impl Runs) -> u32 {
     let mut calls = 1u32;
     loop {
         let start = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
+        f.run(calls);
         if start.elapsed() > Duration::from_millis(20) || calls >= 1 << 24 {
             return calls;
         }
@@ -78,12 +145,22 @@ fn calls_per_sample(f: &mut impl FnMut()) -> u32 {
     }
 }
 
-fn sample(f: &mut impl FnMut(), calls: u32) -> Duration {
+fn sample(f: &mut impl Runs, calls: u32) -> Duration {
     let start = Instant::now();
-    for _ in 0..calls {
-        f();
-    }
+    f.run(calls);
     start.elapsed() / calls
+}
+
+/// Criterion's timing of `iters` runs of `f` (in chunks a `u32` can count).
+fn timed(f: &mut impl Runs, iters: u64) -> Duration {
+    let start = Instant::now();
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(u64::from(u32::MAX));
+        f.run(n as u32);
+        left -= n;
+    }
+    start.elapsed()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -93,7 +170,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Samples `ours` and `theirs` alternately (so both see the same machine load) and returns
 /// the median time per call of each and the median of the per-pair ratios theirs/ours.
-fn interleaved(mut ours: impl FnMut(), mut theirs: impl FnMut()) -> (f64, f64, f64) {
+fn interleaved(mut ours: impl Runs, mut theirs: impl Runs) -> (f64, f64, f64) {
     let (n_ours, n_theirs) = (calls_per_sample(&mut ours), calls_per_sample(&mut theirs));
     let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..31 {
@@ -106,7 +183,7 @@ fn interleaved(mut ours: impl FnMut(), mut theirs: impl FnMut()) -> (f64, f64, f
     (median(o), median(t), median(r))
 }
 
-fn main() {
+fn main() -> ExitCode {
     let flat = header();
     let ours = adapt::v1_to_gen(&flat);
     let mut theirs = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
@@ -117,71 +194,112 @@ fn main() {
     let len = theirs.encode_decode(&mut buf).unwrap();
     assert_eq!(&buf[..len], &ours_bytes[..], "xdrgen and rpcgen disagree");
 
+    let codec_msg = xdr_codec_v1::from_flat(&flat);
+    let mut codec_buf: Vec<u8> = Vec::with_capacity(512);
+    codec_msg.pack(&mut codec_buf).unwrap();
+    assert_eq!(codec_buf, &ours_bytes[..], "xdrgen and xdr-codec disagree");
+    let (back, _) = xdr_codec_v1::Msg::unpack(&mut &codec_buf[..]).unwrap();
+    assert_eq!(
+        back, codec_msg,
+        "xdr-codec does not read back its own bytes"
+    );
+    codec_buf.clear();
+
     // One encoder kept across messages and cleared after each, like rpcgen's fixed `xdrmem`
     // buffer; the decoder reads the encoded bytes where they are, as it reads a received
     // message where the transport put it.
     let mut send = Encoder::with_capacity(512);
-    let mut ours_new = || {
+    let mut ours_new = Each(|| {
         black_box(&ours).encode(&mut send).unwrap();
         let wire = send.as_contiguous().unwrap();
         let back = adapt::V1Gen::decode(&mut Decoder::from_slice(wire)).unwrap();
         black_box(back);
         send.clear();
+    });
+    let mut theirs_bench = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
+    let mut theirs_new = InC {
+        bench: &mut theirs_bench,
+        buf: vec![0u8; 512],
+        reuse: false,
     };
-    let mut theirs_new = || {
-        black_box(theirs.encode_decode(black_box(&mut buf)).unwrap());
-    };
+    let mut codec_new = Each(|| {
+        black_box(&codec_msg).pack(&mut codec_buf).unwrap();
+        let (back, _) = xdr_codec_v1::Msg::unpack(&mut &codec_buf[..]).unwrap();
+        black_box(back);
+        codec_buf.clear();
+    });
     let mut held = ours.clone();
     let mut send_steady = Encoder::with_capacity(512);
-    let mut ours_steady = || {
+    let mut ours_steady = Each(|| {
         black_box(&ours).encode(&mut send_steady).unwrap();
         let wire = send_steady.as_contiguous().unwrap();
         held.decode_in_place(&mut Decoder::from_slice(wire))
             .unwrap();
         black_box(&held);
         send_steady.clear();
-    };
-    let mut buf_steady = vec![0u8; 512];
+    });
     let mut theirs_held = V1Bench::new(&flat).expect("rpcgen oracle (run scripts/setup)");
-    let mut theirs_steady = || {
-        black_box(
-            theirs_held
-                .encode_decode_reuse(black_box(&mut buf_steady))
-                .unwrap(),
-        );
+    let mut theirs_steady = InC {
+        bench: &mut theirs_held,
+        buf: vec![0u8; 512],
+        reuse: true,
     };
 
-    let mut c = Criterion::default().configure_from_args();
-    {
-        let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
-        group.bench_function("xdrgen_new_value", |b| b.iter(&mut ours_new));
-        group.bench_function("rpcgen_libtirpc_new_value", |b| b.iter(&mut theirs_new));
-        group.bench_function("xdrgen_steady_state", |b| b.iter(&mut ours_steady));
-        group.bench_function("rpcgen_libtirpc_steady_state", |b| {
-            b.iter(&mut theirs_steady)
-        });
-        group.finish();
+    // Criterion refuses arguments it does not know: with `--check` only the ratios run.
+    let check_arg = std::env::args().any(|a| a == "--check");
+    if !check_arg {
+        let mut c = Criterion::default().configure_from_args();
+        {
+            let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
+            group.bench_function("xdrgen_new_value", |b| {
+                b.iter_custom(|iters| timed(&mut ours_new, iters))
+            });
+            group.bench_function("rpcgen_libtirpc_new_value", |b| {
+                b.iter_custom(|iters| timed(&mut theirs_new, iters))
+            });
+            group.bench_function("xdr_codec_new_value", |b| {
+                b.iter_custom(|iters| timed(&mut codec_new, iters))
+            });
+            group.bench_function("xdrgen_steady_state", |b| {
+                b.iter_custom(|iters| timed(&mut ours_steady, iters))
+            });
+            group.bench_function("rpcgen_libtirpc_steady_state", |b| {
+                b.iter_custom(|iters| timed(&mut theirs_steady, iters))
+            });
+            group.finish();
+        }
+        c.final_summary();
     }
-    c.final_summary();
 
-    // `cargo test --benches` runs each function once; the ratio is for `cargo bench`.
-    if std::env::args().any(|a| a == "--bench") {
-        println!(
-            "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes), \
-             medians of 31 interleaved samples:",
-            ours_bytes.len()
-        );
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_new, &mut theirs_new);
-        println!("new value:    ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-        println!("ratio rpcgen/ours (new value) = {ratio:.1}x");
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_steady);
-        println!("steady state: ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-        println!("ratio rpcgen/ours (steady state) = {ratio:.1}x");
-        let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_new);
-        println!(
-            "safe receive loops (ours in place; rpcgen decode + xdr_free, since its reuse \
-             overruns an array that grows): ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns"
-        );
-        println!("ratio rpcgen/ours (safe receive loops) = {ratio:.1}x");
+    // `cargo test --benches` runs each function once; the ratios are for `cargo bench`.
+    if !check_arg && !std::env::args().any(|a| a == "--bench") {
+        return ExitCode::SUCCESS;
     }
+    let check = check_arg || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
+    println!(
+        "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes), \
+         medians of 31 interleaved samples:",
+        ours_bytes.len()
+    );
+    let mut missed = false;
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_new, &mut theirs_new);
+    println!("new value:    ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
+    missed |= report_target("rpcgen/ours (new value)", ratio, TARGET_VS_RPCGEN);
+    let (ours_ns, codec_ns, ratio) = interleaved(&mut ours_new, &mut codec_new);
+    println!("new value:    ours {ours_ns:.1} ns, xdr-codec {codec_ns:.1} ns");
+    missed |= report_target("xdr-codec/ours (new value)", ratio, TARGET_VS_XDR_CODEC);
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_steady);
+    println!("steady state: ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
+    println!("ratio rpcgen/ours (steady state) = {ratio:.1}x");
+    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_new);
+    println!(
+        "safe receive loops (ours in place; rpcgen decode + xdr_free, since its reuse \
+         overruns an array that grows): ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns"
+    );
+    println!("ratio rpcgen/ours (safe receive loops) = {ratio:.1}x");
+    if missed && check {
+        eprintln!("v1_header: a target was missed (--check)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }

@@ -53,6 +53,8 @@ typedef struct oracle_v1_bench oracle_v1_bench;
 oracle_v1_bench *oracle_v1_bench_new(const oracle_v1_msg *msg);
 int oracle_v1_bench_pair(oracle_v1_bench *bench, uint8_t *buf, uint32_t cap, uint32_t *len);
 int oracle_v1_bench_pair_reuse(oracle_v1_bench *bench, uint8_t *buf, uint32_t cap, uint32_t *len);
+/* n pairs in a row (reuse: the steady-state pair), stopping at the first error. */
+int oracle_v1_bench_run(oracle_v1_bench *bench, uint8_t *buf, uint32_t cap, uint32_t n, int reuse);
 void oracle_v1_bench_free(oracle_v1_bench *bench);
 
 /* ---- ONC RPC messages (specs/rpc_msg.x) ---- */

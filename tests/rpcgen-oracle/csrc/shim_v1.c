@@ -248,6 +248,21 @@ int oracle_v1_bench_pair_reuse(oracle_v1_bench *b, uint8_t *buf, uint32_t cap, u
     return rc;
 }
 
+int oracle_v1_bench_run(oracle_v1_bench *b, uint8_t *buf, uint32_t cap, uint32_t n, int reuse)
+{
+    uint32_t i, len;
+    int rc;
+
+    /* The timed loop itself runs here, in C: no call from Rust per message. */
+    for (i = 0; i < n; i++) {
+        rc = reuse ? oracle_v1_bench_pair_reuse(b, buf, cap, &len)
+                   : oracle_v1_bench_pair(b, buf, cap, &len);
+        if (rc != ORACLE_OK)
+            return rc;
+    }
+    return ORACLE_OK;
+}
+
 void oracle_v1_bench_free(oracle_v1_bench *b)
 {
     if (b) {

@@ -104,6 +104,13 @@ extern "C" {
         cap: u32,
         len: *mut u32,
     ) -> i32;
+    pub fn oracle_v1_bench_run(
+        bench: *mut V1Bench,
+        buf: *mut u8,
+        cap: u32,
+        n: u32,
+        reuse: i32,
+    ) -> i32;
     pub fn oracle_v1_bench_free(bench: *mut V1Bench);
 
     pub fn oracle_rpc_encode(msg: *const RpcMsg, buf: *mut u8, cap: u32, len: *mut u32) -> i32;

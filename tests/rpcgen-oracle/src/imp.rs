@@ -204,6 +204,17 @@ impl V1Bench {
         })?;
         Ok(len as usize)
     }
+
+    /// `n` iterations in one call, looped in C (no call from Rust per message): the pair
+    /// of [`encode_decode`](Self::encode_decode), or with `reuse` the steady-state pair of
+    /// [`encode_decode_reuse`](Self::encode_decode_reuse).
+    pub fn run(&mut self, buf: &mut [u8], n: u32, reuse: bool) -> Result<(), OracleError> {
+        let cap = u32::try_from(buf.len()).map_err(|_| OracleError::Encode)?;
+        // SAFETY: `self.bench` is live until drop; `buf` is valid for `cap` bytes.
+        check(unsafe {
+            ffi::oracle_v1_bench_run(self.bench.as_ptr(), buf.as_mut_ptr(), cap, n, reuse.into())
+        })
+    }
 }
 
 impl Drop for V1Bench {

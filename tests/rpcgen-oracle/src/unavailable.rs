@@ -60,4 +60,8 @@ impl V1Bench {
     pub fn encode_decode_reuse(&mut self, _: &mut [u8]) -> Result<usize, OracleError> {
         Err(OracleError::Unavailable)
     }
+    /// Unavailable: built without rpcgen.
+    pub fn run(&mut self, _: &mut [u8], _: u32, _: bool) -> Result<(), OracleError> {
+        Err(OracleError::Unavailable)
+    }
 }

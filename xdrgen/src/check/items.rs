@@ -515,6 +515,7 @@ impl Checker<'_> {
         }
         Some(ir::Program {
             number: number?,
+            number_loc: p.number.loc().clone(),
             versions,
         })
     }

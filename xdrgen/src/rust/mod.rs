@@ -11,10 +11,14 @@
 //!   `Vec<L>` via `encode_list`, `L x` -> non-empty `Vec<L>` via `encode_nonempty_list`.
 //! * typedef -> `type` alias when the aliased Rust type already encodes right, otherwise a
 //!   newtype (`struct Name(pub T)`) that enforces the declared size.
+//! * `Default` where a default value exists and encodes (module `defaults`); list element aliases
+//!   (`type ReadListItem = ReadList`) and list docs in module `lists`.
 
 mod bounds;
 mod ddp;
+mod defaults;
 pub mod ident;
+mod lists;
 mod program;
 mod runs;
 mod services;
@@ -56,11 +60,14 @@ struct Gen<'a> {
     /// Path from where the code is emitted to the generated types (`super::super::` inside
     /// program/version modules, where procedure structs could shadow type names).
     prefix: TokenStream,
+    /// The XDR names of the items that get a `Default` ([`defaults`]).
+    defaults: &'a std::collections::HashSet<String>,
 }
 
 /// Generates the Rust module text for `model`.
 pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
     let rt_ident = format_ident!("{}", opts.runtime.replace('-', "_"));
+    let defaults = defaults::defaultable_items(model);
     let g = Gen {
         model,
         sources,
@@ -68,6 +75,7 @@ pub fn generate(model: &Model, sources: &Sources, opts: &GenOptions) -> String {
         rpc: quote!(::#rt_ident::rpc),
         services: opts.services,
         prefix: TokenStream::new(),
+        defaults: &defaults,
     };
     let mut items = TokenStream::new();
     for item in &model.items {
@@ -235,16 +243,22 @@ impl Gen<'_> {
             .iter()
             .map(|v| format_ident!("{}", v))
             .collect();
-        let decls = members.iter().zip(&variants).map(|(m, v)| {
-            let d = doc(&format!(
-                "`{} = {}` ({}).",
-                m.name,
-                m.value,
-                self.origin(&m.loc)
-            ));
-            let val = lit_i128(m.value.into());
-            quote!(#d #v = #val,)
-        });
+        let default_index = defaults::enum_default_index(members);
+        let decls = members
+            .iter()
+            .zip(&variants)
+            .enumerate()
+            .map(|(i, (m, v))| {
+                let d = doc(&format!(
+                    "`{} = {}` ({}).",
+                    m.name,
+                    m.value,
+                    self.origin(&m.loc)
+                ));
+                let val = lit_i128(m.value.into());
+                let default = (default_index == Some(i)).then(|| quote!(#[default]));
+                quote!(#d #default #v = #val,)
+            });
         let arms = members.iter().zip(&variants).map(|(m, v)| {
             let val = lit_i128(m.value.into());
             quote!(#val => ::core::option::Option::Some(Self::#v),)
@@ -256,13 +270,24 @@ impl Gen<'_> {
             let d = doc(&format!("`{alias}`: the same value as `{target}`."));
             Some(quote!(#d pub const #c: Self = Self::#v;))
         });
+        let default_text = match default_index {
+            Some(i) if members[i].value == 0 => {
+                format!(" `Default` is `{}` (value 0).", members[i].name)
+            }
+            Some(i) => format!(
+                " `Default` is `{}`, the first member (none has value 0).",
+                members[i].name
+            ),
+            None => String::new(),
+        };
         let d = doc(&format!(
-            "XDR enum `{xdr}` ({}).\n\nDecoding rejects values that are not listed.",
+            "XDR enum `{xdr}` ({}).\n\nDecoding rejects values that are not listed.{default_text}",
             item.origin
         ));
+        let default_derive = default_index.map(|_| quote!(Default,));
         quote! {
             #d
-            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, #default_derive)]
             #[repr(i32)]
             pub enum #name { #(#decls)* }
 
@@ -299,6 +324,7 @@ impl Gen<'_> {
 
     fn field_doc(&self, f: &Field) -> TokenStream {
         let mut text = format!("XDR `{}` ({}).", f.name, self.origin(&f.loc));
+        text.push_str(&self.list_field_doc(&f.repr));
         for a in &f.annotations {
             text.push_str(&format!("\n\nAnnotated `@{}`.", a.name));
         }
@@ -324,25 +350,30 @@ impl Gen<'_> {
         });
         let mut text = format!("XDR struct `{}` ({}).", item.xdr_name, item.origin);
         if let Some(next) = list_next {
-            text.push_str(&format!(
-                "\n\nA linked-list element: the `{next}` field is not stored here. Lists of it are \
-                 `Vec<{name}>` (`{xdr} *` encodes with `encode_list`, a bare `{xdr}` with \
-                 `encode_nonempty_list`); this type's own `Encode`/`Decode` cover one element's \
-                 other fields.",
-                xdr = item.xdr_name
-            ));
+            text.push_str(&self.list_element_doc(&item.xdr_name, next));
         }
         let d = doc(&text);
-        let derives = self.derives(&item.props, false);
+        let derive_default = self.has_default(&item.xdr_name) && self.all_natural_defaults(fields);
+        let derives = self.derives(&item.props, derive_default);
+        let default_impl = self.struct_default_impl(item, fields, &names);
+        let alias = self.list_alias_item(item);
         let min = self.min_len(&item.props);
-        let body = self.struct_decode_body(fields, &names, &groups);
-        let decode_fn = self.decode_fn(&item.props, body);
         let in_place = self.struct_decode_in_place(item, fields, &names, &groups);
+        let body = if !in_place.is_empty() && self.decodes_via_default(item) {
+            self.decode_via_default()
+        } else {
+            self.struct_decode_body(fields, &names, &groups)
+        };
+        let decode_fn = self.decode_fn(&item.props, body);
         let (enc_present, dec_present) = self.struct_present_block(fields, &names, &groups);
         quote! {
             #d
             #derives
             pub struct #name { #(#decls)* }
+
+            #alias
+
+            #default_impl
 
             impl #rt::Encode for #name {
                 fn encode(&self, enc: &mut #rt::Encoder) -> #rt::Result<()> {
@@ -358,6 +389,17 @@ impl Gen<'_> {
                 #in_place
                 #dec_present
             }
+        }
+    }
+
+    /// The body of a `decode` that decodes the type's default in place (see
+    /// `decodes_via_default`).
+    fn decode_via_default(&self) -> TokenStream {
+        let rt = &self.rt;
+        quote! {
+            let mut value = <Self as ::core::default::Default>::default();
+            #rt::Decode::decode_in_place(&mut value, dec)?;
+            ::core::result::Result::Ok(value)
         }
     }
 
@@ -488,7 +530,8 @@ impl Gen<'_> {
             "XDR typedef `{}` ({}).\n\nA newtype: the encoding enforces the declared size or list form.",
             item.xdr_name, item.origin
         ));
-        let derives = self.derives(&item.props, false);
+        let (derive_default, default_impl) = self.newtype_default(item, repr);
+        let derives = self.derives(&item.props, derive_default);
         let min = self.min_len(&item.props);
         let enc = self.encode(repr, quote!(&self.0));
         let de = self.decode(repr);
@@ -506,6 +549,8 @@ impl Gen<'_> {
             #d
             #derives
             pub struct #name(pub #t);
+
+            #default_impl
 
             impl ::core::convert::From<#t> for #name {
                 fn from(v: #t) -> Self { Self(v) }

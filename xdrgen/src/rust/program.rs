@@ -25,13 +25,22 @@ impl Gen<'_> {
             rpc: self.rpc.clone(),
             services: self.services,
             prefix: quote!(super::super::),
+            defaults: self.defaults,
         };
         inner.program_in(item, p)
     }
 
     pub(super) fn program_in(&self, item: &Item, p: &Program) -> TokenStream {
         let m = field_name(&item.xdr_name);
-        let num = lit_u32(p.number);
+        let hex = self.written_in_hex(&p.number_loc);
+        let (num, num_text) = if hex {
+            let text = format!("{:#010x}", p.number);
+            let lit = syn::LitInt::new(&text, proc_macro2::Span::call_site());
+            (quote!(#lit), format!("{text} ({})", p.number))
+        } else {
+            let lit = lit_u32(p.number);
+            (quote!(#lit), p.number.to_string())
+        };
         let versions = p.versions.iter().map(|v| {
             let vm = field_name(&v.name);
             let vn = lit_u32(v.number);
@@ -62,7 +71,7 @@ impl Gen<'_> {
         });
         let d = doc(&format!(
             "XDR program `{}` = {} ({}).",
-            item.xdr_name, p.number, item.origin
+            item.xdr_name, num_text, item.origin
         ));
         quote! {
             #d
@@ -72,6 +81,13 @@ impl Gen<'_> {
                 #(#versions)*
             }
         }
+    }
+
+    /// Whether the number at `loc` was written as a hexadecimal literal.
+    fn written_in_hex(&self, loc: &crate::ast::Loc) -> bool {
+        let text = self.sources.text(loc.file);
+        text.get(loc.span.clone())
+            .is_some_and(|t| t.starts_with("0x") || t.starts_with("0X"))
     }
 
     /// The unit struct of one procedure and its `Procedure` impl.

@@ -41,7 +41,7 @@ impl Gen<'_> {
                 quote!(::std::boxed::Box<#t>)
             }
             Repr::List(n) | Repr::NonEmptyList(n) => {
-                let t = type_name(n);
+                let t = self.list_element_name(n);
                 let p = &self.prefix;
                 quote!(::std::vec::Vec<#p #t>)
             }

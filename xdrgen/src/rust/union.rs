@@ -85,7 +85,8 @@ impl Gen<'_> {
         let mut dec_arms = Vec::new();
         // Arms whose value can be decoded in place when `self` already holds that arm.
         let mut in_place_arms = Vec::new();
-        for ((l, arm), v) in variants.iter().zip(&vnames) {
+        let derived_default = self.union_derived_default(item, u);
+        for (i, ((l, arm), v)) in variants.iter().zip(&vnames).enumerate() {
             let value = self.label_value(&u.disc, l);
             let label_text = l.name.clone().unwrap_or_else(|| l.value.to_string());
             match &arm.payload {
@@ -94,7 +95,8 @@ impl Gen<'_> {
                         "`case {label_text}: void;` ({}).",
                         self.origin(&arm.loc)
                     ));
-                    decls.push(quote!(#d #v,));
+                    let default = (derived_default == Some(i)).then(|| quote!(#[default]));
+                    decls.push(quote!(#d #default #v,));
                     disc_arms.push(quote!(Self::#v => #value,));
                     enc_arms.push(quote!(Self::#v => {}));
                     dec_arms.push(quote!(#value => Self::#v,));
@@ -203,12 +205,14 @@ impl Gen<'_> {
                 }
             },
         };
+        let (default_impl, default_text) =
+            self.union_default_impl(item, u, &vnames, default_name.as_ref());
         let d = doc(&format!(
-            "XDR union `{xdr}` ({}), discriminant `{}`.",
+            "XDR union `{xdr}` ({}), discriminant `{}`.{default_text}",
             item.origin,
             u.disc_name.as_deref().unwrap_or("(unnamed)")
         ));
-        let derives = self.derives(&item.props, false);
+        let derives = self.derives(&item.props, derived_default.is_some());
         let min = self.min_len(&item.props);
         // An enum discriminant's own decode already rejected values outside the enum; the
         // fallback arm catches members (or integers) that have no arm.
@@ -259,6 +263,8 @@ impl Gen<'_> {
             #d
             #derives
             pub enum #name { #(#decls)* }
+
+            #default_impl
 
             impl #name {
                 /// The discriminant this value is encoded with.
