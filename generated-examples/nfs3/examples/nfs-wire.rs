@@ -2,22 +2,22 @@
 //! NFS server over RoCEv2 (`tests/vm/run nfs` captures one in the guest).
 //!
 //! ```text
-//! nfs-wire CAPTURE.pcapng [--client 203.0.113.2]
+//! nfs-wire CAPTURE.pcapng [--client 203.0.113.2] [--ours client|server]
 //! ```
 //!
 //! Prints, per RPC, what Wireshark's dissectors (InfiniBand, RPC-over-RDMA, ONC RPC, NFS) saw:
 //! the procedure, the chunk lists of the call and how the reply came back, and checks that
 //!
-//! - every RPC-over-RDMA message is version 1 and dissects, and nothing the client sent is
+//! - every RPC-over-RDMA message is version 1 and dissects, and nothing our end sent is
 //!   malformed;
-//! - the chunks are the ones the client meant to offer (RFC 8267 section 4 and seed 002
+//! - with `--ours client`, the chunks are the ones our client meant to offer (RFC 8267 section 4 and seed 002
 //!   section 4.3): a Write chunk on every READ call, a Read chunk for the data of a large WRITE,
 //!   a Reply chunk on READDIRPLUS, and none on the other calls;
 //! - what moved by RDMA matches the chunk lists: the server's RDMA Writes into a Write chunk or
 //!   the Reply chunk cover exactly the length its reply declares, from the chunk's offset,
 //!   without gaps; its RDMA Read requests cover the client's Read chunk.
 //!
-//! A frame of the server's that tshark calls malformed is accepted only when the RDMA Writes
+//! A frame of the other end's that tshark calls malformed is accepted only when the RDMA Writes
 //! that carried its reply are complete and contiguous by their own addresses (checked above):
 //! tshark 4.0 places a second RDMA Write into one chunk at the wrong offset when it reassembles
 //! (seen: the Writes' RETH addresses contiguous, tshark's fragment offsets not), so a reply the
@@ -37,6 +37,18 @@ struct Args {
     /// The client's IP address (the other end is the server).
     #[arg(long, default_value = "203.0.113.2")]
     client: String,
+    /// Which end is ours: `client` (nfs3-client against another server, whose chunk choices
+    /// are checked too) or `server` (nfs3-server under another client, the Linux kernel's:
+    /// its chunk choices are its own).
+    #[arg(long, value_enum, default_value_t = Ours::Client)]
+    ours: Ours,
+}
+
+/// Which end of the capture is our code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Ours {
+    Client,
+    Server,
 }
 
 /// One RPC-over-RDMA message as tshark dissected it.
@@ -286,7 +298,7 @@ fn judge(args: &Args) -> Result<usize, String> {
             continue;
         };
 
-        // What the client meant to offer.
+        // What our client meant to offer.
         let expected = match name {
             "READ" => (0, 1, 0),
             "WRITE" => (call.reads.min(1), 0, 0),
@@ -294,12 +306,12 @@ fn judge(args: &Args) -> Result<usize, String> {
             _ => (0, 0, 0),
         };
         let offered = (call.reads.min(1), call.writes, call.replies);
-        if offered != expected {
+        if args.ours == Ours::Client && offered != expected {
             fail(format!(
                 "the call offered {offered:?}, the client means {expected:?}"
             ));
         }
-        if name == "WRITE" && call.reads == 0 {
+        if args.ours == Ours::Client && name == "WRITE" && call.reads == 0 {
             // `nfs3-client`'s one WRITE carries 1 MiB: far over the inline threshold.
             fail("a 1 MiB WRITE without a Read chunk".into());
         }
@@ -346,17 +358,17 @@ fn judge(args: &Args) -> Result<usize, String> {
 
         let mut verdict = "ok".to_string();
         for m in msgs {
-            match malformed.get(&m.frame) {
-                Some(true) => {
-                    fail(format!("frame {} (ours) is malformed", m.frame));
-                    verdict = format!("MALFORMED frame {}", m.frame);
-                }
-                Some(false) if writes_ok => {
-                    excused.push(m.frame);
-                    verdict = format!("ok (frame {}: reassembly, see below)", m.frame);
-                }
-                Some(false) => verdict = format!("MALFORMED frame {}", m.frame),
-                None => {}
+            let Some(&from_client) = malformed.get(&m.frame) else {
+                continue;
+            };
+            let ours = from_client == (args.ours == Ours::Client);
+            // Only a reply of the other server's can be excused (its RDMA Writes were checked).
+            if ours || from_client || !writes_ok {
+                fail(format!("frame {} is malformed", m.frame));
+                verdict = format!("MALFORMED frame {}", m.frame);
+            } else {
+                excused.push(m.frame);
+                verdict = format!("ok (frame {}: reassembly, see below)", m.frame);
             }
         }
         println!(
