@@ -48,6 +48,8 @@ pub mod pmap {
     include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
 }
 
+pub mod memfs;
+
 /// The NFSv3 protocol XDR (`specs/nfs3.x`), with `/* @ddp */` marks.
 pub const SPEC: &str = include_str!("../../../specs/nfs3.x");
 
