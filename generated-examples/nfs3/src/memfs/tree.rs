@@ -556,6 +556,63 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// Checks the table's invariants: every entry names a node, a directory's nlink and
+    /// parent agree with its entries, a file's links with the names it has, the byte count
+    /// with the contents, and both bounds hold.
+    #[cfg(test)]
+    pub fn check(&self) -> Result<(), String> {
+        let mut names: HashMap<Fileid3, u32> = HashMap::new();
+        for (id, node) in &self.nodes {
+            let Kind::Dir(dir) = &node.kind else { continue };
+            let mut subdirs = 0;
+            for (_, entry) in dir.after(0) {
+                let child = self
+                    .nodes
+                    .get(&entry.fileid)
+                    .ok_or(format!("{id}: dangling entry"))?;
+                *names.entry(entry.fileid).or_default() += 1;
+                if let Kind::Dir(sub) = &child.kind {
+                    subdirs += 1;
+                    if sub.parent != *id {
+                        return Err(format!("{}: parent {} not {id}", entry.fileid, sub.parent));
+                    }
+                }
+                if !dir.by_name.contains_key(&entry.name) {
+                    return Err(format!("{id}: entry without a name index"));
+                }
+            }
+            if subdirs != dir.subdirs || dir.by_name.len() != dir.by_cookie.len() {
+                return Err(format!(
+                    "{id}: {subdirs} subdirectories, {} counted",
+                    dir.subdirs
+                ));
+            }
+        }
+        let mut bytes = 0;
+        for (id, node) in &self.nodes {
+            let named = names.get(id).copied().unwrap_or(0);
+            match &node.kind {
+                Kind::Dir(_) if *id != ROOT && named != 1 => {
+                    return Err(format!("directory {id} has {named} names"))
+                }
+                Kind::Dir(_) => {}
+                _ if named != node.links || named == 0 => {
+                    return Err(format!("{id}: {named} names, {} links", node.links))
+                }
+                _ => bytes += node.size(),
+            }
+        }
+        if bytes != self.used_bytes || bytes > self.bounds.bytes {
+            return Err(format!("{bytes} bytes stored, {} counted", self.used_bytes));
+        }
+        if self.files() > self.bounds.files {
+            return Err(format!("{} files", self.files()));
+        }
+        Ok(())
+    }
+}
+
 /// A node outside any tree, for other modules' tests.
 #[cfg(test)]
 pub fn test_node(kind: Kind, meta: Meta) -> Node {
@@ -716,5 +773,71 @@ mod tests {
             .map(|(c, e)| (c, &e.name[..]))
             .collect();
         assert_eq!(after, vec![(before[2], &b"c"[..])]);
+    }
+
+    mod random_operations {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Operation {
+            Create(usize, usize, u8),
+            Write(usize, u64, usize),
+            SetLen(usize, u64),
+            Unlink(usize, usize, bool),
+            Rename(usize, usize, usize, usize),
+            Link(usize, usize, usize),
+        }
+
+        const NAMES: [&[u8]; 4] = [b"a", b"b", b"..", b"c"];
+
+        fn operation() -> impl Strategy<Value = Operation> {
+            prop_oneof![
+                (0..8usize, 0..4usize, 0..3u8).prop_map(|(d, n, k)| Operation::Create(d, n, k)),
+                (0..8usize, 0..200u64, 0..64usize).prop_map(|(f, o, l)| Operation::Write(f, o, l)),
+                (0..8usize, 0..300u64).prop_map(|(f, l)| Operation::SetLen(f, l)),
+                (0..8usize, 0..4usize, any::<bool>())
+                    .prop_map(|(d, n, w)| Operation::Unlink(d, n, w)),
+                (0..8usize, 0..4usize, 0..8usize, 0..4usize)
+                    .prop_map(|(a, b, c, d)| Operation::Rename(a, b, c, d)),
+                (0..8usize, 0..8usize, 0..4usize).prop_map(|(f, d, n)| Operation::Link(f, d, n)),
+            ]
+        }
+
+        /// The `k`th fileid in the table (modulo its size), or one that never was.
+        fn pick(t: &Tree, k: usize) -> Fileid3 {
+            let mut ids: Vec<Fileid3> = t.nodes.keys().copied().collect();
+            ids.sort_unstable();
+            ids.push(999);
+            ids[k % ids.len()]
+        }
+
+        proptest! {
+            /// Whatever the sequence, each operation answers (no panic) and the invariants hold.
+            #[test]
+            fn keep_the_invariants(ops in proptest::collection::vec(operation(), 1..60)) {
+                let mut t = tree(256, 12);
+                for op in ops {
+                    let _ = match op {
+                        Operation::Create(d, n, kind) => {
+                            let kind = match kind {
+                                0 => file(),
+                                1 => Kind::Dir(Dir::default()),
+                                _ => Kind::Symlink(Bytes::from_static(b"target")),
+                            };
+                            t.create(pick(&t, d), NAMES[n], kind, meta(), T).map(drop)
+                        }
+                        Operation::Write(f, offset, len) => t.write(pick(&t, f), offset, &vec![7; len], T),
+                        Operation::SetLen(f, len) => t.set_len(pick(&t, f), len, T),
+                        Operation::Unlink(d, n, want_dir) => t.unlink(pick(&t, d), NAMES[n], want_dir, T),
+                        Operation::Rename(a, b, c, d) => {
+                            t.rename(pick(&t, a), NAMES[b], pick(&t, c), NAMES[d], T)
+                        }
+                        Operation::Link(f, d, n) => t.link(pick(&t, f), pick(&t, d), NAMES[n], T),
+                    };
+                    prop_assert_eq!(t.check(), Ok(()));
+                }
+            }
+        }
     }
 }
