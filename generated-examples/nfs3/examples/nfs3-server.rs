@@ -132,13 +132,15 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
         Vec::new()
     };
 
+    // Handlers first, so that a signal right after the line below is not fatal.
+    let stop = stopped()?;
     println!(
         "listening nfs3 rdma {rdma_addr} mount tcp {mount_addr} export {} capacity {} MiB \
          provider {:?}",
         args.export, args.capacity_mib, args.provider
     );
     let result = tokio::select! {
-        signal = stopped() => signal,
+        signal = stop => signal,
         ended = &mut rdma_task => Err(match ended {
             Ok(Ok(())) => "the RDMA listener stopped".to_string(),
             Ok(Err(e)) => format!("the RDMA listener failed: {e}"),
@@ -152,14 +154,17 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     result
 }
 
-/// Waits for ctrl-C or SIGTERM.
-async fn stopped() -> Result<(), String> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("SIGTERM handler: {e}"))?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("ctrl-C handler: {e}")),
-        _ = term.recv() => Ok(()),
-    }
+/// A future that completes on ctrl-C (SIGINT) or SIGTERM, its handlers installed now.
+fn stopped() -> Result<impl std::future::Future<Output = Result<(), String>>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => Ok(()),
+            _ = term.recv() => Ok(()),
+        }
+    })
 }
 
 /// The mappings `--register` makes: MOUNT v3 over TCP.

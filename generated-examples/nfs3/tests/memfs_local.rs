@@ -253,6 +253,13 @@ async fn read_and_write_check_kinds_counts_and_ends() {
     assert_eq!(getattr(&l.nfs, &f).await.map(|a| a.size), Ok(5));
     let res = write(&l.nfs, &l.root, 0, Bytes::from_static(b"x")).await;
     assert_eq!(res.status(), Nfsstat3::Nfs3errIsdir);
+    // More than wtmax (1 MiB): a short write of wtmax bytes.
+    let res = write(&l.nfs, &f, 0, Bytes::from(vec![1; (1 << 20) + 1])).await;
+    match res {
+        Write3res::Nfs3Ok(ok) => assert_eq!(ok.count, 1 << 20),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(getattr(&l.nfs, &f).await.map(|a| a.size), Ok(1 << 20));
 }
 
 #[tokio::test]
@@ -627,4 +634,64 @@ async fn mount_export_dump_umnt_and_umntall() {
     assert_eq!(mount.mountproc3_dump().await.expect("DUMP").0.len(), 1);
     mount.mountproc3_umntall().await.expect("UMNTALL");
     assert!(mount.mountproc3_dump().await.expect("DUMP").0.is_empty());
+}
+
+#[tokio::test]
+async fn directory_replies_encode_within_the_counts_asked() {
+    let l = local();
+    let d = mkdir(&l.nfs, &l.root, "d").await;
+    for i in 0..40 {
+        // Names of 1 to 40 bytes: every padding case.
+        create(&l.nfs, &d, &"x".repeat(i + 1)).await;
+    }
+    let zero = || Cookieverf3(Bytes::from_static(&[0; 8]));
+    for maxcount in [260, 300, 511, 1000, 4096] {
+        let res = l
+            .nfs
+            .nfsproc3_readdirplus(Readdirplus3args {
+                dir: d.clone(),
+                cookie: 0,
+                cookieverf: zero(),
+                dircount: maxcount,
+                maxcount,
+            })
+            .await
+            .expect("READDIRPLUS");
+        let encoded = rpcrdma::xdr::to_bytes(&res).expect("encodes").len();
+        let Readdirplus3res::Nfs3Ok(ok) = &res else {
+            panic!("{maxcount}: {res:?}");
+        };
+        assert!(encoded <= maxcount as usize, "{encoded} > {maxcount}");
+        // Not stopped early: one more entry (at most 136 + 40 bytes) would not have fitted.
+        assert!(
+            !ok.reply.eof && encoded + 176 > maxcount as usize,
+            "{encoded} of {maxcount}"
+        );
+
+        let res = l
+            .nfs
+            .nfsproc3_readdir(Readdir3args {
+                dir: d.clone(),
+                cookie: 0,
+                cookieverf: zero(),
+                count: maxcount / 4,
+            })
+            .await
+            .expect("READDIR");
+        let encoded = rpcrdma::xdr::to_bytes(&res).expect("encodes").len();
+        match res.status() {
+            Nfsstat3::Nfs3Ok => {
+                assert!(
+                    encoded <= (maxcount / 4) as usize,
+                    "{encoded} > {}",
+                    maxcount / 4
+                )
+            }
+            // Fewer than the fixed part (108 bytes) and the first entry ("." in 28 bytes).
+            status => assert_eq!(
+                (status, maxcount / 4 < 136),
+                (Nfsstat3::Nfs3errToosmall, true)
+            ),
+        }
+    }
 }
