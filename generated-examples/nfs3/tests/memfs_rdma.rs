@@ -18,6 +18,7 @@ use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::rpc::{CallOptions, Client};
 use rpcrdma::transport::core::Stats;
+use rpcrdma::transport::pool::PoolStats;
 use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
 use rpcrdma::xdr::XdrString;
 use rpcrdma_nfs3::memfs::{MemFs, MemFsConfig};
@@ -31,7 +32,7 @@ const MIB: usize = 1 << 20;
 /// A server (NFS over RDMA, MOUNT over TCP) and a mounted client.
 struct Mounted {
     fs: Arc<MemFs>,
-    _rdma: Arc<RdmaListener<SoftProvider>>,
+    rdma: Arc<RdmaListener<SoftProvider>>,
     _mount: TcpServer,
     transport: Arc<RdmaTransport<SoftProvider>>,
     nfs: NfsV3Client,
@@ -41,6 +42,18 @@ struct Mounted {
 impl Mounted {
     fn stats(&self) -> Stats {
         self.transport.stats()
+    }
+
+    /// The server's pool counters, summed over its connections.
+    fn server_pool(&self) -> PoolStats {
+        self.rdma
+            .stats()
+            .iter()
+            .fold(PoolStats::default(), |sum, (_, pool)| PoolStats {
+                copied_bytes: sum.copied_bytes + pool.copied_bytes,
+                zero_copy_bytes: sum.zero_copy_bytes + pool.zero_copy_bytes,
+                ..sum
+            })
     }
 }
 
@@ -114,7 +127,7 @@ async fn mounted(capacity: u64) -> Mounted {
     let nfs = as_root(Client::from_arc(transport.clone()));
     Mounted {
         fs,
-        _rdma: rdma,
+        rdma,
         _mount: mount,
         transport,
         nfs,
@@ -182,6 +195,7 @@ async fn four_mib_written_by_read_chunks_and_read_back_by_write_chunks() {
     assert_eq!(m.fs.used_bytes(), 4 * MIB as u64);
 
     let before = m.stats();
+    let pool_before = m.server_pool();
     let mut read_back = Vec::with_capacity(4 * MIB);
     for k in 0..4 {
         let client = nfs.rpc();
@@ -211,6 +225,17 @@ async fn four_mib_written_by_read_chunks_and_read_back_by_write_chunks() {
         "each 1 MiB READ result comes in the Write chunk"
     );
     assert!(read_back == content, "the bytes read are the bytes written");
+    // The server read each MiB into its connection's registered memory (ctx.buffer): the
+    // RDMA Writes took it from there, and nothing of the data was copied again.
+    let pool_after = m.server_pool();
+    assert!(
+        pool_after.zero_copy_bytes - pool_before.zero_copy_bytes >= 4 * MIB as u64,
+        "{pool_before:?} -> {pool_after:?}"
+    );
+    assert!(
+        pool_after.copied_bytes - pool_before.copied_bytes < 64 * 1024,
+        "only headers copied: {pool_before:?} -> {pool_after:?}"
+    );
 
     // A READ at the end: nothing, and eof.
     match nfs
@@ -437,5 +462,73 @@ async fn a_write_beyond_the_size_bound_is_nospc() {
     {
         Fsstat3res::Nfs3Ok(ok) => assert_eq!((ok.tbytes, ok.fbytes), (2 * MIB as u64, 0)),
         other => panic!("FSSTAT: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_mib_both_ways_with_calls_in_flight_as_the_kernel_sends_them() {
+    const SIZE: usize = 64 * MIB;
+    const IN_FLIGHT: usize = 8;
+    let m = mounted(1 << 30).await;
+    let file = create(&m.nfs, &m.root, "big").await;
+    let content = Arc::new(pattern(0, SIZE));
+
+    // Several 1 MiB WRITEs at once, UNSTABLE as the kernel sends them, finishing out of order;
+    // then a COMMIT.
+    let mut tasks = tokio::task::JoinSet::new();
+    for lane in 0..IN_FLIGHT {
+        let (nfs, file, content) = (m.nfs.clone(), file.clone(), content.clone());
+        tasks.spawn(async move {
+            for k in (lane..SIZE / MIB).step_by(IN_FLIGHT) {
+                let data = Bytes::copy_from_slice(&content[k * MIB..(k + 1) * MIB]);
+                match write(&nfs, &file, (k * MIB) as u64, data).await {
+                    Write3res::Nfs3Ok(ok) => assert_eq!(ok.count, MIB as u32, "WRITE {k}"),
+                    other => panic!("WRITE {k}: {other:?}"),
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a WRITE lane");
+    }
+    let commit = m
+        .nfs
+        .nfsproc3_commit(Commit3args {
+            file: file.clone(),
+            offset: 0,
+            count: 0,
+        })
+        .await
+        .expect("COMMIT call");
+    assert_eq!(commit.status(), Nfsstat3::Nfs3Ok);
+    assert_eq!(
+        getattr(&m.nfs, &file).await.map(|a| a.size),
+        Ok(SIZE as u64)
+    );
+
+    // Read back the same way, each MiB into a registered buffer, compared where it lands.
+    for lane in 0..IN_FLIGHT {
+        let (nfs, file, content) = (m.nfs.clone(), file.clone(), content.clone());
+        tasks.spawn(async move {
+            for k in (lane..SIZE / MIB).step_by(IN_FLIGHT) {
+                let client = nfs.rpc();
+                let options = CallOptions::new().reply_buffer(client.buffer(MIB));
+                let args = Read3args {
+                    file: file.clone(),
+                    offset: (k * MIB) as u64,
+                    count: MIB as u32,
+                };
+                match client.call_with::<Nfsproc3Read>(&args, options).await {
+                    Ok(Read3res::Nfs3Ok(ok)) => {
+                        assert_eq!(ok.eof, k == SIZE / MIB - 1, "READ {k}");
+                        assert!(ok.data[..] == content[k * MIB..(k + 1) * MIB], "READ {k}");
+                    }
+                    other => panic!("READ {k}: {other:?}"),
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a READ lane");
     }
 }
