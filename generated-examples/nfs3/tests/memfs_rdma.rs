@@ -532,3 +532,56 @@ async fn sixty_four_mib_both_ways_with_calls_in_flight_as_the_kernel_sends_them(
         done.expect("a READ lane");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symlink_targets_move_as_chunks_and_come_back_by_readlink() {
+    let m = mounted(1 << 30).await;
+    // A 3000-byte target: over the 1 KiB DDP minimum, so SYMLINK sends it in a Read chunk.
+    let target = "t/".repeat(1500);
+    let before = m.stats();
+    let res = m
+        .nfs
+        .nfsproc3_symlink(Symlink3args {
+            r#where: at(&m.root, "long"),
+            symlink: Symlinkdata3 {
+                symlink_attributes: no_sattr(),
+                symlink_data: XdrString::from(target.clone()),
+            },
+        })
+        .await
+        .expect("SYMLINK call");
+    let Symlink3res::Nfs3Ok(Symlink3resok {
+        obj: PostOpFh3::True(link),
+        ..
+    }) = res
+    else {
+        panic!("SYMLINK: {res:?}");
+    };
+    assert_eq!(m.stats().calls_read_chunks - before.calls_read_chunks, 1);
+    match m
+        .nfs
+        .nfsproc3_readlink(Readlink3args { symlink: link })
+        .await
+        .expect("READLINK call")
+    {
+        Readlink3res::Nfs3Ok(ok) => assert_eq!(ok.data.as_bytes(), target.as_bytes()),
+        other => panic!("READLINK: {other:?}"),
+    }
+    // Over PATH_MAX: NAMETOOLONG, nothing made.
+    let res = m
+        .nfs
+        .nfsproc3_symlink(Symlink3args {
+            r#where: at(&m.root, "too-long"),
+            symlink: Symlinkdata3 {
+                symlink_attributes: no_sattr(),
+                symlink_data: XdrString::from("x".repeat(4097)),
+            },
+        })
+        .await
+        .expect("SYMLINK call");
+    assert_eq!(res.status(), Nfsstat3::Nfs3errNametoolong);
+    assert_eq!(
+        lookup(&m.nfs, &m.root, "too-long").await,
+        Err(Nfsstat3::Nfs3errNoent)
+    );
+}
