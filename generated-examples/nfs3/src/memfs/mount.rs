@@ -1,4 +1,4 @@
-//! [`MemFs`](super::MemFs) as the generated `MountV3Server` (RFC 1813 Appendix I): one export,
+//! [`MemFs`] as the generated `MountV3Server` (RFC 1813 Appendix I): one export,
 //! its root handle for MNT, and the list of who mounted it for DUMP.
 
 use rpcrdma::rpc::{CallContext, ReplyError};

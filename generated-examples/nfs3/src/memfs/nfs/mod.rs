@@ -1,5 +1,5 @@
-//! [`MemFs`](super::MemFs) as the generated `NfsV3Server`: each procedure locks the node
-//! table, runs its function from [`file`], [`names`], [`readdir`] or [`fs`], and answers with
+//! [`MemFs`] as the generated `NfsV3Server`: each procedure locks the node
+//! table, runs its function from [`file`](mod@file), [`names`], [`readdir`] or [`fs`], and answers with
 //! the protocol's status. No procedure fails the RPC itself: a bad handle, name or size is an
 //! NFS3ERR_* result.
 
