@@ -185,9 +185,13 @@ async fn pmap() -> Result<PmapVersClient, String> {
         .map_err(|e| format!("port mapper at {addr}: {e}"))
 }
 
-/// PMAPPROC_SET of each mapping; the ones the port mapper took. A refusal is reported, not
-/// fatal: Linux's rpcbind takes SET over TCP only when started with -L (otherwise only from
-/// its local socket), and the mount command's ports make it unnecessary.
+/// What to do when the port mapper will not register MOUNT.
+const REFUSED: &str = "some rpcbind builds take SET over TCP only when started with -i or \
+    -L; give mountport= (and port=) to mount instead";
+
+/// PMAPPROC_SET of each mapping; the ones the port mapper took (Debian's rpcbind takes them
+/// from 127.0.0.1). A refusal is reported, not fatal: some rpcbind builds take SET over TCP
+/// only when started with -i or -L, and the mount command's ports make it unnecessary.
 async fn register(mount_port: u16) -> Vec<Mapping> {
     let client = match pmap().await {
         Ok(c) => c,
@@ -198,8 +202,29 @@ async fn register(mount_port: u16) -> Vec<Mapping> {
     };
     let mut done = Vec::new();
     for mapping in mappings(mount_port) {
-        // A stale mapping of an earlier run would make SET fail: remove it first.
-        let _ = client.pmapproc_unset(mapping).await;
+        // Another MOUNT (knfsd's mountd) may be registered: leave it alone. One at our port
+        // is an earlier run's, still ours.
+        let asked = Mapping { port: 0, ..mapping };
+        match client.pmapproc_getport(asked).await {
+            Ok(0) => {}
+            Ok(port) if port == mapping.port => {
+                println!("program {} already registered at port {port}", mapping.prog);
+                done.push(mapping);
+                continue;
+            }
+            Ok(port) => {
+                eprintln!(
+                    "nfs3-server: program {} version {} is registered at port {port} by another \
+                     server: not registered",
+                    mapping.prog, mapping.vers
+                );
+                continue;
+            }
+            Err(e) => {
+                eprintln!("nfs3-server: PMAPPROC_GETPORT {}: {e}", mapping.prog);
+                continue;
+            }
+        }
         match client.pmapproc_set(mapping).await {
             Ok(true) => {
                 println!(
@@ -209,11 +234,11 @@ async fn register(mount_port: u16) -> Vec<Mapping> {
                 done.push(mapping);
             }
             Ok(false) => eprintln!(
-                "nfs3-server: the port mapper refused program {} version {} (rpcbind takes SET \
-                 over TCP only with -L); give port= and mountport= to mount instead",
-                mapping.prog, mapping.vers
+                "nfs3-server: the port mapper refused program {}: {REFUSED}",
+                mapping.prog
             ),
-            Err(e) => eprintln!("nfs3-server: PMAPPROC_SET {}: {e}", mapping.prog),
+            // Linux's rpcbind answers a refused SET with AUTH_TOOWEAK.
+            Err(e) => eprintln!("nfs3-server: PMAPPROC_SET {}: {e}: {REFUSED}", mapping.prog),
         }
     }
     done
