@@ -41,11 +41,9 @@ pub fn lookup(op: &mut Op<'_>, args: Lookup3args) -> Lookup3res {
 
 /// What a procedure that makes a node answers: the new handle and attributes and the
 /// directory's wcc data, or the status and the directory's wcc data.
-pub struct Made {
-    /// The new node's handle and attributes, or the failure.
-    pub result: Result<(NfsFh3, PostOpAttr), Nfsstat3>,
-    /// The directory's wcc data.
-    pub dir_wcc: WccData,
+struct Made {
+    result: Result<(NfsFh3, PostOpAttr), Nfsstat3>,
+    dir_wcc: WccData,
 }
 
 /// Makes `name` in the directory `where_.dir` with `make` (given the directory's fileid).

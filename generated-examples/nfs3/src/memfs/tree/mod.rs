@@ -4,13 +4,17 @@
 //! Every operation checks its input and answers with the NFSv3 status it maps to; nothing here
 //! knows about handles or the wire.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 
 use crate::nfs3::{Fileid3, Nfsstat3, Nfstime3};
 
 use super::attr;
+
+mod dir;
+
+pub use dir::{Dir, Entry, FIRST_ENTRY_COOKIE};
 
 /// The root directory's fileid.
 pub const ROOT: Fileid3 = 1;
@@ -20,10 +24,6 @@ pub const NAME_MAX: usize = 255;
 
 /// The most links one file may have (PATHCONF linkmax).
 pub const LINK_MAX: u32 = 32_000;
-
-/// The first cookie of a real entry: 1 and 2 are "." and "..", 0 means "from the start"
-/// (RFC 1813 section 3.3.16).
-pub const FIRST_ENTRY_COOKIE: u64 = 3;
 
 /// Ownership and permissions of a node, and its times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,83 +53,6 @@ impl Meta {
             mtime: now,
             ctime: now,
         }
-    }
-}
-
-/// One entry of a directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// The entry's name.
-    pub name: Bytes,
-    /// The node it names.
-    pub fileid: Fileid3,
-}
-
-/// A directory: its entries by name and by cookie. A cookie is given once and never reused,
-/// so a client's position survives entries added and removed in between.
-#[derive(Debug, Clone, Default)]
-pub struct Dir {
-    /// The parent directory (the root is its own parent).
-    pub parent: Fileid3,
-    by_name: HashMap<Bytes, u64>,
-    by_cookie: BTreeMap<u64, Entry>,
-    next_cookie: u64,
-    /// Subdirectories, for nlink.
-    subdirs: u32,
-}
-
-impl Dir {
-    fn new(parent: Fileid3) -> Dir {
-        Dir {
-            parent,
-            next_cookie: FIRST_ENTRY_COOKIE,
-            ..Dir::default()
-        }
-    }
-
-    /// The fileid `name` names here.
-    pub fn get(&self, name: &[u8]) -> Option<Fileid3> {
-        let cookie = self.by_name.get(name)?;
-        self.by_cookie.get(cookie).map(|e| e.fileid)
-    }
-
-    /// Number of entries (without "." and "..").
-    pub fn len(&self) -> usize {
-        self.by_cookie.len()
-    }
-
-    /// True when the directory has no entries but "." and "..".
-    pub fn is_empty(&self) -> bool {
-        self.by_cookie.is_empty()
-    }
-
-    /// The entries after `cookie`, in cookie order, with their cookies.
-    pub fn after(&self, cookie: u64) -> impl Iterator<Item = (u64, &Entry)> {
-        self.by_cookie
-            .range(cookie.saturating_add(1)..)
-            .map(|(c, e)| (*c, e))
-    }
-
-    /// True when `cookie` is one this directory handed out (or a fixed one).
-    pub fn issued(&self, cookie: u64) -> bool {
-        cookie < self.next_cookie
-    }
-
-    /// nlink of a directory: ".", its entry in the parent, and each subdirectory's "..".
-    pub fn nlink(&self) -> u32 {
-        self.subdirs.saturating_add(2)
-    }
-
-    fn insert(&mut self, name: Bytes, fileid: Fileid3) {
-        let cookie = self.next_cookie;
-        self.next_cookie += 1;
-        self.by_name.insert(name.clone(), cookie);
-        self.by_cookie.insert(cookie, Entry { name, fileid });
-    }
-
-    fn remove(&mut self, name: &[u8]) -> Option<Fileid3> {
-        let cookie = self.by_name.remove(name)?;
-        self.by_cookie.remove(&cookie).map(|e| e.fileid)
     }
 }
 
@@ -556,62 +479,8 @@ impl Tree {
     }
 }
 
-impl Tree {
-    /// Checks the table's invariants: every entry names a node, a directory's nlink and
-    /// parent agree with its entries, a file's links with the names it has, the byte count
-    /// with the contents, and both bounds hold.
-    #[cfg(test)]
-    pub fn check(&self) -> Result<(), String> {
-        let mut names: HashMap<Fileid3, u32> = HashMap::new();
-        for (id, node) in &self.nodes {
-            let Kind::Dir(dir) = &node.kind else { continue };
-            let mut subdirs = 0;
-            for (_, entry) in dir.after(0) {
-                let child = self
-                    .nodes
-                    .get(&entry.fileid)
-                    .ok_or(format!("{id}: dangling entry"))?;
-                *names.entry(entry.fileid).or_default() += 1;
-                if let Kind::Dir(sub) = &child.kind {
-                    subdirs += 1;
-                    if sub.parent != *id {
-                        return Err(format!("{}: parent {} not {id}", entry.fileid, sub.parent));
-                    }
-                }
-                if !dir.by_name.contains_key(&entry.name) {
-                    return Err(format!("{id}: entry without a name index"));
-                }
-            }
-            if subdirs != dir.subdirs || dir.by_name.len() != dir.by_cookie.len() {
-                return Err(format!(
-                    "{id}: {subdirs} subdirectories, {} counted",
-                    dir.subdirs
-                ));
-            }
-        }
-        let mut bytes = 0;
-        for (id, node) in &self.nodes {
-            let named = names.get(id).copied().unwrap_or(0);
-            match &node.kind {
-                Kind::Dir(_) if *id != ROOT && named != 1 => {
-                    return Err(format!("directory {id} has {named} names"))
-                }
-                Kind::Dir(_) => {}
-                _ if named != node.links || named == 0 => {
-                    return Err(format!("{id}: {named} names, {} links", node.links))
-                }
-                _ => bytes += node.size(),
-            }
-        }
-        if bytes != self.used_bytes || bytes > self.bounds.bytes {
-            return Err(format!("{bytes} bytes stored, {} counted", self.used_bytes));
-        }
-        if self.files() > self.bounds.files {
-            return Err(format!("{} files", self.files()));
-        }
-        Ok(())
-    }
-}
+#[cfg(test)]
+mod check;
 
 /// A node outside any tree, for other modules' tests.
 #[cfg(test)]
@@ -624,220 +493,4 @@ pub fn test_node(kind: Kind, meta: Meta) -> Node {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const T: Nfstime3 = Nfstime3 {
-        seconds: 1,
-        nseconds: 0,
-    };
-
-    fn tree(bytes: u64, files: u64) -> Tree {
-        Tree::new(Bounds { bytes, files }, Meta::new(0o755, 0, 0, T))
-    }
-
-    fn file() -> Kind {
-        Kind::File {
-            data: Vec::new(),
-            create_verf: None,
-        }
-    }
-
-    fn meta() -> Meta {
-        Meta::new(0o644, 0, 0, T)
-    }
-
-    #[test]
-    fn lookup_finds_dot_dotdot_and_entries() {
-        let mut t = tree(100, 10);
-        let d = t
-            .create(ROOT, b"d", Kind::Dir(Dir::default()), meta(), T)
-            .unwrap();
-        let f = t.create(d, b"f", file(), meta(), T).unwrap();
-        assert_eq!(t.lookup(d, b"."), Ok(d));
-        assert_eq!(t.lookup(d, b".."), Ok(ROOT));
-        assert_eq!(t.lookup(ROOT, b".."), Ok(ROOT));
-        assert_eq!(t.lookup(d, b"f"), Ok(f));
-        assert_eq!(t.lookup(d, b"g"), Err(Nfsstat3::Nfs3errNoent));
-        assert_eq!(t.lookup(f, b"x"), Err(Nfsstat3::Nfs3errNotdir));
-        assert_eq!(t.get(ROOT).unwrap().nlink(), 3);
-    }
-
-    #[test]
-    fn rejects_bad_names() {
-        let mut t = tree(100, 10);
-        for (name, status) in [
-            (&b""[..], Nfsstat3::Nfs3errInval),
-            (b".", Nfsstat3::Nfs3errExist),
-            (b"..", Nfsstat3::Nfs3errExist),
-            (b"a/b", Nfsstat3::Nfs3errInval),
-            (&[b'x'; 256][..], Nfsstat3::Nfs3errNametoolong),
-        ] {
-            assert_eq!(t.create(ROOT, name, file(), meta(), T), Err(status));
-        }
-        t.create(ROOT, b"a", file(), meta(), T).unwrap();
-        assert_eq!(
-            t.create(ROOT, b"a", file(), meta(), T),
-            Err(Nfsstat3::Nfs3errExist)
-        );
-    }
-
-    #[test]
-    fn bounds_give_nospc() {
-        let mut t = tree(10, 3);
-        let f = t.create(ROOT, b"f", file(), meta(), T).unwrap();
-        t.write(f, 0, &[1; 10], T).unwrap();
-        assert_eq!(t.write(f, 10, &[1], T), Err(Nfsstat3::Nfs3errNospc));
-        assert_eq!(t.set_len(f, 11, T), Err(Nfsstat3::Nfs3errNospc));
-        t.set_len(f, 0, T).unwrap();
-        assert_eq!(t.used_bytes(), 0);
-        t.create(ROOT, b"g", file(), meta(), T).unwrap();
-        assert_eq!(
-            t.create(ROOT, b"h", file(), meta(), T),
-            Err(Nfsstat3::Nfs3errNospc)
-        );
-        assert_eq!(t.write(f, u64::MAX, &[1], T), Err(Nfsstat3::Nfs3errFbig));
-    }
-
-    #[test]
-    fn unlink_checks_kinds_and_frees_bytes() {
-        let mut t = tree(100, 10);
-        let d = t
-            .create(ROOT, b"d", Kind::Dir(Dir::default()), meta(), T)
-            .unwrap();
-        let f = t.create(d, b"f", file(), meta(), T).unwrap();
-        t.write(f, 0, b"hello", T).unwrap();
-        assert_eq!(
-            t.unlink(ROOT, b"d", true, T),
-            Err(Nfsstat3::Nfs3errNotempty)
-        );
-        assert_eq!(t.unlink(ROOT, b"d", false, T), Err(Nfsstat3::Nfs3errIsdir));
-        assert_eq!(t.unlink(d, b"f", true, T), Err(Nfsstat3::Nfs3errNotdir));
-        t.link(f, ROOT, b"g", T).unwrap();
-        assert_eq!(t.get(f).unwrap().nlink(), 2);
-        t.unlink(d, b"f", false, T).unwrap();
-        assert_eq!(t.used_bytes(), 5, "one name is left");
-        t.unlink(ROOT, b"g", false, T).unwrap();
-        assert_eq!(t.used_bytes(), 0);
-        assert_eq!(t.get(f).err(), Some(Nfsstat3::Nfs3errStale));
-        t.unlink(ROOT, b"d", true, T).unwrap();
-        assert_eq!(t.get(ROOT).unwrap().nlink(), 2);
-    }
-
-    #[test]
-    fn rename_moves_replaces_and_refuses_cycles() {
-        let mut t = tree(100, 10);
-        let a = t
-            .create(ROOT, b"a", Kind::Dir(Dir::default()), meta(), T)
-            .unwrap();
-        let b = t
-            .create(a, b"b", Kind::Dir(Dir::default()), meta(), T)
-            .unwrap();
-        assert_eq!(
-            t.rename(ROOT, b"a", b, b"a", T),
-            Err(Nfsstat3::Nfs3errInval)
-        );
-        let f = t.create(ROOT, b"f", file(), meta(), T).unwrap();
-        let g = t.create(ROOT, b"g", file(), meta(), T).unwrap();
-        assert_eq!(
-            t.rename(ROOT, b"f", a, b"b", T),
-            Err(Nfsstat3::Nfs3errIsdir)
-        );
-        t.rename(ROOT, b"f", ROOT, b"g", T).unwrap();
-        assert_eq!(t.lookup(ROOT, b"g"), Ok(f));
-        assert_eq!(t.get(g).err(), Some(Nfsstat3::Nfs3errStale));
-        t.rename(a, b"b", ROOT, b"b", T).unwrap();
-        assert_eq!(t.lookup(b, b".."), Ok(ROOT));
-        assert_eq!(t.get(a).unwrap().nlink(), 2);
-        assert_eq!(t.get(ROOT).unwrap().nlink(), 4);
-    }
-
-    #[test]
-    fn cookies_stay_stable_across_removals() {
-        let mut t = tree(100, 10);
-        for name in [b"a", b"b", b"c"] {
-            t.create(ROOT, name, file(), meta(), T).unwrap();
-        }
-        let before: Vec<u64> = t
-            .get(ROOT)
-            .unwrap()
-            .dir()
-            .unwrap()
-            .after(0)
-            .map(|(c, _)| c)
-            .collect();
-        t.unlink(ROOT, b"b", false, T).unwrap();
-        let dir = t.get(ROOT).unwrap().dir().unwrap();
-        let after: Vec<(u64, &[u8])> = dir
-            .after(before[0])
-            .map(|(c, e)| (c, &e.name[..]))
-            .collect();
-        assert_eq!(after, vec![(before[2], &b"c"[..])]);
-    }
-
-    mod random_operations {
-        use super::*;
-        use proptest::prelude::*;
-
-        #[derive(Debug, Clone)]
-        enum Operation {
-            Create(usize, usize, u8),
-            Write(usize, u64, usize),
-            SetLen(usize, u64),
-            Unlink(usize, usize, bool),
-            Rename(usize, usize, usize, usize),
-            Link(usize, usize, usize),
-        }
-
-        const NAMES: [&[u8]; 4] = [b"a", b"b", b"..", b"c"];
-
-        fn operation() -> impl Strategy<Value = Operation> {
-            prop_oneof![
-                (0..8usize, 0..4usize, 0..3u8).prop_map(|(d, n, k)| Operation::Create(d, n, k)),
-                (0..8usize, 0..200u64, 0..64usize).prop_map(|(f, o, l)| Operation::Write(f, o, l)),
-                (0..8usize, 0..300u64).prop_map(|(f, l)| Operation::SetLen(f, l)),
-                (0..8usize, 0..4usize, any::<bool>())
-                    .prop_map(|(d, n, w)| Operation::Unlink(d, n, w)),
-                (0..8usize, 0..4usize, 0..8usize, 0..4usize)
-                    .prop_map(|(a, b, c, d)| Operation::Rename(a, b, c, d)),
-                (0..8usize, 0..8usize, 0..4usize).prop_map(|(f, d, n)| Operation::Link(f, d, n)),
-            ]
-        }
-
-        /// The `k`th fileid in the table (modulo its size), or one that never was.
-        fn pick(t: &Tree, k: usize) -> Fileid3 {
-            let mut ids: Vec<Fileid3> = t.nodes.keys().copied().collect();
-            ids.sort_unstable();
-            ids.push(999);
-            ids[k % ids.len()]
-        }
-
-        proptest! {
-            /// Whatever the sequence, each operation answers (no panic) and the invariants hold.
-            #[test]
-            fn keep_the_invariants(ops in proptest::collection::vec(operation(), 1..60)) {
-                let mut t = tree(256, 12);
-                for op in ops {
-                    let _ = match op {
-                        Operation::Create(d, n, kind) => {
-                            let kind = match kind {
-                                0 => file(),
-                                1 => Kind::Dir(Dir::default()),
-                                _ => Kind::Symlink(Bytes::from_static(b"target")),
-                            };
-                            t.create(pick(&t, d), NAMES[n], kind, meta(), T).map(drop)
-                        }
-                        Operation::Write(f, offset, len) => t.write(pick(&t, f), offset, &vec![7; len], T),
-                        Operation::SetLen(f, len) => t.set_len(pick(&t, f), len, T),
-                        Operation::Unlink(d, n, want_dir) => t.unlink(pick(&t, d), NAMES[n], want_dir, T),
-                        Operation::Rename(a, b, c, d) => {
-                            t.rename(pick(&t, a), NAMES[b], pick(&t, c), NAMES[d], T)
-                        }
-                        Operation::Link(f, d, n) => t.link(pick(&t, f), pick(&t, d), NAMES[n], T),
-                    };
-                    prop_assert_eq!(t.check(), Ok(()));
-                }
-            }
-        }
-    }
-}
+mod tests;
