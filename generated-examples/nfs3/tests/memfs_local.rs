@@ -219,10 +219,31 @@ async fn read_and_write_check_kinds_counts_and_ends() {
         }
         other => panic!("{other:?}"),
     }
+    // READ moves atime (set back to 1970 first), not ctime.
+    let res = l
+        .nfs
+        .nfsproc3_setattr(Setattr3args {
+            object: f.clone(),
+            new_attributes: Sattr3 {
+                atime: SetAtime::SetToClientTime(Nfstime3 {
+                    seconds: 1,
+                    nseconds: 0,
+                }),
+                ..no_sattr()
+            },
+            guard: Sattrguard3::False,
+        })
+        .await
+        .expect("SETATTR");
+    assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+    let before = getattr(&l.nfs, &f).await.expect("GETATTR");
     match read(1, 2).await.expect("READ") {
         Read3res::Nfs3Ok(ok) => assert_eq!((&ok.data[..], ok.eof), (&b"\0a"[..], false)),
         other => panic!("{other:?}"),
     }
+    let after = getattr(&l.nfs, &f).await.expect("GETATTR");
+    assert!(after.atime.seconds > 1, "{after:?}");
+    assert_eq!(after.ctime, before.ctime);
     match read(u64::MAX, 2).await.expect("READ") {
         Read3res::Nfs3Ok(ok) => assert_eq!((ok.count, ok.eof), (0, true)),
         other => panic!("{other:?}"),

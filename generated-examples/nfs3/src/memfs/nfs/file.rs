@@ -107,7 +107,8 @@ fn read_fail(discriminant: Nfsstat3, file_attributes: PostOpAttr) -> Read3res {
 }
 
 /// READ (section 3.3.6): at most [`IO_MAX`] bytes, into a buffer from the call's transport
-/// (registered memory over RPC-over-RDMA, so the Write chunk carries it without a copy).
+/// (registered memory over RPC-over-RDMA, so the Write chunk carries it without a copy). The
+/// file's atime moves; its ctime does not.
 pub fn read(op: &mut Op<'_>, ctx: &CallContext, args: Read3args) -> Read3res {
     let id = match op.resolve(&args.file) {
         Ok(id) => id,
@@ -133,6 +134,12 @@ pub fn read(op: &mut Op<'_>, ctx: &CallContext, args: Read3args) -> Read3res {
         buffer.freeze(n)
     };
     let end = start + n;
+    if n > 0 {
+        // Section 2.5 (fattr3 atime): "the time of last access"; a READ of nothing is none.
+        if let Ok(node) = op.tree.get_mut(id) {
+            node.meta.atime = op.now;
+        }
+    }
     Read3res::Nfs3Ok(Read3resok {
         file_attributes: post_op(op.tree, id),
         count: n as u32,
