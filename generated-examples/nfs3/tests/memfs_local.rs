@@ -387,13 +387,19 @@ async fn readdir_pages_by_count_and_checks_cookies() {
     assert_eq!(names.len(), 52, "50 files, '.' and '..'");
     assert_eq!(&names[..2], [".", ".."]);
 
+    let foreign = Cookieverf3(Bytes::from_static(b"foreign!"));
+    assert_eq!(
+        readdir(3, foreign, 4096).await.expect("READDIR").status(),
+        Nfsstat3::Nfs3errBadCookie,
+        "a cookie with a verifier not ours"
+    );
     assert_eq!(
         readdir(3, zero.clone(), 4096)
             .await
             .expect("READDIR")
             .status(),
-        Nfsstat3::Nfs3errBadCookie,
-        "a cookie with a verifier not ours"
+        Nfsstat3::Nfs3Ok,
+        "a cookie with a zero verifier: cookies stay valid, the client may have lost ours"
     );
     assert_eq!(
         readdir(1 << 40, verf.clone(), 4096)

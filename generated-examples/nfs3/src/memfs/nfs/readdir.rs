@@ -50,8 +50,10 @@ fn entries_after<'a>(
     Ok(dots.chain(rest))
 }
 
-/// Checks the cookie and its verifier against this directory (section 3.3.16: a cookie not
-/// handed out, or a verifier not ours, is NFS3ERR_BAD_COOKIE).
+/// Checks the cookie and its verifier against this directory (section 3.3.16: a cookie that
+/// is no longer valid is NFS3ERR_BAD_COOKIE). Cookies here stay valid for the instance's
+/// life, so the verifier only has to be ours or zero: a client that lost ours (the Linux
+/// client resuming a directory whose inode it re-read) still goes on from its cookie.
 fn check_cookie(
     op: &Op<'_>,
     dir: Fileid3,
@@ -61,7 +63,8 @@ fn check_cookie(
     if cookie == 0 {
         return Ok(());
     }
-    if verf.0 != handle::verifier(op.generation) {
+    let zero = verf.0.iter().all(|b| *b == 0);
+    if !zero && verf.0 != handle::verifier(op.generation) {
         return Err(Nfsstat3::Nfs3errBadCookie);
     }
     if !op.tree.get(dir)?.dir()?.issued(cookie) {
