@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! nfs3-server --listen 192.0.2.1 [--rdma-port 20050] [--mount-port 20051] [--export /export]
-//!             [--provider soft|verbs] [--capacity-mib 1024] [--register]
+//!             [--provider soft|verbs] [--capacity-mib 1024] [--log] [--register]
 //! mount -t nfs -o vers=3,proto=rdma,port=20050,mountproto=tcp,mountport=20051,nolock \
 //!     192.0.2.1:/export /mnt
 //! ```
@@ -60,6 +60,9 @@ struct Args {
     /// Bytes the file system holds, in MiB (NFS3ERR_NOSPC beyond).
     #[arg(long, default_value_t = 1024)]
     capacity_mib: u64,
+    /// Print one line per call on stderr: the caller, the procedure and its status.
+    #[arg(long)]
+    log: bool,
     /// Register MOUNT with the port mapper on 127.0.0.1:111 (and unregister on exit).
     #[arg(long)]
     register: bool,
@@ -102,7 +105,9 @@ fn run_verbs(_: &tokio::runtime::Runtime, _: &Args) -> Result<(), String> {
 }
 
 async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
-    let config = MemFsConfig::new(args.export.clone()).capacity(args.capacity_mib << 20);
+    let config = MemFsConfig::new(args.export.clone())
+        .capacity(args.capacity_mib.saturating_mul(1 << 20))
+        .log_calls(args.log);
     let fs = Arc::new(MemFs::new(config));
 
     let rdma_addr = SocketAddr::new(args.listen, args.rdma_port);

@@ -54,6 +54,8 @@ pub struct MemFsConfig {
     pub max_files: u64,
     /// The root directory's permission bits.
     pub root_mode: u32,
+    /// Print one line per call on stderr: the caller, the procedure and its status.
+    pub log_calls: bool,
 }
 
 impl MemFsConfig {
@@ -64,12 +66,19 @@ impl MemFsConfig {
             capacity: 1 << 30,
             max_files: 1_000_000,
             root_mode: 0o777,
+            log_calls: false,
         }
     }
 
     /// Sets the bytes the file system holds.
     pub fn capacity(mut self, bytes: u64) -> MemFsConfig {
         self.capacity = bytes;
+        self
+    }
+
+    /// Prints one line per call on stderr (for watching a client mount and use the export).
+    pub fn log_calls(mut self, on: bool) -> MemFsConfig {
+        self.log_calls = on;
         self
     }
 
@@ -156,6 +165,16 @@ impl MemFs {
         self.tree
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Prints the call's line when the configuration asks for it.
+    fn log_call(&self, ctx: &CallContext, procedure: &str, status: impl std::fmt::Debug) {
+        if self.config.log_calls {
+            let peer = ctx
+                .peer()
+                .map_or_else(|| "local".to_string(), |p| p.to_string());
+            eprintln!("{peer} xid {:#010x} {procedure}: {status:?}", ctx.xid());
+        }
     }
 
     /// Runs one procedure on the node table with the call's caller and the time now.

@@ -36,10 +36,37 @@ impl MemFs {
     fn mount_list(&self) -> std::sync::MutexGuard<'_, Vec<Mountbody>> {
         self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// MNT's answer for `path`.
+    fn mount(&self, ctx: &CallContext, path: Dirpath) -> Mountres3 {
+        if path.0.len() > MNTPATHLEN as usize {
+            return Mountres3::Default {
+                discriminant: Mountstat3::Mnt3errNametoolong,
+            };
+        }
+        if !self.is_export(&path) {
+            return Mountres3::Default {
+                discriminant: Mountstat3::Mnt3errNoent,
+            };
+        }
+        let entry = Mountbody {
+            ml_hostname: host(ctx),
+            ml_directory: path,
+        };
+        let mut list = self.mount_list();
+        if !list.contains(&entry) && list.len() < MOUNT_LIST_MAX {
+            list.push(entry);
+        }
+        Mountres3::Mnt3Ok(Mountres3Ok {
+            fhandle: Fhandle3(self.root_handle().data),
+            auth_flavors: vec![AUTH_SYS, AUTH_NONE],
+        })
+    }
 }
 
 impl MountV3Server for MemFs {
-    async fn mountproc3_null(&self, _ctx: CallContext) -> Result<(), ReplyError> {
+    async fn mountproc3_null(&self, ctx: CallContext) -> Result<(), ReplyError> {
+        self.log_call(&ctx, "mountproc3_null", Mountstat3::Mnt3Ok);
         Ok(())
     }
 
@@ -50,35 +77,22 @@ impl MountV3Server for MemFs {
         ctx: CallContext,
         path: Dirpath,
     ) -> Result<Mountres3, ReplyError> {
-        if path.0.len() > MNTPATHLEN as usize {
-            return Ok(Mountres3::Default {
-                discriminant: Mountstat3::Mnt3errNametoolong,
-            });
-        }
-        if !self.is_export(&path) {
-            return Ok(Mountres3::Default {
-                discriminant: Mountstat3::Mnt3errNoent,
-            });
-        }
-        let entry = Mountbody {
-            ml_hostname: host(&ctx),
-            ml_directory: path,
+        let res = self.mount(&ctx, path);
+        let status = match &res {
+            Mountres3::Mnt3Ok(_) => Mountstat3::Mnt3Ok,
+            Mountres3::Default { discriminant } => *discriminant,
         };
-        let mut list = self.mount_list();
-        if !list.contains(&entry) && list.len() < MOUNT_LIST_MAX {
-            list.push(entry);
-        }
-        Ok(Mountres3::Mnt3Ok(Mountres3Ok {
-            fhandle: Fhandle3(self.root_handle().data),
-            auth_flavors: vec![AUTH_SYS, AUTH_NONE],
-        }))
+        self.log_call(&ctx, "mountproc3_mnt", status);
+        Ok(res)
     }
 
-    async fn mountproc3_dump(&self, _ctx: CallContext) -> Result<Mountlist, ReplyError> {
+    async fn mountproc3_dump(&self, ctx: CallContext) -> Result<Mountlist, ReplyError> {
+        self.log_call(&ctx, "mountproc3_dump", Mountstat3::Mnt3Ok);
         Ok(Mountlist(self.mount_list().clone()))
     }
 
     async fn mountproc3_umnt(&self, ctx: CallContext, path: Dirpath) -> Result<(), ReplyError> {
+        self.log_call(&ctx, "mountproc3_umnt", Mountstat3::Mnt3Ok);
         let host = host(&ctx);
         self.mount_list()
             .retain(|m| !(m.ml_hostname == host && m.ml_directory == path));
@@ -86,13 +100,15 @@ impl MountV3Server for MemFs {
     }
 
     async fn mountproc3_umntall(&self, ctx: CallContext) -> Result<(), ReplyError> {
+        self.log_call(&ctx, "mountproc3_umntall", Mountstat3::Mnt3Ok);
         let host = host(&ctx);
         self.mount_list().retain(|m| m.ml_hostname != host);
         Ok(())
     }
 
     /// EXPORT: the one export, open to every host (no groups).
-    async fn mountproc3_export(&self, _ctx: CallContext) -> Result<Exports, ReplyError> {
+    async fn mountproc3_export(&self, ctx: CallContext) -> Result<Exports, ReplyError> {
+        self.log_call(&ctx, "mountproc3_export", Mountstat3::Mnt3Ok);
         Ok(Exports(vec![Exportnode {
             ex_dir: Dirpath(XdrString::from(self.config.export.clone())),
             ex_groups: Vec::new(),

@@ -7,6 +7,7 @@ pub mod file;
 pub mod fs;
 pub mod names;
 pub mod readdir;
+pub mod status;
 
 use rpcrdma::rpc::{CallContext, ReplyError};
 
@@ -14,18 +15,22 @@ use crate::nfs3::nfs_program::nfs_v3::NfsV3Server;
 use crate::nfs3::*;
 
 use super::MemFs;
+use status::ResultStatus;
 
 /// One trait method per procedure, each running `$function` under the lock.
 macro_rules! procedures {
     ($($method:ident($args:ty) -> $res:ty = $function:path;)*) => {$(
         async fn $method(&self, ctx: CallContext, args: $args) -> Result<$res, ReplyError> {
-            Ok(self.op(&ctx, |op| $function(op, args)))
+            let res = self.op(&ctx, |op| $function(op, args));
+            self.log_call(&ctx, stringify!($method), res.status());
+            Ok(res)
         }
     )*};
 }
 
 impl NfsV3Server for MemFs {
-    async fn nfsproc3_null(&self, _ctx: CallContext) -> Result<(), ReplyError> {
+    async fn nfsproc3_null(&self, ctx: CallContext) -> Result<(), ReplyError> {
+        self.log_call(&ctx, "nfsproc3_null", Nfsstat3::Nfs3Ok);
         Ok(())
     }
 
@@ -34,7 +39,9 @@ impl NfsV3Server for MemFs {
         ctx: CallContext,
         args: Read3args,
     ) -> Result<Read3res, ReplyError> {
-        Ok(self.op(&ctx, |op| file::read(op, &ctx, args)))
+        let res = self.op(&ctx, |op| file::read(op, &ctx, args));
+        self.log_call(&ctx, "nfsproc3_read", res.status());
+        Ok(res)
     }
 
     procedures! {
