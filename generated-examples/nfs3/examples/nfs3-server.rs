@@ -4,6 +4,7 @@
 //! ```text
 //! nfs3-server --listen 192.0.2.1 [--rdma-port 20050] [--mount-port 20051] [--export /export]
 //!             [--provider soft|verbs] [--capacity-mib 1024] [--log] [--register]
+//!             [--tcp-port 2049]
 //! mount -t nfs -o vers=3,proto=rdma,port=20050,mountproto=tcp,mountport=20051,nolock \
 //!     192.0.2.1:/export /mnt
 //! ```
@@ -51,6 +52,9 @@ struct Args {
     /// MOUNT version 3 over TCP listens here.
     #[arg(long, default_value_t = 20051)]
     mount_port: u16,
+    /// Also serve NFS version 3 over TCP here (to tell a transport problem from an NFS one).
+    #[arg(long)]
+    tcp_port: Option<u16>,
     /// The export path MOUNT accepts.
     #[arg(long, default_value = "/export")]
     export: String,
@@ -130,6 +134,19 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("MOUNT listen on {mount_addr}: {e}"))?;
     let mount_addr = mount.local_addr();
+    let nfs_tcp = match args.tcp_port {
+        Some(port) => {
+            let addr = SocketAddr::new(args.listen, port);
+            let tcp = TcpServer::bind(addr, fs.nfs_server(), TcpConfig::new())
+                .await
+                .map_err(|e| format!("NFS over TCP listen on {addr}: {e}"))?;
+            Some(tcp)
+        }
+        None => None,
+    };
+    let tcp_line = nfs_tcp
+        .as_ref()
+        .map_or_else(String::new, |t| format!(" nfs3 tcp {}", t.local_addr()));
 
     let registered = if args.register {
         register(mount_addr.port()).await
@@ -140,8 +157,8 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     // Handlers first, so that a signal right after the line below is not fatal.
     let stop = stopped()?;
     println!(
-        "listening nfs3 rdma {rdma_addr} mount tcp {mount_addr} export {} capacity {} MiB \
-         provider {:?}",
+        "listening nfs3 rdma {rdma_addr}{tcp_line} mount tcp {mount_addr} export {} capacity \
+         {} MiB provider {:?}",
         args.export, args.capacity_mib, args.provider
     );
     let result = tokio::select! {
@@ -155,6 +172,9 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     unregister(&registered).await;
     rdma_task.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), mount.shutdown()).await;
+    if let Some(tcp) = nfs_tcp {
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.shutdown()).await;
+    }
     println!("stopped");
     result
 }
