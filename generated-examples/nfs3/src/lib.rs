@@ -8,6 +8,10 @@
 //! (`NfsV3Server`) and `register`, on `rpcrdma::rpc` (`tests/services.rs` runs them against
 //! each other). [`rpc_msg`] is the RFC 5531 message protocol, for whole RPC messages.
 //!
+//! [`memfs`] is a server on those traits: NFSv3 and MOUNT v3 over an in-memory file system,
+//! enough for the Linux kernel's client to mount it over RPC-over-RDMA (the `nfs3-server`
+//! example serves it).
+//!
 //! The crate also carries the inputs the codec is built from, so that tests read one copy:
 //!
 //! - [`SPEC`]: `specs/nfs3.x`, the protocol in RFC 4506 XDR, whose four DDP-eligible items carry
@@ -47,6 +51,8 @@ pub mod mount3 {
 pub mod pmap {
     include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
 }
+
+pub mod memfs;
 
 /// The NFSv3 protocol XDR (`specs/nfs3.x`), with `/* @ddp */` marks.
 pub const SPEC: &str = include_str!("../../../specs/nfs3.x");
