@@ -17,12 +17,13 @@
 //!   the Reply chunk cover exactly the length its reply declares, from the chunk's offset,
 //!   without gaps; its RDMA Read requests cover the client's Read chunk.
 //!
-//! A frame of the other end's that tshark calls malformed is accepted only when the RDMA Writes
-//! that carried its reply are complete and contiguous by their own addresses (checked above):
-//! tshark 4.0 places a second RDMA Write into one chunk at the wrong offset when it reassembles
-//! (seen: the Writes' RETH addresses contiguous, tshark's fragment offsets not), so a reply the
-//! kernel wrote in several pieces shows as malformed though every byte is where the chunk said.
-//! Those frames are listed. Exits non-zero when a check fails.
+//! A reply that tshark calls malformed is accepted only when its data came by RDMA Write and
+//! those Writes fill every segment of the chunk exactly by their own RETH addresses (checked
+//! above): tshark 4.0 does not put back a Write chunk of several segments (the Linux client
+//! offers 8 x 128 KiB for a 1 MiB READ) and places a second RDMA Write into one chunk at the
+//! wrong offset (seen: the Writes' addresses contiguous, tshark's fragment offsets not), so
+//! such replies show as malformed though every byte is where the chunk said. Those frames are
+//! listed. A malformed call, or a reply whose data did not move by RDMA, always fails. Exits non-zero when a check fails.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, ExitCode};
@@ -42,6 +43,19 @@ struct Args {
     /// its chunk choices are its own).
     #[arg(long, value_enum, default_value_t = Ours::Client)]
     ours: Ours,
+    /// One line per procedure and way of moving (calls, bytes moved by RDMA) instead of one
+    /// per RPC.
+    #[arg(long)]
+    summary: bool,
+}
+
+/// The bytes a reply moved by RDMA Write: the Write list's filled segments, or the Reply chunk.
+fn reply_bytes(reply: &Message) -> u64 {
+    if reply.msg_type == 1 || reply.writes > 0 {
+        reply.segments.iter().map(|s| s.1).sum()
+    } else {
+        0
+    }
 }
 
 /// Which end of the capture is our code.
@@ -141,6 +155,23 @@ fn first(text: &str) -> Option<u64> {
     list(text).first().copied()
 }
 
+/// The NFSv3 procedure of an RPC call header that tshark left undissected (a WRITE whose data
+/// is in a Read chunk it did not fetch), read from the message's first words: XID, CALL,
+/// RPC version 2, program 100003, version 3, procedure (RFC 5531 section 9).
+fn nfs_call_procedure(hex: &str, xid: u32) -> Option<u32> {
+    let bytes: Vec<u8> = (0..hex.len().min(48) / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect::<Option<_>>()?;
+    let word = |i: usize| {
+        bytes
+            .get(4 * i..4 * i + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    (word(0)? == xid && word(1)? == 0 && word(2)? == 2 && word(3)? == 100_003 && word(4)? == 3)
+        .then(|| word(5))
+        .flatten()
+}
+
 /// Every RPC-over-RDMA message, by XID.
 fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
     let rows = tshark(
@@ -159,11 +190,12 @@ fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
             "rpcordma.rdma_length",
             "rpcordma.rdma_offset",
             "nfs.procedure_v3",
+            "data.data",
         ],
     )?;
     let mut by_xid: BTreeMap<u32, Vec<Message>> = BTreeMap::new();
     for r in rows {
-        if r.len() < 12 {
+        if r.len() < 13 {
             continue;
         }
         let (handles, lengths, offsets) = (list(&r[8]), list(&r[9]), list(&r[10]));
@@ -182,7 +214,9 @@ fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
             writes: first(&r[6]).unwrap_or(0) as u32,
             replies: first(&r[7]).unwrap_or(0) as u32,
             segments,
-            procedure: first(&r[11]).map(|p| p as u32),
+            procedure: first(&r[11])
+                .map(|p| p as u32)
+                .or_else(|| nfs_call_procedure(&r[12], num(&r[2]) as u32)),
         };
         by_xid.entry(num(&r[2]) as u32).or_default().push(m);
     }
@@ -275,10 +309,14 @@ fn judge(args: &Args) -> Result<usize, String> {
 
     let mut failures = Vec::new();
     let mut excused = Vec::new();
-    println!(
-        "{:<12} {:<12} {:<28} {:<26} tshark",
-        "xid", "procedure", "call (read/write/reply)", "reply"
-    );
+    // With --summary: (procedure, call kind, reply kind) -> (calls, bytes by RDMA, all ok).
+    let mut summary: BTreeMap<(&str, &str, String), (u64, u64, bool)> = BTreeMap::new();
+    if !args.summary {
+        println!(
+            "{:<12} {:<12} {:<28} {:<26} tshark",
+            "xid", "procedure", "call (read/write/reply)", "reply"
+        );
+    }
     for (xid, msgs) in &by_xid {
         let call = msgs.iter().find(|m| m.from_client);
         let reply = msgs.iter().find(|m| !m.from_client);
@@ -334,21 +372,31 @@ fn judge(args: &Args) -> Result<usize, String> {
                 fail("an RDMA_NOMSG reply without a Reply chunk".into());
                 continue;
             };
-            let asked = call.segments.last().map(|s| s.2);
-            writes_ok = Some(offset) == asked && covered(&moves, handle, offset, len);
+            let _ = (handle, len, offset);
+            // Every segment of the Reply chunk the server filled, written exactly.
+            writes_ok = reply
+                .segments
+                .iter()
+                .filter(|s| s.1 > 0)
+                .all(|&(h, len, off)| covered(&moves, h, off, len));
             if !writes_ok {
                 fail(format!(
                     "the RDMA Writes do not fill the Reply chunk ({len} bytes)"
                 ));
             }
         } else if reply.writes > 0 {
-            let (handle, len, offset) = reply.segments[0];
-            if len > 0 {
-                moved = format!("write chunk ({len} bytes)");
-                writes_ok = covered(&moves, handle, offset, len);
+            // The reply's Write list: every segment the server filled (its length is what it
+            // wrote) must have been written exactly.
+            let written: Vec<_> = reply.segments.iter().filter(|s| s.1 > 0).collect();
+            let bytes: u64 = written.iter().map(|s| s.1).sum();
+            if bytes > 0 {
+                moved = format!("write chunk ({bytes} bytes, {} seg)", written.len());
+                writes_ok = written
+                    .iter()
+                    .all(|&&(h, len, off)| covered(&moves, h, off, len));
                 if !writes_ok {
                     fail(format!(
-                        "the RDMA Writes do not fill the Write chunk ({len} bytes)"
+                        "the RDMA Writes do not fill the Write chunk ({bytes} bytes)"
                     ));
                 }
             } else {
@@ -361,9 +409,10 @@ fn judge(args: &Args) -> Result<usize, String> {
             let Some(&from_client) = malformed.get(&m.frame) else {
                 continue;
             };
-            let ours = from_client == (args.ours == Ours::Client);
-            // Only a reply of the other server's can be excused (its RDMA Writes were checked).
-            if ours || from_client || !writes_ok {
+            // A reply whose data moved by RDMA Write can be excused: its Writes were checked
+            // above against every segment. tshark reassembles neither a Write chunk of
+            // several segments nor Writes that do not arrive in one piece per chunk.
+            if from_client || !writes_ok || !(reply.writes > 0 || reply.msg_type == 1) {
                 fail(format!("frame {} is malformed", m.frame));
                 verdict = format!("MALFORMED frame {}", m.frame);
             } else {
@@ -371,19 +420,48 @@ fn judge(args: &Args) -> Result<usize, String> {
                 verdict = format!("ok (frame {}: reassembly, see below)", m.frame);
             }
         }
-        println!(
+        let line = format!(
             "{:<12} {:<12} {:<28} {:<26} {verdict}",
             format!("{xid:#010x}"),
             name,
             format!("{}/{}/{}", call.reads, call.writes, call.replies),
             moved
         );
+        if args.summary {
+            let kind = moved.split(" (").next().unwrap_or("").to_string();
+            let call_kind = if call.reads > 0 {
+                "read chunk"
+            } else {
+                "inline"
+            };
+            let row = summary
+                .entry((name, call_kind, kind))
+                .or_insert((0u64, 0u64, true));
+            row.0 += 1;
+            row.1 += call
+                .segments
+                .iter()
+                .filter(|_| call.reads > 0)
+                .map(|s| s.1)
+                .sum::<u64>()
+                + reply_bytes(reply);
+            row.2 &= verdict.starts_with("ok");
+        } else {
+            println!("{line}");
+        }
+    }
+    for ((name, call_kind, reply_kind), (n, bytes, ok)) in &summary {
+        println!(
+            "{name:<12} {n:>6} calls  {bytes:>10} bytes by RDMA  call {call_kind:<11} reply {reply_kind:<22} {}",
+            if *ok { "ok" } else { "FAILED" }
+        );
     }
     if !excused.is_empty() {
         println!(
-            "frames {excused:?}: the server's reply came in several RDMA Writes (some packets sent \
-             twice by the RC transport), complete and contiguous by their RETH addresses and PSNs; \
-             tshark's reassembly does not follow those addresses"
+            "frames {excused:?}: tshark calls these replies malformed because it did not put back \
+             the data that came by RDMA Write (a Write chunk of several segments, or a chunk \
+             written in several Writes, some packets sent twice by the RC transport); their \
+             RDMA Writes, checked above by RETH address and PSN, fill every segment exactly"
         );
     }
     for f in &failures {

@@ -468,7 +468,7 @@ async fn a_write_beyond_the_size_bound_is_nospc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_mib_both_ways_with_calls_in_flight_as_the_kernel_sends_them() {
     const SIZE: usize = 64 * MIB;
-    const IN_FLIGHT: usize = 8;
+    const IN_FLIGHT: usize = 32;
     let m = mounted(1 << 30).await;
     let file = create(&m.nfs, &m.root, "big").await;
     let content = Arc::new(pattern(0, SIZE));

@@ -448,13 +448,25 @@ impl Listener for VerbsListener {
             // the request owns it from here on.
             let id = unsafe { CmId::adopt(ev.id, self.id.channel()) };
             let peer = id.peer_addr().unwrap_or(self.local);
-            let private_data = framing_of(&id).decode(&ev.private_data).to_vec();
+            let framing = framing_of(&id);
+            let private_data = framing.decode(&ev.private_data).to_vec();
+            // On InfiniBand and RoCE the connection manager hands the request's depths over
+            // from this side's point of view (ib_cm swaps them): `initiator_depth` is the
+            // peer's responder resources, what this side may initiate. The Linux kernel's
+            // client asks for initiator depth 0 and offers its device's full IRD; read as
+            // written, that left this server no RDMA Read at all and its first Read chunk
+            // hung. Under iWARP (Linux siw, tested in the guest) `responder_resources` carries
+            // the peer's IRD.
+            let (peer_ird, peer_ord) = match framing {
+                Framing::LengthOctet => (ev.initiator_depth, ev.responder_resources),
+                Framing::Exact => (ev.responder_resources, ev.initiator_depth),
+            };
             return Ok(VerbsRequest {
                 id: Some(id),
                 peer,
                 private_data,
-                peer_ird: ev.responder_resources,
-                peer_ord: ev.initiator_depth,
+                peer_ird,
+                peer_ord,
             });
         }
     }
