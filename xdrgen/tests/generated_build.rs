@@ -52,8 +52,9 @@ fn draft_groups() -> Vec<(&'static str, bool, Vec<PathBuf>)> {
 
 #[test]
 fn rpcsvc_and_drafts_generate_code_that_builds_and_round_trips() {
-    if !Path::new(RPCSVC).is_dir() {
-        eprintln!("skipped: {RPCSVC} is missing (install rpcsvc-proto)");
+    // scripts/setup installs rpcsvc-proto: missing, this fails under CI=true.
+    let judge = format!("{RPCSVC}/*.x (Debian package rpcsvc-proto)");
+    if !test_judge::require(&judge, Path::new(RPCSVC).is_dir()) {
         return;
     }
     let mut groups = special_groups();
