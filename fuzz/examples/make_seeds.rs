@@ -51,14 +51,9 @@ const NULL_CALL: [u32; 10] = [0x1234, 0, 2, 100_003, 3, 0, 0, 0, 0, 0];
 fn xdrgen_seeds() {
     const T: &str = "xdrgen_frontend";
     // (file, options: bit 0 lenient, bit 1 services, bit 2 the @ddp mark, bit 3 render the
-    // diagnostics): the project's
-    // files that fit the target's -max_len of 2048 bytes.
-    let files: [(&str, u8); 4] = [
-        ("specs/baseops.x", 0),
-        ("xdrgen/tests/torture/lenient.x", 9),
-        ("xdrgen/tests/drafts/000-rpcrdma-00-s6.2.x", 9),
-        ("tests/tirpc-interop/interop.x", 2),
-    ];
+    // diagnostics): the project's files that fit the target's -max_len of 512 bytes (longer
+    // ones run to a few milliseconds each; the snippets below cover what they hold).
+    let files: [(&str, u8); 1] = [("xdrgen/tests/torture/lenient.x", 9)];
     for (file, flags) in files {
         let text = fs::read(repo().join(file)).expect("read a .x file");
         let name = Path::new(file).file_name().unwrap().to_str().unwrap();
