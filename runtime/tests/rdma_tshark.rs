@@ -3,7 +3,8 @@
 //! Wireshark's MPA and DDP/RDMAP dissectors through `tshark`. Every frame must decode, no
 //! malformed packets or expert errors, and every CRC must be good — with and without markers.
 //!
-//! Skips, loudly, when `tshark` is not installed (scripts/setup installs it).
+//! Skips, loudly, when `tshark` is not installed (scripts/setup installs it); fails instead
+//! under `CI=true` (`test_judge`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -392,15 +393,36 @@ fn check(path: &Path, expect_markers: bool, crc: bool, allowed: &[&str]) {
     }
 }
 
+/// What names the judge when it is missing.
+const TSHARK: &str = "tshark (Debian package tshark)";
+
+/// Whether `tshark -v` runs with `PATH` set to `path` (`None`: the environment's).
+fn tshark_on(path: Option<&std::ffi::OsStr>) -> bool {
+    test_judge::program_runs("tshark", &["-v"], path)
+}
+
+/// The judge is here, or the test skips loudly; under `CI=true` it fails instead.
 fn tshark_present() -> bool {
-    let ok = Command::new("tshark")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("\n\n*** SKIPPING the tshark wire-format test: `tshark` is not installed (run scripts/setup) ***\n\n");
-    }
-    ok
+    test_judge::require(TSHARK, tshark_on(None))
+}
+
+/// Without tshark on `PATH`, a CI run fails naming tshark and scripts/setup (a wire-format
+/// test whose judge never ran must not pass); elsewhere it skips.
+#[test]
+fn a_missing_tshark_fails_under_ci() {
+    let found = tshark_on(Some(std::ffi::OsStr::new("/nonexistent")));
+    assert!(!found, "no tshark can run from an empty PATH");
+    assert!(
+        !test_judge::require_under(TSHARK, found, false),
+        "skips outside CI"
+    );
+    let err = std::panic::catch_unwind(|| test_judge::require_under(TSHARK, found, true))
+        .expect_err("fails under CI");
+    let msg = err.downcast_ref::<String>().expect("a formatted message");
+    assert!(
+        msg.contains("tshark") && msg.contains("scripts/setup"),
+        "{msg}"
+    );
 }
 
 fn ietf(markers: bool, revision: u8) -> MpaConfig {

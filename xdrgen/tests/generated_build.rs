@@ -83,8 +83,9 @@ fn real_world_groups() -> Vec<(&'static str, xdrgen::Config, Vec<PathBuf>)> {
 
 #[test]
 fn rpcsvc_and_drafts_generate_code_that_builds_and_round_trips() {
-    if !Path::new(RPCSVC).is_dir() {
-        eprintln!("skipped: {RPCSVC} is missing (install rpcsvc-proto)");
+    // scripts/setup installs rpcsvc-proto: missing, this fails under CI=true.
+    let judge = format!("{RPCSVC}/*.x (Debian package rpcsvc-proto)");
+    if !test_judge::require(&judge, Path::new(RPCSVC).is_dir()) {
         return;
     }
     let mut groups = special_groups();

@@ -13,7 +13,8 @@
 //! only ([`v2_reencode`], [`v2_random`]), by message type ([`V2Kind`]).
 //!
 //! [`available`] is `false` when the build found no rpcgen or libtirpc headers; every
-//! function then returns [`OracleError::Unavailable`].
+//! function then returns [`OracleError::Unavailable`], and [`require`] skips a test (fails it
+//! under `CI=true`).
 #![warn(missing_docs)]
 
 use std::fmt;
@@ -57,6 +58,15 @@ impl std::error::Error for OracleError {}
 /// Whether the rpcgen side was built (rpcgen and libtirpc were found).
 pub const fn available() -> bool {
     !cfg!(rpcgen_oracle_missing)
+}
+
+/// What names the oracle when it is missing.
+pub const ORACLE: &str = "rpcgen and libtirpc (Debian packages rpcsvc-proto, libtirpc-dev)";
+
+/// For a test judged by the oracle: [`available`], or a loud skip (`false`); under `CI=true`
+/// a failure naming the oracle and `scripts/setup` instead ([`test_judge::require`]).
+pub fn require() -> bool {
+    test_judge::require(ORACLE, available())
 }
 
 /// `rpcrdma1_segment` (RFC 8166 section 4.1.1 / rfc5666bis section 4.4.2).

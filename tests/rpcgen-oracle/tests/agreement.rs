@@ -16,11 +16,7 @@ use rpcgen_oracle::*;
 use rpcrdma::xdr::{from_bytes, to_bytes, Bytes};
 
 fn skip() -> bool {
-    if !available() {
-        println!("rpcgen-oracle built without rpcgen/libtirpc: skipping (run scripts/setup)");
-        return true;
-    }
-    false
+    !require()
 }
 
 proptest! {

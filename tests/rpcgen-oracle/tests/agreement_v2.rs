@@ -6,16 +6,12 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use rpcgen_oracle::{available, v2_random, v2_reencode, V2Kind};
+use rpcgen_oracle::{require, v2_random, v2_reencode, V2Kind};
 use rpcrdma::xdr::{from_bytes, to_bytes, Bytes, Decode, Encode};
 use rpcrdma_specs::v2;
 
 fn skip() -> bool {
-    if !available() {
-        println!("rpcgen-oracle built without rpcgen/libtirpc: skipping (run scripts/setup)");
-        return true;
-    }
-    false
+    !require()
 }
 
 fn segment() -> impl Strategy<Value = v2::Rpcrdma2Segment> {

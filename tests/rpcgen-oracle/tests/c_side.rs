@@ -7,11 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn skip() -> bool {
-    if !available() {
-        println!("rpcgen-oracle built without rpcgen/libtirpc: skipping (run scripts/setup)");
-        return true;
-    }
-    false
+    !require()
 }
 
 fn words(ws: &[u32]) -> Vec<u8> {
@@ -268,7 +264,7 @@ proptest::proptest! {
         rpc in common::rpc_msg(),
         sys in common::authsys(),
     ) {
-        if available() {
+        if require() {
             let bytes = v1_encode(&v1).unwrap();
             proptest::prop_assert_eq!(v1_reencode(&bytes).unwrap(), bytes);
             let bytes = rpc_encode(&rpc).unwrap();

@@ -1,0 +1,15 @@
+//! libFuzzer entry of [`rpcrdma_fuzz::targets::xdrgen_frontend`]: what it runs, its input layout and
+//! its allocation bound are documented there.
+#![no_main]
+
+use rpcrdma_fuzz::alloc_bound::{with_bound, BoundedAlloc};
+use rpcrdma_fuzz::targets::xdrgen_frontend;
+
+#[global_allocator]
+static ALLOC: BoundedAlloc = BoundedAlloc;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    with_bound(xdrgen_frontend::limit(data.len()), || {
+        xdrgen_frontend::run(data)
+    });
+});
