@@ -78,6 +78,8 @@ struct Message {
     /// Every segment of the header's chunk lists, in order: (handle, length, offset).
     segments: Vec<(u32, u64, u64)>,
     procedure: Option<u32>,
+    /// The ONC RPC program, when tshark read the RPC header.
+    program: Option<u32>,
 }
 
 /// One RDMA Write or RDMA Read request: who sent it, the target key, address and length.
@@ -191,11 +193,12 @@ fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
             "rpcordma.rdma_offset",
             "nfs.procedure_v3",
             "data.data",
+            "rpc.program",
         ],
     )?;
     let mut by_xid: BTreeMap<u32, Vec<Message>> = BTreeMap::new();
     for r in rows {
-        if r.len() < 13 {
+        if r.len() < 14 {
             continue;
         }
         let (handles, lengths, offsets) = (list(&r[8]), list(&r[9]), list(&r[10]));
@@ -217,6 +220,7 @@ fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
             procedure: first(&r[11])
                 .map(|p| p as u32)
                 .or_else(|| nfs_call_procedure(&r[12], num(&r[2]) as u32)),
+            program: first(&r[13]).map(|p| p as u32),
         };
         by_xid.entry(num(&r[2]) as u32).or_default().push(m);
     }
@@ -321,10 +325,13 @@ fn judge(args: &Args) -> Result<usize, String> {
         let call = msgs.iter().find(|m| m.from_client);
         let reply = msgs.iter().find(|m| !m.from_client);
         let procedure = msgs.iter().find_map(|m| m.procedure);
-        let name = procedure
-            .and_then(|p| NAMES.get(p as usize))
-            .copied()
-            .unwrap_or("?");
+        let program = msgs.iter().find_map(|m| m.program);
+        let name = match (procedure, program) {
+            (Some(p), _) => NAMES.get(p as usize).copied().unwrap_or("?"),
+            // The Linux client probes NFSACL (100227) on the same connection.
+            (None, Some(100_227)) => "NFSACL",
+            _ => "?",
+        };
         let mut fail = |what: String| failures.push(format!("xid {xid:#010x} {name}: {what}"));
         for m in msgs {
             if m.version != 1 {
