@@ -136,6 +136,9 @@ impl TestversServer for BenchServer {
         };
         Ok(EchoRes { tag: len, data })
     }
+    async fn test_sum(&self, ctx: CallContext, args: EchoArgs) -> Result<u64, ReplyError> {
+        self.inner.test_sum(ctx, args).await
+    }
     async fn test_slowecho(&self, ctx: CallContext, args: EchoArgs) -> Result<EchoRes, ReplyError> {
         self.inner.test_slowecho(ctx, args).await
     }
