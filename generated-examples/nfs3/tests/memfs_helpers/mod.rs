@@ -67,56 +67,8 @@ pub fn at(dir: &NfsFh3, name: &str) -> Diropargs3 {
     }
 }
 
-/// The status of a result that failed, or NFS3_OK.
-pub trait Status {
-    /// The result's status.
-    fn status(&self) -> Nfsstat3;
-}
-
-macro_rules! status {
-    ($($res:ty),*) => {$(
-        impl Status for $res {
-            fn status(&self) -> Nfsstat3 {
-                match self {
-                    Self::Nfs3Ok(_) => Nfsstat3::Nfs3Ok,
-                    Self::Default { discriminant, .. } => *discriminant,
-                }
-            }
-        }
-    )*};
-}
-
-status!(
-    Setattr3res,
-    Lookup3res,
-    Access3res,
-    Readlink3res,
-    Read3res,
-    Write3res,
-    Create3res,
-    Mkdir3res,
-    Symlink3res,
-    Mknod3res,
-    Remove3res,
-    Rmdir3res,
-    Rename3res,
-    Link3res,
-    Readdir3res,
-    Readdirplus3res,
-    Fsstat3res,
-    Fsinfo3res,
-    Pathconf3res,
-    Commit3res
-);
-
-impl Status for Getattr3res {
-    fn status(&self) -> Nfsstat3 {
-        match self {
-            Self::Nfs3Ok(_) => Nfsstat3::Nfs3Ok,
-            Self::Default { discriminant } => *discriminant,
-        }
-    }
-}
+/// The status of a result that failed, or NFS3_OK: the server's own call-log trait.
+pub use rpcrdma_nfs3::memfs::nfs::status::ResultStatus as Status;
 
 /// CREATE (UNCHECKED, mode 0644) of `name` in `dir`: its handle.
 pub async fn create(nfs: &NfsV3Client, dir: &NfsFh3, name: &str) -> NfsFh3 {
