@@ -15,7 +15,7 @@ use rpcrdma::rdma::soft::wire::mpa::{FpduWriter, Framing};
 use rpcrdma::rdma::soft::wire::rdmap::{Opcode, ReadRequest, TermCode, Terminate};
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind};
 use rpcrdma::rpc::record::RecordWriter;
-use rpcrdma::transport::header::{self, Body, Chunks, Header, ReadChunk, Segment};
+use rpcrdma::transport::header::{self, Body, Chunks, Header, RdmaError, ReadChunk, Segment};
 use rpcrdma::xdr::{Encode, Encoder, ThresholdPolicy};
 use rpcrdma_fuzz::cases::{Chunk, Flagged, Nfs3Case};
 use rpcrdma_nfs3::nfs3::*;
@@ -151,11 +151,7 @@ fn xdrgen_seeds() {
 fn v1_seeds() {
     const T: &str = "v1_header";
     let msg = |name: &str, body: Body, payload: &[u32]| {
-        let h = Header {
-            xid: 0x1234,
-            credit: 32,
-            body,
-        };
+        let h = Header::v1(0x1234, 32, body);
         let mut enc = Encoder::new();
         header::encode(&h, &mut enc).expect("encode a header");
         let mut bytes = enc.finish().to_bytes().to_vec();
@@ -200,8 +196,8 @@ fn v1_seeds() {
         &[],
     );
     msg("done", Body::Done, &[]);
-    msg("err-vers", Body::ErrVers { low: 1, high: 1 }, &[]);
-    msg("err-chunk", Body::ErrChunk, &[]);
+    msg("err-vers", Body::Error(RdmaError::Vers { low: 1, high: 1 }), &[]);
+    msg("err-chunk", Body::Error(RdmaError::BadXdr), &[]);
     // A version 2 peer talking to us: ERR_VERS territory.
     put(T, "version-2", &words(&[0x1234, 2, 32, 0, 0, 0, 0]));
     // RDMA_MSGP (RFC 5666): alignment, threshold, then chunk lists.
@@ -355,11 +351,7 @@ fn iwarp_seeds() {
     let rpc_message = {
         let mut enc = Encoder::new();
         header::encode(
-            &Header {
-                xid: 1,
-                credit: 32,
-                body: Body::Msg(Chunks::default()),
-            },
+            &Header::v1(1, 32, Body::Msg(Chunks::default())),
             &mut enc,
         )
         .expect("encode a header");

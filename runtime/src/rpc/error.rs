@@ -91,6 +91,10 @@ pub enum TransportError {
     /// it could not use the call's chunks, or the reply fit neither inline nor in them.
     #[error("the peer refused the call's chunks (RDMA_ERROR / ERR_CHUNK)")]
     RdmaChunk,
+    /// RPC-over-RDMA version 2: the responder answered RDMA2_ERROR with a code other than
+    /// ERR_VERS and BAD_XDR (seed 003 section 5.3.3), and the call could not be retried.
+    #[error("the peer refused the call: RDMA2_ERROR / {0}")]
+    RdmaRefused(RdmaError),
     /// The peer broke the protocol (an unparsable reply, a message over the inline threshold).
     #[error("protocol violation: {0}")]
     Protocol(String),
@@ -172,6 +176,104 @@ impl From<ReplyError> for Error {
             ReplyError::ProcUnavail => Error::ProcUnavail,
             ReplyError::GarbageArgs => Error::GarbageArgs,
             ReplyError::SystemErr => Error::SystemErr,
+        }
+    }
+}
+
+/// What an RDMA_ERROR / RDMA2_ERROR reports (seed 004 section 5.5; seed 003 section 5.3.3).
+/// Version 1 knows only [`RdmaError::Vers`] and [`RdmaError::BadXdr`] (its ERR_CHUNK); a
+/// version 1 header reports every other one as ERR_CHUNK. (It lives here, with the transport
+/// errors that carry it, so that `rpc` does not depend on the transport.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmaError {
+    /// ERR_VERS / RDMA2_ERR_VERS: the versions the sender speaks.
+    Vers {
+        /// Lowest version supported.
+        low: u32,
+        /// Highest version supported.
+        high: u32,
+    },
+    /// RDMA2_ERR_BAD_XDR, which has ERR_CHUNK's value: the header could not be parsed, or
+    /// (version 1) its chunks could not be used.
+    BadXdr,
+    /// RDMA2_ERR_INVAL_HTYPE: a header type the sender does not know or support.
+    InvalHtype,
+    /// RDMA2_ERR_READ_CHUNKS: more Read chunks than the responder handles.
+    ReadChunks {
+        /// The most Read chunks it handles (0: none).
+        max: u32,
+    },
+    /// RDMA2_ERR_WRITE_CHUNKS: more Write chunks than the responder handles.
+    WriteChunks {
+        /// The most Write chunks it handles.
+        max: u32,
+    },
+    /// RDMA2_ERR_SEGMENTS: a chunk with more segments than the responder handles.
+    Segments {
+        /// The most segments it handles in one chunk.
+        max: u32,
+    },
+    /// RDMA2_ERR_WRITE_RESOURCE: a Write chunk too small for its result.
+    WriteResource {
+        /// The chunk, counted from 1; 0 when the responder could not tell which.
+        chunk_index: u32,
+        /// The bytes that chunk needs.
+        length_needed: u32,
+    },
+    /// RDMA2_ERR_REPLY_RESOURCE: the reply fits neither inline nor the Reply chunk.
+    ReplyResource {
+        /// The Reply chunk bytes needed.
+        length_needed: u32,
+    },
+    /// RDMA2_ERR_SYSTEM: a permanent failure of another kind.
+    System,
+    /// A code this module does not know (an extension's, seed 003 section 9.3), with no body.
+    Other(u32),
+}
+
+impl RdmaError {
+    /// The error's code on the wire (ERR_VERS 1 and ERR_CHUNK 2 in version 1; seed 003
+    /// section 6.4 for the rest).
+    pub fn code(&self) -> u32 {
+        match self {
+            RdmaError::Vers { .. } => 1,
+            RdmaError::BadXdr => 2,
+            RdmaError::InvalHtype => 3,
+            RdmaError::ReadChunks { .. } => 4,
+            RdmaError::WriteChunks { .. } => 5,
+            RdmaError::Segments { .. } => 6,
+            RdmaError::WriteResource { .. } => 7,
+            RdmaError::ReplyResource { .. } => 8,
+            RdmaError::System => 9,
+            RdmaError::Other(code) => *code,
+        }
+    }
+}
+
+impl std::fmt::Display for RdmaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RdmaError::Vers { low, high } => write!(f, "ERR_VERS (versions {low}..={high})"),
+            RdmaError::BadXdr => f.write_str("BAD_XDR / ERR_CHUNK"),
+            RdmaError::InvalHtype => f.write_str("INVAL_HTYPE"),
+            RdmaError::ReadChunks { max } => write!(f, "READ_CHUNKS (at most {max})"),
+            RdmaError::WriteChunks { max } => write!(f, "WRITE_CHUNKS (at most {max})"),
+            RdmaError::Segments { max } => write!(f, "SEGMENTS (at most {max} per chunk)"),
+            RdmaError::WriteResource {
+                chunk_index,
+                length_needed,
+            } => write!(
+                f,
+                "WRITE_RESOURCE (Write chunk {chunk_index} needs {length_needed} bytes)"
+            ),
+            RdmaError::ReplyResource { length_needed } => {
+                write!(
+                    f,
+                    "REPLY_RESOURCE (the Reply chunk needs {length_needed} bytes)"
+                )
+            }
+            RdmaError::System => f.write_str("SYSTEM"),
+            RdmaError::Other(code) => write!(f, "error code {code}"),
         }
     }
 }

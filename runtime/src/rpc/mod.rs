@@ -29,7 +29,7 @@ pub use client::{
     decode_reply, BoxFuture, Call, CallOptions, CallTransport, Client, Reply, ReplyShape,
     MAX_REPLY_HEADER,
 };
-pub use error::{Error, ReplyError, TransportError};
+pub use error::{Error, RdmaError, ReplyError, TransportError};
 pub use header::{
     decode_call_header, decode_reply_header, encode_call_header, encode_reply_header, CallHeader,
     HeaderError,

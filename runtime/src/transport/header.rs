@@ -1,28 +1,42 @@
-//! The RPC-over-RDMA version 1 header (seed 004 section 5.6), on the types xdrgen generates
-//! from `specs/rpcrdma-v1.x` when the crate is built: parsing with every check a responder or
+//! RPC-over-RDMA transport headers, versions 1 (seed 004 section 5.6) and 2 (seed 003 sections
+//! 3 and 5), on the types xdrgen generates from `specs/rpcrdma-v1.x` and from `specs/common.x`
+//! with `specs/baseops.x` when the crate is built: parsing with every check a responder or
 //! requester makes before trusting a peer's header, and building headers to send.
+//!
+//! Both versions parse into one [`Header`]: the chunk machinery is the same (seed 003 section
+//! 10.1: "Chunks are expressed using the same on-the-wire format and are used in the same way
+//! in both versions"), and the core above decides what each version allows.
 
-use crate::xdr::{self, Decode, Decoder, Encode, Encoder};
+use bytes::Bytes;
 
-/// The generated types of `specs/rpcrdma-v1.x`.
-#[allow(missing_docs, clippy::all)]
-pub mod v1 {
-    include!(concat!(env!("OUT_DIR"), "/rpcrdma_v1.rs"));
-}
+use crate::xdr::{self, Encoder};
 
-use v1::{
-    Rpcrdma1Body, Rpcrdma1Chunks, Rpcrdma1ErrVers, Rpcrdma1Error, Rpcrdma1Msg, Rpcrdma1ReadList,
-    Rpcrdma1ReadSegment, Rpcrdma1Segment, Rpcrdma1WriteChunk, Rpcrdma1WriteList,
-};
+pub mod props;
+pub mod v1;
+pub mod v2;
 
-/// The protocol version (seed 004 section 5.1.2: "this field MUST contain the value 1").
+pub use crate::rpc::RdmaError;
+pub use props::{BaseProperties, PropSubset, Property};
+
+/// Version 1 (RFC 8166; seed 004 section 5.1.2: "this field MUST contain the value 1").
 pub const VERSION: u32 = 1;
 
-/// The four fixed words: XID, version, credits, message type (seed 004 section 5.1).
+/// Version 2 (seed 003).
+pub const VERSION_2: u32 = 2;
+
+/// The four fixed words: XID, version, credits, message type (seed 004 section 5.1; seed 003
+/// section 3.1 keeps them).
 pub const FIXED_LEN: usize = 16;
 
+/// Version 2's prefix: the four fixed words and `rdma_flags` (seed 003 section 3.2).
+pub const V2_PREFIX_LEN: usize = 20;
+
+/// `rdma_flags`: the message carries an XID its receiver generated, that is, a reply (seed 003
+/// section 3.2).
+pub const F_RESPONSE: u32 = v2::RPCRDMA2_F_RESPONSE;
+
 /// A remote buffer named in a chunk (seed 004 section 4.4.2): handle, length, offset.
-pub type Segment = Rpcrdma1Segment;
+pub type Segment = v1::Rpcrdma1Segment;
 
 /// A Read chunk: segments sharing one XDR Position (seed 004 section 4.4.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,9 +64,13 @@ pub fn total_len(segments: &[Segment]) -> u64 {
     segments.iter().map(|s| s.rdma_length as u64).sum()
 }
 
-/// The chunk lists of an RDMA_MSG or RDMA_NOMSG header (seed 004 section 5.2).
+/// The chunk lists of an RDMA_MSG or RDMA_NOMSG header (seed 004 section 5.2; seed 003 section
+/// 3.3 for version 2's `rdma_inv_handle`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chunks {
+    /// Version 2: the handle the requester lets the responder invalidate with Send With
+    /// Invalidate, 0 for none (seed 003 section 3.3). Always 0 in version 1.
+    pub inv_handle: u32,
     /// The Read list, grouped into chunks, in the order the requester sent them.
     pub reads: Vec<ReadChunk>,
     /// The Write list: one array of segments per Write chunk.
@@ -80,24 +98,29 @@ impl Chunks {
 /// The message type and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
-    /// RDMA_MSG: chunk lists, then the RPC message (RDMA_MSGP is taken as this, seed 004
-    /// section 5.7.1: "Receivers MUST treat received RDMA_MSGP type messages as they would
-    /// treat RDMA_MSG type messages").
+    /// RDMA_MSG / RDMA2_MSG: chunk lists, then the RPC message (RDMA_MSGP is taken as this,
+    /// seed 004 section 5.7.1: "Receivers MUST treat received RDMA_MSGP type messages as they
+    /// would treat RDMA_MSG type messages").
     Msg(Chunks),
-    /// RDMA_NOMSG: chunk lists only; the RPC message is in a Position-Zero Read chunk (call)
-    /// or the Reply chunk (reply).
+    /// RDMA_NOMSG / RDMA2_NOMSG: chunk lists only; the RPC message is in a Position-Zero Read
+    /// chunk (call) or the Reply chunk (reply).
     NoMsg(Chunks),
-    /// RDMA_DONE (seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages").
+    /// RDMA_DONE, version 1 only (seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type
+    /// messages").
     Done,
-    /// RDMA_ERROR / ERR_VERS with the peer's supported range.
-    ErrVers {
-        /// Lowest version supported.
-        low: u32,
-        /// Highest version supported.
-        high: u32,
+    /// RDMA_ERROR / RDMA2_ERROR.
+    Error(RdmaError),
+    /// RDMA2_CONNPROP: the sender's transport properties (seed 003 section 5.3.4), as sent:
+    /// their values are checked by whoever knows the property.
+    ConnProp(Vec<Property>),
+    /// A version 2 header type this module does not know (seed 003 section 9.1: an
+    /// extension's), with the bytes after the prefix.
+    Other {
+        /// `rdma_htype`.
+        htype: u32,
+        /// Everything after `rdma_flags`.
+        body: Bytes,
     },
-    /// RDMA_ERROR / ERR_CHUNK.
-    ErrChunk,
 }
 
 /// A parsed and checked header.
@@ -105,10 +128,44 @@ pub enum Body {
 pub struct Header {
     /// The transaction id (seed 004 section 5.1.1).
     pub xid: u32,
-    /// Credits requested (calls) or granted (replies) (seed 004 section 5.1.3).
+    /// [`VERSION`] or [`VERSION_2`].
+    pub version: u32,
+    /// Credits requested (calls) or granted (replies) (seed 004 section 5.1.3; seed 003
+    /// section 3.2: in version 2 [`F_RESPONSE`] says which).
     pub credit: u32,
+    /// Version 2's `rdma_flags` (seed 003 section 3.2); 0 in version 1.
+    pub flags: u32,
     /// The message type and body.
     pub body: Body,
+}
+
+impl Header {
+    /// A version 1 header.
+    pub fn v1(xid: u32, credit: u32, body: Body) -> Header {
+        Header {
+            xid,
+            version: VERSION,
+            credit,
+            flags: 0,
+            body,
+        }
+    }
+
+    /// A version 2 header.
+    pub fn v2(xid: u32, credit: u32, flags: u32, body: Body) -> Header {
+        Header {
+            xid,
+            version: VERSION_2,
+            credit,
+            flags,
+            body,
+        }
+    }
+
+    /// True when the message answers one of its receiver's own (version 2: [`F_RESPONSE`]).
+    pub fn is_response(&self) -> bool {
+        self.flags & F_RESPONSE != 0
+    }
 }
 
 /// Bounds on what a peer's header may ask for, checked before anything is allocated.
@@ -120,6 +177,8 @@ pub struct HeaderLimits {
     pub max_chunks: usize,
     /// Most bytes of all Read chunks of one call together (what the responder pulls).
     pub max_read_bytes: u64,
+    /// Most transport properties in one RDMA2_CONNPROP.
+    pub max_properties: usize,
 }
 
 impl Default for HeaderLimits {
@@ -128,6 +187,35 @@ impl Default for HeaderLimits {
             max_segments: 64,
             max_chunks: 16,
             max_read_bytes: 64 << 20,
+            max_properties: 64,
+        }
+    }
+}
+
+/// Which of a responder's limits a header exceeds: version 2 names it in its error (seed 003
+/// section 5.3.3), version 1 answers ERR_CHUNK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitExceeded {
+    /// More Read chunks than [`HeaderLimits::max_chunks`].
+    ReadChunks(u32),
+    /// More Write chunks than [`HeaderLimits::max_chunks`].
+    WriteChunks(u32),
+    /// A chunk with more segments than [`HeaderLimits::max_segments`].
+    Segments(u32),
+    /// Read chunks longer together than [`HeaderLimits::max_read_bytes`].
+    ReadBytes(u64),
+}
+
+impl LimitExceeded {
+    /// The version 2 error that reports it.
+    pub fn error(&self) -> RdmaError {
+        match *self {
+            LimitExceeded::ReadChunks(max) => RdmaError::ReadChunks { max },
+            LimitExceeded::WriteChunks(max) => RdmaError::WriteChunks { max },
+            LimitExceeded::Segments(max) => RdmaError::Segments { max },
+            // No version 2 code names a byte budget: the request cannot be served as sent,
+            // in any shape (a Position-Zero Read chunk would be as long).
+            LimitExceeded::ReadBytes(_) => RdmaError::System,
         }
     }
 }
@@ -139,7 +227,7 @@ pub enum HeaderError {
     /// "the receiver MUST NOT use any value in the fields that were transmitted ... the
     /// message dropped").
     Short,
-    /// A version this side does not speak: a responder answers ERR_VERS (seed 004 section
+    /// A version this module does not speak: a responder answers ERR_VERS (seed 004 section
     /// 5.5).
     Version {
         /// The header's XID.
@@ -147,13 +235,37 @@ pub enum HeaderError {
         /// The version it carried.
         version: u32,
     },
-    /// A malformed body or chunk list: a responder answers ERR_CHUNK (seed 004 section 5.5).
+    /// A malformed body or chunk list: a responder answers ERR_CHUNK (version 1) or
+    /// RDMA2_ERR_BAD_XDR (version 2) (seed 004 section 5.5; seed 003 section 5.3.3).
     Malformed {
         /// The header's XID.
         xid: u32,
+        /// The header's version.
+        version: u32,
         /// What is wrong.
         reason: String,
     },
+    /// A well-formed header that asks for more than [`HeaderLimits`] allow.
+    Limit {
+        /// The header's XID.
+        xid: u32,
+        /// The header's version.
+        version: u32,
+        /// Which limit.
+        limit: LimitExceeded,
+    },
+}
+
+impl HeaderError {
+    /// The XID of the header, when it was long enough to have one.
+    pub fn xid(&self) -> Option<u32> {
+        match self {
+            HeaderError::Short => None,
+            HeaderError::Version { xid, .. }
+            | HeaderError::Malformed { xid, .. }
+            | HeaderError::Limit { xid, .. } => Some(*xid),
+        }
+    }
 }
 
 impl std::fmt::Display for HeaderError {
@@ -163,72 +275,107 @@ impl std::fmt::Display for HeaderError {
             HeaderError::Version { xid, version } => {
                 write!(f, "xid {xid:#x}: RPC-over-RDMA version {version}")
             }
-            HeaderError::Malformed { xid, reason } => write!(f, "xid {xid:#x}: {reason}"),
+            HeaderError::Malformed { xid, reason, .. } => write!(f, "xid {xid:#x}: {reason}"),
+            HeaderError::Limit { xid, limit, .. } => {
+                let what = match limit {
+                    LimitExceeded::ReadChunks(max) => format!("more than {max} Read chunks"),
+                    LimitExceeded::WriteChunks(max) => format!("more than {max} Write chunks"),
+                    LimitExceeded::Segments(max) => {
+                        format!("a chunk of more than {max} segments")
+                    }
+                    LimitExceeded::ReadBytes(max) => {
+                        format!("Read chunks of more than {max} bytes")
+                    }
+                };
+                write!(f, "xid {xid:#x}: {what}")
+            }
         }
     }
 }
 
-/// Parses the header at the start of `message`; returns it and its length (where an RDMA_MSG's
-/// RPC message starts).
-pub fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), HeaderError> {
-    if message.len() < FIXED_LEN {
-        return Err(HeaderError::Short);
-    }
-    let word =
-        |i: usize| u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]]);
-    let (xid, version, credit) = (word(0), word(4), word(8));
-    if version != VERSION {
-        return Err(HeaderError::Version { xid, version });
-    }
-    let malformed = |reason: String| HeaderError::Malformed { xid, reason };
-    // Nothing a header decodes can allocate more than its own length allows: lists take bytes
-    // of the input per element, and counted arrays are checked against what remains. The
-    // limits on chunk and segment counts are checked after decoding.
-    let mut dec = Decoder::from_slice(&message[12..]);
-    dec.set_base_offset(12);
-    let body = Rpcrdma1Body::decode(&mut dec).map_err(|e| malformed(e.to_string()))?;
-    let used = message.len() - 12 - dec.remaining();
-    let body = match body {
-        Rpcrdma1Body::RdmaMsg(c) => Body::Msg(check_chunks(c, limits).map_err(malformed)?),
-        Rpcrdma1Body::RdmaMsgp(p) => {
-            Body::Msg(check_chunks(p.rdma_achunks, limits).map_err(malformed)?)
-        }
-        Rpcrdma1Body::RdmaNomsg(c) => Body::NoMsg(check_chunks(c, limits).map_err(malformed)?),
-        Rpcrdma1Body::RdmaDone => Body::Done,
-        Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrVers(v)) => Body::ErrVers {
-            low: v.rdma_vers_low,
-            high: v.rdma_vers_high,
-        },
-        Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrChunk) => Body::ErrChunk,
+/// The first words of a header, which every version keeps (seed 003 section 10.2: later
+/// versions "maintain the first four header words").
+fn fixed_words(message: &[u8]) -> Option<(u32, u32, u32, u32)> {
+    let word = |i: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(message.get(i..i + 4)?.try_into().ok()?))
     };
-    Ok((Header { xid, credit, body }, 12 + used))
+    Some((word(0)?, word(4)?, word(8)?, word(12)?))
+}
+
+/// Parses the header at the start of `message` (version 1 or 2); returns it and its length
+/// (where an RDMA_MSG's RPC message starts).
+pub fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), HeaderError> {
+    let Some((xid, version, _, _)) = fixed_words(message) else {
+        return Err(HeaderError::Short);
+    };
+    match version {
+        VERSION => v1::parse(message, limits),
+        // Seed 003 keeps seed 004's rule for a header too short to trust.
+        VERSION_2 if message.len() < V2_PREFIX_LEN => Err(HeaderError::Short),
+        VERSION_2 => v2::parse(message, limits),
+        _ => Err(HeaderError::Version { xid, version }),
+    }
+}
+
+/// Groups and checks decoded chunk lists, naming the header in the error.
+fn checked(
+    raw: RawChunks,
+    limits: &HeaderLimits,
+    xid: u32,
+    version: u32,
+) -> Result<Chunks, HeaderError> {
+    check_chunks(raw, limits).map_err(|e| match e {
+        ChunkError::Malformed(reason) => HeaderError::Malformed {
+            xid,
+            version,
+            reason,
+        },
+        ChunkError::Limit(limit) => HeaderError::Limit {
+            xid,
+            version,
+            limit,
+        },
+    })
+}
+
+/// Chunk lists as decoded, before grouping and checking: the Read list's (position,
+/// segment) entries, the Write list, the Reply chunk.
+struct RawChunks {
+    inv_handle: u32,
+    reads: Vec<(u32, Segment)>,
+    writes: Vec<Vec<Segment>>,
+    reply: Option<Vec<Segment>>,
+}
+
+enum ChunkError {
+    Malformed(String),
+    Limit(LimitExceeded),
 }
 
 /// Groups the Read list into chunks and checks every list against `limits` and the rules of
 /// seed 004 section 4.4.
-fn check_chunks(c: Rpcrdma1Chunks, limits: &HeaderLimits) -> Result<Chunks, String> {
+fn check_chunks(c: RawChunks, limits: &HeaderLimits) -> Result<Chunks, ChunkError> {
+    let limit = |l| Err(ChunkError::Limit(l));
+    let max_chunks = limits.max_chunks.min(u32::MAX as usize) as u32;
+    let max_segments = limits.max_segments.min(u32::MAX as usize) as u32;
     let mut reads: Vec<ReadChunk> = Vec::new();
-    for entry in c.rdma_reads {
-        let Rpcrdma1ReadSegment {
-            rdma_position: position,
-            rdma_target: segment,
-        } = entry.rdma_entry;
+    for (position, segment) in c.reads {
         // Seed 004 section 4.4.4.1: "The value in this field MUST be a multiple of four."
         if position % 4 != 0 {
-            return Err(format!(
+            return Err(ChunkError::Malformed(format!(
                 "Read chunk position {position} is not a multiple of four"
-            ));
+            )));
         }
-        check_segment(&segment)?;
+        check_segment(&segment).map_err(ChunkError::Malformed)?;
         match reads.last_mut() {
             // Section 4.4.4: "All segments belonging to the same Read chunk have the same
             // value in their Position field": consecutive equal positions form one chunk.
             Some(last) if last.position == position => last.segments.push(segment),
             _ => {
                 if reads.iter().any(|r| r.position == position) {
-                    return Err(format!(
+                    return Err(ChunkError::Malformed(format!(
                         "two Read chunks at position {position} (segments of one chunk must be adjacent)"
-                    ));
+                    )));
                 }
                 reads.push(ReadChunk {
                     position,
@@ -238,63 +385,35 @@ fn check_chunks(c: Rpcrdma1Chunks, limits: &HeaderLimits) -> Result<Chunks, Stri
         }
     }
     if reads.len() > limits.max_chunks {
-        return Err(format!(
-            "{} Read chunks (at most {})",
-            reads.len(),
-            limits.max_chunks
-        ));
+        return limit(LimitExceeded::ReadChunks(max_chunks));
     }
     let mut read_bytes = 0u64;
     for r in &reads {
         if r.segments.len() > limits.max_segments {
-            return Err(format!(
-                "a Read chunk of {} segments (at most {})",
-                r.segments.len(),
-                limits.max_segments
-            ));
+            return limit(LimitExceeded::Segments(max_segments));
         }
         read_bytes += r.len();
     }
     if read_bytes > limits.max_read_bytes {
-        return Err(format!(
-            "Read chunks of {read_bytes} bytes (at most {})",
-            limits.max_read_bytes
-        ));
+        return limit(LimitExceeded::ReadBytes(limits.max_read_bytes));
     }
-    if c.rdma_writes.len() > limits.max_chunks {
-        return Err(format!(
-            "{} Write chunks (at most {})",
-            c.rdma_writes.len(),
-            limits.max_chunks
-        ));
+    if c.writes.len() > limits.max_chunks {
+        return limit(LimitExceeded::WriteChunks(max_chunks));
     }
-    let mut writes = Vec::with_capacity(c.rdma_writes.len());
-    for w in c.rdma_writes {
-        writes.push(check_write_chunk(w.rdma_entry, limits)?);
+    for w in c.writes.iter().chain(c.reply.iter()) {
+        if w.len() > limits.max_segments {
+            return limit(LimitExceeded::Segments(max_segments));
+        }
+        for s in w {
+            check_segment(s).map_err(ChunkError::Malformed)?;
+        }
     }
-    let reply = c
-        .rdma_reply
-        .map(|r| check_write_chunk(r, limits))
-        .transpose()?;
     Ok(Chunks {
+        inv_handle: c.inv_handle,
         reads,
-        writes,
-        reply,
+        writes: c.writes,
+        reply: c.reply,
     })
-}
-
-fn check_write_chunk(w: Rpcrdma1WriteChunk, limits: &HeaderLimits) -> Result<Vec<Segment>, String> {
-    if w.rdma_target.len() > limits.max_segments {
-        return Err(format!(
-            "a Write chunk of {} segments (at most {})",
-            w.rdma_target.len(),
-            limits.max_segments
-        ));
-    }
-    for s in &w.rdma_target {
-        check_segment(s)?;
-    }
-    Ok(w.rdma_target)
 }
 
 /// A segment whose last byte's address does not fit 64 bits cannot name real memory.
@@ -308,72 +427,38 @@ fn check_segment(s: &Segment) -> Result<(), String> {
     Ok(())
 }
 
-/// Encodes a header into `enc`.
+/// Encodes a header into `enc`, in its version's format.
 pub fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
-    let chunks = |c: &Chunks| Rpcrdma1Chunks {
-        rdma_reads: c
-            .reads
-            .iter()
-            .flat_map(|r| {
-                r.segments.iter().map(move |s| Rpcrdma1ReadList {
-                    rdma_entry: Rpcrdma1ReadSegment {
-                        rdma_position: r.position,
-                        rdma_target: *s,
-                    },
-                })
-            })
-            .collect(),
-        rdma_writes: c
-            .writes
-            .iter()
-            .map(|w| Rpcrdma1WriteList {
-                rdma_entry: Rpcrdma1WriteChunk {
-                    rdma_target: w.clone(),
-                },
-            })
-            .collect(),
-        rdma_reply: c.reply.as_ref().map(|r| Rpcrdma1WriteChunk {
-            rdma_target: r.clone(),
-        }),
-    };
-    let body = match &header.body {
-        Body::Msg(c) => Rpcrdma1Body::RdmaMsg(chunks(c)),
-        Body::NoMsg(c) => Rpcrdma1Body::RdmaNomsg(chunks(c)),
-        Body::Done => Rpcrdma1Body::RdmaDone,
-        Body::ErrVers { low, high } => {
-            Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrVers(Rpcrdma1ErrVers {
-                rdma_vers_low: *low,
-                rdma_vers_high: *high,
-            }))
-        }
-        Body::ErrChunk => Rpcrdma1Body::RdmaError(Rpcrdma1Error::RdmaErrChunk),
-    };
-    Rpcrdma1Msg {
-        rdma_xid: header.xid,
-        rdma_vers: VERSION,
-        rdma_credit: header.credit,
-        rdma_body: body,
+    match header.version {
+        VERSION_2 => v2::encode(header, enc),
+        _ => v1::encode(header, enc),
     }
-    .encode(enc)
+}
+
+/// Encodes a header into fresh bytes.
+pub fn to_bytes(header: &Header) -> xdr::Result<Bytes> {
+    let mut enc = Encoder::with_capacity(encoded_len(header));
+    encode(header, &mut enc)?;
+    Ok(enc.finish().into_bytes())
+}
+
+/// The length of a header's chunk lists on the wire (both versions; version 2 adds
+/// `rdma_inv_handle`).
+fn chunks_len(c: &Chunks) -> usize {
+    // Each Read segment: present flag + position + segment (4 + 4 + 16); list end 4.
+    let reads: usize = c.reads.iter().map(|r| r.segments.len() * 24).sum::<usize>() + 4;
+    // Each Write chunk: present flag + count + segments; list end 4.
+    let writes: usize = c.writes.iter().map(|w| 8 + w.len() * 16).sum::<usize>() + 4;
+    let reply = c.reply.as_ref().map_or(4, |r| 8 + r.len() * 16);
+    reads + writes + reply
 }
 
 /// The header's encoded length.
 pub fn encoded_len(header: &Header) -> usize {
-    let c = |c: &Chunks| {
-        // Each Read segment: present flag + position + segment (4 + 4 + 16); list end 4.
-        let reads: usize = c.reads.iter().map(|r| r.segments.len() * 24).sum::<usize>() + 4;
-        // Each Write chunk: present flag + count + segments; list end 4.
-        let writes: usize = c.writes.iter().map(|w| 8 + w.len() * 16).sum::<usize>() + 4;
-        let reply = c.reply.as_ref().map_or(4, |r| 8 + r.len() * 16);
-        reads + writes + reply
-    };
-    FIXED_LEN
-        + match &header.body {
-            Body::Msg(chunks) | Body::NoMsg(chunks) => c(chunks),
-            Body::Done => 0,
-            Body::ErrVers { .. } => 12,
-            Body::ErrChunk => 4,
-        }
+    match header.version {
+        VERSION_2 => v2::encoded_len(header),
+        _ => v1::encoded_len(header),
+    }
 }
 
 #[cfg(test)]

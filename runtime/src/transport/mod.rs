@@ -1,9 +1,11 @@
-//! RPC-over-RDMA version 1 (RFC 8166, seed 004): ONC RPC over any [`rdma::Provider`].
+//! RPC-over-RDMA, version 1 (RFC 8166, seed 004) and version 2 (seed 003): ONC RPC over any
+//! [`rdma::Provider`].
 //!
 //! * [`core`] is the protocol engine of one connection as a pure state machine: received
 //!   messages, completions and time in; Sends, RDMA Reads and Writes, and invalidations out.
-//! * [`header`] parses and builds transport headers with the types generated from
-//!   `specs/rpcrdma-v1.x`.
+//! * [`header`] parses and builds transport headers of both versions with the types generated
+//!   from `specs/rpcrdma-v1.x` and from `specs/common.x` + `specs/baseops.x`, and version 2's
+//!   transport properties.
 //! * [`private_data`] is the RFC 8797 connection private data.
 //!
 //! [`rdma::Provider`]: crate::rdma::Provider
@@ -16,4 +18,4 @@ pub mod header;
 pub mod pool;
 pub mod private_data;
 
-pub use driver::{connect, serve, RdmaConfig, RdmaListener, RdmaTransport};
+pub use driver::{connect, serve, PeerVersions, RdmaConfig, RdmaListener, RdmaTransport};

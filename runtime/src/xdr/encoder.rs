@@ -473,6 +473,65 @@ impl PartialEq for Encoded {
 impl Eq for Encoded {}
 
 impl Encoded {
+    /// A message made of `parts`, in order.
+    pub fn from_parts(parts: Vec<Bytes>) -> Encoded {
+        let len = parts.iter().map(Bytes::len).sum();
+        Encoded {
+            parts: Parts::Many(parts),
+            len,
+        }
+    }
+
+    /// The message with the Read-chunk items `moved` put back where the encoder took them
+    /// from, each with its XDR padding: what the encoder would have produced with nothing
+    /// moved. A requester that must resend a call without Read chunks uses it (seed 003
+    /// section 5.3.3, RDMA2_ERR_READ_CHUNKS: "The requester SHOULD resend the request using a
+    /// Position-Zero Read chunk"). Items that are not Read chunks are ignored.
+    pub fn with_reads_inline(&self, moved: &[MovedItem]) -> Encoded {
+        // A Read chunk's Position counts in the whole stream, with every earlier item back in
+        // place (seed 002 section 3.5): in the reduced stream it sits at Position minus what
+        // was removed before it.
+        let mut items: Vec<(usize, &Bytes)> = moved
+            .iter()
+            .filter_map(|m| match m.target {
+                ChunkTarget::Read { position } => Some((position as usize, &m.data)),
+                ChunkTarget::Write { .. } => None,
+            })
+            .collect();
+        items.sort_by_key(|(p, _)| *p);
+        let mut out = Vec::with_capacity(self.parts().len() + 2 * items.len());
+        let mut parts = self.parts().iter().cloned();
+        let mut current = parts.next().unwrap_or_default();
+        let mut at = 0usize; // reduced-stream offset of `current`'s first byte
+        let mut removed = 0usize;
+        for (position, data) in items {
+            let cut = position.saturating_sub(removed);
+            while at + current.len() < cut {
+                at += current.len();
+                out.push(std::mem::replace(
+                    &mut current,
+                    parts.next().unwrap_or_default(),
+                ));
+                if current.is_empty() && parts.len() == 0 {
+                    break;
+                }
+            }
+            let split = (cut - at).min(current.len());
+            out.push(current.split_to(split));
+            at += split;
+            out.push(data.clone());
+            let pad = padding(data.len());
+            if pad > 0 {
+                out.push(Bytes::from_static(&[0, 0, 0][..pad]));
+            }
+            removed += data.len() + pad;
+        }
+        out.push(current);
+        out.extend(parts);
+        out.retain(|p| !p.is_empty());
+        Encoded::from_parts(out)
+    }
+
     /// The parts, in order.
     pub fn parts(&self) -> &[Bytes] {
         match &self.parts {

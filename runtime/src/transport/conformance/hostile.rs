@@ -11,7 +11,7 @@ use crate::rdma::{
     Access, ConnectParams, Connection, MemoryRegion, Provider, RecvWr, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-use crate::transport::header::{self, Body, Chunks, Header, ReadChunk, Segment};
+use crate::transport::header::{self, Body, Chunks, Header, RdmaError, ReadChunk, Segment};
 use crate::transport::private_data::PrivateData;
 use crate::transport::RdmaConfig;
 use crate::xdr::Encoder;
@@ -157,11 +157,7 @@ pub(super) fn rpc_call(xid: u32, proc: u32, args: &[u32]) -> Vec<u8> {
 }
 
 pub(super) fn message(xid: u32, body: Body, rpc: &[u8]) -> Vec<u8> {
-    let mut m = encode(&Header {
-        xid,
-        credit: 4,
-        body,
-    });
+    let mut m = encode(&Header::v1(xid, 4, body));
     m.extend_from_slice(rpc);
     m
 }
@@ -222,7 +218,7 @@ where
         raw.send(&message(5, body, &rpc_call(5, 1, &[7, 8])))?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (5, &Body::ErrChunk),
+            (h.xid, &h.body) == (5, &Body::Error(RdmaError::BadXdr)),
             "a misaligned position: {h:?}"
         );
         Ok(())
@@ -241,7 +237,7 @@ where
         raw.send(&m)?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (10, &Body::ErrVers { low: 1, high: 1 }),
+            (h.xid, &h.body) == (10, &Body::Error(RdmaError::Vers { low: 1, high: 1 })),
             "version 2: {h:?}"
         );
         Ok(())
@@ -263,7 +259,10 @@ where
         ensure!(a == Answer::Nothing, "stubs were answered: {a:?}");
         raw.send(&full[..20])?;
         let h = parsed(raw.answer().await)?;
-        ensure!(h.body == Body::ErrChunk, "a header cut in its lists: {h:?}");
+        ensure!(
+            h.body == Body::Error(RdmaError::BadXdr),
+            "a header cut in its lists: {h:?}"
+        );
         raw.send(&full)?;
         let h = parsed(raw.answer().await)?;
         ensure!(matches!(h.body, Body::Msg(_)), "the whole call: {h:?}");
@@ -319,7 +318,7 @@ where
         raw.send(&message(6, body, &rpc))?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (6, &Body::ErrChunk),
+            (h.xid, &h.body) == (6, &Body::Error(RdmaError::BadXdr)),
             "a chunk shorter than its count: {h:?}"
         );
         Ok(())
@@ -341,7 +340,7 @@ where
         raw.send(&m)?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (7, &Body::ErrChunk),
+            (h.xid, &h.body) == (7, &Body::Error(RdmaError::BadXdr)),
             "a huge count: {h:?}"
         );
         Ok(())
@@ -410,7 +409,7 @@ where
         raw.send(&message(11, Body::NoMsg(Chunks::default()), &[]))?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (11, &Body::ErrChunk),
+            (h.xid, &h.body) == (11, &Body::Error(RdmaError::BadXdr)),
             "RDMA_NOMSG without a Position-Zero Read chunk: {h:?}"
         );
         Ok(())
@@ -458,7 +457,7 @@ where
         ))?;
         let h = parsed(raw.answer().await)?;
         ensure!(
-            (h.xid, &h.body) == (14, &Body::ErrChunk),
+            (h.xid, &h.body) == (14, &Body::Error(RdmaError::BadXdr)),
             "a reply without room: {h:?}"
         );
         Ok(())
@@ -514,7 +513,7 @@ where
     ))?;
     let h = parsed(raw.answer().await)?;
     ensure!(
-        (h.xid, &h.body) == (16, &Body::ErrChunk),
+        (h.xid, &h.body) == (16, &Body::Error(RdmaError::BadXdr)),
         "a 2,000-byte reply to a peer without private data: {h:?}"
     );
     // 500 bytes fit.

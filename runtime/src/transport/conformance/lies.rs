@@ -19,7 +19,7 @@ use crate::rdma::conformance::util::{ensure, Step};
 use crate::rdma::conformance::{Failure, ProviderUnderTest};
 use crate::rdma::{Access, Connection, SendWr};
 use crate::rpc;
-use crate::transport::header::{self, Body, Chunks, ReadChunk, Segment};
+use crate::transport::header::{self, Body, Chunks, RdmaError, ReadChunk, Segment};
 use crate::transport::private_data::PrivateData;
 use crate::transport::RdmaConfig;
 use crate::xdr::Decoder;
@@ -143,6 +143,7 @@ fn no_chunks() -> Body {
 /// The first `cut` bytes of a header with one Read segment, a Write chunk and a Reply chunk.
 fn cut(cut: usize) -> Result<Vec<Vec<u8>>, Failure> {
     let body = Body::Msg(Chunks {
+        inv_handle: 0,
         reads: vec![ReadChunk {
             position: 44,
             segments: vec![fake(8)],
@@ -583,9 +584,9 @@ where
         Expect::ErrChunk | Expect::ErrVers => {
             let h = parsed(raw.answer().await).map_err(|e| Failure(format!("{what}: {e}")))?;
             let want = if matches!(lie.expect, Expect::ErrChunk) {
-                Body::ErrChunk
+                Body::Error(RdmaError::BadXdr)
             } else {
-                Body::ErrVers { low: 1, high: 1 }
+                Body::Error(RdmaError::Vers { low: 1, high: 1 })
             };
             ensure!(h.body == want, "{what}: answered {:?}", h.body);
         }

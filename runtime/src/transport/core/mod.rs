@@ -1,4 +1,5 @@
-//! The RPC-over-RDMA version 1 engine of one connection, as a pure state machine (sans-IO).
+//! The RPC-over-RDMA engine of one connection, versions 1 and 2, as a pure state machine
+//! (sans-IO).
 //!
 //! # Contract
 //!
@@ -22,6 +23,17 @@
 //! One core serves both directions of a connection (seed 004 section 8): as a client it is
 //! the forward requester and, when the backward direction is enabled, a backward responder; as
 //! a server the reverse. Directions have their own XIDs and credits.
+//!
+//! # Versions
+//!
+//! With [`CoreConfig::version_2`] a client opens the connection ([`Core::open`]) with an
+//! RDMA2_CONNPROP carrying its transport properties, and holds its calls until the server
+//! answers (seed 003 section 7): a version 2 server's RDMA2_CONNPROP makes the connection
+//! version 2 with the server's properties applied; a version 1 server's ERR_VERS makes it
+//! version 1, and the held calls go in version 1, none lost. A server with `version_2`
+//! answers every message in the version it came in (section 7.3), and answers a client's
+//! RDMA2_CONNPROP with its own. Without `version_2` an endpoint speaks version 1 only and
+//! answers a version 2 message with ERR_VERS, as every version 1 implementation does.
 
 mod memory;
 mod requester;
@@ -32,11 +44,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::header::{self, Body, Header, HeaderError, HeaderLimits, Segment};
+use super::header::v2::Rpcrdma2Rvreqsup;
+use super::header::{
+    self, BaseProperties, Body, Header, HeaderError, HeaderLimits, Property, RdmaError, Segment,
+    F_RESPONSE, VERSION, VERSION_2,
+};
 use crate::id_map::IdMap;
 use crate::rdma::WcStatus;
 use crate::rpc::{Reply, TransportError};
-use crate::xdr::{Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
+use crate::xdr::{self, Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
 
 pub use memory::{gather, pair_up, Buf, Memory, MemoryError, Slice};
 use requester::Requester;
@@ -90,11 +106,26 @@ pub struct CoreConfig {
     /// The Reply chunk size a requester provides when the reply's size is unbounded and the
     /// call does not say.
     pub default_reply_chunk: usize,
+    /// Speak RPC-over-RDMA version 2 (seed 003) with a peer that does: a client offers it in
+    /// [`Core::open`], a server accepts it. Off: version 1 only.
+    pub version_2: bool,
+    /// A client's remembered outcome of an earlier negotiation with the same server: `Some(1)`
+    /// starts in version 1 without offering version 2 again (seed 003 section 7.2: "a client
+    /// can avoid a possible version negotiation loop").
+    pub remembered_version: Option<u32>,
+    /// How long a client waits for the answer to its version 2 offer before it assumes a
+    /// version 1 server (seed 003 section 7.2: the same is assumed "if the initial negotiation
+    /// message is lost or dropped").
+    pub negotiation_timeout: Duration,
+    /// This side accepts Send With Invalidate of the handles it advertises: a version 2
+    /// requester names one in `rdma_inv_handle` (seed 003 section 3.3).
+    pub remote_invalidate: bool,
 }
 
 impl CoreConfig {
     /// Defaults for `role`: 32 credits, no backward direction, 4 KiB receive buffers on both
-    /// sides, 16 RDMA Reads, DDP from 1 KiB, 1 MiB Write and Reply chunks by default.
+    /// sides, 16 RDMA Reads, DDP from 1 KiB, 1 MiB Write and Reply chunks by default, version
+    /// 1 only.
     pub fn new(role: Role) -> CoreConfig {
         CoreConfig {
             role,
@@ -108,6 +139,10 @@ impl CoreConfig {
             min_ddp_size: 1024,
             default_write_chunk: 1 << 20,
             default_reply_chunk: 1 << 20,
+            version_2: false,
+            remembered_version: None,
+            negotiation_timeout: Duration::from_secs(2),
+            remote_invalidate: false,
         }
     }
 
@@ -215,6 +250,12 @@ pub enum Event {
     /// The peer broke the protocol in a way that leaves no answer but closing the connection
     /// (more calls than the credits granted, seed 004 section 4.3).
     Fatal(String),
+    /// A client's version negotiation ended: the connection speaks `version` from now on (worth
+    /// remembering for the next connection to the same server, [`CoreConfig::remembered_version`]).
+    Negotiated {
+        /// 1 or 2.
+        version: u32,
+    },
 }
 
 /// A call to send, as the driver prepared it.
@@ -337,6 +378,27 @@ pub struct Stats {
     pub local_invalidations: u64,
     /// Handles of abandoned calls revoked.
     pub revocations: u64,
+    /// Version 2 calls resent after the responder reported a limit (READ_CHUNKS,
+    /// WRITE_CHUNKS, WRITE_RESOURCE, REPLY_RESOURCE).
+    pub resent: u64,
+    /// Replies whose Send With Invalidate named a handle other than the one the call offered.
+    pub unexpected_invalidations: u64,
+}
+
+/// Where a connection stands in version negotiation (seed 003 section 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Negotiation {
+    /// A version 2 client that has not sent its offer yet ([`Core::open`]).
+    Unopened,
+    /// A client's RDMA2_CONNPROP is out: calls wait for the answer.
+    Offered {
+        /// The offer's XID: the answer carries it.
+        xid: u32,
+        /// When to give up waiting and assume version 1.
+        deadline: Instant,
+    },
+    /// Settled (a client), or decided per message (a server).
+    Settled,
 }
 
 /// The RPC-over-RDMA engine of one connection (see the module documentation for the
@@ -348,7 +410,23 @@ pub struct Core<B: Buf> {
     responder: Responder<B>,
     stats: Stats,
     closed: bool,
+    /// The version this side's calls go in (a server's answers follow each call's version).
+    version: u32,
+    negotiation: Negotiation,
+    /// The properties the peer advertised, version 2 (defaults until it does).
+    peer: BaseProperties,
+    /// Every property the peer advertised, as sent.
+    peer_properties: Vec<Property>,
 }
+
+/// The smallest and largest receive size a peer's RBSIZ is taken at: below the 1024 bytes
+/// every version guarantees (seed 004 section 4.3.1) nothing useful fits; above 256 KiB is more
+/// than this side registers send buffers for.
+const PEER_RECV_SIZE: (usize, usize) = (1024, 256 << 10);
+
+/// The most a first message may be: "this initial message can be no larger than the version
+/// 1 default inline threshold of 1024 bytes" (seed 003 section 7).
+pub const FIRST_MESSAGE_MAX: usize = 1024;
 
 impl<B: Buf> Core<B> {
     /// A core for a new connection. `first_xid` seeds the XIDs of this side's calls (use
@@ -360,8 +438,9 @@ impl<B: Buf> Core<B> {
         } else {
             config.backward_credits
         };
+        let offers = forward && config.version_2 && config.remembered_version != Some(VERSION);
         Core {
-            requester: Requester::new(!forward, requested.max(1), first_xid),
+            requester: Requester::new(!forward, requested.max(1), first_xid, offers),
             responder: Responder::new(),
             out: Outbox {
                 next_op: 0,
@@ -371,8 +450,82 @@ impl<B: Buf> Core<B> {
             },
             stats: Stats::default(),
             closed: false,
+            version: VERSION,
+            negotiation: if offers {
+                Negotiation::Unopened
+            } else {
+                Negotiation::Settled
+            },
+            peer: BaseProperties::default(),
+            peer_properties: Vec::new(),
             config,
         }
+    }
+
+    /// Starts the connection. A version 2 client sends its RDMA2_CONNPROP, the offer of
+    /// version 2 (seed 003 section 7), and holds calls until the answer; for anyone else this
+    /// does nothing. [`Core::start_call`] opens the connection itself if this was not called.
+    pub fn open(&mut self, now: Instant) {
+        if self.negotiation != Negotiation::Unopened || self.closed {
+            return;
+        }
+        let xid = self.requester.next_xid();
+        let props = self.own_properties();
+        // Seed 003 section 7: the offer is "a single valid RPC-over-RDMA message with the value
+        // two (2) in the rdma_vers field" of at most 1024 bytes; section 5.3.4: RDMA2_CONNPROP
+        // is "the first message after a connection is established".
+        let header = Header::v2(xid, self.requester.requested(), 0, Body::ConnProp(props));
+        match header::to_bytes(&header) {
+            Ok(bytes) if bytes.len() <= FIRST_MESSAGE_MAX => {
+                self.out.send(Owner::Nobody, vec![bytes], None);
+                self.negotiation = Negotiation::Offered {
+                    xid,
+                    deadline: now + self.config.negotiation_timeout,
+                };
+            }
+            _ => {
+                tracing::warn!("the version 2 offer does not fit 1024 bytes: speaking version 1");
+                self.settle(VERSION);
+            }
+        }
+    }
+
+    /// The transport properties this side advertises (seed 003 section 4.2).
+    fn own_properties(&self) -> Vec<Property> {
+        let reverse = match (self.config.role, self.config.backward_credits) {
+            (Role::Server, _) | (_, 0) => Rpcrdma2Rvreqsup::Rdma2RvreqsupNone,
+            // The responder takes chunks in either direction in version 2 (seed 003 section
+            // 8.4.1).
+            _ => Rpcrdma2Rvreqsup::Rdma2RvreqsupGenl,
+        };
+        vec![
+            Property::receive_buffer_size(self.config.recv_size.min(u32::MAX as usize) as u32),
+            Property::reverse_request_support(reverse),
+        ]
+    }
+
+    /// The version the connection settled on: calls held for the answer go now.
+    fn settle(&mut self, version: u32) {
+        self.version = version;
+        self.negotiation = Negotiation::Settled;
+        self.requester.set_version(version);
+        if self.config.role == Role::Client {
+            self.out.events.push_back(Event::Negotiated { version });
+        }
+        self.requester.release(&mut self.out);
+    }
+
+    /// Takes the properties a peer advertised; a base property that does not decode is an
+    /// error (the caller answers RDMA2_ERR_BAD_XDR, seed 003 section 4.1).
+    fn apply_properties(&mut self, props: Vec<Property>) -> Result<(), String> {
+        let base = BaseProperties::from_props(&props)?;
+        // Seed 003 section 4.2.1: the peer's receive buffers are "at least the size specified,
+        // allowing the endpoint receiving this value to send messages that are of this size".
+        let (low, high) = PEER_RECV_SIZE;
+        self.config.peer_recv_size = (base.receive_size as usize).clamp(low, high);
+        self.peer = base;
+        self.peer_properties = props;
+        Ok(())
     }
 
     /// The settings.
@@ -385,9 +538,48 @@ impl<B: Buf> Core<B> {
         self.stats
     }
 
+    /// The version this side's calls go in: 1 until a version 2 offer is accepted.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// True while a client waits for the answer to its version 2 offer.
+    pub fn negotiating(&self) -> bool {
+        matches!(
+            self.negotiation,
+            Negotiation::Unopened | Negotiation::Offered { .. }
+        )
+    }
+
+    /// The transport properties the peer advertised in RDMA2_CONNPROP (version 2), as sent,
+    /// unknown ones included.
+    pub fn peer_properties(&self) -> &[Property] {
+        &self.peer_properties
+    }
+
+    /// The peer's base properties (defaults where it advertised none).
+    pub fn peer_base_properties(&self) -> &BaseProperties {
+        &self.peer
+    }
+
     /// The next XID for a call of this side's requester.
     pub fn next_xid(&mut self) -> u32 {
         self.requester.next_xid()
+    }
+
+    /// What a version 2 header of chunk lists takes beyond version 1's: `rdma_flags` and
+    /// `rdma_inv_handle`. While the version is open, calls are sized for version 2.
+    fn header_extra(&self) -> usize {
+        if self.version == VERSION && !self.negotiating() {
+            0
+        } else {
+            8
+        }
+    }
+
+    /// The room a call's transport header takes, at most.
+    fn call_header_allowance(&self) -> usize {
+        requester::CALL_HEADER_ALLOWANCE + self.header_extra()
     }
 
     /// The chunking policy for encoding a call: DDP-eligible items move when they are at
@@ -397,7 +589,7 @@ impl<B: Buf> Core<B> {
             inline_threshold: self
                 .config
                 .peer_recv_size
-                .saturating_sub(requester::CALL_HEADER_ALLOWANCE),
+                .saturating_sub(self.call_header_allowance()),
             min_ddp_size: self.config.min_ddp_size,
         }
     }
@@ -405,7 +597,7 @@ impl<B: Buf> Core<B> {
     /// Whether a reply of at most `max_inline` bytes (after DDP-eligible results moved to
     /// Write chunks; `None` when unbounded) needs a Reply chunk (seed 002 section 4.3).
     pub fn needs_reply_chunk(&self, max_inline: Option<usize>, write_chunks: usize) -> bool {
-        let header = header::FIXED_LEN + 12 + write_chunks * (8 + 16);
+        let header = header::FIXED_LEN + 12 + write_chunks * (8 + 16) + self.header_extra();
         match max_inline {
             Some(n) => n + header > self.config.recv_size,
             None => true,
@@ -423,8 +615,8 @@ impl<B: Buf> Core<B> {
     }
 
     /// Starts a call: registers what the peer must reach, and emits its Send once a credit
-    /// allows (seed 004 section 4.3). The outcome comes as an [`Event::Reply`] for the
-    /// returned id.
+    /// allows (seed 004 section 4.3) and, for a version 2 client, once the version is settled.
+    /// The outcome comes as an [`Event::Reply`] for the returned id.
     pub fn start_call<M: Memory<Buf = B>>(
         &mut self,
         call: OutgoingCall<B>,
@@ -443,8 +635,39 @@ impl<B: Buf> Core<B> {
                 "this side cannot send calls in that direction".into(),
             ));
         }
-        self.requester
-            .start(call, now, mem, &self.config, &mut self.out, &mut self.stats)
+        if call.backward && self.version == VERSION_2 {
+            // Seed 003 section 4.2.2: the client's Reverse Request Support says what it takes.
+            let chunked = !call.moved.is_empty()
+                || !call.write_chunks.is_empty()
+                || call.reply_chunk.is_some();
+            match self.peer.reverse_requests {
+                Rpcrdma2Rvreqsup::Rdma2RvreqsupNone => {
+                    return Err(TransportError::Protocol(
+                        "the client takes no reverse-direction requests (RDMA2_RVREQSUP_NONE)"
+                            .into(),
+                    ))
+                }
+                Rpcrdma2Rvreqsup::Rdma2RvreqsupInline if chunked => {
+                    return Err(TransportError::Protocol(
+                        "the client takes reverse-direction requests inline only".into(),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if self.negotiation == Negotiation::Unopened {
+            self.open(now);
+        }
+        let extra = self.header_extra();
+        self.requester.start(
+            call,
+            now,
+            mem,
+            &self.config,
+            extra,
+            &mut self.out,
+            &mut self.stats,
+        )
     }
 
     /// Abandons a call: its registrations are revoked at once ([`Op::Revoke`]), so the peer
@@ -482,8 +705,29 @@ impl<B: Buf> Core<B> {
     /// Answers `call` with RDMA_ERROR / ERR_CHUNK instead of a reply (its chunks disagreed
     /// with the message, seed 004 section 5.5).
     pub fn reject_chunks(&mut self, call: CallId) {
+        self.reject(call, RdmaError::BadXdr);
+    }
+
+    /// Answers `call` with RDMA_ERROR instead of a reply: `error` in version 2 (for example
+    /// WRITE_RESOURCE for a result too long for its Write chunk, seed 003 section 5.3.3),
+    /// ERR_CHUNK in version 1, which has no other code.
+    pub fn reject(&mut self, call: CallId, error: RdmaError) {
         self.responder
-            .reject(call, &self.config, &mut self.out, &mut self.stats);
+            .reject(call, error, &self.config, &mut self.out, &mut self.stats);
+    }
+
+    /// Answers `call` whose reply could not be encoded into the chunks it provided: version 2
+    /// names the Write chunk and the room needed (seed 003 section 5.3.3,
+    /// RDMA2_ERR_WRITE_RESOURCE); version 1 can only say ERR_CHUNK.
+    pub fn reject_reply(&mut self, call: CallId, error: &xdr::Error) {
+        let refusal = match *error.kind() {
+            xdr::ErrorKind::WriteChunkTooSmall { index, needed, .. } => RdmaError::WriteResource {
+                chunk_index: index as u32 + 1,
+                length_needed: needed.min(u32::MAX as u64) as u32,
+            },
+            _ => RdmaError::BadXdr,
+        };
+        self.reject(call, refusal);
     }
 
     /// Forgets call `id` without answering it (the application dropped it: a message that was
@@ -507,6 +751,20 @@ impl<B: Buf> Core<B> {
         if invalidated.is_some() {
             self.stats.remote_invalidations += 1;
         }
+        if !self.config.version_2 && message.len() >= header::FIXED_LEN {
+            let word = |i: usize| {
+                u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]])
+            };
+            if word(4) == VERSION_2 {
+                // A version 1 endpoint answers as every version 1 implementation does (seed
+                // 003 section 7.2: "it MUST send ... the error code RDMA2_ERR_VERS").
+                let e = HeaderError::Version {
+                    xid: word(0),
+                    version: VERSION_2,
+                };
+                return self.header_error(e, message);
+            }
+        }
         let (header, used) = match header::parse(message, &self.config.limits) {
             Ok(h) => h,
             Err(HeaderError::Short) => {
@@ -517,7 +775,7 @@ impl<B: Buf> Core<B> {
                 self.stats.dropped += 1;
                 return;
             }
-            Err(e) => return self.header_error(e),
+            Err(e) => return self.header_error(e, message),
         };
         let rpc = &message[used..];
         match header.body {
@@ -525,27 +783,41 @@ impl<B: Buf> Core<B> {
                 // Seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages".
                 self.stats.dropped += 1;
             }
-            Body::ErrVers { .. } | Body::ErrChunk => {
-                if !self
-                    .requester
-                    .error_reply(&header, invalidated, &mut self.out, &mut self.stats)
-                {
-                    self.stats.dropped += 1;
-                }
-            }
-            Body::NoMsg(_) => match self.config.role {
+            Body::Error(error) => self.error_received(&header, error, invalidated),
+            Body::ConnProp(_) => self.connprop(header),
+            Body::Other { htype, .. } => self.other_type(&header, htype),
+            Body::NoMsg(_) if header.version == VERSION => match self.config.role {
                 // A client gets long replies; a server gets long calls.
                 Role::Client => self.reply(header, Bytes::new(), invalidated),
                 Role::Server => self.call(header, Bytes::new(), false, mem),
             },
+            Body::NoMsg(_) => {
+                // Seed 003 section 3.2: RPCRDMA2_F_RESPONSE tells a reply from a call, so a
+                // reverse-direction call needs no XID lookup.
+                if header.is_response() {
+                    self.reply(header, Bytes::new(), invalidated)
+                } else {
+                    let backward = self.config.role == Role::Client;
+                    self.call(header, Bytes::new(), backward, mem)
+                }
+            }
             Body::Msg(_) => {
-                // The RPC msg_type (its second word) tells a call from a reply: seed 004
-                // sections 8.3.4 and 8.3.5.
                 let Some(mtype) = rpc.get(4..8) else {
                     tracing::debug!(xid = header.xid, "an RDMA_MSG without an RPC header");
-                    return self.malformed(header.xid, "no RPC message after the header");
+                    return self.refuse(
+                        header.xid,
+                        header.version,
+                        RdmaError::BadXdr,
+                        "no RPC message",
+                    );
                 };
-                let is_call = mtype == [0, 0, 0, 0];
+                // Version 1: the RPC msg_type (its second word) tells a call from a reply
+                // (seed 004 sections 8.3.4 and 8.3.5); version 2: the flag does.
+                let is_call = if header.version == VERSION {
+                    mtype == [0, 0, 0, 0]
+                } else {
+                    !header.is_response()
+                };
                 let inline = Bytes::copy_from_slice(rpc);
                 match (self.config.role, is_call) {
                     (Role::Server, true) => self.call(header, inline, false, mem),
@@ -558,6 +830,11 @@ impl<B: Buf> Core<B> {
     }
 
     fn reply(&mut self, header: Header, inline: Bytes, invalidated: Option<u32>) {
+        if self.negotiating() {
+            // Nothing was sent but the offer: a reply now answers nothing of ours.
+            self.stats.dropped += 1;
+            return;
+        }
         if !self
             .requester
             .reply(header, inline, invalidated, &mut self.out, &mut self.stats)
@@ -573,6 +850,11 @@ impl<B: Buf> Core<B> {
         backward: bool,
         mem: &mut M,
     ) {
+        if self.config.role == Role::Server && !backward && header.version != self.version {
+            // A server's own (backward) calls go in the version its client speaks.
+            self.version = header.version;
+            self.requester.set_version(header.version);
+        }
         if backward && self.config.backward_credits == 0 {
             // Seed 004 section 8.3.1: a peer must not send backward calls unless told it may;
             // nothing here can answer one.
@@ -594,51 +876,179 @@ impl<B: Buf> Core<B> {
         );
     }
 
-    fn header_error(&mut self, e: HeaderError) {
-        match (self.config.role, e) {
-            (_, HeaderError::Short) => self.stats.dropped += 1,
-            // A responder answers what it cannot parse (seed 004 section 5.5). A client's
-            // only calls are backward ones, which cannot carry another version's header.
-            (Role::Server, HeaderError::Version { xid, version }) => {
-                tracing::debug!(xid, version, "ERR_VERS");
-                self.responder.send_error(
-                    xid,
-                    Body::ErrVers {
-                        low: header::VERSION,
-                        high: header::VERSION,
-                    },
-                    &self.config,
-                    &mut self.out,
-                    &mut self.stats,
-                );
+    /// An RDMA_ERROR / RDMA2_ERROR: the answer to a client's version offer, or to a call.
+    fn error_received(&mut self, header: &Header, error: RdmaError, invalidated: Option<u32>) {
+        if let Negotiation::Offered { xid, .. } = self.negotiation {
+            if header.xid == xid {
+                return match error {
+                    // Seed 003 section 7.2: "the client selects a protocol version in the
+                    // range of server-supported versions".
+                    RdmaError::Vers { low, high } if (low..=high).contains(&VERSION) => {
+                        self.settle(VERSION)
+                    }
+                    RdmaError::Vers { low, high } => {
+                        self.requester
+                            .fail_queued(TransportError::RdmaVersion { low, high }, &mut self.out);
+                        self.out.events.push_back(Event::Fatal(format!(
+                            "the server speaks RPC-over-RDMA versions {low}..={high} only"
+                        )));
+                    }
+                    // A version 2 server that refuses the offer's properties or type still
+                    // speaks version 2 (seed 003 section 5.3.3).
+                    _ => {
+                        tracing::warn!(%error, "the server refused our transport properties");
+                        self.settle(VERSION_2)
+                    }
+                };
             }
-            (Role::Server, HeaderError::Malformed { xid, reason }) => {
-                tracing::debug!(xid, %reason, "ERR_CHUNK");
-                self.malformed(xid, &reason);
-            }
-            (
-                Role::Client,
-                e @ (HeaderError::Version { xid, .. } | HeaderError::Malformed { xid, .. }),
-            ) => {
-                // Seed 004 section 5.5: "When a requester cannot parse a responder's reply,
-                // the requester SHOULD drop the RPC request and return an error".
-                if !self.requester.fail_xid(
-                    xid,
-                    TransportError::Protocol(format!("an unparsable reply: {e}")),
-                    &mut self.out,
-                    &mut self.stats,
-                ) {
-                    self.stats.dropped += 1;
+        }
+        if !self
+            .requester
+            .error_reply(header, error, invalidated, &mut self.out, &mut self.stats)
+        {
+            self.stats.dropped += 1;
+        }
+    }
+
+    /// An RDMA2_CONNPROP: the answer to a client's offer, or a peer advertising its
+    /// properties (seed 003 section 5.3.4).
+    fn connprop(&mut self, header: Header) {
+        let (xid, version, credit, response) = (
+            header.xid,
+            header.version,
+            header.credit,
+            header.is_response(),
+        );
+        let Body::ConnProp(props) = header.body else {
+            return;
+        };
+        let answer = match self.negotiation {
+            Negotiation::Offered { xid: offer, .. } if response && xid == offer => {
+                // Seed 003 section 7.1: the server "sends RPC-over-RDMA messages back to the
+                // client with the value two (2) in the rdma_vers field".
+                if let Err(why) = self.apply_properties(props) {
+                    // A requester sends no RDMA2_ERROR: the properties keep their defaults.
+                    tracing::warn!(%why, "the server's transport properties are malformed");
                 }
+                self.requester.grant(credit);
+                return self.settle(VERSION_2);
+            }
+            _ if response => {
+                self.stats.dropped += 1;
+                return;
+            }
+            _ => self.config.role == Role::Server,
+        };
+        if let Err(why) = self.apply_properties(props) {
+            return self.refuse(xid, version, RdmaError::BadXdr, &why);
+        }
+        if answer {
+            let own = self.own_properties();
+            let reply = Header::v2(
+                xid,
+                self.config.credits.max(1),
+                F_RESPONSE,
+                Body::ConnProp(own),
+            );
+            if let Ok(bytes) = header::to_bytes(&reply) {
+                self.out.send(Owner::Nobody, vec![bytes], None);
             }
         }
     }
 
-    fn malformed(&mut self, xid: u32, reason: &str) {
-        tracing::debug!(xid, reason, "ERR_CHUNK");
+    /// A version 2 header type this core does not know. Seed 003 section 5.2: "implementations
+    /// that receive an OPTIONAL operation that is not supported MUST respond with an
+    /// RDMA2_ERROR message with an error code of RDMA2_ERR_INVAL_HTYPE".
+    fn other_type(&mut self, header: &Header, htype: u32) {
+        if header.is_response() {
+            // An answer to nothing this side sent.
+            self.stats.dropped += 1;
+            return;
+        }
+        self.refuse(
+            header.xid,
+            header.version,
+            RdmaError::InvalHtype,
+            &format!("header type {htype}"),
+        );
+    }
+
+    /// Answers a message this side cannot take with RDMA_ERROR in the message's version.
+    fn refuse(&mut self, xid: u32, version: u32, error: RdmaError, why: &str) {
+        tracing::debug!(xid, %error, why, "RDMA_ERROR");
         self.responder.send_error(
             xid,
-            Body::ErrChunk,
+            version,
+            error,
+            &self.config,
+            &mut self.out,
+            &mut self.stats,
+        );
+    }
+
+    fn header_error(&mut self, e: HeaderError, message: &[u8]) {
+        let (xid, version) = match &e {
+            HeaderError::Short => {
+                self.stats.dropped += 1;
+                return;
+            }
+            HeaderError::Version { xid, .. } => {
+                // Seed 004 section 5.5: the responder answers ERR_VERS with the versions it
+                // speaks, in version 1's format, which any version reads (seed 003 section
+                // 10.1 keeps the first four words).
+                let high = if self.config.version_2 {
+                    VERSION_2
+                } else {
+                    VERSION
+                };
+                if self.config.role == Role::Server {
+                    tracing::debug!(xid, "ERR_VERS");
+                    self.responder.send_error(
+                        *xid,
+                        VERSION,
+                        RdmaError::Vers { low: VERSION, high },
+                        &self.config,
+                        &mut self.out,
+                        &mut self.stats,
+                    );
+                    return;
+                }
+                (*xid, VERSION)
+            }
+            HeaderError::Malformed { xid, version, .. }
+            | HeaderError::Limit { xid, version, .. } => (*xid, *version),
+        };
+        // Who answers: version 1 by role (a client's only calls are backward ones, which
+        // cannot carry chunks); version 2 by the flag (seed 003 section 3.2).
+        let is_response = if version == VERSION_2 {
+            message
+                .get(16..20)
+                .is_some_and(|f| u32::from_be_bytes([f[0], f[1], f[2], f[3]]) & F_RESPONSE != 0)
+        } else {
+            self.config.role == Role::Client
+        };
+        if is_response || matches!(e, HeaderError::Version { .. }) {
+            // Seed 004 section 5.5: "When a requester cannot parse a responder's reply, the
+            // requester SHOULD drop the RPC request and return an error".
+            if !self.requester.fail_xid(
+                xid,
+                TransportError::Protocol(format!("an unparsable reply: {e}")),
+                &mut self.out,
+                &mut self.stats,
+            ) {
+                self.stats.dropped += 1;
+            }
+            return;
+        }
+        let error = match (&e, version) {
+            (HeaderError::Limit { limit, .. }, VERSION_2) => limit.error(),
+            _ => RdmaError::BadXdr,
+        };
+        tracing::debug!(xid, %e, "RDMA_ERROR");
+        self.responder.send_error(
+            xid,
+            version,
+            error,
             &self.config,
             &mut self.out,
             &mut self.stats,
@@ -663,12 +1073,26 @@ impl<B: Buf> Core<B> {
 
     /// When [`Core::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.requester.next_deadline()
+        let offer = match self.negotiation {
+            Negotiation::Offered { deadline, .. } => Some(deadline),
+            _ => None,
+        };
+        match (self.requester.next_deadline(), offer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fails the calls whose deadline is before `now` with [`TransportError::TimedOut`], and
-    /// invalidates their registrations.
+    /// invalidates their registrations. A version 2 offer unanswered by then settles on
+    /// version 1 (seed 003 section 7.2).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Negotiation::Offered { deadline, .. } = self.negotiation {
+            if deadline <= now {
+                tracing::debug!("no answer to the version 2 offer: speaking version 1");
+                self.settle(VERSION);
+            }
+        }
         self.requester.expire(now, &mut self.out, &mut self.stats);
     }
 

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::super::header::{self, Body, Chunks, Header, ReadChunk, Segment};
+use super::super::header::{self, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION};
 use super::{
     Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
 };
@@ -29,9 +29,15 @@ use crate::xdr::{padding, ChunkTarget, Encoder, ReceivedChunks};
 /// message that still does not fit goes as a long call.
 pub(super) const CALL_HEADER_ALLOWANCE: usize = header::FIXED_LEN + 12 + 24 + 24 + 24;
 
+/// A call's Send, ready but for its header's version (settled only when it goes).
+struct Ready {
+    header: Header,
+    message: Vec<Bytes>,
+}
+
 enum Phase {
-    /// Waiting for a credit; the Send is ready.
-    Queued(Vec<Bytes>),
+    /// Waiting for a credit (or, for a version 2 client, for the version).
+    Queued(Ready),
     /// Sent; waiting for the reply.
     Sent,
     /// Replied; waiting for `pending` invalidations before delivering the result.
@@ -54,11 +60,18 @@ struct OutCall<B> {
     write_sinks: Vec<Vec<Slice<B>>>,
     reply_sink: Option<Vec<Slice<B>>>,
     deadline: Option<(Instant, std::time::Duration)>,
+    /// The handle offered for Send With Invalidate in version 2 (`rdma_inv_handle`), 0 for
+    /// none.
+    inv_handle: u32,
     phase: Phase,
 }
 
 pub(super) struct Requester<B> {
     backward: bool,
+    /// The version calls go in.
+    version: u32,
+    /// Calls wait for the version (a version 2 client's offer is out).
+    hold: bool,
     requested: u32,
     /// The credits the peer granted (seed 004 section 4.3.1: one until the first reply).
     granted: u32,
@@ -75,9 +88,11 @@ fn memory_error(e: super::MemoryError) -> TransportError {
 }
 
 impl<B: Buf> Requester<B> {
-    pub(super) fn new(backward: bool, requested: u32, first_xid: u32) -> Requester<B> {
+    pub(super) fn new(backward: bool, requested: u32, first_xid: u32, hold: bool) -> Requester<B> {
         Requester {
             backward,
+            version: VERSION,
+            hold,
             requested,
             granted: 1,
             in_flight: 0,
@@ -91,6 +106,34 @@ impl<B: Buf> Requester<B> {
 
     pub(super) fn len(&self) -> usize {
         self.calls.len()
+    }
+
+    /// The credits this side asks for.
+    pub(super) fn requested(&self) -> u32 {
+        self.requested
+    }
+
+    pub(super) fn set_version(&mut self, version: u32) {
+        self.version = version;
+    }
+
+    /// The version is settled: held calls may go.
+    pub(super) fn release(&mut self, out: &mut Outbox<B>) {
+        self.hold = false;
+        self.pump(out);
+    }
+
+    /// Fails every call not yet sent (the connection cannot carry them).
+    pub(super) fn fail_queued(&mut self, error: TransportError, out: &mut Outbox<B>) {
+        let queued: Vec<CallId> = self.queue.drain(..).collect();
+        for id in queued {
+            if self.remove(id).is_some() {
+                out.events.push_back(Event::Reply {
+                    call: id,
+                    result: Err(clone_error(&error)),
+                });
+            }
+        }
     }
 
     pub(super) fn next_xid(&mut self) -> u32 {
@@ -115,6 +158,7 @@ impl<B: Buf> Requester<B> {
         now: Instant,
         mem: &mut M,
         config: &CoreConfig,
+        header_extra: usize,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> Result<CallId, TransportError> {
@@ -125,6 +169,7 @@ impl<B: Buf> Requester<B> {
             )));
         }
         if self.backward
+            && self.version == VERSION
             && (!call.moved.is_empty()
                 || !call.write_chunks.is_empty()
                 || call.reply_chunk.is_some())
@@ -188,22 +233,22 @@ impl<B: Buf> Requester<B> {
         let reply = reply_sink
             .as_ref()
             .map(|s| s.iter().map(Slice::segment).collect::<Vec<_>>());
-        let mut header = Header {
-            xid: call.xid,
-            credit: self.requested,
-            body: Body::Msg(Chunks {
+        let mut header = Header::v1(
+            call.xid,
+            self.requested,
+            Body::Msg(Chunks {
+                inv_handle: 0,
                 reads,
                 writes,
                 reply,
             }),
-        };
+        );
         let inline_len = call.message.len();
         let mut send = Vec::with_capacity(1 + call.message.parts().len());
         let had_reads = !call.moved.is_empty();
         // Seed 004 section 5.1.4 and seed 002 section 4.1: the header and the RPC message
         // together must fit the peer's receive buffer.
-        if header::encoded_len(&header) + inline_len <= config.peer_recv_size {
-            send.push(encode_header(&header)?);
+        if header::encoded_len(&header) + header_extra + inline_len <= config.peer_recv_size {
             call.message.append_parts_to(&mut send);
             if had_reads {
                 stats.calls_read_chunks += 1;
@@ -211,7 +256,7 @@ impl<B: Buf> Requester<B> {
                 stats.calls_inline += 1;
             }
         } else {
-            if self.backward {
+            if self.backward && self.version == VERSION {
                 return Err(TransportError::TooLarge {
                     len: inline_len as u64,
                     max: config.peer_recv_size as u64,
@@ -236,16 +281,22 @@ impl<B: Buf> Requester<B> {
             );
             exposed.extend(slices);
             header.body = Body::NoMsg(chunks);
-            let len = header::encoded_len(&header);
+            let len = header::encoded_len(&header) + header_extra;
             if len > config.peer_recv_size {
                 return Err(TransportError::TooLarge {
                     len: len as u64,
                     max: config.peer_recv_size as u64,
                 });
             }
-            send.push(encode_header(&header)?);
             stats.calls_long += 1;
         }
+        // Version 2: the requester may let the responder invalidate one handle (seed 003
+        // section 3.3: "a non-zero value that matches one of the rdma_handle fields").
+        let inv_handle = if config.remote_invalidate {
+            exposed.first().map_or(0, |s| s.buf.handle())
+        } else {
+            0
+        };
         self.next_id += 1;
         let id = self.next_id;
         self.by_xid.insert(call.xid, id);
@@ -257,7 +308,11 @@ impl<B: Buf> Requester<B> {
                 write_sinks,
                 reply_sink,
                 deadline: call.timeout.map(|t| (now + t, t)),
-                phase: Phase::Queued(send),
+                inv_handle,
+                phase: Phase::Queued(Ready {
+                    header,
+                    message: send,
+                }),
             },
         );
         self.queue.push_back(id);
@@ -265,25 +320,51 @@ impl<B: Buf> Requester<B> {
         Ok(id)
     }
 
-    /// Sends queued calls while credits allow.
+    /// Sends queued calls while credits allow, each with its header in the settled version.
     fn pump(&mut self, out: &mut Outbox<B>) {
-        while self.in_flight < self.limit() {
+        while !self.hold && self.in_flight < self.limit() {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
             let Some(call) = self.calls.get_mut(&id) else {
                 continue;
             };
-            if let Phase::Queued(message) = std::mem::replace(&mut call.phase, Phase::Sent) {
-                self.in_flight += 1;
-                out.send(Owner::Nobody, message, None);
+            let Phase::Queued(Ready {
+                mut header,
+                mut message,
+            }) = std::mem::replace(&mut call.phase, Phase::Sent)
+            else {
+                continue;
+            };
+            header.version = self.version;
+            if self.version != VERSION {
+                if let Body::Msg(c) | Body::NoMsg(c) = &mut header.body {
+                    c.inv_handle = call.inv_handle;
+                }
+            }
+            match encode_header(&header) {
+                Ok(bytes) => {
+                    message.insert(0, bytes);
+                    self.in_flight += 1;
+                    out.send(Owner::Nobody, message, None);
+                }
+                Err(e) => {
+                    let Some(call) = self.remove(id) else {
+                        continue;
+                    };
+                    drop(call);
+                    out.events.push_back(Event::Reply {
+                        call: id,
+                        result: Err(e),
+                    });
+                }
             }
         }
     }
 
     /// A reply's credit value becomes the grant; "a grant of 0 treated as 1" (the issue's
     /// rule, from seed 004 section 4.3: "The granted value MUST NOT be zero").
-    fn granted(&mut self, credit: u32) {
+    pub(super) fn grant(&mut self, credit: u32) {
         self.granted = credit.max(1);
     }
 
@@ -328,6 +409,7 @@ impl<B: Buf> Requester<B> {
     pub(super) fn error_reply(
         &mut self,
         header: &Header,
+        error: RdmaError,
         invalidated: Option<u32>,
         out: &mut Outbox<B>,
         stats: &mut Stats,
@@ -336,9 +418,10 @@ impl<B: Buf> Requester<B> {
             self.pump(out);
             return false;
         };
-        let error = match header.body {
-            Body::ErrVers { low, high } => TransportError::RdmaVersion { low, high },
-            _ => TransportError::RdmaChunk,
+        let error = match error {
+            RdmaError::Vers { low, high } => TransportError::RdmaVersion { low, high },
+            RdmaError::BadXdr => TransportError::RdmaChunk,
+            other => TransportError::RdmaRefused(other),
         };
         self.fence(id, Err(error), invalidated, out, stats);
         self.pump(out);
@@ -359,7 +442,7 @@ impl<B: Buf> Requester<B> {
                 *waiting = false;
                 let done = *pending == 0;
                 self.in_flight = self.in_flight.saturating_sub(1);
-                self.granted(header.credit);
+                self.grant(header.credit);
                 if done {
                     self.remove(id);
                 }
@@ -368,7 +451,7 @@ impl<B: Buf> Requester<B> {
             _ => return None,
         }
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.granted(header.credit);
+        self.grant(header.credit);
         Some(id)
     }
 
@@ -383,6 +466,19 @@ impl<B: Buf> Requester<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
+        if let (Some(call), Some(handle)) = (self.calls.get(&id), invalidated) {
+            if call.inv_handle != 0 && handle != call.inv_handle {
+                // Seed 003 section 8.4: the requester "checks which handle was invalidated";
+                // the rest it invalidates itself below, whichever that was.
+                tracing::warn!(
+                    xid = call.xid,
+                    handle,
+                    offered = call.inv_handle,
+                    "the responder invalidated a handle other than the one offered"
+                );
+                stats.unexpected_invalidations += 1;
+            }
+        }
         let pending = self.invalidate(id, invalidated, out, stats);
         let Some(call) = self.calls.get_mut(&id) else {
             return;
@@ -570,6 +666,25 @@ fn encode_header(header: &Header) -> Result<Bytes, TransportError> {
     let mut enc = Encoder::with_capacity(header::encoded_len(header));
     header::encode(header, &mut enc).map_err(|e| TransportError::Protocol(e.to_string()))?;
     Ok(enc.finish().into_bytes())
+}
+
+/// A copy of `e` for one of several calls (its `Other` and `Io` cases become their text).
+fn clone_error(e: &TransportError) -> TransportError {
+    match e {
+        TransportError::Closed => TransportError::Closed,
+        TransportError::TimedOut(t) => TransportError::TimedOut(*t),
+        TransportError::TooLarge { len, max } => TransportError::TooLarge {
+            len: *len,
+            max: *max,
+        },
+        TransportError::RdmaVersion { low, high } => TransportError::RdmaVersion {
+            low: *low,
+            high: *high,
+        },
+        TransportError::RdmaChunk => TransportError::RdmaChunk,
+        TransportError::RdmaRefused(r) => TransportError::RdmaRefused(*r),
+        other => TransportError::Protocol(other.to_string()),
+    }
 }
 
 fn protocol(what: String) -> TransportError {

@@ -15,7 +15,9 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::super::header::{self, total_len, Body, Chunks, Header, Segment};
+use super::super::header::{
+    self, total_len, Body, Chunks, Header, RdmaError, Segment, F_RESPONSE, VERSION,
+};
 use super::{
     gather, pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice,
     Stats,
@@ -35,6 +37,8 @@ enum Phase {
 
 struct InCall<B> {
     xid: u32,
+    /// The call's version: its reply goes in the same (seed 003 section 7.3).
+    version: u32,
     backward: bool,
     chunks: Chunks,
     /// The inline RPC message (RDMA_MSG), empty for RDMA_NOMSG.
@@ -86,19 +90,24 @@ impl<B: Buf> Responder<B> {
         }
     }
 
-    /// Sends RDMA_ERROR (`body` is ERR_VERS or ERR_CHUNK) for call `xid`.
+    /// Sends RDMA_ERROR / RDMA2_ERROR for message `xid` in `version` (version 1 reports
+    /// every error but ERR_VERS as ERR_CHUNK).
     pub(super) fn send_error(
         &mut self,
         xid: u32,
-        body: Body,
+        version: u32,
+        error: RdmaError,
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let header = Header {
-            xid,
-            credit: config.credits.max(1),
-            body,
+        let credit = config.credits.max(1);
+        let header = if version == VERSION {
+            Header::v1(xid, credit, Body::Error(error))
+        } else {
+            // Seed 003 section 5.3.3: the responder "copies the values of the rdma_xid and
+            // rdma_vers fields"; the message answers the requester's, hence the flag.
+            Header::v2(xid, credit, F_RESPONSE, Body::Error(error))
         };
         if let Some(bytes) = encode(&header) {
             stats.errors_sent += 1;
@@ -119,6 +128,7 @@ impl<B: Buf> Responder<B> {
         stats: &mut Stats,
     ) {
         let xid = header.xid;
+        let version = header.version;
         let (chunks, nomsg) = match header.body {
             Body::Msg(c) => (c, false),
             Body::NoMsg(c) => (c, true),
@@ -136,13 +146,28 @@ impl<B: Buf> Responder<B> {
             return;
         }
         let refuse = |this: &mut Self, out: &mut Outbox<B>, stats: &mut Stats, why: &str| {
-            tracing::debug!(xid, why, "ERR_CHUNK");
-            this.send_error(xid, Body::ErrChunk, config, out, stats);
+            tracing::debug!(xid, why, "ERR_CHUNK / RDMA2_ERR_BAD_XDR");
+            this.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
         };
         let pz = chunks.reads.first().is_some_and(|r| r.position == 0);
-        if backward && !chunks.is_empty() {
-            // Seed 004 section 8.3.4: "All three chunk lists MUST be empty."
+        if backward && version == VERSION && !chunks.is_empty() {
+            // Seed 004 section 8.3.4: "All three chunk lists MUST be empty." (Version 2 allows
+            // them, seed 003 section 8.4.1.)
             return refuse(self, out, stats, "a backward call with chunks");
+        }
+        if chunks.inv_handle != 0
+            && !chunks
+                .segments()
+                .any(|s| s.rdma_handle == chunks.inv_handle)
+        {
+            // Seed 003 section 3.3: the value "matches one of the rdma_handle fields in that
+            // header"; invalidating any other handle could fence memory of another call.
+            return refuse(
+                self,
+                out,
+                stats,
+                "rdma_inv_handle names no handle of the call",
+            );
         }
         if nomsg && !pz {
             return refuse(
@@ -186,6 +211,7 @@ impl<B: Buf> Responder<B> {
             id,
             InCall {
                 xid,
+                version,
                 backward,
                 chunks,
                 inline,
@@ -274,10 +300,9 @@ impl<B: Buf> Responder<B> {
                         // The peer refused our Read (a bad handle or range in its chunk): the
                         // chunk is unusable (seed 004 section 5.5). Usually the connection is
                         // gone by now, and the answer with it.
-                        let xid = call.xid;
-                        let backward = call.backward;
+                        let (xid, version, backward) = (call.xid, call.version, call.backward);
                         self.finish(id, backward);
-                        self.send_error(xid, Body::ErrChunk, config, out, stats);
+                        self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
                     } else {
                         self.dispatch(id, out);
                     }
@@ -301,32 +326,33 @@ impl<B: Buf> Responder<B> {
         *a = a.saturating_sub(1);
     }
 
-    /// The XID and direction of call `id`, if it is waiting for its reply.
-    fn dispatched(&self, id: CallId) -> Option<(u32, bool)> {
+    /// The XID, version and direction of call `id`, if it is waiting for its reply.
+    fn dispatched(&self, id: CallId) -> Option<(u32, u32, bool)> {
         let call = self.calls.get(&id)?;
-        matches!(call.phase, Phase::Dispatched).then_some((call.xid, call.backward))
+        matches!(call.phase, Phase::Dispatched).then_some((call.xid, call.version, call.backward))
     }
 
     /// Forgets a dispatched call without answering it.
     pub(super) fn discard(&mut self, id: CallId) {
-        if let Some((_, backward)) = self.dispatched(id) {
+        if let Some((_, _, backward)) = self.dispatched(id) {
             self.finish(id, backward);
         }
     }
 
-    /// Answers call `id` with ERR_CHUNK instead of a reply.
+    /// Answers call `id` with RDMA_ERROR instead of a reply.
     pub(super) fn reject(
         &mut self,
         id: CallId,
+        error: RdmaError,
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some((xid, backward)) = self.dispatched(id) else {
+        let Some((xid, version, backward)) = self.dispatched(id) else {
             return;
         };
         self.finish(id, backward);
-        self.send_error(xid, Body::ErrChunk, config, out, stats);
+        self.send_error(xid, version, error, config, out, stats);
     }
 
     /// Sends the reply to call `id`.
@@ -341,7 +367,7 @@ impl<B: Buf> Responder<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some((xid, backward)) = self.dispatched(id) else {
+        let Some((xid, version, backward)) = self.dispatched(id) else {
             return;
         };
         match self.marshal_reply(id, message, moved, mem, config, out, stats) {
@@ -349,10 +375,10 @@ impl<B: Buf> Responder<B> {
                 let a = &mut self.active[backward as usize];
                 *a = a.saturating_sub(1);
             }
-            Err(why) => {
-                tracing::debug!(xid, %why, "the reply fits neither inline nor the chunks: ERR_CHUNK");
+            Err((error, why)) => {
+                tracing::debug!(xid, %why, %error, "the reply fits neither inline nor the chunks");
                 self.finish(id, backward);
-                self.send_error(xid, Body::ErrChunk, config, out, stats);
+                self.send_error(xid, version, error, config, out, stats);
             }
         }
     }
@@ -367,8 +393,12 @@ impl<B: Buf> Responder<B> {
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
-    ) -> Result<(), String> {
-        let call = self.calls.get_mut(&id).ok_or("no such call")?;
+    ) -> Result<(), (RdmaError, String)> {
+        let system = |why: String| (RdmaError::System, why);
+        let call = self
+            .calls
+            .get_mut(&id)
+            .ok_or_else(|| system("no such call".into()))?;
         let owner = Owner::Responder(id);
         let mut ops = 0usize;
         let mut writes: Vec<(Slice<B>, Segment)> = Vec::new();
@@ -389,19 +419,27 @@ impl<B: Buf> Responder<B> {
             .collect();
         for item in &moved {
             let ChunkTarget::Write { index } = item.target else {
-                return Err("a reply item moved to a Read chunk".into());
+                return Err(system("a reply item moved to a Read chunk".into()));
             };
             let chunk = call
                 .chunks
                 .writes
                 .get(index)
-                .ok_or_else(|| format!("no Write chunk {index}"))?;
+                .ok_or_else(|| system(format!("no Write chunk {index}")))?;
             if item.data.len() as u64 > total_len(chunk) {
-                return Err(format!("Write chunk {index} is too small"));
+                // Seed 003 section 5.3.3: "Indexing starts at one (1), which represents the
+                // first Write chunk."
+                return Err((
+                    RdmaError::WriteResource {
+                        chunk_index: index as u32 + 1,
+                        length_needed: item.data.len() as u32,
+                    },
+                    format!("Write chunk {index} is too small"),
+                ));
             }
             let slices = mem
                 .source(std::slice::from_ref(&item.data), Access::NONE)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| system(e.to_string()))?;
             let pairs = pair_up(&slices, chunk, item.data.len());
             // Seed 004 section 4.4.5: "The responder updates the segment length fields to
             // reflect the actual amount of data that is being returned in the chunk."
@@ -419,14 +457,19 @@ impl<B: Buf> Responder<B> {
             // Seed 004 section 4.6.3: "Responders SHOULD use a Long Message whenever a Reply
             // chunk has been provided by a requester."
             if inline_len as u64 > total_len(reply_chunk) {
-                return Err(format!(
-                    "a reply of {inline_len} bytes for a Reply chunk of {}",
-                    total_len(reply_chunk)
+                return Err((
+                    RdmaError::ReplyResource {
+                        length_needed: inline_len as u32,
+                    },
+                    format!(
+                        "a reply of {inline_len} bytes for a Reply chunk of {}",
+                        total_len(reply_chunk)
+                    ),
                 ));
             }
             let slices = mem
                 .source(message.parts(), Access::NONE)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| system(e.to_string()))?;
             reply_writes = pair_up(&slices, reply_chunk, inline_len);
             reply_returned = Some(filled(reply_chunk, inline_len));
             call.held.extend(slices);
@@ -437,41 +480,55 @@ impl<B: Buf> Responder<B> {
             send = Vec::with_capacity(1 + message.parts().len());
         }
         let chunks = Chunks {
+            inv_handle: 0,
             reads: Vec::new(),
             writes: returned,
             reply: reply_returned,
         };
-        let header = Header {
-            xid: call.xid,
-            credit,
-            body: if body_msg {
-                Body::Msg(chunks)
-            } else {
-                Body::NoMsg(chunks)
-            },
+        let body = if body_msg {
+            Body::Msg(chunks)
+        } else {
+            Body::NoMsg(chunks)
+        };
+        let header = if call.version == VERSION {
+            Header::v1(call.xid, credit, body)
+        } else {
+            Header::v2(call.xid, credit, F_RESPONSE, body)
         };
         let header_len = header::encoded_len(&header);
         if body_msg && header_len + inline_len > config.peer_recv_size {
             // Seed 004 section 5.5: a reply that fits neither inline nor in the provided
-            // chunks gets RDMA_ERROR.
-            return Err(format!(
-                "a reply of {} bytes with no Reply chunk (the requester receives {})",
-                header_len + inline_len,
-                config.peer_recv_size
+            // chunks gets RDMA_ERROR; seed 003 section 5.3.3: RDMA2_ERR_REPLY_RESOURCE with
+            // the bytes needed.
+            return Err((
+                RdmaError::ReplyResource {
+                    length_needed: inline_len as u32,
+                },
+                format!(
+                    "a reply of {} bytes with no Reply chunk (the requester receives {})",
+                    header_len + inline_len,
+                    config.peer_recv_size
+                ),
             ));
         }
         if header_len > config.peer_recv_size {
-            return Err("the reply's header alone exceeds the requester's receive size".into());
+            return Err(system(
+                "the reply's header alone exceeds the requester's receive size".into(),
+            ));
         }
-        send.push(encode(&header).ok_or("the header does not encode")?);
+        send.push(encode(&header).ok_or_else(|| system("the header does not encode".into()))?);
         if body_msg {
             message.append_parts_to(&mut send);
         }
-        // With the requester's agreement (RFC 8797), invalidate one of its handles for it.
-        let invalidate = if config.peer_remote_invalidate {
-            call.chunks.segments().next().map(|s| s.rdma_handle)
+        let invalidate = if call.version == VERSION {
+            // With the requester's agreement (RFC 8797), invalidate one of its handles for it.
+            config
+                .peer_remote_invalidate
+                .then(|| call.chunks.segments().next().map(|s| s.rdma_handle))
+                .flatten()
         } else {
-            None
+            // Version 2: the handle the requester named, if any (seed 003 section 3.3).
+            (call.chunks.inv_handle != 0).then_some(call.chunks.inv_handle)
         };
         if !writes.is_empty() {
             stats.replies_write_chunks += 1;

@@ -150,7 +150,8 @@ async fn open<P: Provider>(
         .map_err(|e| TransportError::Other(Box::new(e)))?;
     let recv = recv.ok_or(TransportError::Closed)?;
     let peer = config.peer(conn.peer_private_data());
-    let core = core_config(Role::Client, config, &peer);
+    let mut core = core_config(Role::Client, config, &peer);
+    core.remembered_version = config.versions.get(addr);
     Ok(Conn::start(
         conn,
         recv,

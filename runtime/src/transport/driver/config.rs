@@ -1,5 +1,8 @@
 //! Settings of an RPC-over-RDMA endpoint.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::rdma::ConnectParams;
@@ -48,6 +51,46 @@ pub struct RdmaConfig {
     pub retransmit: bool,
     /// A client's server for backward-direction calls (seed 004 section 8).
     pub backchannel: Option<Server>,
+    /// Speak RPC-over-RDMA version 2 (seed 003) with peers that do: a client offers it when it
+    /// connects and carries on in version 1 with a peer that does not; a server accepts it.
+    /// Off by default: the Linux kernel and every other implementation speak version 1.
+    pub version_2: bool,
+    /// How long a client waits for the answer to its version 2 offer.
+    pub negotiation_timeout: Duration,
+    /// The versions servers settled on, shared by every clone of this config: a client that
+    /// reconnects to a server does not negotiate again (seed 003 section 7.2).
+    pub versions: PeerVersions,
+}
+
+/// The RPC-over-RDMA version each server settled on, by address, shared between clones.
+#[derive(Debug, Clone, Default)]
+pub struct PeerVersions(Arc<Mutex<HashMap<SocketAddr, u32>>>);
+
+impl PeerVersions {
+    /// The version `peer` settled on last time, if known.
+    pub fn get(&self, peer: SocketAddr) -> Option<u32> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .copied()
+    }
+
+    /// Remembers that `peer` settled on `version`.
+    pub fn remember(&self, peer: SocketAddr, version: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer, version);
+    }
+
+    /// Forgets what `peer` settled on (after its software changed, say).
+    pub fn forget(&self, peer: SocketAddr) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
+    }
 }
 
 impl Default for RdmaConfig {
@@ -67,6 +110,9 @@ impl Default for RdmaConfig {
             timeout: Some(Duration::from_secs(60)),
             retransmit: true,
             backchannel: None,
+            version_2: false,
+            negotiation_timeout: Duration::from_secs(2),
+            versions: PeerVersions::default(),
         }
     }
 }
@@ -124,6 +170,12 @@ impl RdmaConfig {
     /// Sets the registered buffer pool.
     pub fn pool(mut self, pool: PoolConfig) -> Self {
         self.pool = pool;
+        self
+    }
+
+    /// Speaks RPC-over-RDMA version 2 with peers that do ([`RdmaConfig::version_2`]).
+    pub fn version_2(mut self, on: bool) -> Self {
+        self.version_2 = on;
         self
     }
 

@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::{oneshot, Notify};
 
-use super::config::RdmaConfig;
+use super::config::{PeerVersions, RdmaConfig};
 use crate::id_map::IdMap;
 use crate::rdma::{
     Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
@@ -63,8 +64,9 @@ pub(crate) struct Conn<C: Connection> {
     state: Mutex<State>,
     recv: MemoryRegion,
     recv_size: usize,
-    send_size: usize,
     server: Option<Server>,
+    /// Where a client remembers the version its server settled on.
+    versions: Option<PeerVersions>,
     peer: SocketAddr,
     closed: AtomicBool,
     close_notify: Notify,
@@ -105,6 +107,10 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         min_ddp_size: config.min_ddp_size,
         default_write_chunk: config.default_write_chunk,
         default_reply_chunk: config.default_reply_chunk,
+        version_2: config.version_2,
+        remembered_version: None,
+        negotiation_timeout: config.negotiation_timeout,
+        remote_invalidate: config.remote_invalidate,
     }
 }
 
@@ -125,7 +131,6 @@ impl<C: Connection> Conn<C> {
                 d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
             });
         let recv_size = core.recv_size;
-        let send_size = core.peer_recv_size;
         let role = core.role;
         let backward = core.backward_credits > 0;
         let shared = Arc::new(Conn {
@@ -142,8 +147,8 @@ impl<C: Connection> Conn<C> {
             }),
             recv,
             recv_size,
-            send_size,
             server,
+            versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
             close_notify: Notify::new(),
             backchannel: Mutex::new(None),
@@ -154,6 +159,12 @@ impl<C: Connection> Conn<C> {
                 conn: Arc::downgrade(&shared),
             });
             *shared.backchannel.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+        }
+        {
+            // A version 2 client's offer goes before anything else (seed 003 section 7).
+            let mut st = shared.lock();
+            st.core.open(Instant::now());
+            shared.flush(&mut st);
         }
         tokio::spawn(completions(shared.clone()));
         shared
@@ -236,14 +247,25 @@ impl<C: Connection> Conn<C> {
                     tracing::warn!(peer = %self.peer, %why, "protocol violation: closing");
                     self.close_locked(st);
                 }
+                Event::Negotiated { version } => {
+                    tracing::debug!(peer = %self.peer, version, "RPC-over-RDMA version settled");
+                    if let Some(versions) = &self.versions {
+                        versions.remember(self.peer, version);
+                    }
+                }
             }
         }
     }
 
-    fn send_buffer(&self, st: &mut State) -> crate::rdma::Result<MemoryRegion> {
+    /// A registered buffer for a Send of `len` bytes: one of the free ones, or a new one as
+    /// large as the peer receives (which version 2's RBSIZ may have raised since).
+    fn send_buffer(&self, st: &mut State, len: usize) -> crate::rdma::Result<MemoryRegion> {
         match st.send_buffers.pop() {
-            Some(mr) => Ok(mr),
-            None => self.conn.register(vec![0; self.send_size], Access::NONE),
+            Some(mr) if mr.len() >= len => Ok(mr),
+            _ => {
+                let size = st.core.config().peer_recv_size.max(len);
+                self.conn.register(vec![0; size], Access::NONE)
+            }
         }
     }
 
@@ -259,7 +281,8 @@ impl<C: Connection> Conn<C> {
                 message,
                 invalidate,
             } => {
-                let mr = self.send_buffer(st)?;
+                let len = message.iter().map(Bytes::len).sum();
+                let mr = self.send_buffer(st, len)?;
                 let len = mr.with_mut_slice(|dst| {
                     let mut at = 0;
                     for part in &message {
@@ -504,19 +527,38 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     let mut calls = Vec::new();
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
     let mut closing = std::pin::pin!(conn.close_notify.notified());
+    // Only a version 2 offer has a deadline the core keeps (calls time out in their callers).
+    let offer_deadline = |st: &State| {
+        st.core
+            .negotiating()
+            .then(|| st.core.poll_timeout())
+            .flatten()
+    };
+    let mut deadline = offer_deadline(&conn.lock());
     loop {
+        let timer = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let first = tokio::select! {
-            c = conn.conn.poll_completion() => c,
+            c = conn.conn.poll_completion() => Some(c),
+            _ = timer => None,
             _ = closing.as_mut() => break,
         };
         {
             let mut st = conn.lock();
-            conn.complete(&mut st, first);
+            match first {
+                Some(first) => conn.complete(&mut st, first),
+                None => st.core.handle_timeout(Instant::now()),
+            }
             while let Some(c) = conn.conn.try_completion() {
                 conn.complete(&mut st, c);
             }
             conn.flush(&mut st);
             std::mem::swap(&mut calls, &mut st.calls);
+            deadline = offer_deadline(&st);
         }
         // Handlers run without the lock: they may call back through the backchannel.
         for call in calls.drain(..) {
@@ -605,8 +647,8 @@ impl<C: Connection> Conn<C> {
                 st.core.send_reply(id, message, moved, &mut self.pool());
             }
             Err(error) => {
-                tracing::debug!(%error, "the reply does not fit the call's chunks: ERR_CHUNK");
-                st.core.reject_chunks(id);
+                tracing::debug!(%error, "the reply does not fit the call's chunks");
+                st.core.reject_reply(id, &error);
             }
         }
         self.flush(&mut st);

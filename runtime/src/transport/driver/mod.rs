@@ -11,7 +11,7 @@ mod conn;
 mod server;
 
 pub use client::RdmaTransport;
-pub use config::RdmaConfig;
+pub use config::{PeerVersions, RdmaConfig};
 pub use server::{serve, RdmaListener};
 
 use std::net::SocketAddr;

@@ -17,7 +17,7 @@ use crate::rpc::{
     self, decode_args, encode_reply, encode_reply_header, handler, CallContext, DispatchError,
     HandlerFuture, HeapBuffers, Incoming, ReplyError, Server, Service, TransportKind,
 };
-use crate::transport::header::{self as hdr, Body, Chunks, Header, ReadChunk, Segment};
+use crate::transport::header::{self as hdr, Body, Chunks, Header, RdmaError, ReadChunk, Segment};
 use crate::xdr::{self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ThresholdPolicy};
 
 // ---------------------------------------------------------------------------------------------
@@ -295,6 +295,8 @@ struct Side {
     mem: SimMemory,
     replies: HashMap<CallId, Result<rpc::Reply, rpc::TransportError>>,
     fatal: Vec<String>,
+    /// Versions the core reported settling on.
+    negotiated: Vec<u32>,
     /// Handles reachable at the moment each reply event came out.
     reachable_at_reply: HashMap<CallId, Vec<u32>>,
     failed_ops: usize,
@@ -307,6 +309,7 @@ impl Side {
             mem: SimMemory::new(base << 16, max_buf),
             replies: HashMap::new(),
             fatal: Vec::new(),
+            negotiated: Vec::new(),
             reachable_at_reply: HashMap::new(),
             failed_ops: 0,
         }
@@ -484,6 +487,7 @@ impl Pair {
             }
             Event::Call(inc) => self.serve(side, inc),
             Event::Fatal(why) => self.sides[side].fatal.push(why),
+            Event::Negotiated { version } => self.sides[side].negotiated.push(version),
         }
     }
 
@@ -513,7 +517,7 @@ impl Pair {
                 let (message, moved) = enc.finish_with_chunks();
                 s.core.send_reply(inc.id, message, moved, &mut s.mem);
             }
-            Err(_) => s.core.reject_chunks(inc.id),
+            Err(e) => s.core.reject_reply(inc.id, &e),
         }
     }
 
@@ -1051,15 +1055,14 @@ fn seg(handle: u32, len: u32) -> Segment {
 #[test]
 fn err_vers_names_version_1_for_another_version() {
     let mut p = Pair::new();
-    let mut m = header_bytes(&Header {
-        xid: 9,
-        credit: 1,
-        body: Body::Msg(Chunks::default()),
-    });
+    let mut m = header_bytes(&Header::v1(9, 1, Body::Msg(Chunks::default())));
     m[4..8].copy_from_slice(&2u32.to_be_bytes());
     m.extend(rpc_null_call(9));
     let out = inject(&mut p, m);
-    assert_eq!(answer(&out), Body::ErrVers { low: 1, high: 1 });
+    assert_eq!(
+        answer(&out),
+        Body::Error(RdmaError::Vers { low: 1, high: 1 })
+    );
     assert_eq!(&out[0][..4], &9u32.to_be_bytes(), "the call's XID");
 }
 
@@ -1121,13 +1124,13 @@ fn err_chunk_for_malformed_chunk_lists() {
             },
             1 << 20,
         );
-        let mut m = header_bytes(&Header {
-            xid: 5,
-            credit: 1,
-            body,
-        });
+        let mut m = header_bytes(&Header::v1(5, 1, body));
         m.extend(rpc_null_call(5));
-        assert_eq!(answer(&inject(&mut p, m)), Body::ErrChunk, "{what}");
+        assert_eq!(
+            answer(&inject(&mut p, m)),
+            Body::Error(RdmaError::BadXdr),
+            "{what}"
+        );
     }
 }
 
@@ -1150,19 +1153,19 @@ fn err_chunk_when_a_read_chunk_does_not_add_up() {
     enc.put_u32(4000);
     rpc_msg.extend_from_slice(&enc.finish().into_bytes());
     let position = rpc_msg.len() as u32;
-    let mut m = header_bytes(&Header {
-        xid: 11,
-        credit: 1,
-        body: Body::Msg(Chunks {
+    let mut m = header_bytes(&Header::v1(
+        11,
+        1,
+        Body::Msg(Chunks {
             reads: vec![ReadChunk {
                 position,
                 segments: vec![target.segment()],
             }],
             ..Default::default()
         }),
-    });
+    ));
     m.extend(rpc_msg);
-    assert_eq!(answer(&inject(&mut p, m)), Body::ErrChunk);
+    assert_eq!(answer(&inject(&mut p, m)), Body::Error(RdmaError::BadXdr));
 }
 
 #[test]
@@ -1190,10 +1193,11 @@ fn rdma_msgp_is_taken_as_rdma_msg_and_rdma_done_is_dropped() {
 #[test]
 fn short_and_cut_headers_never_panic() {
     let mut p = Pair::new();
-    let mut full = header_bytes(&Header {
-        xid: 3,
-        credit: 1,
-        body: Body::Msg(Chunks {
+    let mut full = header_bytes(&Header::v1(
+        3,
+        1,
+        Body::Msg(Chunks {
+            inv_handle: 0,
             reads: vec![ReadChunk {
                 position: 100,
                 segments: vec![seg(1, 8), seg(2, 8)],
@@ -1201,7 +1205,7 @@ fn short_and_cut_headers_never_panic() {
             writes: vec![vec![seg(3, 64)]],
             reply: Some(vec![seg(4, 64)]),
         }),
-    });
+    ));
     full.extend(rpc_null_call(3));
     for cut in 0..full.len() {
         let out = inject(&mut p, full[..cut].to_vec());
@@ -1220,11 +1224,11 @@ fn a_requester_fails_the_call_on_rdma_error() {
     p.tamper = Some(Box::new(|from, bytes| {
         if from == SERVER {
             let xid = u32::from_be_bytes(bytes[..4].try_into().unwrap());
-            *bytes = header_bytes(&Header {
+            *bytes = header_bytes(&Header::v1(
                 xid,
-                credit: 8,
-                body: Body::ErrVers { low: 2, high: 3 },
-            });
+                8,
+                Body::Error(RdmaError::Vers { low: 2, high: 3 }),
+            ));
         }
     }));
     let err = p.call::<Null>(&(), vec![], None).unwrap_err();
@@ -1371,11 +1375,7 @@ fn the_server_calls_back_while_forward_calls_are_in_flight() {
 #[test]
 fn a_client_without_a_backward_direction_drops_backward_calls() {
     let mut p = Pair::new();
-    let mut m = header_bytes(&Header {
-        xid: 77,
-        credit: 1,
-        body: Body::Msg(Chunks::default()),
-    });
+    let mut m = header_bytes(&Header::v1(77, 1, Body::Msg(Chunks::default())));
     m.extend(rpc_null_call(77));
     let c = &mut p.sides[CLIENT];
     c.core.handle_recv(&m, None, &mut c.mem);
@@ -1426,17 +1426,17 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
         let rpc_msg = enc.finish().into_bytes().to_vec();
         let mut seg = src.segment();
         seg.rdma_length = chunk_len;
-        let mut m = header_bytes(&Header {
-            xid: 31,
-            credit: 1,
-            body: Body::Msg(Chunks {
+        let mut m = header_bytes(&Header::v1(
+            31,
+            1,
+            Body::Msg(Chunks {
                 reads: vec![ReadChunk {
                     position: rpc_msg.len() as u32,
                     segments: vec![seg],
                 }],
                 ..Default::default()
             }),
-        });
+        ));
         m.extend(rpc_msg);
         let out = inject(&mut p, m);
         assert_eq!(out.len(), 1, "chunk of {chunk_len}");
@@ -1453,3 +1453,5 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
         assert_eq!(&echoed.0[..], b"hello", "chunk of {chunk_len}");
     }
 }
+
+mod v2;
