@@ -289,6 +289,16 @@ pub enum WriteTarget<B> {
     Buffer(Vec<Slice<B>>),
 }
 
+impl<B> WriteTarget<B> {
+    /// The bytes the chunk offers.
+    pub fn size(&self) -> usize {
+        match self {
+            WriteTarget::Size(n) => *n,
+            WriteTarget::Buffer(slices) => slices.iter().map(|s| s.len).sum(),
+        }
+    }
+}
+
 /// Whom an operation's completion concerns.
 #[derive(Debug, Clone, Copy)]
 enum Owner {
@@ -783,7 +793,7 @@ impl<B: Buf> Core<B> {
                 // Seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages".
                 self.stats.dropped += 1;
             }
-            Body::Error(error) => self.error_received(&header, error, invalidated),
+            Body::Error(error) => self.error_received(&header, error, invalidated, mem),
             Body::ConnProp(_) => self.connprop(header),
             Body::Other { htype, .. } => self.other_type(&header, htype),
             Body::NoMsg(_) if header.version == VERSION => match self.config.role {
@@ -877,7 +887,13 @@ impl<B: Buf> Core<B> {
     }
 
     /// An RDMA_ERROR / RDMA2_ERROR: the answer to a client's version offer, or to a call.
-    fn error_received(&mut self, header: &Header, error: RdmaError, invalidated: Option<u32>) {
+    fn error_received<M: Memory<Buf = B>>(
+        &mut self,
+        header: &Header,
+        error: RdmaError,
+        invalidated: Option<u32>,
+        mem: &mut M,
+    ) {
         if let Negotiation::Offered { xid, .. } = self.negotiation {
             if header.xid == xid {
                 return match error {
@@ -902,10 +918,17 @@ impl<B: Buf> Core<B> {
                 };
             }
         }
-        if !self
-            .requester
-            .error_reply(header, error, invalidated, &mut self.out, &mut self.stats)
-        {
+        let extra = self.header_extra();
+        if !self.requester.error_reply(
+            header,
+            error,
+            invalidated,
+            mem,
+            &self.config,
+            extra,
+            &mut self.out,
+            &mut self.stats,
+        ) {
             self.stats.dropped += 1;
         }
     }

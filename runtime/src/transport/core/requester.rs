@@ -22,7 +22,7 @@ use super::{
 use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
 use crate::rpc::{Reply, TransportError};
-use crate::xdr::{padding, ChunkTarget, Encoder, ReceivedChunks};
+use crate::xdr::{padding, ChunkTarget, Encoded, Encoder, MovedItem, ReceivedChunks};
 
 /// Room left for the transport header when the encoder decides what stays inline: the fixed
 /// words, the three list ends, and a Read, a Write and a Reply chunk of one segment each. A
@@ -35,6 +35,25 @@ struct Ready {
     message: Vec<Bytes>,
 }
 
+/// What a version 2 call needs to be sent again in another shape.
+struct Plan {
+    message: Encoded,
+    moved: Vec<MovedItem>,
+    write_sizes: Vec<usize>,
+    reply_chunk: Option<usize>,
+    /// Sent again once already: a second report fails the call (no loop).
+    resent: bool,
+}
+
+/// A call's registrations and Send.
+struct Marshaled<B> {
+    exposed: Vec<Slice<B>>,
+    write_sinks: Vec<Vec<Slice<B>>>,
+    reply_sink: Option<Vec<Slice<B>>>,
+    inv_handle: u32,
+    ready: Ready,
+}
+
 enum Phase {
     /// Waiting for a credit (or, for a version 2 client, for the version).
     Queued(Ready),
@@ -45,6 +64,9 @@ enum Phase {
         result: Result<Reply, TransportError>,
         pending: usize,
     },
+    /// The responder reported a limit: the old registrations are being invalidated
+    /// (`pending`), then `ready` goes again with the same XID (seed 003 section 5.3.3).
+    Resending { pending: usize, ready: Ready },
     /// Given up (cancelled or timed out) after it was sent: waiting for the reply, which frees
     /// the credit, and for the invalidations.
     Abandoned {
@@ -63,6 +85,8 @@ struct OutCall<B> {
     /// The handle offered for Send With Invalidate in version 2 (`rdma_inv_handle`), 0 for
     /// none.
     inv_handle: u32,
+    /// Version 2: how to send it again.
+    plan: Option<Plan>,
     phase: Phase,
 }
 
@@ -180,9 +204,64 @@ impl<B: Buf> Requester<B> {
                 "backward-direction calls cannot use chunks".into(),
             ));
         }
+        // A version 2 call keeps what it needs to be sent again in another shape when the
+        // responder reports a limit (seed 003 section 5.3.3).
+        let plan = (self.version != VERSION || self.hold).then(|| Plan {
+            message: call.message.clone(),
+            moved: call.moved.clone(),
+            write_sizes: call.write_chunks.iter().map(WriteTarget::size).collect(),
+            reply_chunk: call.reply_chunk,
+            resent: false,
+        });
+        let m = self.marshal(
+            call.xid,
+            call.message,
+            &call.moved,
+            call.write_chunks,
+            call.reply_chunk,
+            mem,
+            config,
+            header_extra,
+            stats,
+        )?;
+        self.next_id += 1;
+        let id = self.next_id;
+        self.by_xid.insert(call.xid, id);
+        self.calls.insert(
+            id,
+            OutCall {
+                xid: call.xid,
+                exposed: m.exposed,
+                write_sinks: m.write_sinks,
+                reply_sink: m.reply_sink,
+                deadline: call.timeout.map(|t| (now + t, t)),
+                inv_handle: m.inv_handle,
+                plan,
+                phase: Phase::Queued(m.ready),
+            },
+        );
+        self.queue.push_back(id);
+        self.pump(out);
+        Ok(id)
+    }
+
+    /// Registers what the peer must reach for a call and builds its Send.
+    #[allow(clippy::too_many_arguments)]
+    fn marshal<M: Memory<Buf = B>>(
+        &self,
+        xid: u32,
+        message: Encoded,
+        moved: &[MovedItem],
+        write_chunks: Vec<WriteTarget<B>>,
+        reply_chunk: Option<usize>,
+        mem: &mut M,
+        config: &CoreConfig,
+        header_extra: usize,
+        stats: &mut Stats,
+    ) -> Result<Marshaled<B>, TransportError> {
         let mut exposed = Vec::new();
         let mut reads = Vec::new();
-        for item in &call.moved {
+        for item in moved {
             let ChunkTarget::Read { position } = item.target else {
                 return Err(TransportError::Protocol(
                     "a call's moved item is not a Read chunk".into(),
@@ -202,7 +281,7 @@ impl<B: Buf> Requester<B> {
         }
         let mut writes = Vec::new();
         let mut write_sinks = Vec::new();
-        for target in call.write_chunks {
+        for target in write_chunks {
             let slices = match target {
                 // Seed 004 section 4.4.5.2: the requester "SHOULD provide enough segments to
                 // accommodate any needed XDR padding" (seed 002 section 3.6: the extra room
@@ -220,7 +299,7 @@ impl<B: Buf> Requester<B> {
             exposed.extend(slices.iter().cloned());
             write_sinks.push(slices);
         }
-        let reply_sink = match call.reply_chunk {
+        let reply_sink = match reply_chunk {
             Some(n) => {
                 let slices = mem
                     .alloc((n + padding(n)).max(4), Access::REMOTE_WRITE)
@@ -234,7 +313,7 @@ impl<B: Buf> Requester<B> {
             .as_ref()
             .map(|s| s.iter().map(Slice::segment).collect::<Vec<_>>());
         let mut header = Header::v1(
-            call.xid,
+            xid,
             self.requested,
             Body::Msg(Chunks {
                 inv_handle: 0,
@@ -243,13 +322,13 @@ impl<B: Buf> Requester<B> {
                 reply,
             }),
         );
-        let inline_len = call.message.len();
-        let mut send = Vec::with_capacity(1 + call.message.parts().len());
-        let had_reads = !call.moved.is_empty();
+        let inline_len = message.len();
+        let mut send = Vec::with_capacity(1 + message.parts().len());
+        let had_reads = !moved.is_empty();
         // Seed 004 section 5.1.4 and seed 002 section 4.1: the header and the RPC message
         // together must fit the peer's receive buffer.
         if header::encoded_len(&header) + header_extra + inline_len <= config.peer_recv_size {
-            call.message.append_parts_to(&mut send);
+            message.append_parts_to(&mut send);
             if had_reads {
                 stats.calls_read_chunks += 1;
             } else {
@@ -266,12 +345,11 @@ impl<B: Buf> Requester<B> {
             // chunk, with as many segments as it needs (seed 002 section 3.2); the Read
             // chunks of DDP-eligible items stay, at their Positions (seed 002 section 3.3).
             let slices = mem
-                .source(call.message.parts(), Access::REMOTE_READ)
+                .source(message.parts(), Access::REMOTE_READ)
                 .map_err(memory_error)?;
-            let Body::Msg(chunks) = header.body else {
+            let Body::Msg(mut chunks) = header.body else {
                 unreachable!("built as RDMA_MSG above")
             };
-            let mut chunks = chunks;
             chunks.reads.insert(
                 0,
                 ReadChunk {
@@ -297,27 +375,16 @@ impl<B: Buf> Requester<B> {
         } else {
             0
         };
-        self.next_id += 1;
-        let id = self.next_id;
-        self.by_xid.insert(call.xid, id);
-        self.calls.insert(
-            id,
-            OutCall {
-                xid: call.xid,
-                exposed,
-                write_sinks,
-                reply_sink,
-                deadline: call.timeout.map(|t| (now + t, t)),
-                inv_handle,
-                phase: Phase::Queued(Ready {
-                    header,
-                    message: send,
-                }),
+        Ok(Marshaled {
+            exposed,
+            write_sinks,
+            reply_sink,
+            inv_handle,
+            ready: Ready {
+                header,
+                message: send,
             },
-        );
-        self.queue.push_back(id);
-        self.pump(out);
-        Ok(id)
+        })
     }
 
     /// Sends queued calls while credits allow, each with its header in the settled version.
@@ -405,12 +472,17 @@ impl<B: Buf> Requester<B> {
         true
     }
 
-    /// Takes an RDMA_ERROR reply; false when no call waits for its XID.
-    pub(super) fn error_reply(
+    /// Takes an RDMA_ERROR reply; false when no call waits for its XID. A version 2 call that
+    /// the responder could serve in another shape is sent again instead of failing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn error_reply<M: Memory<Buf = B>>(
         &mut self,
         header: &Header,
         error: RdmaError,
         invalidated: Option<u32>,
+        mem: &mut M,
+        config: &CoreConfig,
+        header_extra: usize,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> bool {
@@ -418,6 +490,18 @@ impl<B: Buf> Requester<B> {
             self.pump(out);
             return false;
         };
+        if self.resend(
+            id,
+            error,
+            invalidated,
+            mem,
+            config,
+            header_extra,
+            out,
+            stats,
+        ) {
+            return true;
+        }
         let error = match error {
             RdmaError::Vers { low, high } => TransportError::RdmaVersion { low, high },
             RdmaError::BadXdr => TransportError::RdmaChunk,
@@ -425,6 +509,110 @@ impl<B: Buf> Requester<B> {
         };
         self.fence(id, Err(error), invalidated, out, stats);
         self.pump(out);
+        true
+    }
+
+    /// Sends call `id` again, with the same XID, in the shape the responder's `error` asks
+    /// for (seed 003 section 5.3.3): without Read chunks after READ_CHUNKS ("The requester
+    /// SHOULD resend the request using a Position-Zero Read chunk"; one that then fits inline
+    /// goes inline, which needs no Read chunk at all), with fewer Write chunks and a Reply
+    /// chunk after WRITE_CHUNKS, with a larger Write chunk after WRITE_RESOURCE or a larger
+    /// Reply chunk after REPLY_RESOURCE ("it MAY send the request again using the same XID and
+    /// more reply resources"). Once only, and never past the configured byte bound; false
+    /// when the call must fail instead.
+    #[allow(clippy::too_many_arguments)]
+    fn resend<M: Memory<Buf = B>>(
+        &mut self,
+        id: CallId,
+        error: RdmaError,
+        invalidated: Option<u32>,
+        mem: &mut M,
+        config: &CoreConfig,
+        header_extra: usize,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) -> bool {
+        let Some(call) = self.calls.get(&id) else {
+            return false;
+        };
+        let Some(plan) = call.plan.as_ref().filter(|p| !p.resent) else {
+            return false;
+        };
+        let bound = config.limits.max_read_bytes.min(u32::MAX as u64) as usize;
+        let (mut message, mut moved) = (plan.message.clone(), plan.moved.clone());
+        let (mut write_sizes, mut reply_chunk) = (plan.write_sizes.clone(), plan.reply_chunk);
+        match error {
+            RdmaError::ReadChunks { .. } if !moved.is_empty() => {
+                message = message.with_reads_inline(&moved);
+                moved.clear();
+            }
+            RdmaError::WriteChunks { max } if (max as usize) < write_sizes.len() => {
+                let dropped: usize = write_sizes.drain(max as usize..).sum();
+                let reply = reply_chunk.unwrap_or(config.default_reply_chunk) + dropped;
+                if reply > bound {
+                    return false;
+                }
+                reply_chunk = Some(reply);
+            }
+            RdmaError::WriteResource {
+                chunk_index,
+                length_needed,
+            } => {
+                let (i, needed) = (chunk_index as usize, length_needed as usize);
+                if i == 0 || i > write_sizes.len() || needed <= write_sizes[i - 1] || needed > bound
+                {
+                    return false;
+                }
+                write_sizes[i - 1] = needed;
+            }
+            RdmaError::ReplyResource { length_needed } => {
+                let needed = length_needed as usize;
+                if needed > bound || reply_chunk.is_some_and(|r| r >= needed) {
+                    return false;
+                }
+                reply_chunk = Some(needed);
+            }
+            _ => return false,
+        }
+        let xid = call.xid;
+        let targets = write_sizes.into_iter().map(WriteTarget::Size).collect();
+        let Ok(m) = self.marshal(
+            xid,
+            message,
+            &moved,
+            targets,
+            reply_chunk,
+            mem,
+            config,
+            header_extra,
+            stats,
+        ) else {
+            return false;
+        };
+        let Some(call) = self.calls.get_mut(&id) else {
+            return false;
+        };
+        tracing::debug!(xid, %error, "sending the call again in the shape the responder asks for");
+        let old = std::mem::replace(&mut call.exposed, m.exposed);
+        call.write_sinks = m.write_sinks;
+        call.reply_sink = m.reply_sink;
+        call.inv_handle = m.inv_handle;
+        if let Some(plan) = call.plan.as_mut() {
+            plan.resent = true;
+        }
+        stats.resent += 1;
+        // The first attempt's registrations are fenced before the second goes.
+        let pending = invalidate_slices(Owner::Requester(id), &old, invalidated, out, stats);
+        if pending == 0 {
+            call.phase = Phase::Queued(m.ready);
+            self.queue.push_front(id);
+            self.pump(out);
+        } else {
+            call.phase = Phase::Resending {
+                pending,
+                ready: m.ready,
+            };
+        }
         true
     }
 
@@ -502,22 +690,7 @@ impl<B: Buf> Requester<B> {
         let Some(call) = self.calls.get(&id) else {
             return 0;
         };
-        let mut seen = IdSet::default();
-        let mut n = 0;
-        for slice in &call.exposed {
-            let handle = slice.buf.handle();
-            if !seen.insert(handle) {
-                continue;
-            }
-            if Some(handle) == skip {
-                slice.buf.mark_invalidated();
-                continue;
-            }
-            out.invalidate(Owner::Requester(id), slice.buf.clone());
-            stats.local_invalidations += 1;
-            n += 1;
-        }
-        n
+        invalidate_slices(Owner::Requester(id), &call.exposed, skip, out, stats)
     }
 
     /// An invalidation of call `id` completed (successfully or not: a failed invalidation
@@ -544,6 +717,18 @@ impl<B: Buf> Requester<B> {
                 *pending = pending.saturating_sub(1);
                 if *pending == 0 && !*awaiting_reply {
                     self.remove(id);
+                }
+            }
+            Phase::Resending { pending, .. } => {
+                *pending = pending.saturating_sub(1);
+                if *pending == 0 {
+                    if let Phase::Resending { ready, .. } =
+                        std::mem::replace(&mut call.phase, Phase::Sent)
+                    {
+                        call.phase = Phase::Queued(ready);
+                        self.queue.push_front(id);
+                        self.pump(out);
+                    }
                 }
             }
             _ => {}
@@ -584,9 +769,19 @@ impl<B: Buf> Requester<B> {
                     };
                 }
             }
-            Phase::Fencing { pending, .. } => {
+            Phase::Fencing { pending, .. } | Phase::Resending { pending, .. } => {
                 let pending = *pending;
                 if let Some(call) = self.calls.get_mut(&id) {
+                    if matches!(call.phase, Phase::Resending { .. }) {
+                        // The second attempt's registrations never reached the peer.
+                        let mut seen = IdSet::default();
+                        for slice in &call.exposed {
+                            if seen.insert(slice.buf.handle()) {
+                                out.revoke(slice.buf.clone());
+                                stats.revocations += 1;
+                            }
+                        }
+                    }
                     call.phase = Phase::Abandoned {
                         awaiting_reply: false,
                         pending,
@@ -660,6 +855,33 @@ impl<B: Buf> Requester<B> {
         // Seed 004 section 4.3.1: a new connection starts again at one credit.
         self.granted = 1;
     }
+}
+
+/// Emits an invalidation of each handle of `slices` once, but `skip` (which the peer
+/// invalidated already); returns how many.
+fn invalidate_slices<B: Buf>(
+    owner: Owner,
+    slices: &[Slice<B>],
+    skip: Option<u32>,
+    out: &mut Outbox<B>,
+    stats: &mut Stats,
+) -> usize {
+    let mut seen = IdSet::default();
+    let mut n = 0;
+    for slice in slices {
+        let handle = slice.buf.handle();
+        if !seen.insert(handle) {
+            continue;
+        }
+        if Some(handle) == skip {
+            slice.buf.mark_invalidated();
+            continue;
+        }
+        out.invalidate(owner, slice.buf.clone());
+        stats.local_invalidations += 1;
+        n += 1;
+    }
+    n
 }
 
 fn encode_header(header: &Header) -> Result<Bytes, TransportError> {

@@ -279,9 +279,50 @@ fn limits_are_named_in_version_2_errors() {
     }
 }
 
+/// The errors the server sent, in order.
+fn errors_sent(p: &Pair) -> Vec<RdmaError> {
+    sent_by(p, SERVER)
+        .into_iter()
+        .filter_map(|h| match h.body {
+            Body::Error(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn resource_errors_name_the_chunk_and_the_room_needed() {
+fn resource_errors_make_the_requester_send_again_with_more_room() {
     let mut p = settled();
+    // A result longer than its Write chunk: WRITE_RESOURCE names the chunk (from 1) and the
+    // bytes needed, and the call goes again with that much.
+    let got = p
+        .call::<MaybeData>(&5000, vec![WriteTarget::Size(100)], None)
+        .unwrap();
+    assert_eq!(got, Maybe::Data(DdpData(Bytes::from(vec![0x5d; 5000]))));
+    // A reply longer than its Reply chunk: REPLY_RESOURCE, then a large enough one.
+    let got = p.call::<Big>(&5000, vec![], Some(2048)).unwrap();
+    assert_eq!(got, Bytes::from(vec![0xb1; 5000]));
+    let errors = errors_sent(&p);
+    assert_eq!(
+        errors[0],
+        RdmaError::WriteResource {
+            chunk_index: 1,
+            length_needed: 5000
+        }
+    );
+    assert!(
+        matches!(errors[1], RdmaError::ReplyResource { length_needed } if length_needed > 5000)
+    );
+    assert_eq!(p.client().core.stats().resent, 2);
+    // Every handle of both attempts was fenced.
+    assert!(p.client().mem.reachable().is_empty());
+}
+
+#[test]
+fn a_resource_past_the_bound_or_a_second_refusal_fails_with_a_typed_error() {
+    let mut client = v2(Role::Client);
+    client.limits.max_read_bytes = 4096;
+    let mut p = Pair::with(client, v2(Role::Server), 1 << 20);
     let err = p
         .call::<MaybeData>(&5000, vec![WriteTarget::Size(100)], None)
         .unwrap_err();
@@ -295,17 +336,50 @@ fn resource_errors_name_the_chunk_and_the_room_needed() {
         ),
         "{err}"
     );
-    let err = p.call::<Big>(&5000, vec![], Some(2048)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            rpc::Error::Transport(rpc::TransportError::RdmaRefused(RdmaError::ReplyResource {
-                length_needed
-            })) if length_needed > 5000
-        ),
-        "{err}"
-    );
+    assert_eq!(p.client().core.stats().resent, 0);
     p.call::<Null>(&(), vec![], None).unwrap();
+}
+
+#[test]
+fn read_chunks_refused_go_again_in_one_position_zero_chunk() {
+    let mut server = v2(Role::Server);
+    server.limits.max_chunks = 1;
+    let mut p = Pair::with(v2(Role::Client), server, 1 << 20);
+    let args = (DdpData(pattern(2001, 4)), 7, DdpData(pattern(3001, 5)));
+    assert_eq!(p.call::<Two>(&args, vec![], None).unwrap(), 5009);
+    assert_eq!(errors_sent(&p), vec![RdmaError::ReadChunks { max: 1 }]);
+    let calls: Vec<Header> = sent_by(&p, CLIENT)
+        .into_iter()
+        .filter(|h| matches!(h.body, Body::Msg(_) | Body::NoMsg(_)))
+        .collect();
+    let Body::NoMsg(chunks) = &calls.last().unwrap().body else {
+        panic!("sent again as a long call: {:?}", calls.last())
+    };
+    assert_eq!(chunks.reads.len(), 1);
+    assert_eq!(chunks.reads[0].position, 0);
+    assert_eq!(calls[0].xid, calls.last().unwrap().xid, "the same XID");
+}
+
+#[test]
+fn write_chunks_refused_go_again_with_fewer_and_a_reply_chunk() {
+    let mut server = v2(Role::Server);
+    server.limits.max_chunks = 1;
+    let mut p = Pair::with(v2(Role::Client), server, 1 << 20);
+    let got = p
+        .call::<Echo>(
+            &DdpData(pattern(600, 6)),
+            vec![WriteTarget::Size(600), WriteTarget::Size(600)],
+            None,
+        )
+        .unwrap();
+    assert_eq!(got, DdpData(pattern(600, 6)));
+    assert_eq!(errors_sent(&p), vec![RdmaError::WriteChunks { max: 1 }]);
+    let last = sent_by(&p, CLIENT).pop().unwrap();
+    let Body::Msg(chunks) = &last.body else {
+        panic!("{last:?}")
+    };
+    assert_eq!(chunks.writes.len(), 1);
+    assert!(chunks.reply.is_some());
 }
 
 #[test]
