@@ -1,5 +1,5 @@
-//! The transport conformance suite: RPC-over-RDMA version 1 end to end, written once and run on
-//! every provider (feature `conformance`).
+//! The transport conformance suite: RPC-over-RDMA versions 1 and 2 end to end, written once and
+//! run on every provider (feature `conformance`).
 //!
 //! Each [`Case`] starts a server of the suite's program ([`program`], generated from
 //! `testprog.x`) and a client on the provider under test, and checks one behaviour of the
@@ -14,6 +14,7 @@ mod hostile;
 pub mod lies;
 pub mod load;
 pub mod program;
+mod v2;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -115,6 +116,16 @@ cases! {
     /// A peer without private data is taken to have 1 KiB receive buffers (seed 004 section
     /// 4.3.1).
     HostileNoPrivateData => hostile::no_private_data,
+    /// Version 2 both ends: RDMA2_CONNPROP agreed, every chunk kind, remote invalidation
+    /// through `rdma_inv_handle`.
+    Version2 => v2::both_version_2,
+    /// A version 2 client and a version 1 server: ERR_VERS, then version 1 with no call lost;
+    /// a reconnect does not negotiate again.
+    Version2ClientVersion1Server => v2::version_2_client_version_1_server,
+    /// A version 1 client and a version 2 server: version 1 throughout.
+    Version1ClientVersion2Server => v2::version_1_client_version_2_server,
+    /// Backward-direction calls on a version 2 connection.
+    Version2Backchannel => v2::version_2_backchannel,
 }
 
 /// The outcome of one case.
@@ -229,6 +240,10 @@ macro_rules! transport_conformance_tests {
             hostile_reply_fits_nowhere HostileReplyFitsNowhere,
             hostile_garbage_args HostileGarbageArgs,
             hostile_no_private_data HostileNoPrivateData,
+            version_2 Version2,
+            version_2_client_version_1_server Version2ClientVersion1Server,
+            version_1_client_version_2_server Version1ClientVersion2Server,
+            version_2_backchannel Version2Backchannel,
         );
     };
     (@cases $make:expr, $($name:ident $variant:ident,)*) => {$(

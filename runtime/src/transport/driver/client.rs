@@ -55,6 +55,12 @@ impl<P: Provider> RdmaTransport<P> {
         self.latest().stats()
     }
 
+    /// The RPC-over-RDMA version the connection's calls go in: 2 once a version 2 offer
+    /// ([`RdmaConfig::version_2`]) was accepted, 1 otherwise.
+    pub fn version(&self) -> u32 {
+        self.latest().version()
+    }
+
     /// The connection's registered-pool counters.
     pub fn pool_stats(&self) -> PoolStats {
         self.latest().pool_stats()

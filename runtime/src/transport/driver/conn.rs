@@ -179,6 +179,11 @@ impl<C: Connection> Conn<C> {
         self.lock().core.stats()
     }
 
+    /// The version this side's calls go in.
+    pub(crate) fn version(&self) -> u32 {
+        self.lock().core.version()
+    }
+
     /// The pool's counters.
     pub(crate) fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
