@@ -275,6 +275,7 @@ impl MemoryRegion {
 
     /// The order in which guards of several regions are taken (see
     /// [`MemoryRegion::read_guard`]); equal for clones of one region.
+    #[cfg_attr(not(feature = "soft"), allow(dead_code))]
     pub(crate) fn lock_order(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
     }

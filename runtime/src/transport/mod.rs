@@ -14,8 +14,10 @@
 pub mod conformance;
 pub mod core;
 mod driver;
+pub mod extension;
 pub mod header;
 pub mod pool;
 pub mod private_data;
 
 pub use driver::{connect, serve, PeerVersions, RdmaConfig, RdmaListener, RdmaTransport};
+pub use extension::{Extension, ExtensionAnswer, ExtensionMessage, Extensions};

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::extension::{ExtensionAnswer, ExtensionMessage, Extensions};
 use super::header::v2::Rpcrdma2Rvreqsup;
 use super::header::{
     self, BaseProperties, Body, Header, HeaderError, HeaderLimits, Property, RdmaError, Segment,
@@ -120,6 +121,8 @@ pub struct CoreConfig {
     /// This side accepts Send With Invalidate of the handles it advertises: a version 2
     /// requester names one in `rdma_inv_handle` (seed 003 section 3.3).
     pub remote_invalidate: bool,
+    /// Version 2 extensions this side speaks (seed 003 section 9).
+    pub extensions: Extensions,
 }
 
 impl CoreConfig {
@@ -143,6 +146,7 @@ impl CoreConfig {
             remembered_version: None,
             negotiation_timeout: Duration::from_secs(2),
             remote_invalidate: false,
+            extensions: Extensions::default(),
         }
     }
 
@@ -508,10 +512,13 @@ impl<B: Buf> Core<B> {
             // 8.4.1).
             _ => Rpcrdma2Rvreqsup::Rdma2RvreqsupGenl,
         };
-        vec![
+        let mut props = vec![
             Property::receive_buffer_size(self.config.recv_size.min(u32::MAX as usize) as u32),
             Property::reverse_request_support(reverse),
-        ]
+        ];
+        // Section 9.2: an extension's properties tell the peer this side knows it.
+        props.extend(self.config.extensions.properties());
+        props
     }
 
     /// The version the connection settled on: calls held for the answer go now.
@@ -529,6 +536,9 @@ impl<B: Buf> Core<B> {
     /// error (the caller answers RDMA2_ERR_BAD_XDR, seed 003 section 4.1).
     fn apply_properties(&mut self, props: Vec<Property>) -> Result<(), String> {
         let base = BaseProperties::from_props(&props)?;
+        for p in &props {
+            self.config.extensions.check_property(p)?;
+        }
         // Seed 003 section 4.2.1: the peer's receive buffers are "at least the size specified,
         // allowing the endpoint receiving this value to send messages that are of this size".
         let (low, high) = PEER_RECV_SIZE;
@@ -795,7 +805,7 @@ impl<B: Buf> Core<B> {
             }
             Body::Error(error) => self.error_received(&header, error, invalidated, mem),
             Body::ConnProp(_) => self.connprop(header),
-            Body::Other { htype, .. } => self.other_type(&header, htype),
+            Body::Other { .. } => self.other_type(header, invalidated),
             Body::NoMsg(_) if header.version == VERSION => match self.config.role {
                 // A client gets long replies; a server gets long calls.
                 Role::Client => self.reply(header, Bytes::new(), invalidated),
@@ -979,21 +989,91 @@ impl<B: Buf> Core<B> {
         }
     }
 
-    /// A version 2 header type this core does not know. Seed 003 section 5.2: "implementations
-    /// that receive an OPTIONAL operation that is not supported MUST respond with an
-    /// RDMA2_ERROR message with an error code of RDMA2_ERR_INVAL_HTYPE".
-    fn other_type(&mut self, header: &Header, htype: u32) {
+    /// A version 2 header type outside the base protocol: an extension's (seed 003 section
+    /// 9.1), or one this side does not know. Seed 003 section 5.2: "implementations that
+    /// receive an OPTIONAL operation that is not supported MUST respond with an RDMA2_ERROR
+    /// message with an error code of RDMA2_ERR_INVAL_HTYPE".
+    fn other_type(&mut self, header: Header, invalidated: Option<u32>) {
         if header.is_response() {
-            // An answer to nothing this side sent.
-            self.stats.dropped += 1;
-            return;
+            // The answer to one of this side's extension requests (or to nothing).
+            return self.reply(header, Bytes::new(), invalidated);
         }
-        self.refuse(
-            header.xid,
-            header.version,
-            RdmaError::InvalHtype,
-            &format!("header type {htype}"),
-        );
+        let Body::Other { htype, body } = header.body else {
+            return;
+        };
+        let Some(extension) = self.config.extensions.for_type(htype) else {
+            return self.refuse(
+                header.xid,
+                header.version,
+                RdmaError::InvalHtype,
+                &format!("header type {htype}"),
+            );
+        };
+        let message = ExtensionMessage {
+            htype,
+            xid: header.xid,
+            flags: header.flags,
+            body,
+        };
+        let credit = self.config.credits.max(1);
+        match extension.handle(&message) {
+            ExtensionAnswer::Reply { flags, body } => {
+                let answer = Header::v2(
+                    header.xid,
+                    credit,
+                    flags | F_RESPONSE,
+                    Body::Other { htype, body },
+                );
+                match header::to_bytes(&answer) {
+                    Ok(bytes) => self.out.send(Owner::Nobody, vec![bytes], None),
+                    Err(e) => tracing::warn!(htype, error = %e, "an extension's answer"),
+                }
+            }
+            ExtensionAnswer::Error(code) => self.refuse(
+                header.xid,
+                header.version,
+                RdmaError::Other(code),
+                "the extension refused",
+            ),
+            ExtensionAnswer::Nothing => {}
+        }
+    }
+
+    /// Sends a message of an extension's header type (version 2 only) and waits for its
+    /// answer: an [`Event::Reply`] whose message is the answer's body, or an error
+    /// ([`TransportError::RdmaRefused`] with RDMA2_ERR_INVAL_HTYPE from a peer that does not
+    /// know the extension). It counts against the credits as a call does.
+    pub fn start_extension(
+        &mut self,
+        htype: u32,
+        flags: u32,
+        body: Bytes,
+        now: Instant,
+    ) -> Result<CallId, TransportError> {
+        if self.closed {
+            return Err(TransportError::Closed);
+        }
+        if self.negotiation == Negotiation::Unopened {
+            self.open(now);
+        }
+        if self.version != VERSION_2 && !self.negotiating() {
+            return Err(TransportError::Protocol(
+                "extensions need RPC-over-RDMA version 2".into(),
+            ));
+        }
+        let direction_ok = self.config.role == Role::Client || self.config.backward_credits > 0;
+        if !direction_ok {
+            return Err(TransportError::Protocol(
+                "a server sends extension requests only with the backward direction on".into(),
+            ));
+        }
+        self.requester.start_message(
+            htype,
+            flags,
+            body,
+            self.config.peer_recv_size,
+            &mut self.out,
+        )
     }
 
     /// Answers a message this side cannot take with RDMA_ERROR in the message's version.

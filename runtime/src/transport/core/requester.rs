@@ -245,6 +245,50 @@ impl<B: Buf> Requester<B> {
         Ok(id)
     }
 
+    /// Starts a message of an extension's header type (seed 003 section 9.1) that waits for
+    /// an answer with its XID, as a call does.
+    pub(super) fn start_message(
+        &mut self,
+        htype: u32,
+        flags: u32,
+        body: Bytes,
+        peer_recv_size: usize,
+        out: &mut Outbox<B>,
+    ) -> Result<CallId, TransportError> {
+        let xid = self.next_xid();
+        let header = Header::v2(xid, self.requested, flags, Body::Other { htype, body });
+        // Nothing but a Send carries it: it must fit the peer's receive buffer.
+        let len = header::encoded_len(&header);
+        if len > peer_recv_size {
+            return Err(TransportError::TooLarge {
+                len: len as u64,
+                max: peer_recv_size as u64,
+            });
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        self.by_xid.insert(xid, id);
+        self.calls.insert(
+            id,
+            OutCall {
+                xid,
+                exposed: Vec::new(),
+                write_sinks: Vec::new(),
+                reply_sink: None,
+                deadline: None,
+                inv_handle: 0,
+                plan: None,
+                phase: Phase::Queued(Ready {
+                    header,
+                    message: Vec::new(),
+                }),
+            },
+        );
+        self.queue.push_back(id);
+        self.pump(out);
+        Ok(id)
+    }
+
     /// Registers what the peer must reach for a call and builds its Send.
     #[allow(clippy::too_many_arguments)]
     fn marshal<M: Memory<Buf = B>>(
@@ -920,6 +964,13 @@ fn build_reply<B: Buf>(
     inline: Bytes,
 ) -> Result<Reply, TransportError> {
     let (chunks, message) = match body {
+        // The answer to an extension's message: its body.
+        Body::Other { body, .. } => {
+            return Ok(Reply {
+                message: body,
+                chunks: None,
+            })
+        }
         Body::Msg(chunks) => (chunks, inline),
         Body::NoMsg(chunks) => {
             // Seed 004 section 5.3.4: the reply is in the Reply chunk.

@@ -61,6 +61,25 @@ impl<P: Provider> RdmaTransport<P> {
         self.latest().version()
     }
 
+    /// The transport properties the server advertised in RDMA2_CONNPROP (version 2), as
+    /// sent: an extension's property among them says the server knows the extension.
+    pub fn peer_properties(&self) -> Vec<crate::transport::header::Property> {
+        self.latest().peer_properties()
+    }
+
+    /// Sends a message of a version 2 extension's header type (seed 003 section 9.1) and
+    /// returns the body of the server's answer. A server that does not know the extension
+    /// answers RDMA2_ERR_INVAL_HTYPE ([`TransportError::RdmaRefused`]) and the connection
+    /// carries on.
+    pub async fn extension_call(
+        &self,
+        htype: u32,
+        flags: u32,
+        body: bytes::Bytes,
+    ) -> Result<bytes::Bytes, TransportError> {
+        self.latest().extension_call(htype, flags, body).await
+    }
+
     /// The connection's registered-pool counters.
     pub fn pool_stats(&self) -> PoolStats {
         self.latest().pool_stats()

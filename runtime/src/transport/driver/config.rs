@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::rdma::ConnectParams;
 use crate::rpc::Server;
+use crate::transport::extension::{Extension, Extensions};
 use crate::transport::header::HeaderLimits;
 use crate::transport::pool::PoolConfig;
 use crate::transport::private_data::{self, PrivateData};
@@ -60,6 +61,8 @@ pub struct RdmaConfig {
     /// The versions servers settled on, shared by every clone of this config: a client that
     /// reconnects to a server does not negotiate again (seed 003 section 7.2).
     pub versions: PeerVersions,
+    /// Version 2 extensions this endpoint speaks (seed 003 section 9).
+    pub extensions: Extensions,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -113,6 +116,7 @@ impl Default for RdmaConfig {
             version_2: false,
             negotiation_timeout: Duration::from_secs(2),
             versions: PeerVersions::default(),
+            extensions: Extensions::default(),
         }
     }
 }
@@ -176,6 +180,13 @@ impl RdmaConfig {
     /// Speaks RPC-over-RDMA version 2 with peers that do ([`RdmaConfig::version_2`]).
     pub fn version_2(mut self, on: bool) -> Self {
         self.version_2 = on;
+        self
+    }
+
+    /// Speaks the version 2 extension `extension` (seed 003 section 9): advertises its
+    /// properties, answers its header types.
+    pub fn extension(mut self, extension: impl Extension) -> Self {
+        self.extensions = std::mem::take(&mut self.extensions).with(extension);
         self
     }
 

@@ -111,6 +111,7 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         remembered_version: None,
         negotiation_timeout: config.negotiation_timeout,
         remote_invalidate: config.remote_invalidate,
+        extensions: config.extensions.clone(),
     }
 }
 
@@ -182,6 +183,47 @@ impl<C: Connection> Conn<C> {
     /// The version this side's calls go in.
     pub(crate) fn version(&self) -> u32 {
         self.lock().core.version()
+    }
+
+    /// The transport properties the peer advertised (version 2).
+    pub(crate) fn peer_properties(&self) -> Vec<crate::transport::header::Property> {
+        self.lock().core.peer_properties().to_vec()
+    }
+
+    /// Sends a message of an extension's header type and waits for its answer's body.
+    pub(crate) async fn extension_call(
+        self: &Arc<Self>,
+        htype: u32,
+        flags: u32,
+        body: Bytes,
+    ) -> Result<Bytes, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut st = self.lock();
+            let id = st
+                .core
+                .start_extension(htype, flags, body, Instant::now())?;
+            st.waiters.insert(id, tx);
+            self.flush(&mut st);
+            id
+        };
+        let mut guard = Cancel {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let outcome = match self.timeout {
+            Some(t) => match tokio::time::timeout(t, rx).await {
+                Ok(r) => r,
+                Err(_) => return Err(TransportError::TimedOut(t)),
+            },
+            None => rx.await,
+        };
+        guard.armed = false;
+        match outcome {
+            Ok(result) => result.map(|reply| reply.message),
+            Err(_) => Err(TransportError::Closed),
+        }
     }
 
     /// The pool's counters.

@@ -432,3 +432,74 @@ fn an_inv_handle_that_names_no_handle_of_the_call_is_bad_xdr() {
     m.extend(rpc_null_call(49));
     assert_eq!(answer(&inject(&mut p, m)), Body::Error(RdmaError::BadXdr));
 }
+
+/// An extension that echoes its message's body.
+struct EchoExtension;
+
+impl crate::transport::Extension for EchoExtension {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn header_types(&self) -> &[u32] {
+        &[66]
+    }
+    fn properties(&self) -> Vec<Property> {
+        vec![Property {
+            id: 0x6563686f,
+            data: Bytes::new(),
+        }]
+    }
+    fn handle(
+        &self,
+        message: &crate::transport::ExtensionMessage,
+    ) -> crate::transport::ExtensionAnswer {
+        if message.body.is_empty() {
+            return crate::transport::ExtensionAnswer::Error(0x6563);
+        }
+        crate::transport::ExtensionAnswer::Reply {
+            flags: message.flags,
+            body: message.body.clone(),
+        }
+    }
+}
+
+#[test]
+fn extension_messages_are_answered_by_a_peer_that_knows_them() {
+    let ext = crate::transport::Extensions::new().with(EchoExtension);
+    let mut client = v2(Role::Client);
+    client.recv_size = 4096;
+    client.peer_recv_size = 4096;
+    client.extensions = ext.clone();
+    let mut server = v2(Role::Server);
+    server.recv_size = 4096;
+    server.peer_recv_size = 4096;
+    server.extensions = ext;
+    let mut p = Pair::with(client, server, 1 << 20);
+    p.call::<Null>(&(), vec![], None).unwrap();
+    assert_eq!(p.sides[SERVER].core.peer_properties().len(), 3);
+    for len in [4, 3000] {
+        let body = pattern(len, 1);
+        let c = &mut p.sides[CLIENT];
+        let id = c
+            .core
+            .start_extension(66, 0x10, body.clone(), Instant::now())
+            .unwrap();
+        p.run();
+        let reply = p.sides[CLIENT].replies.remove(&id).unwrap().unwrap();
+        let padded = len + crate::xdr::padding(len);
+        assert_eq!(reply.message.len(), padded);
+        assert_eq!(reply.message[..len], body[..]);
+    }
+    // The extension's own error code reaches the caller.
+    let id = p.sides[CLIENT]
+        .core
+        .start_extension(66, 0, Bytes::new(), Instant::now())
+        .unwrap();
+    p.run();
+    let err = p.sides[CLIENT].replies.remove(&id).unwrap().unwrap_err();
+    assert!(matches!(
+        err,
+        rpc::TransportError::RdmaRefused(RdmaError::Other(0x6563))
+    ));
+    p.call::<Null>(&(), vec![], None).unwrap();
+}
