@@ -3,7 +3,8 @@
 # generates against libtirpc, so C-level defects (use before definition, duplicate union
 # members) fail too. Exit status: 0 if every spec passes.
 #
-# Usage: specs/check-with-rpcgen.sh [SPEC.x ...]   (default: every spec below)
+# Usage: specs/check-with-rpcgen.sh [SPEC.x[+MORE.x] ...]   (default: every spec below;
+#        files joined by `+` are one unit, e.g. ietf-07/common.x+ietf-07/baseops.x)
 # The raw extracted files in specs/raw/ are expected to FAIL; `--raw` shows how.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ default_units=(
   "rpcrdma-v2:rpcrdma-v2.x"
   "common:common.x"
   "common-baseops:common.x+baseops.x"
+  # The working group's revision -07 of the version 2 draft (specs/ietf-07/, ERRATA I7-*).
+  "ietf-07-common-baseops:ietf-07/common.x+ietf-07/baseops.x"
   "rpc_msg:rpc_msg.x"
   "nfs3:nfs3.x"
   "mount3:mount3.x"
@@ -39,7 +42,8 @@ done
 if [ ${#units[@]} -eq 0 ]; then
   units=("${default_units[@]}")
   [ $raw -eq 1 ] && units=("rpcrdma-v1:raw/rpcrdma-v1.x" "rpcrdma-2004:raw/rpcrdma-2004.x"
-                           "rpcrdma-v2:raw/rpcrdma-v2.x")
+                           "rpcrdma-v2:raw/rpcrdma-v2.x"
+                           "ietf-07-common-baseops:raw/ietf-07/common.x+raw/ietf-07/baseops.x")
 fi
 
 work="$(mktemp -d)"

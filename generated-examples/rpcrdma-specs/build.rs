@@ -13,6 +13,15 @@ const SPECS: &[(&str, &[&str])] = &[
         "rpcrdma_v2.rs",
         &["../../specs/common.x", "../../specs/baseops.x"],
     ),
+    // The working group's revision -07 of the version 2 draft (README "When a new draft
+    // comes out"), beside seed 003's.
+    (
+        "rpcrdma_v2_ietf07.rs",
+        &[
+            "../../specs/ietf-07/common.x",
+            "../../specs/ietf-07/baseops.x",
+        ],
+    ),
     ("rpc_msg.rs", &["../../specs/rpc_msg.x"]),
 ];
 

@@ -1,5 +1,6 @@
 //! `xdrgen extract` on the seed drafts gives what the drafts' own recipes give
-//! (the committed `specs/raw/` files, checked against the recipes in `tests/extract.rs`).
+//! (the committed `specs/raw/` files, checked against the recipes in `tests/extract.rs`), and
+//! on a later revision (`tests/fixtures/drafts/`) what the README's worked example shows.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,4 +123,52 @@ fn reports_unusable_input_with_an_exit_code() {
     assert!(err.contains("error"), "{err}");
     let (code, _, _) = run(&["extract", "/nonexistent/draft.txt"]);
     assert_eq!(code, 2);
+}
+
+/// README "When a new draft comes out", steps 1 and 2, as commands: extraction of a later
+/// revision writes its two files, strict checking fails with one error per defect (exit 1),
+/// lenient mode generates (exit 0).
+#[test]
+fn extracts_and_checks_a_later_revision() {
+    let draft =
+        repo().join("xdrgen/tests/fixtures/drafts/draft-ietf-nfsv4-rpcrdma-version-two-07.txt");
+    let out = temp_dir("ietf-07");
+    let (code, stdout, err) = run(&[
+        "extract",
+        draft.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let written: Vec<&str> = stdout.lines().collect();
+    let common = out.join("common.x");
+    let baseops = out.join("baseops.x");
+    assert_eq!(
+        written,
+        [common.to_str().unwrap(), baseops.to_str().unwrap()]
+    );
+    let files = [common.to_str().unwrap(), baseops.to_str().unwrap()];
+    let (code, _, err) = run(&["check", files[0], files[1]]);
+    assert_eq!(code, 1, "{err}");
+    // Five diagnostics and the summary line.
+    let errors = err.lines().filter(|l| l.starts_with("error: ")).count();
+    assert_eq!(errors, 6, "{err}");
+    assert!(
+        err.ends_with("error: 5 error(s); no output generated\n"),
+        "{err}"
+    );
+    let rust = out.join("v2.rs");
+    let (code, _, err) = run(&[
+        "--lenient",
+        files[0],
+        files[1],
+        "-o",
+        rust.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("warning: ").count(), 5, "{err}");
+    assert!(std::fs::read_to_string(&rust)
+        .unwrap()
+        .contains("pub struct Rpcrdma2HdrCallMiddle"));
+    let _ = std::fs::remove_dir_all(&out);
 }

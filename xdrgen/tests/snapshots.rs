@@ -76,6 +76,11 @@ fn diag_undefined_type_of_typed_constant() {
 }
 
 #[test]
+fn diag_union_arm_declared_twice() {
+    insta::assert_snapshot!(diag(V2, "union arm `rdma_max_chunks` is declared twice"));
+}
+
+#[test]
 fn diag_uint32_without_typedef() {
     insta::assert_snapshot!(diag(V1, "unknown type `uint32`"));
 }
@@ -234,6 +239,14 @@ fn diag_case_label_not_in_enum() {
 fn diag_duplicates() {
     insta::assert_snapshot!(diag_of(
         "struct a { int x; int x; };\nenum e { A = 1, B = 1 };\nunion u switch (int d) { case 1: void; case 1: void; };\nstruct a { int y; };\n"
+    ));
+}
+
+#[test]
+fn diag_union_arm_names_repeated_in_other_arms() {
+    // A different type: rename; the same declaration in `default`: share the arm.
+    insta::assert_snapshot!(diag_of(
+        "union u switch (int d) {\ncase 1: int x;\ncase 2: hyper x;\ndefault: int x;\n};\n"
     ));
 }
 

@@ -268,6 +268,7 @@ impl Checker<'_> {
     }
 
     pub(super) fn union_item(&mut self, b: &ast::UnionBody) -> Option<ir::Union> {
+        self.check_arm_names(b);
         let disc = self.disc(&b.disc_type);
         let mut failed = false;
         let mut arms = Vec::new();
@@ -316,6 +317,73 @@ impl Checker<'_> {
             arms,
             default,
         })
+    }
+
+    /// Reports an arm that declares a name another arm of the same union already declared
+    /// (RFC 4506 section 6.4, note 4: "variable names must be unique within the scope of
+    /// struct and union declarations"). rpcgen puts the arms in one C union, whose two
+    /// members of one name do not compile. A quirk: the Rust variants are named after their
+    /// case labels, so lenient mode keeps both arms. When the two declarations are written
+    /// the same, the hint is to let the case labels share one arm (same wire bytes).
+    fn check_arm_names(&mut self, b: &ast::UnionBody) {
+        let mut seen: Vec<(&ast::Decl, &ast::Arm)> = Vec::new();
+        for arm in b.arms.iter().chain(&b.default) {
+            for d in &arm.decls {
+                let Some(&(prev, prev_arm)) = seen.iter().find(|(p, _)| p.name.name == d.name.name)
+                else {
+                    seen.push((d, arm));
+                    continue;
+                };
+                let text = |loc: &Loc| {
+                    let t = &self.sources.text(loc.file)[loc.span.clone()];
+                    t.split_whitespace().collect::<Vec<_>>().join(" ")
+                };
+                let labels = |a: &ast::Arm| {
+                    a.labels
+                        .iter()
+                        .map(|l| format!("case {}:", text(l.loc())))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let same = text(&prev.loc) == text(&d.loc)
+                    && arm.decls.len() == 1
+                    && prev_arm.decls.len() == 1;
+                let help = if same && arm.labels.is_empty() {
+                    // `default` comes last and takes no other label (RFC 4506 section 6.3).
+                    format!(
+                        "`default:` carries the same `{}`: drop the arm `{}` and let its \
+                         values fall to `default:` (same wire bytes)",
+                        text(&d.loc),
+                        labels(prev_arm)
+                    )
+                } else if same {
+                    format!(
+                        "both arms carry `{}`: let the case labels share one arm, \
+                         `{} {} {};` (same wire bytes)",
+                        text(&d.loc),
+                        labels(prev_arm),
+                        labels(arm),
+                        text(&d.loc)
+                    )
+                } else {
+                    format!("give one of the two `{}` another name", d.name.name)
+                };
+                self.diags.push(
+                    Diagnostic::quirk(
+                        self.lenient,
+                        format!("union arm `{}` is declared twice", d.name.name),
+                    )
+                    .at(&d.name.loc, "redeclared in this arm")
+                    .also(&prev.name.loc, "first declared here")
+                    .help(help)
+                    .note(
+                        "RFC 4506 section 6.4: names must be unique within a union; \
+                         lenient mode keeps both arms (the Rust variants are named after their \
+                         case labels)",
+                    ),
+                );
+            }
+        }
     }
 
     pub(super) fn payload(&mut self, decls: &[ast::Decl]) -> Option<Payload> {
