@@ -368,20 +368,25 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 }
 
 /// Where records go: [`RESULTS_DIR_ENV`] if set, else `bench-results` in the target directory
-/// holding the running executable (the nearest ancestor with cargo's `CACHEDIR.TAG`), else
-/// `target/bench-results`.
+/// holding the running executable (the nearest ancestor with cargo's `CACHEDIR.TAG`, or the
+/// directory above `<profile>/deps/`), else `target/bench-results`.
 pub fn results_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os(RESULTS_DIR_ENV) {
         return dir.into();
     }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            exe.ancestors()
-                .find(|d| d.join("CACHEDIR.TAG").is_file())
-                .map(|d| d.join("bench-results"))
-        })
-        .unwrap_or_else(|| PathBuf::from("target/bench-results"))
+    let target = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .find(|d| d.join("CACHEDIR.TAG").is_file())
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                let deps = exe.parent()?;
+                (deps.file_name()? == "deps")
+                    .then(|| deps.parent()?.parent().map(Path::to_path_buf))?
+            })
+    });
+    target
+        .unwrap_or_else(|| PathBuf::from("target"))
+        .join("bench-results")
 }
 
 /// Reads one records file (JSON lines; blank lines skipped); errors name the line.
