@@ -71,6 +71,25 @@ fn ratio_text(f: &Figure) -> String {
     }
 }
 
+/// Whether a smaller value is better: times (and CPU time per byte) are.
+fn lower_is_better(unit: &str) -> bool {
+    matches!(unit, "ns" | "us" | "ms" | "s" | "ns/B")
+}
+
+/// The "ratio is" cell: how the ratio is formed and which way is better.
+fn ratio_of(f: &Figure) -> String {
+    let Some(of) = f.ratio_of.as_deref() else {
+        return "-".into();
+    };
+    let inverted = of.trim() == "baseline / value";
+    let better = if lower_is_better(&f.unit) != inverted {
+        "lower is better"
+    } else {
+        "higher is better"
+    };
+    format!("{of} ({better})")
+}
+
 /// The verdict cell: `met`, `**MISSED**`, or `-` when there is no target.
 fn verdict(f: &Figure) -> &'static str {
     match (f.target, f.missed()) {
@@ -226,7 +245,7 @@ pub fn render(records: &[Record], machine: &Machine, options: &Options) -> Repor
                     f.unit,
                     cell(&baseline),
                     ratio_text(f),
-                    f.ratio_of.as_deref().unwrap_or("-"),
+                    ratio_of(f),
                     f.target.map_or("-".to_string(), |t| t.to_string()),
                     verdict(f)
                 );
