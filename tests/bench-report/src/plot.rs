@@ -79,9 +79,10 @@ pub fn svg(plot: &Plot<'_>) -> Result<String, String> {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
         match (first.log_x, first.log_y) {
             (false, false) => draw(&root, plot, x, y),
-            (true, false) => draw(&root, plot, x.log_scale(), y),
+            // Sizes and calls in flight are powers of two: ticks at powers of two.
+            (true, false) => draw(&root, plot, x.log_scale().base(2.0), y),
             (false, true) => draw(&root, plot, x, y.log_scale()),
-            (true, true) => draw(&root, plot, x.log_scale(), y.log_scale()),
+            (true, true) => draw(&root, plot, x.log_scale().base(2.0), y.log_scale()),
         }
         .map_err(|e| format!("plot {}: {e}", plot.id))?;
         root.present()

@@ -195,6 +195,9 @@ pub struct Series {
     pub bench: String,
     /// The plot it belongs to (also its file name: `<plot>.svg`).
     pub plot: String,
+    /// The report section it is shown in (default: that of the bench's first figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// The plot's title.
     pub title: String,
     /// This line's label.
@@ -220,6 +223,12 @@ impl Series {
     pub fn axes(&mut self, x: impl Into<String>, y: impl Into<String>) -> &mut Self {
         self.x_label = x.into();
         self.y_label = y.into();
+        self
+    }
+
+    /// Shows the plot in report section `group`.
+    pub fn group(&mut self, group: &str) -> &mut Self {
+        self.group = Some(group.into());
         self
     }
 
@@ -310,6 +319,7 @@ impl Recorder {
         self.records.push(Record::Series(Series {
             bench: self.bench.clone(),
             plot: plot.into(),
+            group: None,
             title: title.into(),
             name: name.into(),
             x_label: String::new(),

@@ -10,6 +10,7 @@ use crate::record::{Figure, Record, Series};
 
 /// The groups in the order the report shows them; others follow in order of appearance.
 pub const GROUP_ORDER: &[&str] = &[
+    "Bench runs",
     "XDR codec",
     "DDP encode",
     "Soft iWARP provider vs raw TCP",
@@ -143,8 +144,12 @@ pub fn render(records: &[Record], machine: &Machine, options: &Options) -> Repor
         .iter()
         .filter(|f| f.missed())
         .map(|f| {
+            let against = f
+                .baseline
+                .as_ref()
+                .map_or(String::new(), |b| format!(" vs {}", b.name));
             format!(
-                "{}: {} (ratio {}, target {})",
+                "{}: {}{against} (ratio {}, target {})",
                 f.group,
                 f.name,
                 f.ratio.map_or("n/a".into(), |r| format!("{}x", number(r))),
@@ -217,7 +222,14 @@ pub fn render(records: &[Record], machine: &Machine, options: &Options) -> Repor
         let group_plots: Vec<usize> = plots
             .iter()
             .enumerate()
-            .filter(|(_, p)| group_of_bench(&p.lines[0].bench) == Some(group))
+            .filter(|(_, p)| {
+                let first = p.lines[0];
+                first
+                    .group
+                    .as_deref()
+                    .or_else(|| group_of_bench(&first.bench))
+                    == Some(group)
+            })
             .map(|(i, _)| i)
             .collect();
         if rows.is_empty() && notes.is_empty() && group_plots.is_empty() {

@@ -32,7 +32,7 @@ fn missed_target_is_marked_and_fails_check() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("target MISSED: Soft iWARP provider vs raw TCP: 64 B round trip"),
+        stderr.contains("target MISSED: Soft iWARP provider vs raw TCP: 64 B round trip vs raw TCP (ratio 1.50x"),
         "{stderr}"
     );
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();

@@ -608,15 +608,28 @@ async fn tcp_bulk_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
 }
 
 /// NULL calls per second of `n` C clients (processes, one connection each: a libtirpc client
-/// has one call in flight) against `port`, `calls` in all; wall-clock time from starting the
-/// first to the end of the last, process start-up included.
-fn c_clients_per_s(programs: &CPrograms, port: u16, n: usize, calls: usize) -> f64 {
+/// has one call in flight) against `port`, `calls` in all, placed as `placement` places
+/// clients; wall-clock time from starting the first to the end of the last, process start-up
+/// included.
+fn c_clients_per_s(
+    programs: &CPrograms,
+    placement: Placement,
+    port: u16,
+    n: usize,
+    calls: usize,
+) -> f64 {
     let each = (calls / n).max(1);
     let start = Instant::now();
     let children: Vec<Child> = (0..n)
         .map(|_| {
-            Command::new(&programs.client)
-                .args([port.to_string(), "bench".into(), each.to_string()])
+            let mut cmd = if placement == Placement::Unpinned {
+                Command::new(&programs.client)
+            } else {
+                let mut c = Command::new("taskset");
+                c.args(["-c", "0"]).arg(&programs.client);
+                c
+            };
+            cmd.args([port.to_string(), "bench".into(), each.to_string()])
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("start a C client")
@@ -626,21 +639,6 @@ fn c_clients_per_s(programs: &CPrograms, port: u16, n: usize, calls: usize) -> f
         assert!(c.wait().unwrap().success(), "a C client failed");
     }
     (n * each) as f64 / start.elapsed().as_secs_f64()
-}
-
-/// Lets every thread of process `pid` run on every CPU again.
-fn unpin(pid: u32) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let _ = Command::new("taskset")
-        .args([
-            "-a",
-            "-p",
-            "-c",
-            &format!("0-{}", cpus - 1),
-            &pid.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .status();
 }
 
 /// Calls in flight in the concurrency sweep.
@@ -867,9 +865,10 @@ fn main() -> ExitCode {
                 tcp_bulk_mbps(tcp_addr, false, bulk_ops).await,
             );
         });
-        // Calls in flight: every process may run on every CPU.
-        unpin(c_server.pid());
-        unpin(our_server.child.id());
+        // Calls in flight: the servers where the bulk rows had them (across CPUs where there
+        // are two), the client processes where that placement puts clients.
+        bulk_placement.pin_server(c_server.pid());
+        bulk_placement.pin_server(our_server.child.id());
         for n in IN_FLIGHT {
             let each = (calls / n).max(20);
             rt.block_on(async {
@@ -884,12 +883,12 @@ fn main() -> ExitCode {
             });
             push(
                 format!("cif tcp2 {n}"),
-                1e6 / Placement::Unpinned
+                1e6 / bulk_placement
                     .client_mean_us(&exe, &ours("tcp", our_server.tcp_port, calls, "null", n)),
             );
             push(
                 format!("cif libtirpc {n}"),
-                c_clients_per_s(&programs, c_server.port(), n, calls),
+                c_clients_per_s(&programs, bulk_placement, c_server.port(), n, calls),
             );
         }
     }
@@ -1081,9 +1080,19 @@ fn main() -> ExitCode {
         ));
     }
     for n in [1, 64] {
+        let calls_in_flight = if n == 1 {
+            "1 NULL call"
+        } else {
+            "64 NULL calls"
+        };
+        let processes = if n == 1 {
+            "1 client process"
+        } else {
+            "64 client processes"
+        };
         ratios.push(ratio(
             FLIGHT_GROUP,
-            format!("RPC-over-RDMA / our TCP, {n} NULL calls in flight, one process"),
+            format!("RPC-over-RDMA / our TCP, {calls_in_flight} in flight, one process"),
             (
                 &format!("cif rdma {n}"),
                 &format!("cif tcp {n}"),
@@ -1094,11 +1103,11 @@ fn main() -> ExitCode {
         ));
         ratios.push(ratio(
             FLIGHT_GROUP,
-            format!("our TCP (two processes) / libtirpc, {n} NULL calls in flight"),
+            format!("our TCP (two processes) / libtirpc, {calls_in_flight} in flight"),
             (
                 &format!("cif tcp2 {n}"),
                 &format!("cif libtirpc {n}"),
-                format!("libtirpc, {n} client processes"),
+                format!("libtirpc, {processes}"),
             ),
             "calls/s",
             None,
@@ -1124,16 +1133,18 @@ fn main() -> ExitCode {
         ),
     ] {
         let line = rec.series("rpc_in_flight", title, label);
-        line.axes("NULL calls in flight", "calls/s").log_x();
+        line.axes("NULL calls in flight", "calls/s")
+            .log_x()
+            .group(FLIGHT_GROUP);
         for n in IN_FLIGHT {
             line.point(n as f64, s[&format!("cif {kind} {n}")].median());
         }
     }
     let placement_note = if placements == [Placement::Unpinned] {
-        "without taskset (or on one CPU) the two processes ran unpinned"
+        "without taskset (or on one CPU) they ran unpinned"
     } else {
-        "two processes are pinned with taskset: client on CPU 0, server on CPU 0 (same CPU) \
-         or CPU 1 (across CPUs)"
+        "pinned with taskset: client on CPU 0, server on CPU 0 (same CPU) or CPU 1 (across \
+         CPUs)"
     };
     rec.note(
         NULL_GROUP,
@@ -1141,7 +1152,7 @@ fn main() -> ExitCode {
             "{rounds} interleaved rounds of {calls} calls, one at a time; each ratio is the \
              median of the per-round ratios [range]. libtirpc's client and server are rpcgen \
              C programs, one process each, so our TCP is judged against it in the same \
-             structure (two processes: {placement_note}); RPC-over-RDMA (soft iWARP \
+             structure (two processes, {placement_note}); RPC-over-RDMA (soft iWARP \
              provider) is judged against our TCP in one process, where no process wake-up \
              per message hides the transports' own cost."
         ),
@@ -1161,7 +1172,9 @@ fn main() -> ExitCode {
         FLIGHT_GROUP,
         format!(
             "NULL calls with 1 to 64 in flight, {calls} per point and round, medians of \
-             {rounds} rounds; processes unpinned. Ours multiplexes every call on one \
+             {rounds} rounds. In one process: two tokio workers, unpinned. In two processes \
+             ({bulk_tag}): the server process(es) and the client process(es) placed as the \
+             bulk rows. Ours multiplexes every call on one \
              connection (tasks of one client); a libtirpc client has one call in flight, so \
              N in flight is N client processes with a connection each against the \
              single-threaded rpcgen server (process start-up included in the time)."

@@ -5,7 +5,8 @@
 //!              [--guest-results tests/vm/work/results] [--label TEXT] [--command TEXT] [--check]
 //! ```
 //!
-//! Every `*.json` file in the results directory is read (JSON lines, [`bench_report::Record`]);
+//! Every `*.json` file in the results directory is read (JSON lines, [`bench_report::Record`]),
+//! in the order they were written;
 //! a `loadavg` file there, when present, is shown as the load at the start of the run. With
 //! `--check` the tool exits 1 when a target was missed, naming each on standard error; it
 //! exits 2 when the records cannot be read or the files cannot be written.
@@ -52,7 +53,11 @@ fn load(results: &Path) -> Result<Vec<Record>, String> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
-    files.sort();
+    // In the order the benches ran (then by name), so rows and notes keep the run's order.
+    files.sort_by_key(|p| {
+        let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        (modified, p.clone())
+    });
     if files.is_empty() {
         return Err(format!(
             "no records (*.json) in {}: run the benches first (scripts/bench)",
