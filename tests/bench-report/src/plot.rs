@@ -140,12 +140,30 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend_corner(plot))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// The upper corner the lines leave free: the right one when they start higher than they
+/// end (falling lines), the left one otherwise.
+fn legend_corner(plot: &Plot<'_>) -> SeriesLabelPosition {
+    let mean = |pick: fn(&[[f64; 2]]) -> Option<&[f64; 2]>| {
+        let ys: Vec<f64> = plot
+            .lines
+            .iter()
+            .filter_map(|s| pick(&s.points).map(|p| p[1]))
+            .collect();
+        ys.iter().sum::<f64>() / ys.len().max(1) as f64
+    };
+    if mean(|p| p.first()) > mean(|p| p.last()) {
+        SeriesLabelPosition::UpperRight
+    } else {
+        SeriesLabelPosition::UpperLeft
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -164,7 +182,7 @@ fn short(v: f64) -> String {
         format!("{:.1}M", v / 1e6)
     } else if a >= 1e4 {
         format!("{:.0}k", v / 1e3)
-    } else if a >= 100.0 || a == 0.0 {
+    } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.1}")
