@@ -2,10 +2,14 @@
 //!
 //! * 64-byte Send/receive round trip vs. a 64-byte TCP ping-pong (target: at most 1.3x);
 //! * 1 MiB RDMA Write and RDMA Read throughput with CRC off vs. 1 MiB TCP writes
-//!   (target: at least 80 % of raw TCP).
+//!   (target: at least 80 % of raw TCP), with the process's CPU time per byte moved;
+//! * the sweep (no targets; plots): throughput and CPU time per byte for 4 KiB .. 1 MiB
+//!   messages, and the Send/Recv round trip for 64 B .. 64 KiB, each against raw TCP.
 //!
-//! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency` or `-- throughput` for one
-//! part, `-- task`, `-- block_on` or `-- current` for one placement of the round trips).
+//! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency`, `-- throughput` or
+//! `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
+//! round trips). Every figure is also written as a record for `scripts/bench`'s report
+//! (`bench_report`); `BENCH_QUICK=1` runs fewer, shorter rounds.
 //! Baseline and provider run on the same tokio runtime (two workers; the round trips also on a
 //! current-thread runtime) with the same sizes; rounds alternate baseline and provider. On the
 //! two-worker runtime the round trips run twice: with the client loop in a spawned task (the
@@ -20,6 +24,9 @@
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+use bench_report::cpu::Stopwatch;
+use bench_report::{Recorder, Target};
 
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
@@ -47,17 +54,17 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
     (c, s)
 }
 
-async fn tcp_round_trip(iters: usize) -> Duration {
+async fn tcp_round_trip(iters: usize, size: usize) -> Duration {
     let (mut c, mut s) = tcp_pair().await;
     let server = tokio::spawn(async move {
-        let mut buf = [0u8; 64];
+        let mut buf = vec![0u8; size];
         for _ in 0..iters {
             s.read_exact(&mut buf).await.unwrap();
             s.write_all(&buf).await.unwrap();
         }
     });
-    let msg = [7u8; 64];
-    let mut buf = [0u8; 64];
+    let msg = vec![7u8; size];
+    let mut buf = vec![0u8; size];
     let t = Instant::now();
     for _ in 0..iters {
         c.write_all(&msg).await.unwrap();
@@ -68,11 +75,11 @@ async fn tcp_round_trip(iters: usize) -> Duration {
     dt / iters as u32
 }
 
-async fn soft_round_trip(iters: usize, confirm: bool) -> Duration {
+async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
     let (c, s) = pair(&provider(confirm)).await;
     // The server's receive is posted before the client can send.
-    let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-    let sbuf = s.register(vec![1; 64], Access::NONE).unwrap();
+    let rbuf = s.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
+    let sbuf = s.register(vec![1; size], Access::NONE).unwrap();
     s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
     let srv = s;
     let server = tokio::spawn(async move {
@@ -90,8 +97,8 @@ async fn soft_round_trip(iters: usize, confirm: bool) -> Duration {
         // Drain the last send completions.
         tokio::time::sleep(Duration::from_millis(50)).await;
     });
-    let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-    let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
+    let rbuf = c.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
+    let sbuf = c.register(vec![7; size], Access::NONE).unwrap();
     let t = Instant::now();
     for i in 0..iters as u64 {
         c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
@@ -110,43 +117,70 @@ async fn soft_round_trip(iters: usize, confirm: bool) -> Duration {
     dt / iters as u32
 }
 
-async fn tcp_throughput(total: usize) -> f64 {
+/// A transfer's rate and cost.
+#[derive(Clone, Copy)]
+struct Transfer {
+    /// Bytes per second.
+    rate: f64,
+    /// Process CPU time (user + system, both ends) per byte moved, in ns.
+    cpu_ns_per_byte: f64,
+}
+
+impl Transfer {
+    fn of(total: usize, watch: Stopwatch) -> Transfer {
+        let (wall, cpu) = watch.elapsed();
+        Transfer {
+            rate: total as f64 / wall.as_secs_f64(),
+            cpu_ns_per_byte: cpu.as_secs_f64() * 1e9 / total as f64,
+        }
+    }
+}
+
+/// `total` bytes in writes of `size` over one loopback TCP connection.
+async fn tcp_throughput(total: usize, size: usize) -> Transfer {
     let (mut c, mut s) = tcp_pair().await;
     let reader = tokio::spawn(async move {
-        let mut buf = vec![0u8; MIB];
+        let mut buf = vec![0u8; size];
         let mut got = 0;
         while got < total {
             s.read_exact(&mut buf).await.unwrap();
-            got += MIB;
+            got += size;
         }
     });
-    let data = vec![5u8; MIB];
-    let t = Instant::now();
+    let data = vec![5u8; size];
+    let watch = Stopwatch::start();
     let mut sent = 0;
     while sent < total {
         c.write_all(&data).await.unwrap();
-        sent += MIB;
+        sent += size;
     }
     reader.await.unwrap();
-    total as f64 / t.elapsed().as_secs_f64()
+    Transfer::of(total, watch)
 }
 
-async fn soft_throughput(total: usize, read: bool) -> f64 {
+/// Work requests in flight for RDMA Writes and Reads of `size`: about 4 MiB in flight, at
+/// least 4, at most 16 (the default ORD bounds outstanding Reads).
+fn window(size: usize) -> usize {
+    (4 * MIB / size).clamp(4, 16)
+}
+
+/// `total` bytes in RDMA Writes (or Reads) of `size`.
+async fn soft_throughput(total: usize, size: usize, read: bool) -> Transfer {
     let (c, s) = pair(&provider(true)).await;
     let target = s
         .register(
-            vec![3u8; MIB],
+            vec![3u8; size],
             Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         )
         .unwrap();
     let remote = RemoteAddr::new(target.rkey(), target.addr());
-    let local = c.register(vec![5u8; MIB], Access::LOCAL_WRITE).unwrap();
-    const WINDOW: usize = 4;
-    let ops = total / MIB;
-    let t = Instant::now();
+    let local = c.register(vec![5u8; size], Access::LOCAL_WRITE).unwrap();
+    let window = window(size);
+    let ops = total / size;
+    let watch = Stopwatch::start();
     let (mut posted, mut done) = (0, 0);
     while done < ops {
-        while posted < ops && posted - done < WINDOW {
+        while posted < ops && posted - done < window {
             let wr = if read {
                 SendWr::read(posted as u64, Sge::whole(&local), remote)
             } else {
@@ -159,9 +193,9 @@ async fn soft_throughput(total: usize, read: bool) -> f64 {
         assert!(comp.is_success(), "{comp:?}");
         done += 1;
     }
-    let rate = total as f64 / t.elapsed().as_secs_f64();
+    let t = Transfer::of(total, watch);
     drop(s);
-    rate
+    t
 }
 
 /// Median, minimum and maximum.
@@ -192,8 +226,37 @@ fn verdict(met: bool) -> &'static str {
 
 /// Rounds of interleaved measurements: the machine is shared, so the baseline and the
 /// provider are measured alternately (the order rotates every round), each round's ratio is
-/// taken, and the medians are reported with their ranges.
-const ROUNDS: usize = 15;
+/// taken, and the medians are reported with their ranges. Fewer when quick.
+fn rounds() -> usize {
+    if bench_report::quick() {
+        5
+    } else {
+        15
+    }
+}
+
+/// The report group of these rows.
+const GROUP: &str = "Soft iWARP provider vs raw TCP";
+
+/// Records `v` against `base` (both per round): medians, the median per-round ratio
+/// value / baseline with its range, and the target.
+fn record(
+    rec: &mut Recorder,
+    name: &str,
+    (v, unit): (&[f64], &str),
+    (base_name, base): (&str, &[f64]),
+    target: Option<Target>,
+) {
+    let (r, rlo, rhi) = stats(&ratios(v, base));
+    let f = rec
+        .figure(GROUP, name, stats(v).0, unit)
+        .baseline(base_name, stats(base).0)
+        .ratio(r, "value / baseline")
+        .ratio_range(rlo, rhi);
+    if let Some(t) = target {
+        f.target(t);
+    }
+}
 
 /// Runs variant `v` of round `round`; the variants run in rotated order.
 fn rotated(round: usize, variants: usize) -> impl Iterator<Item = usize> {
@@ -223,18 +286,18 @@ where
 
 /// 64-byte round trips: raw TCP, and soft with confirmed and with local completions. Returns
 /// the targets missed.
-async fn latency(runtime: &str, client: Client) -> Vec<String> {
-    let iters = 2000;
+async fn latency(rec: &mut Recorder, runtime: &str, client: Client) -> Vec<String> {
+    let (rounds, iters) = (rounds(), if bench_report::quick() { 500 } else { 2000 });
     // Warm up both paths once.
-    run_client(client, tcp_round_trip(1000)).await;
-    run_client(client, soft_round_trip(1000, true)).await;
+    run_client(client, tcp_round_trip(1000, 64)).await;
+    run_client(client, soft_round_trip(1000, 64, true)).await;
     let mut us: [Vec<f64>; 3] = Default::default();
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for v in rotated(round, 3) {
             let dt = match v {
-                0 => run_client(client, tcp_round_trip(iters)).await,
-                1 => run_client(client, soft_round_trip(iters, true)).await,
-                _ => run_client(client, soft_round_trip(iters, false)).await,
+                0 => run_client(client, tcp_round_trip(iters, 64)).await,
+                1 => run_client(client, soft_round_trip(iters, 64, true)).await,
+                _ => run_client(client, soft_round_trip(iters, 64, false)).await,
             };
             us[v].push(dt.as_secs_f64() * 1e6);
         }
@@ -245,7 +308,7 @@ async fn latency(runtime: &str, client: Client) -> Vec<String> {
         Client::BlockOn => "client in block_on",
     };
     println!(
-        "64-byte round trip, {runtime}, {place}, {ROUNDS} rounds of {iters}: median [min .. max] of the rounds"
+        "64-byte round trip, {runtime}, {place}, {rounds} rounds of {iters}: median [min .. max] of the rounds"
     );
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
@@ -268,33 +331,49 @@ async fn latency(runtime: &str, client: Client) -> Vec<String> {
         println!(
             "  {name}   {m:7.2} us [{lo:.2} .. {hi:.2}]   ratio {r:.2}x [{rlo:.2} .. {rhi:.2}] {target}"
         );
+        record(
+            rec,
+            &format!(
+                "64 B Send/Recv round trip, {}, {runtime}, {place}",
+                name.trim_start_matches("soft Send/recv, ").trim()
+            ),
+            (v, "us"),
+            ("raw TCP 64 B ping-pong", tcp),
+            judged.then(|| Target::at_most(LATENCY_TARGET)),
+        );
     }
     missed
 }
 
 /// 1 MiB RDMA Write and RDMA Read against 1 MiB TCP writes. Returns the targets missed.
-async fn throughput() -> Vec<String> {
-    let total = 128 * MIB;
+async fn throughput(rec: &mut Recorder) -> Vec<String> {
+    let rounds = rounds();
+    let total = if bench_report::quick() { 32 } else { 128 } * MIB;
     let mut mbs: [Vec<f64>; 3] = Default::default();
-    for round in 0..ROUNDS {
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    for round in 0..rounds {
         for v in rotated(round, 3) {
-            let rate = match v {
-                0 => tcp_throughput(total).await,
-                1 => soft_throughput(total, false).await,
-                _ => soft_throughput(total, true).await,
+            let t = match v {
+                0 => tcp_throughput(total, MIB).await,
+                1 => soft_throughput(total, MIB, false).await,
+                _ => soft_throughput(total, MIB, true).await,
             };
-            mbs[v].push(rate / 1e6);
+            mbs[v].push(t.rate / 1e6);
+            cpu[v].push(t.cpu_ns_per_byte);
         }
     }
     let [tcp, write, read] = &mbs;
     println!(
-        "1 MiB transfers, two-worker runtime, CRC off, markers off, {ROUNDS} rounds of {} MiB: median [min .. max] of the rounds",
+        "1 MiB transfers, two-worker runtime, CRC off, markers off, {rounds} rounds of {} MiB: median [min .. max] of the rounds",
         total / MIB
     );
     let (m, lo, hi) = stats(tcp);
-    println!("  raw TCP       {m:6.0} MB/s [{lo:.0} .. {hi:.0}]");
+    println!(
+        "  raw TCP       {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   CPU {:.3} ns/B",
+        stats(&cpu[0]).0
+    );
     let mut missed = Vec::new();
-    for (name, v) in [("RDMA Write", write), ("RDMA Read ", read)] {
+    for (i, name, v) in [(1, "RDMA Write", write), (2, "RDMA Read ", read)] {
         let (m, lo, hi) = stats(v);
         let (r, rlo, rhi) = stats(&ratios(v, tcp));
         let met = r >= THROUGHPUT_TARGET;
@@ -302,15 +381,173 @@ async fn throughput() -> Vec<String> {
             missed.push(format!("1 MiB {}: {:.0}%", name.trim(), 100.0 * r));
         }
         println!(
-            "  {name}    {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}",
+            "  {name}    {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}   CPU {:.3} ns/B ({:.2}x raw TCP's)",
             100.0 * r,
             100.0 * rlo,
             100.0 * rhi,
             100.0 * THROUGHPUT_TARGET,
-            verdict(met)
+            verdict(met),
+            stats(&cpu[i]).0,
+            stats(&ratios(&cpu[i], &cpu[0])).0,
+        );
+        let name = name.trim();
+        record(
+            rec,
+            &format!("1 MiB {name} throughput"),
+            (v, "MB/s"),
+            ("raw TCP, 1 MiB writes", tcp),
+            Some(Target::at_least(THROUGHPUT_TARGET)),
+        );
+        record(
+            rec,
+            &format!("1 MiB {name}, CPU time per byte (both ends)"),
+            (&cpu[i], "ns/B"),
+            ("raw TCP, 1 MiB writes", &cpu[0]),
+            None,
         );
     }
+    rec.note(
+        GROUP,
+        format!(
+            "Both ends in one process on loopback (CRC off, markers off), rounds alternating \
+             baseline and provider: {rounds} rounds for the judged rows, each ratio the median \
+             of the per-round ratios [range]. Round trips are 64 B Send/Recv ping-pongs \
+             against a 64 B TCP ping-pong, on a two-worker runtime (client in a task, or in \
+             `block_on`, which pays a cross-thread wake-up per message) and on a \
+             current-thread runtime; confirmed completions are judged, local completions \
+             shown. CPU per byte is the process's user + system time (getrusage) over the \
+             measured loop divided by the bytes moved: sender, receiver and the kernel's TCP \
+             work on their behalf."
+        ),
+    );
     missed
+}
+
+/// Payload sizes of the sweeps.
+const SWEEP_SIZES: [usize; 5] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, MIB];
+const LATENCY_SIZES: [usize; 5] = [64, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
+
+/// Throughput and CPU per byte against message size, and round trip against message size:
+/// plots (and the 4 KiB rows), no targets.
+async fn sweep(rec: &mut Recorder) {
+    let quick = bench_report::quick();
+    let rounds = if quick { 3 } else { 7 };
+    let total = if quick { 16 } else { 64 } * MIB;
+    let names = ["raw TCP", "RDMA Write", "RDMA Read"];
+    // [variant][size] -> per-round values
+    let mut rate = vec![vec![Vec::new(); SWEEP_SIZES.len()]; 3];
+    let mut cpu = rate.clone();
+    for round in 0..rounds {
+        for (k, &size) in SWEEP_SIZES.iter().enumerate() {
+            for v in rotated(round, 3) {
+                let t = match v {
+                    0 => tcp_throughput(total, size).await,
+                    1 => soft_throughput(total, size, false).await,
+                    _ => soft_throughput(total, size, true).await,
+                };
+                rate[v][k].push(t.rate / 1e6);
+                cpu[v][k].push(t.cpu_ns_per_byte);
+            }
+        }
+    }
+    println!(
+        "throughput and CPU per byte vs message size, {rounds} rounds of {} MiB, medians:",
+        total / MIB
+    );
+    let title = "Soft provider vs raw TCP: throughput vs message size (loopback)";
+    let cpu_title = "Soft provider vs raw TCP: CPU time per byte vs message size";
+    for (v, name) in names.iter().enumerate() {
+        let line = rec.series("soft_throughput", title, name);
+        line.axes("message size (bytes)", "MB/s").log_x();
+        for (k, &size) in SWEEP_SIZES.iter().enumerate() {
+            line.point(size as f64, stats(&rate[v][k]).0);
+        }
+        let line = rec.series("soft_cpu_per_byte", cpu_title, name);
+        line.axes("message size (bytes)", "CPU ns per byte (both ends)")
+            .log_x();
+        for (k, &size) in SWEEP_SIZES.iter().enumerate() {
+            line.point(size as f64, stats(&cpu[v][k]).0);
+        }
+        let row: Vec<String> = SWEEP_SIZES
+            .iter()
+            .enumerate()
+            .map(|(k, &size)| {
+                format!(
+                    "{} KiB {:.0} MB/s {:.2} ns/B",
+                    size >> 10,
+                    stats(&rate[v][k]).0,
+                    stats(&cpu[v][k]).0
+                )
+            })
+            .collect();
+        println!("  {name:<10} {}", row.join(", "));
+    }
+    for (v, name) in names.iter().enumerate().skip(1) {
+        record(
+            rec,
+            &format!("4 KiB {name} throughput"),
+            (&rate[v][0], "MB/s"),
+            ("raw TCP, 4 KiB writes", &rate[0][0]),
+            None,
+        );
+        record(
+            rec,
+            &format!("4 KiB {name}, CPU time per byte (both ends)"),
+            (&cpu[v][0], "ns/B"),
+            ("raw TCP, 4 KiB writes", &cpu[0][0]),
+            None,
+        );
+    }
+
+    let iters = if quick { 300 } else { 1000 };
+    let mut us = vec![vec![Vec::new(); LATENCY_SIZES.len()]; 2];
+    for round in 0..rounds {
+        for (k, &size) in LATENCY_SIZES.iter().enumerate() {
+            for v in rotated(round, 2) {
+                let dt = match v {
+                    0 => tokio::spawn(tcp_round_trip(iters, size)).await.unwrap(),
+                    _ => tokio::spawn(soft_round_trip(iters, size, true))
+                        .await
+                        .unwrap(),
+                };
+                us[v][k].push(dt.as_secs_f64() * 1e6);
+            }
+        }
+    }
+    let title = "Soft provider vs raw TCP: round trip vs message size (client in a task)";
+    for (v, name) in ["raw TCP ping-pong", "soft Send/Recv, confirmed completions"]
+        .iter()
+        .enumerate()
+    {
+        let line = rec.series("soft_latency", title, name);
+        line.axes("message size (bytes)", "round trip (us)").log_x();
+        let row: Vec<String> = LATENCY_SIZES
+            .iter()
+            .enumerate()
+            .map(|(k, &size)| {
+                line.point(size as f64, stats(&us[v][k]).0);
+                format!("{size} B {:.1} us", stats(&us[v][k]).0)
+            })
+            .collect();
+        println!("  {name:<38} {}", row.join(", "));
+    }
+    let k = LATENCY_SIZES.len() - 1;
+    record(
+        rec,
+        "64 KiB Send/Recv round trip, confirmed completions, two-worker runtime, client in a task",
+        (&us[1][k], "us"),
+        ("raw TCP 64 KiB ping-pong", &us[0][k]),
+        None,
+    );
+    rec.note(
+        GROUP,
+        format!(
+            "The plots: {rounds} rounds of {} MiB per size for throughput (RDMA with about \
+             4 MiB in flight, 4 to 16 work requests; TCP one stream of writes of that size) \
+             and {iters} round trips per size for latency, medians.",
+            total / MIB
+        ),
+    );
 }
 
 fn main() -> ExitCode {
@@ -329,13 +566,18 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
+    let mut rec = Recorder::new("rdma_soft");
     if wants("latency/task") {
-        missed.extend(two_workers.block_on(latency("two-worker runtime", Client::Task)));
+        missed.extend(two_workers.block_on(latency(&mut rec, "two-worker runtime", Client::Task)));
     }
     if wants("latency/block_on") {
         // `block_on`'s thread is not a worker: both TCP and soft pay a cross-thread wake-up
         // per message there, which on a VM costs more than either protocol's own work.
-        missed.extend(two_workers.block_on(latency("two-worker runtime", Client::BlockOn)));
+        missed.extend(two_workers.block_on(latency(
+            &mut rec,
+            "two-worker runtime",
+            Client::BlockOn,
+        )));
     }
     if wants("latency/current") {
         // The same on a current-thread runtime: without cross-thread wake-ups, whose cost
@@ -344,10 +586,20 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .unwrap();
-        missed.extend(one_thread.block_on(latency("current-thread runtime", Client::BlockOn)));
+        missed.extend(one_thread.block_on(latency(
+            &mut rec,
+            "current-thread runtime",
+            Client::BlockOn,
+        )));
     }
     if wants("throughput") {
-        missed.extend(two_workers.block_on(throughput()));
+        missed.extend(two_workers.block_on(throughput(&mut rec)));
+    }
+    if wants("sweep") {
+        two_workers.block_on(sweep(&mut rec));
+    }
+    if let Err(e) = rec.save() {
+        eprintln!("rdma_soft: records not written: {e}");
     }
     if missed.is_empty() {
         println!("every target met");

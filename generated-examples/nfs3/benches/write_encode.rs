@@ -2,20 +2,32 @@
 //! the payload's size: the encoder references the payload, it never copies it.
 //!
 //! Prints the time per encode for payloads from 4 KiB to 16 MiB and the ratio of the largest
-//! to the smallest (target: at most 1.1). A bench binary (`harness = false`) timing with
-//! `Instant`: best of several rounds, each many encodes.
+//! to the smallest (target: at most 1.1). Next to it, as a reference line for the plot, the
+//! time to copy the payload once into a buffer (what an encoder that copies would pay at
+//! least). A bench binary (`harness = false`) timing with `Instant`: best of several rounds,
+//! each many encodes. Writes its records for `scripts/bench` (`bench_report`; short rounds
+//! with `BENCH_QUICK=1`).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bench_report::{Recorder, Target};
+use bytes::{Bytes, BytesMut};
 use rpcrdma::xdr::{Encode, Encoder, ThresholdPolicy};
 use rpcrdma_nfs3::nfs3::{NfsFh3, StableHow, Write3args};
 use rpcrdma_nfs3::rpc_msg::{AuthFlavor, CallBody, OpaqueAuth, RpcMsg, RpcMsgBody};
 
-const SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20];
-const ROUNDS: usize = 15;
-const ITERS: u32 = 20_000;
+const SIZES: [usize; 7] = [
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+];
+/// The ratio of the largest payload's encode time to the smallest's may not exceed this.
+const FLAT_TARGET: f64 = 1.1;
 
 fn encode_once(header: &RpcMsg, args: &Write3args) -> usize {
     let mut enc = Encoder::for_call(ThresholdPolicy {
@@ -28,15 +40,15 @@ fn encode_once(header: &RpcMsg, args: &Write3args) -> usize {
     inline.len() + moved.len()
 }
 
-/// Best time per encode, in nanoseconds.
-fn best_per_encode(header: &RpcMsg, args: &Write3args) -> f64 {
-    (0..ROUNDS)
+/// Best time per call of `f` over `rounds` rounds of `iters` calls, in nanoseconds.
+fn best_ns(rounds: usize, iters: u32, mut f: impl FnMut()) -> f64 {
+    (0..rounds)
         .map(|_| {
             let start = Instant::now();
-            for _ in 0..ITERS {
-                black_box(encode_once(black_box(header), black_box(args)));
+            for _ in 0..iters {
+                f();
             }
-            start.elapsed().as_secs_f64() * 1e9 / f64::from(ITERS)
+            start.elapsed().as_secs_f64() * 1e9 / f64::from(iters)
         })
         .fold(f64::INFINITY, f64::min)
 }
@@ -45,6 +57,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    let quick = bench_report::quick();
+    let (rounds, iters) = if quick { (5, 5_000) } else { (15, 20_000) };
     let none = OpaqueAuth {
         flavor: AuthFlavor::AuthNone,
         body: Bytes::new(),
@@ -60,7 +74,10 @@ fn main() {
             verf: none,
         }),
     };
+    let mut rec = Recorder::new("write_encode");
     let mut times = Vec::new();
+    let mut copies = Vec::new();
+    let mut sink = BytesMut::with_capacity(SIZES[SIZES.len() - 1]);
     for size in SIZES {
         let args = Write3args {
             file: NfsFh3 {
@@ -71,13 +88,67 @@ fn main() {
             stable: StableHow::Unstable,
             data: Bytes::from(vec![0xa5u8; size]),
         };
-        let t = best_per_encode(&header, &args);
+        let t = best_ns(rounds, iters, || {
+            black_box(encode_once(black_box(&header), black_box(&args)));
+        });
+        // A copy moves bytes: fewer of them per round keep the rounds short.
+        let copy_iters = (iters / (size as u32 >> 12).max(1)).max(20);
+        let c = best_ns(rounds, copy_iters, || {
+            sink.clear();
+            sink.extend_from_slice(black_box(&args.data));
+            black_box(&sink);
+        });
         println!(
-            "nfs3 WRITE call encode, {:>8} KiB payload in a Read chunk: {t:>7.1} ns",
+            "nfs3 WRITE call encode, {:>8} KiB payload in a Read chunk: {t:>7.1} ns \
+             (copying the payload once: {c:>10.1} ns)",
             size >> 10
         );
         times.push(t);
+        copies.push(c);
     }
     let ratio = times[times.len() - 1] / times[0];
-    println!("ratio 16 MiB / 4 KiB = {ratio:.3} (target <= 1.1)");
+    println!("ratio 16 MiB / 4 KiB = {ratio:.3} (target <= {FLAT_TARGET})");
+
+    let group = "DDP encode";
+    rec.figure(
+        group,
+        "NFSv3 WRITE call encode, 16 MiB payload in a Read chunk",
+        times[times.len() - 1],
+        "ns",
+    )
+    .baseline("the same call with a 4 KiB payload", times[0])
+    .ratio(ratio, "value / baseline")
+    .target(Target::at_most(FLAT_TARGET));
+    rec.figure(
+        group,
+        "NFSv3 WRITE call encode, 1 MiB payload in a Read chunk",
+        times[4],
+        "ns",
+    )
+    .baseline("copying the 1 MiB payload once", copies[4])
+    .ratio(times[4] / copies[4], "value / baseline");
+    rec.note(
+        group,
+        format!(
+            "Best of {rounds} rounds of {iters} encodes per payload size (RPC header + WRITE \
+             arguments, the payload moved to a Read chunk by reference). The copy line is \
+             one `memcpy` of the payload into a reused buffer, what an encoder that copies \
+             pays at least. The encode line should be flat."
+        ),
+    );
+    let title = "NFSv3 WRITE encode time vs payload size (payload in a Read chunk)";
+    let line = rec.series("ddp_encode", title, "xdrgen encoder (payload by reference)");
+    line.axes("payload (bytes)", "ns per call (log)")
+        .log_x()
+        .log_y();
+    for (s, t) in SIZES.iter().zip(&times) {
+        line.point(*s as f64, *t);
+    }
+    let line = rec.series("ddp_encode", title, "copying the payload once (reference)");
+    for (s, c) in SIZES.iter().zip(&copies) {
+        line.point(*s as f64, *c);
+    }
+    if let Err(e) = rec.save() {
+        eprintln!("write_encode: records not written: {e}");
+    }
 }

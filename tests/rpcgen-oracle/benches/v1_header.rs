@@ -31,11 +31,15 @@
 //! (or `BENCH_CHECK=1`) a miss makes the bench exit non-zero; `--check` skips criterion's
 //! report (criterion refuses arguments it does not know) and runs the ratios only.
 //! Run with `cargo bench -p rpcgen-oracle --bench v1_header [-- --check]`.
+//!
+//! The ratios are also written as records for `scripts/bench`'s report (`bench_report`);
+//! `BENCH_QUICK=1` skips criterion's report and takes 11 shorter samples instead of 31.
 
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use bench_report::{Recorder, Target};
 use criterion::Criterion;
 use rpcgen_oracle::{ReadSegment, Segment, V1Bench, V1Body, V1Chunks, V1Msg};
 use rpcrdma::xdr::{Decode, Decoder, Encode, Encoder};
@@ -59,6 +63,22 @@ fn report_target(what: &str, ratio: f64, target: f64) -> bool {
         if met { "met" } else { "MISSED" }
     );
     !met
+}
+
+/// The report group of these rows.
+const GROUP: &str = "XDR codec";
+
+/// Records one interleaved comparison: ours as the value, theirs as the baseline, the
+/// speed-up (theirs / ours) as the ratio.
+fn record(rec: &mut Recorder, name: &str, baseline: &str, cmp: &Interleaved, target: Option<f64>) {
+    let f = rec
+        .figure(GROUP, name, cmp.ours_ns, "ns")
+        .baseline(baseline, cmp.theirs_ns)
+        .ratio(cmp.ratio, "baseline / value")
+        .ratio_range(cmp.ratio_range.0, cmp.ratio_range.1);
+    if let Some(t) = target {
+        f.target(Target::at_least(t));
+    }
 }
 
 fn header() -> V1Msg {
@@ -132,23 +152,26 @@ impl Runs for InC<'_> {
     }
 }
 
-/// Calls per sample so that one sample of `f` takes about 20 ms.
+/// Calls per sample so that one sample of `f` takes about 20 ms (5 ms when quick).
 fn calls_per_sample(f: &mut impl Runs) -> u32 {
+    let sample = Duration::from_millis(if bench_report::quick() { 5 } else { 20 });
     let mut calls = 1u32;
     loop {
         let start = Instant::now();
         f.run(calls);
-        if start.elapsed() > Duration::from_millis(20) || calls >= 1 << 24 {
+        if start.elapsed() > sample || calls >= 1 << 24 {
             return calls;
         }
         calls *= 2;
     }
 }
 
-fn sample(f: &mut impl Runs, calls: u32) -> Duration {
+/// Time per call in ns (as a float: `Duration / calls` would truncate to whole ns, 3% of a
+/// 32 ns call).
+fn sample_ns(f: &mut impl Runs, calls: u32) -> f64 {
     let start = Instant::now();
     f.run(calls);
-    start.elapsed() / calls
+    start.elapsed().as_secs_f64() * 1e9 / f64::from(calls)
 }
 
 /// Criterion's timing of `iters` runs of `f` (in chunks a `u32` can count).
@@ -168,19 +191,41 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One interleaved comparison.
+struct Interleaved {
+    /// Median time per call of ours, ns.
+    ours_ns: f64,
+    /// Median time per call of theirs, ns.
+    theirs_ns: f64,
+    /// Median of the per-pair ratios theirs/ours.
+    ratio: f64,
+    /// Least and greatest per-pair ratio.
+    ratio_range: (f64, f64),
+}
+
 /// Samples `ours` and `theirs` alternately (so both see the same machine load) and returns
 /// the median time per call of each and the median of the per-pair ratios theirs/ours.
-fn interleaved(mut ours: impl Runs, mut theirs: impl Runs) -> (f64, f64, f64) {
+fn interleaved(mut ours: impl Runs, mut theirs: impl Runs) -> Interleaved {
     let (n_ours, n_theirs) = (calls_per_sample(&mut ours), calls_per_sample(&mut theirs));
     let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..31 {
-        let a = sample(&mut ours, n_ours).as_secs_f64() * 1e9;
-        let b = sample(&mut theirs, n_theirs).as_secs_f64() * 1e9;
+    let samples = if bench_report::quick() { 11 } else { 31 };
+    for _ in 0..samples {
+        let a = sample_ns(&mut ours, n_ours);
+        let b = sample_ns(&mut theirs, n_theirs);
         o.push(a);
         t.push(b);
         r.push(b / a);
     }
-    (median(o), median(t), median(r))
+    let range = (
+        r.iter().copied().fold(f64::INFINITY, f64::min),
+        r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    Interleaved {
+        ours_ns: median(o),
+        theirs_ns: median(t),
+        ratio: median(r),
+        ratio_range: range,
+    }
 }
 
 fn main() -> ExitCode {
@@ -247,7 +292,7 @@ fn main() -> ExitCode {
 
     // Criterion refuses arguments it does not know: with `--check` only the ratios run.
     let check_arg = std::env::args().any(|a| a == "--check");
-    if !check_arg {
+    if !check_arg && !bench_report::quick() {
         let mut c = Criterion::default().configure_from_args();
         {
             let mut group = c.benchmark_group("rpcrdma1_msg_encode_decode");
@@ -276,27 +321,95 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let check = check_arg || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
+    let samples = if bench_report::quick() { 11 } else { 31 };
     println!(
         "encode+decode RDMA_MSG (2 read segments, 1 write chunk of 2 segments, {} bytes), \
-         medians of 31 interleaved samples:",
+         medians of {samples} interleaved samples:",
         ours_bytes.len()
     );
+    let mut rec = Recorder::new("v1_header");
     let mut missed = false;
-    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_new, &mut theirs_new);
-    println!("new value:    ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-    missed |= report_target("rpcgen/ours (new value)", ratio, TARGET_VS_RPCGEN);
-    let (ours_ns, codec_ns, ratio) = interleaved(&mut ours_new, &mut codec_new);
-    println!("new value:    ours {ours_ns:.1} ns, xdr-codec {codec_ns:.1} ns");
-    missed |= report_target("xdr-codec/ours (new value)", ratio, TARGET_VS_XDR_CODEC);
-    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_steady);
-    println!("steady state: ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns");
-    println!("ratio rpcgen/ours (steady state) = {ratio:.1}x");
-    let (ours_ns, theirs_ns, ratio) = interleaved(&mut ours_steady, &mut theirs_new);
+    let new_rpcgen = interleaved(&mut ours_new, &mut theirs_new);
+    println!(
+        "new value:    ours {:.1} ns, rpcgen+libtirpc {:.1} ns",
+        new_rpcgen.ours_ns, new_rpcgen.theirs_ns
+    );
+    missed |= report_target(
+        "rpcgen/ours (new value)",
+        new_rpcgen.ratio,
+        TARGET_VS_RPCGEN,
+    );
+    let new_codec = interleaved(&mut ours_new, &mut codec_new);
+    println!(
+        "new value:    ours {:.1} ns, xdr-codec {:.1} ns",
+        new_codec.ours_ns, new_codec.theirs_ns
+    );
+    missed |= report_target(
+        "xdr-codec/ours (new value)",
+        new_codec.ratio,
+        TARGET_VS_XDR_CODEC,
+    );
+    let steady = interleaved(&mut ours_steady, &mut theirs_steady);
+    println!(
+        "steady state: ours {:.1} ns, rpcgen+libtirpc {:.1} ns",
+        steady.ours_ns, steady.theirs_ns
+    );
+    println!("ratio rpcgen/ours (steady state) = {:.1}x", steady.ratio);
+    let safe = interleaved(&mut ours_steady, &mut theirs_new);
     println!(
         "safe receive loops (ours in place; rpcgen decode + xdr_free, since its reuse \
-         overruns an array that grows): ours {ours_ns:.1} ns, rpcgen+libtirpc {theirs_ns:.1} ns"
+         overruns an array that grows): ours {:.1} ns, rpcgen+libtirpc {:.1} ns",
+        safe.ours_ns, safe.theirs_ns
     );
-    println!("ratio rpcgen/ours (safe receive loops) = {ratio:.1}x");
+    println!(
+        "ratio rpcgen/ours (safe receive loops) = {:.1}x",
+        safe.ratio
+    );
+
+    let msg = "RDMA_MSG encode+decode";
+    record(
+        &mut rec,
+        &format!("{msg}, new value"),
+        "rpcgen + libtirpc, new value (decode + xdr_free)",
+        &new_rpcgen,
+        Some(TARGET_VS_RPCGEN),
+    );
+    record(
+        &mut rec,
+        &format!("{msg}, new value"),
+        "xdr-codec 0.4 (jsgf), new value",
+        &new_codec,
+        Some(TARGET_VS_XDR_CODEC),
+    );
+    record(
+        &mut rec,
+        &format!("{msg}, in place (decode_in_place)"),
+        "rpcgen + libtirpc, decoding into a kept structure",
+        &steady,
+        None,
+    );
+    record(
+        &mut rec,
+        &format!("{msg}, in place (decode_in_place)"),
+        "rpcgen + libtirpc, decode + xdr_free (safe when messages differ)",
+        &safe,
+        None,
+    );
+    rec.note(
+        GROUP,
+        format!(
+            "An RPC-over-RDMA v1 RDMA_MSG header ({} bytes: 2 read segments, a write chunk of \
+             2 segments) encoded and decoded by the xdrgen codec against rpcgen + libtirpc \
+             (C, looped in C) and the `xdr-codec` crate; medians of {samples} alternating \
+             samples, the ratio being how many times faster ours is. A new value allocates \
+             its lists on every side; in place reuses one value's memory. rpcgen's in-place \
+             reuse is only safe when every message has the same shape.",
+            ours_bytes.len()
+        ),
+    );
+    if let Err(e) = rec.save() {
+        eprintln!("v1_header: records not written: {e}");
+    }
     if missed && check {
         eprintln!("v1_header: a target was missed (--check)");
         return ExitCode::FAILURE;

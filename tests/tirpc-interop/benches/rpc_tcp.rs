@@ -3,11 +3,14 @@
 //!
 //! Prints the mean per call for every pairing and the ratio ours/libtirpc (target: at most 1).
 //! `cargo bench -p tirpc-interop --bench rpc_tcp`; `RPC_TCP_BENCH_CALLS` sets the number of
-//! calls (default 20000).
+//! calls (default 20000, 5000 with `BENCH_QUICK=1`). The ratios are also written as records
+//! for `scripts/bench`'s report (`bench_report`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::Instant;
+
+use bench_report::Recorder;
 
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer, TcpTransport};
 use rpcrdma::rpc::{Client, Server};
@@ -70,7 +73,9 @@ fn main() {
     let calls: u64 = std::env::var("RPC_TCP_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+        .unwrap_or(if bench_report::quick() { 5_000 } else { 20_000 });
+    let mut rec = Recorder::new("rpc_tcp");
+    let group = "ONC RPC: NULL round trip";
     let c_server = CServer::start(&programs).expect("start the C server");
     let c_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, c_server.port()));
     let mut baseline = Best::default();
@@ -143,5 +148,27 @@ fn main() {
             "  ours client     -> ours server     {:8.2} µs   (one process, one runtime)",
             ours.get()
         );
+        for (who, v) in [("our TCP client", &to_c), ("our TCP server", &from_c)] {
+            rec.figure(
+                group,
+                &format!("{who} with libtirpc's other half, {name} (best of {ROUNDS})"),
+                v.get(),
+                "us",
+            )
+            .baseline("libtirpc client and server (best)", base)
+            .ratio(v.get() / base, "value / baseline");
+        }
+    }
+    rec.note(
+        group,
+        format!(
+            "rpc_tcp: our TCP client against the libtirpc (rpcgen) server and the libtirpc \
+             client against our TCP server, each against libtirpc's own pair, best of \
+             {ROUNDS} interleaved rounds of {calls} calls; our half runs on the named tokio \
+             runtime in the bench process, libtirpc's in its own process."
+        ),
+    );
+    if let Err(e) = rec.save() {
+        eprintln!("rpc_tcp: records not written: {e}");
     }
 }

@@ -6,7 +6,13 @@
 //!   than libtirpc, RPC-over-RDMA at most 1.3x our TCP.
 //! * 1 MiB read (a result in a Write chunk) and 1 MiB write (an argument in a Read chunk) over
 //!   RPC-over-RDMA, against raw TCP moving 1 MiB each way. Target: at least 75% of raw TCP.
-//! * 64 calls in flight at once (NULL), RPC-over-RDMA against our TCP (no target; reported).
+//! * 1 MiB READ and WRITE over our ONC RPC over TCP too: in one process with the same test
+//!   program (RPC-over-RDMA against it), and in two processes against libtirpc's client and
+//!   server (FILL and SINK of `interop.x`; no targets).
+//! * NULL throughput with 1, 2, 4 .. 64 calls in flight: RPC-over-RDMA and our TCP in one
+//!   process (one connection, a task per call in flight), our TCP client and server in two
+//!   processes, and libtirpc, whose client has one call in flight, as that many C client
+//!   processes (no targets; a plot in the report).
 //!
 //! # Process structure
 //!
@@ -53,7 +59,9 @@
 //! is marked `MISSED`; with `--check` (or `BENCH_CHECK=1`) the bench then exits non-zero.
 //!
 //! `cargo bench -p tirpc-interop --bench transports [-- --check]`; `TRANSPORTS_ROUNDS` and
-//! `TRANSPORTS_CALLS` change the rounds (default 9) and calls per latency round (default 5000).
+//! `TRANSPORTS_CALLS` change the rounds (default 9, 3 with `BENCH_QUICK=1`) and calls per
+//! latency round (default 5000, 2000 quick). Every ratio and the calls-in-flight curves are
+//! also written as records for `scripts/bench`'s report (`bench_report`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -63,6 +71,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bench_report::{Recorder, Target};
 use bytes::Bytes;
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
@@ -74,7 +83,7 @@ use rpcrdma::transport::conformance::program::{
 };
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 use tirpc_interop::c::{self, CPrograms, CServer};
-use tirpc_interop::interop::interop_prog::interop_vers::InteropNull;
+use tirpc_interop::interop::interop_prog::interop_vers::{Fill, InteropNull, Sink};
 use tirpc_interop::service;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -218,17 +227,29 @@ fn serve_main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `--client tcp|rdma PORT CALLS`: our client's mean NULL round trip on a current-thread
-/// runtime, from a spawned task (how clients run on tokio; in `block_on`'s future it measured
-/// 0.25 us more per call), printed as `mean_us=...` (as the C client does).
+/// `--client tcp|rdma PORT CALLS [null|read|write [IN_FLIGHT]]`: our client on a
+/// current-thread runtime, from spawned tasks (how clients run on tokio; in `block_on`'s
+/// future it measured 0.25 us more per call). `null`: CALLS NULL calls, IN_FLIGHT (default 1)
+/// at a time on the one connection; `read` / `write`: CALLS 1 MiB FILL / SINK calls of
+/// `interop.x`, one at a time. Prints the wall-clock time per call as `mean_us=...` (as the C
+/// client does).
 fn client_main(args: &[String]) -> ExitCode {
-    let [kind, port, calls] = args else {
-        eprintln!("usage: --client tcp|rdma PORT CALLS");
-        return ExitCode::FAILURE;
+    let (kind, port, calls, op, in_flight) = match args {
+        [kind, port, calls, rest @ ..] if rest.len() <= 2 => (
+            kind.clone(),
+            port,
+            calls,
+            rest.first().cloned().unwrap_or_else(|| "null".into()),
+            rest.get(1)
+                .map_or(1, |n| n.parse::<usize>().unwrap().max(1)),
+        ),
+        _ => {
+            eprintln!("usage: --client tcp|rdma PORT CALLS [null|read|write [IN_FLIGHT]]");
+            return ExitCode::FAILURE;
+        }
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port.parse().unwrap()));
     let calls: usize = calls.parse().unwrap();
-    let kind = kind.clone();
     let us = current_thread().block_on(async move {
         let client = match kind.as_str() {
             "rdma" => rdma_client(addr).await,
@@ -236,18 +257,46 @@ fn client_main(args: &[String]) -> ExitCode {
         }
         .rpc()
         .clone();
-        let run = async move {
-            let null = || client.call::<InteropNull>(&());
-            for _ in 0..calls / 10 {
-                null().await.unwrap();
+        let data = Bytes::from(vec![0x5a; MIB]);
+        let one = move |client: Client| {
+            let (op, data) = (op.clone(), data.clone());
+            async move {
+                match op.as_str() {
+                    "read" => {
+                        let r = client.call::<Fill>(&(MIB as u32)).await.unwrap();
+                        assert_eq!(r.len(), MIB);
+                    }
+                    "write" => {
+                        let n = client.call::<Sink>(&data).await.unwrap();
+                        assert_eq!(n as usize, MIB);
+                    }
+                    _ => client.call::<InteropNull>(&()).await.unwrap(),
+                }
             }
-            let start = Instant::now();
-            for _ in 0..calls {
-                null().await.unwrap();
-            }
-            start.elapsed().as_secs_f64() * 1e6 / calls as f64
         };
-        tokio::spawn(run).await.unwrap()
+        // Each of `in_flight` tasks makes its share of `calls`, one after the other.
+        let run = move |calls: usize| {
+            let tasks: Vec<_> = (0..in_flight)
+                .map(|i| {
+                    let (client, one) = (client.clone(), one.clone());
+                    let share = calls / in_flight + usize::from(i < calls % in_flight);
+                    tokio::spawn(async move {
+                        for _ in 0..share {
+                            one(client.clone()).await;
+                        }
+                    })
+                })
+                .collect();
+            async move {
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            }
+        };
+        run(calls / 10).await;
+        let start = Instant::now();
+        run(calls).await;
+        start.elapsed().as_secs_f64() * 1e6 / calls as f64
     });
     println!("mean_us={us}");
     ExitCode::SUCCESS
@@ -388,10 +437,10 @@ fn placements() -> Vec<Placement> {
     }
 }
 
-/// NULL calls per second with 64 in flight.
-async fn concurrent_per_s(client: &TestversClient, calls_each: usize) -> f64 {
+/// NULL calls per second with `n` in flight on `client`'s connection.
+async fn concurrent_per_s(client: &TestversClient, n: usize, calls_each: usize) -> f64 {
     let start = Instant::now();
-    let tasks: Vec<_> = (0..64)
+    let tasks: Vec<_> = (0..n)
         .map(|_| {
             let c = client.clone();
             tokio::spawn(async move {
@@ -404,7 +453,7 @@ async fn concurrent_per_s(client: &TestversClient, calls_each: usize) -> f64 {
     for t in tasks {
         t.await.unwrap();
     }
-    (64 * calls_each) as f64 / start.elapsed().as_secs_f64()
+    (n * calls_each) as f64 / start.elapsed().as_secs_f64()
 }
 
 /// MB/s of 1 MiB reads over RPC-over-RDMA on a new connection to `addr` (as the raw TCP
@@ -526,6 +575,75 @@ async fn raw_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
     .unwrap()
 }
 
+/// MB/s of 1 MiB READs (`read`) or WRITEs over our ONC RPC over TCP on a new connection to
+/// `addr`, the same test program as the RPC-over-RDMA rows: FILL answers from the buffer the
+/// server filled once per connection, WRITE's argument is one buffer the client filled once.
+async fn tcp_bulk_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
+    tokio::spawn(async move {
+        let c = tcp_client(addr).await;
+        let data = pattern_of(MIB, 2);
+        let mut start = Instant::now();
+        for i in 0..ops + 1 {
+            if i == 1 {
+                start = Instant::now();
+            }
+            if read {
+                let r = c.test_fill(MIB as u32).await.unwrap();
+                assert_eq!(r.data.len(), MIB);
+            } else {
+                let n = c
+                    .test_write(EchoArgs {
+                        tag: i as u32,
+                        data: data.clone(),
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(n as usize, MIB);
+            }
+        }
+        (ops * MIB) as f64 / start.elapsed().as_secs_f64() / 1e6
+    })
+    .await
+    .unwrap()
+}
+
+/// NULL calls per second of `n` C clients (processes, one connection each: a libtirpc client
+/// has one call in flight) against `port`, `calls` in all, placed as `placement` places
+/// clients; wall-clock time from starting the first to the end of the last, process start-up
+/// included.
+fn c_clients_per_s(
+    programs: &CPrograms,
+    placement: Placement,
+    port: u16,
+    n: usize,
+    calls: usize,
+) -> f64 {
+    let each = (calls / n).max(1);
+    let start = Instant::now();
+    let children: Vec<Child> = (0..n)
+        .map(|_| {
+            let mut cmd = if placement == Placement::Unpinned {
+                Command::new(&programs.client)
+            } else {
+                let mut c = Command::new("taskset");
+                c.args(["-c", "0"]).arg(&programs.client);
+                c
+            };
+            cmd.args([port.to_string(), "bench".into(), each.to_string()])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start a C client")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a C client failed");
+    }
+    (n * each) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Calls in flight in the concurrency sweep.
+const IN_FLIGHT: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
 /// One measured quantity over the rounds.
 #[derive(Default, Clone)]
 struct Series(Vec<f64>);
@@ -543,9 +661,19 @@ impl Series {
     }
 }
 
-/// A ratio over the rounds and its target.
+/// The report groups.
+const NULL_GROUP: &str = "ONC RPC: NULL round trip";
+const BULK_GROUP: &str = "ONC RPC: 1 MiB READ and WRITE";
+const FLIGHT_GROUP: &str = "ONC RPC: calls in flight";
+
+/// A ratio over the rounds and its target, with what it compares (for the records).
 struct Ratio {
+    group: &'static str,
     name: String,
+    /// The measured series' key and label, its baseline's, and their unit.
+    value: String,
+    baseline: (String, String),
+    unit: &'static str,
     values: Series,
     /// `Some((bound, true))`: at most `bound`; `Some((bound, false))`: at least.
     target: Option<(f64, bool)>,
@@ -580,6 +708,24 @@ impl Ratio {
             self.values.median()
         );
     }
+
+    fn record(&self, rec: &mut Recorder, s: &std::collections::BTreeMap<String, Series>) {
+        let (lo, hi) = self.values.range();
+        let f = rec
+            .figure(self.group, &self.name, s[&self.value].median(), self.unit)
+            .baseline(self.baseline.1.clone(), s[&self.baseline.0].median())
+            .ratio(self.values.median(), "value / baseline")
+            .ratio_range(lo, hi);
+        match self.target {
+            Some((b, true)) => {
+                f.target(Target::at_most(b));
+            }
+            Some((b, false)) => {
+                f.target(Target::at_least(b));
+            }
+            None => {}
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -592,14 +738,17 @@ fn main() -> ExitCode {
     }
     let check =
         args.iter().any(|a| a == "--check") || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
-    let rounds = env_or("TRANSPORTS_ROUNDS", 9).max(1);
-    let calls = env_or("TRANSPORTS_CALLS", 5000).max(10);
-    let bulk_ops = 64;
+    let quick = bench_report::quick();
+    let rounds = env_or("TRANSPORTS_ROUNDS", if quick { 3 } else { 9 }).max(1);
+    let calls = env_or("TRANSPORTS_CALLS", if quick { 2000 } else { 5000 }).max(10);
+    let bulk_ops = if quick { 16 } else { 64 };
     let exe: PathBuf = std::env::current_exe().expect("this bench's path");
     let programs: CPrograms = c::programs().unwrap_or_else(|why| panic!("{why}"));
     let c_server = CServer::start(&programs).expect("start the C server");
     let our_server = OurServer::start(&exe);
     let placements = placements();
+    // The two-process bulk rows run in one placement: across CPUs where there are two.
+    let bulk_placement = *placements.last().expect("a placement");
     let current = std::env::var("TRANSPORTS_RUNTIME").is_ok_and(|v| v == "current");
     let rt = if current {
         current_thread()
@@ -626,20 +775,32 @@ fn main() -> ExitCode {
         let tcp = tcp_client(tcp_server.local_addr()).await;
         (rdma_addr, rdma, tcp, raw_server().await, tcp_server)
     });
+    let tcp_addr = tcp_server.local_addr();
 
     // Series by key; the two-process ones per placement.
     let mut s = std::collections::BTreeMap::<String, Series>::new();
     let mut push = |key: String, v: f64| s.entry(key).or_default().0.push(v);
     let c_port = c_server.port().to_string();
-    let ours = |kind: &str, port: u16| {
+    let ours = |kind: &str, port: u16, calls: usize, op: &str, in_flight: usize| {
         vec![
             "--client".to_string(),
             kind.into(),
             port.to_string(),
             calls.to_string(),
+            op.into(),
+            in_flight.to_string(),
         ]
     };
     let c_args = |port: &str| vec![port.to_string(), "bench".into(), calls.to_string()];
+    let c_bulk = |op: &str| {
+        vec![
+            c_port.clone(),
+            op.into(),
+            bulk_ops.to_string(),
+            MIB.to_string(),
+        ]
+    };
+    let mbps = |mean_us: f64| MIB as f64 / mean_us;
     for round in 0..rounds {
         eprint!("\rround {}/{rounds}", round + 1);
         for &p in &placements {
@@ -652,11 +813,11 @@ fn main() -> ExitCode {
             );
             push(
                 format!("{tag}/tcp"),
-                p.client_mean_us(&exe, &ours("tcp", our_server.tcp_port)),
+                p.client_mean_us(&exe, &ours("tcp", our_server.tcp_port, calls, "null", 1)),
             );
             push(
                 format!("{tag}/rdma"),
-                p.client_mean_us(&exe, &ours("rdma", our_server.rdma_port)),
+                p.client_mean_us(&exe, &ours("rdma", our_server.rdma_port, calls, "null", 1)),
             );
             push(
                 format!("{tag}/C client, our server"),
@@ -664,8 +825,23 @@ fn main() -> ExitCode {
             );
             push(
                 format!("{tag}/our client, C server"),
-                p.client_mean_us(&exe, &ours("tcp", c_server.port())),
+                p.client_mean_us(&exe, &ours("tcp", c_server.port(), calls, "null", 1)),
             );
+            if p == bulk_placement {
+                for op in ["read", "write"] {
+                    push(
+                        format!("2p libtirpc {op}"),
+                        mbps(p.client_mean_us(&programs.client, &c_bulk(op))),
+                    );
+                    push(
+                        format!("2p tcp {op}"),
+                        mbps(p.client_mean_us(
+                            &exe,
+                            &ours("tcp", our_server.tcp_port, bulk_ops, op, 1),
+                        )),
+                    );
+                }
+            }
         }
         rt.block_on(async {
             push("in/tcp".into(), null_us(&tcp, calls).await);
@@ -675,20 +851,46 @@ fn main() -> ExitCode {
                 "rdma read".into(),
                 rdma_read_mbps(rdma_addr, bulk_ops).await,
             );
+            push(
+                "tcp read".into(),
+                tcp_bulk_mbps(tcp_addr, true, bulk_ops).await,
+            );
             push("raw write".into(), raw_mbps(raw, false, bulk_ops).await);
             push(
                 "rdma write".into(),
                 rdma_write_mbps(rdma_addr, bulk_ops).await,
             );
             push(
-                "tcp 64".into(),
-                concurrent_per_s(&tcp, calls / 64 + 20).await,
-            );
-            push(
-                "rdma 64".into(),
-                concurrent_per_s(&rdma, calls / 64 + 20).await,
+                "tcp write".into(),
+                tcp_bulk_mbps(tcp_addr, false, bulk_ops).await,
             );
         });
+        // Calls in flight: the servers where the bulk rows had them (across CPUs where there
+        // are two), the client processes where that placement puts clients.
+        bulk_placement.pin_server(c_server.pid());
+        bulk_placement.pin_server(our_server.child.id());
+        for n in IN_FLIGHT {
+            let each = (calls / n).max(20);
+            rt.block_on(async {
+                push(
+                    format!("cif tcp {n}"),
+                    concurrent_per_s(&tcp, n, each).await,
+                );
+                push(
+                    format!("cif rdma {n}"),
+                    concurrent_per_s(&rdma, n, each).await,
+                );
+            });
+            push(
+                format!("cif tcp2 {n}"),
+                1e6 / bulk_placement
+                    .client_mean_us(&exe, &ours("tcp", our_server.tcp_port, calls, "null", n)),
+            );
+            push(
+                format!("cif libtirpc {n}"),
+                c_clients_per_s(&programs, bulk_placement, c_server.port(), n, calls),
+            );
+        }
     }
     eprintln!();
     let per_round = |a: &str, b: &str| -> Series {
@@ -732,39 +934,96 @@ fn main() -> ExitCode {
         &format!("our TCP client and server, {one_process}"),
     );
     show("in/rdma", &format!("RPC-over-RDMA (soft), {one_process}"));
-    println!("bulk, {bulk_ops} x 1 MiB per round (MB/s) and 64 NULL calls in flight (calls/s):");
+    let bulk_tag = bulk_placement.label();
+    println!("bulk, {bulk_ops} x 1 MiB per round (MB/s):");
     for (key, label) in [
-        ("raw read", "1 MiB to the client, raw TCP"),
-        ("rdma read", "1 MiB READ, RPC-over-RDMA (Write chunk)"),
-        ("raw write", "1 MiB from the client, raw TCP"),
-        ("rdma write", "1 MiB WRITE, RPC-over-RDMA (Read chunk)"),
-        ("tcp 64", "64 NULL calls in flight, our TCP"),
-        ("rdma 64", "64 NULL calls in flight, RPC-over-RDMA"),
+        ("raw read", "1 MiB to the client, raw TCP".to_string()),
+        (
+            "rdma read",
+            "1 MiB READ, RPC-over-RDMA (Write chunk)".into(),
+        ),
+        ("tcp read", "1 MiB READ, our TCP".into()),
+        ("2p tcp read", format!("1 MiB READ, our TCP, {bulk_tag}")),
+        (
+            "2p libtirpc read",
+            format!("1 MiB READ, libtirpc, {bulk_tag}"),
+        ),
+        ("raw write", "1 MiB from the client, raw TCP".into()),
+        (
+            "rdma write",
+            "1 MiB WRITE, RPC-over-RDMA (Read chunk)".into(),
+        ),
+        ("tcp write", "1 MiB WRITE, our TCP".into()),
+        ("2p tcp write", format!("1 MiB WRITE, our TCP, {bulk_tag}")),
+        (
+            "2p libtirpc write",
+            format!("1 MiB WRITE, libtirpc, {bulk_tag}"),
+        ),
     ] {
-        show(key, label);
+        show(key, &label);
+    }
+    println!("NULL calls in flight (calls/s):");
+    for (kind, label) in [
+        ("rdma", "RPC-over-RDMA, one connection, one process"),
+        ("tcp", "our TCP, one connection, one process"),
+        ("tcp2", "our TCP, one connection, two processes"),
+        ("libtirpc", "libtirpc, a process and connection per call"),
+    ] {
+        let row: Vec<String> = IN_FLIGHT
+            .iter()
+            .map(|n| format!("{n}: {:.0}", s[&format!("cif {kind} {n}")].median()))
+            .collect();
+        println!("  {label:<46} {}", row.join("  "));
     }
 
+    let ratio = |group: &'static str,
+                 name: String,
+                 (value, base, base_label): (&str, &str, String),
+                 unit: &'static str,
+                 target: Option<(f64, bool)>| Ratio {
+        group,
+        name,
+        value: value.into(),
+        baseline: (base.into(), base_label),
+        unit,
+        values: per_round(value, base),
+        target,
+    };
     let mut ratios = Vec::new();
     for &p in &placements {
         let tag = p.label();
-        ratios.push(Ratio {
-            name: format!("our TCP / libtirpc, {tag}"),
-            values: per_round(&format!("{tag}/tcp"), &format!("{tag}/libtirpc")),
-            target: Some((1.0, true)),
-        });
+        ratios.push(ratio(
+            NULL_GROUP,
+            format!("our TCP / libtirpc, {tag}"),
+            (
+                &format!("{tag}/tcp"),
+                &format!("{tag}/libtirpc"),
+                format!("libtirpc, {tag}"),
+            ),
+            "us",
+            Some((1.0, true)),
+        ));
     }
-    ratios.push(Ratio {
-        name: format!("RPC-over-RDMA / our TCP, {one_process}"),
-        values: per_round("in/rdma", "in/tcp"),
-        target: Some((1.3, true)),
-    });
+    ratios.push(ratio(
+        NULL_GROUP,
+        format!("RPC-over-RDMA / our TCP, {one_process}"),
+        ("in/rdma", "in/tcp", format!("our TCP, {one_process}")),
+        "us",
+        Some((1.3, true)),
+    ));
     for &p in &placements {
         let tag = p.label();
-        ratios.push(Ratio {
-            name: format!("RPC-over-RDMA / our TCP, {tag}"),
-            values: per_round(&format!("{tag}/rdma"), &format!("{tag}/tcp")),
-            target: Some((1.3, true)),
-        });
+        ratios.push(ratio(
+            NULL_GROUP,
+            format!("RPC-over-RDMA / our TCP, {tag}"),
+            (
+                &format!("{tag}/rdma"),
+                &format!("{tag}/tcp"),
+                format!("our TCP, {tag}"),
+            ),
+            "us",
+            Some((1.3, true)),
+        ));
     }
     for &p in &placements {
         let tag = p.label();
@@ -772,32 +1031,159 @@ fn main() -> ExitCode {
             ("C client, our server", "our TCP server"),
             ("our client, C server", "our TCP client"),
         ] {
-            ratios.push(Ratio {
-                name: format!("{who} / libtirpc's, {tag}"),
-                values: per_round(&format!("{tag}/{mixed}"), &format!("{tag}/libtirpc")),
-                target: None,
-            });
+            ratios.push(ratio(
+                NULL_GROUP,
+                format!("{who} / libtirpc's, {tag}"),
+                (
+                    &format!("{tag}/{mixed}"),
+                    &format!("{tag}/libtirpc"),
+                    format!("libtirpc client and server, {tag}"),
+                ),
+                "us",
+                None,
+            ));
         }
     }
-    ratios.push(Ratio {
-        name: "RPC-over-RDMA 1 MiB read / raw TCP".into(),
-        values: per_round("rdma read", "raw read"),
-        target: Some((0.75, false)),
-    });
-    ratios.push(Ratio {
-        name: "RPC-over-RDMA 1 MiB write / raw TCP".into(),
-        values: per_round("rdma write", "raw write"),
-        target: Some((0.75, false)),
-    });
-    ratios.push(Ratio {
-        name: "RPC-over-RDMA / our TCP, 64 in flight".into(),
-        values: per_round("rdma 64", "tcp 64"),
-        target: None,
-    });
+    for (op, chunk) in [("read", "Write chunk"), ("write", "Read chunk")] {
+        ratios.push(ratio(
+            BULK_GROUP,
+            format!("RPC-over-RDMA 1 MiB {op} ({chunk}) / raw TCP"),
+            (
+                &format!("rdma {op}"),
+                &format!("raw {op}"),
+                format!("raw TCP, 1 MiB {op}"),
+            ),
+            "MB/s",
+            Some((0.75, false)),
+        ));
+        ratios.push(ratio(
+            BULK_GROUP,
+            format!("RPC-over-RDMA 1 MiB {op} / our TCP, one process"),
+            (
+                &format!("rdma {op}"),
+                &format!("tcp {op}"),
+                format!("our ONC RPC over TCP, 1 MiB {op}"),
+            ),
+            "MB/s",
+            None,
+        ));
+        ratios.push(ratio(
+            BULK_GROUP,
+            format!("our TCP 1 MiB {op} / libtirpc, {bulk_tag}"),
+            (
+                &format!("2p tcp {op}"),
+                &format!("2p libtirpc {op}"),
+                format!("libtirpc, 1 MiB {op}, {bulk_tag}"),
+            ),
+            "MB/s",
+            None,
+        ));
+    }
+    for n in [1, 64] {
+        let calls_in_flight = if n == 1 {
+            "1 NULL call"
+        } else {
+            "64 NULL calls"
+        };
+        let processes = if n == 1 {
+            "1 client process"
+        } else {
+            "64 client processes"
+        };
+        ratios.push(ratio(
+            FLIGHT_GROUP,
+            format!("RPC-over-RDMA / our TCP, {calls_in_flight} in flight, one process"),
+            (
+                &format!("cif rdma {n}"),
+                &format!("cif tcp {n}"),
+                format!("our TCP, {n} in flight"),
+            ),
+            "calls/s",
+            None,
+        ));
+        ratios.push(ratio(
+            FLIGHT_GROUP,
+            format!("our TCP (two processes) / libtirpc, {calls_in_flight} in flight"),
+            (
+                &format!("cif tcp2 {n}"),
+                &format!("cif libtirpc {n}"),
+                format!("libtirpc, {processes}"),
+            ),
+            "calls/s",
+            None,
+        ));
+    }
     println!("ratios (median of per-round ratios [min .. max]):");
     for r in &ratios {
         r.print();
     }
+
+    let mut rec = Recorder::new("transports");
+    for r in &ratios {
+        r.record(&mut rec, &s);
+    }
+    let title = "ONC RPC NULL throughput vs calls in flight (loopback)";
+    for (kind, label) in [
+        ("rdma", "RPC-over-RDMA (soft), one process"),
+        ("tcp", "our TCP, one process"),
+        ("tcp2", "our TCP, client and server processes"),
+        (
+            "libtirpc",
+            "libtirpc, one client process per call in flight",
+        ),
+    ] {
+        let line = rec.series("rpc_in_flight", title, label);
+        line.axes("NULL calls in flight", "calls/s")
+            .log_x()
+            .group(FLIGHT_GROUP);
+        for n in IN_FLIGHT {
+            line.point(n as f64, s[&format!("cif {kind} {n}")].median());
+        }
+    }
+    let placement_note = if placements == [Placement::Unpinned] {
+        "without taskset (or on one CPU) they ran unpinned"
+    } else {
+        "pinned with taskset: client on CPU 0, server on CPU 0 (same CPU) or CPU 1 (across \
+         CPUs)"
+    };
+    rec.note(
+        NULL_GROUP,
+        format!(
+            "{rounds} interleaved rounds of {calls} calls, one at a time; each ratio is the \
+             median of the per-round ratios [range]. libtirpc's client and server are rpcgen \
+             C programs, one process each, so our TCP is judged against it in the same \
+             structure (two processes, {placement_note}); RPC-over-RDMA (soft iWARP \
+             provider) is judged against our TCP in one process, where no process wake-up \
+             per message hides the transports' own cost."
+        ),
+    );
+    rec.note(
+        BULK_GROUP,
+        format!(
+            "{bulk_ops} x 1 MiB per round. In one process: RPC-over-RDMA READ (the result \
+             in a Write chunk into the client's registered buffer) and WRITE (the argument \
+             pulled by RDMA Read), our ONC RPC over TCP with the same test program, and raw \
+             TCP moving 1 MiB each way, each on a new connection. In two processes \
+             ({bulk_tag}): our TCP client and server against libtirpc's, FILL and SINK of \
+             interop.x."
+        ),
+    );
+    rec.note(
+        FLIGHT_GROUP,
+        format!(
+            "NULL calls with 1 to 64 in flight, {calls} per point and round, medians of \
+             {rounds} rounds. In one process: two tokio workers, unpinned. In two processes \
+             ({bulk_tag}): the server process(es) and the client process(es) placed as the \
+             bulk rows. Ours multiplexes every call on one \
+             connection (tasks of one client); a libtirpc client has one call in flight, so \
+             N in flight is N client processes with a connection each against the \
+             single-threaded rpcgen server (process start-up included in the time)."
+        ),
+    );
+    if let Err(e) = rec.save() {
+        eprintln!("transports: records not written: {e}");
+    }
+
     drop(rt.block_on(async move {
         drop((rdma, tcp));
         tcp_server

@@ -5,6 +5,8 @@
  *   interop_client PORT check     calls every procedure, checks every result and error
  *                                 status, prints what it saw; exits 1 on any mismatch
  *   interop_client PORT bench N   N NULL calls on one connection; prints the mean in µs
+ *   interop_client PORT read N SIZE   N FILL calls of SIZE bytes; prints the mean in µs
+ *   interop_client PORT write N SIZE  N SINK calls of SIZE bytes; prints the mean in µs
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -212,12 +214,54 @@ static int bench(int port, long n)
 	return 0;
 }
 
+/* One FILL (read) or SINK (write) of len bytes; 0 when it worked. */
+static int bulk_call(CLIENT *c, int read, echo_data *data)
+{
+	if (read) {
+		u_int len = data->echo_data_len;
+		echo_data *res = fill_1(&len, c);
+		int ok = res != NULL && res->echo_data_len == len;
+		if (res != NULL)
+			clnt_freeres(c, (xdrproc_t)xdr_echo_data, (caddr_t)res);
+		return ok ? 0 : 1;
+	} else {
+		u_int *n = sink_1(data, c);
+		return n != NULL && *n == data->echo_data_len ? 0 : 1;
+	}
+}
+
+static int bench_bulk(int port, int read, long n, u_int len)
+{
+	CLIENT *c = connect_to(port, INTEROP_PROG, INTEROP_VERS);
+	echo_data data;
+	double start;
+	long i;
+
+	data.echo_data_len = len;
+	data.echo_data_val = malloc(len ? len : 1);
+	memset(data.echo_data_val, 0x5a, len);
+	for (i = 0; i < n / 10 + 1; i++)
+		if (bulk_call(c, read, &data) != 0)
+			return 1;
+	start = now_us();
+	for (i = 0; i < n; i++)
+		if (bulk_call(c, read, &data) != 0)
+			return 1;
+	printf("mean_us=%.3f\n", (now_us() - start) / n);
+	free(data.echo_data_val);
+	clnt_destroy(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[2], "check") == 0)
 		return check(atoi(argv[1]));
 	if (argc == 4 && strcmp(argv[2], "bench") == 0)
 		return bench(atoi(argv[1]), atol(argv[3]));
-	fprintf(stderr, "usage: %s PORT check | %s PORT bench N\n", argv[0], argv[0]);
+	if (argc == 5 && (strcmp(argv[2], "read") == 0 || strcmp(argv[2], "write") == 0))
+		return bench_bulk(atoi(argv[1]), argv[2][0] == 'r', atol(argv[3]), (u_int)atol(argv[4]));
+	fprintf(stderr, "usage: %s PORT check | %s PORT bench N | %s PORT read|write N SIZE\n", argv[0],
+		argv[0], argv[0]);
 	return 2;
 }

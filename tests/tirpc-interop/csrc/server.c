@@ -47,6 +47,32 @@ mixed_res *mix_1_svc(mixed_args *argp, struct svc_req *rqstp)
 	return &result;
 }
 
+/* The bytes FILL answers with: one buffer, grown when a call asks for more. */
+echo_data *fill_1_svc(u_int *argp, struct svc_req *rqstp)
+{
+	static echo_data result;
+	static u_int have;
+	if (*argp > have) {
+		char *grown = realloc(result.echo_data_val, *argp);
+		if (grown == NULL) {
+			svcerr_systemerr(rqstp->rq_xprt);
+			return NULL;
+		}
+		memset(grown, 0xa5, *argp);
+		result.echo_data_val = grown;
+		have = *argp;
+	}
+	result.echo_data_len = *argp;
+	return &result;
+}
+
+u_int *sink_1_svc(echo_data *argp, struct svc_req *rqstp)
+{
+	static u_int result;
+	result = argp->echo_data_len;
+	return &result;
+}
+
 void *fail_1_svc(void *argp, struct svc_req *rqstp)
 {
 	svcerr_systemerr(rqstp->rq_xprt);

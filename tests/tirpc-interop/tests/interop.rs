@@ -210,3 +210,39 @@ async fn many_calls_in_flight_and_small_fragments_to_the_c_server() {
         assert_eq!(back.unwrap(), sent);
     }
 }
+
+/// FILL and SINK (the transports bench's bulk procedures) agree both ways: our client
+/// against the C server, the C client's `read`/`write` modes against our server.
+#[tokio::test]
+async fn bulk_procedures_work_both_ways() {
+    let programs = programs();
+    let server = CServer::start(&programs).unwrap();
+    let client = c_server_client(&server, TcpConfig::new()).await;
+    for len in [0, 5, 70_000, 1 << 20, 1000] {
+        let data = client.call::<interop_vers::Fill>(&len).await.unwrap();
+        assert_eq!(data.len(), len as usize, "FILL {len}");
+        assert!(data.iter().all(|&b| b == 0xa5), "FILL {len}: other bytes");
+        let sent = pattern(len as usize);
+        assert_eq!(client.call::<interop_vers::Sink>(&sent).await.unwrap(), len);
+    }
+
+    let mut builder = Server::builder();
+    service::register(&mut builder, service::Reference);
+    let ours = TcpServer::bind("127.0.0.1:0", builder.build(), TcpConfig::new())
+        .await
+        .unwrap();
+    for mode in ["read", "write"] {
+        let output = tokio::process::Command::new(&programs.client)
+            .args([&ours.local_addr().port().to_string(), mode, "3", "70000"])
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.starts_with("mean_us="),
+            "the C client's {mode} failed ({}): {stdout}",
+            output.status
+        );
+    }
+    ours.shutdown().await;
+}

@@ -1,0 +1,205 @@
+//! Figures from the QEMU guest (`tests/vm/run perf` and `tests/vm/run nfs`), read from the files
+//! those runs leave in `tests/vm/work/results/`:
+//!
+//! * `rounds.txt` (`perf`): one `KEY VALUE` line per measurement and round; perftest's `typ`,
+//!   `avg` (ib_send_lat -R, one-way µs), `ev_typ`, `ev_avg` (with `-e`), `bw` (ib_write_bw -R,
+//!   MB/s with MB = 2^20), and the verbs provider's `busy_median_us`, `busy_avg_us`,
+//!   `chan_median_us`, `chan_avg_us`, `write_mbs` (`examples/verbs-bench.rs`). Medians over
+//!   the rounds are compared, as `guest.sh` does.
+//! * `throughput-ours` and `throughput-knfsd` (`nfs`): `WRITE_MBS READ_MBS` of the Linux
+//!   kernel's NFS client running `dd` of 64 MiB against our `nfs3-server` and against knfsd,
+//!   both over RPC-over-RDMA on Soft-RoCE.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::record::{Figure, Note, Record, Recorder};
+
+/// The report group of the verbs-provider rows.
+pub const VERBS_GROUP: &str = "Verbs provider vs perftest (QEMU guest, Soft-RoCE)";
+/// The report group of the kernel-client rows.
+pub const NFS_GROUP: &str = "NFSv3 over RPC-over-RDMA vs the kernel's knfsd (QEMU guest)";
+
+/// The records of a guest run's results directory; a part that did not run gets a note
+/// saying so.
+pub fn records(dir: &Path) -> Vec<Record> {
+    let mut rec = Recorder::in_dir("guest", dir);
+    // When the guest wrote a file (GNU date's `-r`).
+    let when = |file: &str| {
+        std::process::Command::new("date")
+            .arg("-u")
+            .arg("-r")
+            .arg(dir.join(file))
+            .arg("+written %Y-%m-%d %H:%M UTC")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "date unknown".into())
+    };
+    match std::fs::read_to_string(dir.join("rounds.txt")) {
+        Ok(text) => {
+            verbs(&mut rec, &text);
+            rec.note(
+                VERBS_GROUP,
+                format!(
+                    "From {}/rounds.txt ({}): medians of the interleaved rounds of \
+                     `tests/vm/run perf`, both sides in one TCG guest on rxe; one-way latency \
+                     as perftest reports it (half the round trip).",
+                    dir.display(),
+                    when("rounds.txt")
+                ),
+            );
+        }
+        Err(_) => rec.note(
+            VERBS_GROUP,
+            format!("Not in this guest run: no {}/rounds.txt.", dir.display()),
+        ),
+    }
+    let pair = |file: &str| -> Option<(f64, f64)> {
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        let mut it = text.split_whitespace().map(|w| w.parse::<f64>());
+        Some((it.next()?.ok()?, it.next()?.ok()?))
+    };
+    match (pair("throughput-ours"), pair("throughput-knfsd")) {
+        (Some((ow, or)), Some((kw, kr))) => {
+            for (what, ours, knfsd) in [("write", ow, kw), ("read", or, kr)] {
+                rec.figure(
+                    NFS_GROUP,
+                    &format!("Linux NFS client dd 64 MiB {what}, our nfs3-server"),
+                    ours,
+                    "MB/s",
+                )
+                .baseline("knfsd (svcrdma)", knfsd)
+                .ratio(ours / knfsd, "value / baseline");
+            }
+            rec.note(
+                NFS_GROUP,
+                format!(
+                    "From {} ({}): one `dd` each way through the kernel's NFS client over \
+                     RPC-over-RDMA on rxe, under TCG; one run, so noisy.",
+                    dir.display(),
+                    when("throughput-ours")
+                ),
+            );
+        }
+        _ => rec.note(
+            NFS_GROUP,
+            format!(
+                "Not in this guest run: no {}/throughput-ours and throughput-knfsd \
+                 (`tests/vm/run nfs`).",
+                dir.display()
+            ),
+        ),
+    }
+    rec.records().to_vec()
+}
+
+/// The rows of `rounds.txt`.
+fn verbs(rec: &mut Recorder, text: &str) {
+    let mut values: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(k), Some(v)) = (it.next(), it.next()) {
+            // perftest prints "inf" when its clock misbehaves under TCG: left out.
+            if let Ok(v) = v.parse::<f64>() {
+                if v.is_finite() {
+                    values.entry(k).or_default().push(v);
+                }
+            }
+        }
+    }
+    let median = |k: &str| -> f64 {
+        let mut v = values.get(k).cloned().unwrap_or_default();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len().wrapping_sub(1) / 2)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let rows = [
+        (
+            "64 B Send/Recv one-way latency, busy poll (median)",
+            "busy_median_us",
+            "perftest ib_send_lat -R (typical)",
+            "typ",
+            "us",
+        ),
+        (
+            "64 B Send/Recv one-way latency, busy poll (mean)",
+            "busy_avg_us",
+            "perftest ib_send_lat -R (average)",
+            "avg",
+            "us",
+        ),
+        (
+            "64 B Send/Recv one-way latency, completion channel (median)",
+            "chan_median_us",
+            "perftest ib_send_lat -R -e (typical)",
+            "ev_typ",
+            "us",
+        ),
+        (
+            "1 MiB RDMA Write bandwidth",
+            "write_mbs",
+            "perftest ib_write_bw -R",
+            "bw",
+            "MiB/s",
+        ),
+    ];
+    for (name, ours, base_name, base, unit) in rows {
+        let (v, b) = (median(ours), median(base));
+        let f: &mut Figure = rec.figure(VERBS_GROUP, name, v, unit);
+        f.baseline(base_name, b);
+        if v.is_finite() && b.is_finite() && b > 0.0 {
+            f.ratio(v / b, "value / baseline");
+        }
+    }
+}
+
+/// The note the report shows when the guest did not run.
+pub fn not_run() -> Vec<Record> {
+    [VERBS_GROUP, NFS_GROUP]
+        .into_iter()
+        .map(|group| {
+            Record::Note(Note {
+                bench: "guest".into(),
+                group: group.into(),
+                text: "Not run: these rows come from the QEMU guest (`scripts/bench --guest`, \
+                       or `--guest-results DIR` for a saved `tests/vm/work/results`)."
+                    .into(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_rounds_and_throughput() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("rounds.txt"),
+            "ev_typ inf\ntyp 10\navg 11\nbw 100\nbusy_median_us 12\nbusy_avg_us 13\n\
+             write_mbs 90\ntyp 20\nbusy_median_us 14\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("throughput-ours"), "25.5 37.6\n").unwrap();
+        std::fs::write(dir.path().join("throughput-knfsd"), "3.9 41.7\n").unwrap();
+        let recs = records(dir.path());
+        let figs: Vec<&Figure> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Figure(f) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(figs.len(), 6);
+        assert_eq!(figs[0].value, 12.0);
+        assert_eq!(figs[0].ratio, Some(12.0 / 10.0));
+        assert!(figs[2].ratio.is_none(), "no event-mode baseline");
+        assert_eq!(figs[3].ratio, Some(0.9));
+        assert_eq!(figs[5].baseline.as_ref().unwrap().value, 41.7);
+    }
+}
