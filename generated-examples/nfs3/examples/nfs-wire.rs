@@ -2,14 +2,18 @@
 //! NFS server over RoCEv2 (`tests/vm/run nfs` captures one in the guest).
 //!
 //! ```text
-//! nfs-wire CAPTURE.pcapng [--client 203.0.113.2] [--ours client|server]
+//! nfs-wire CAPTURE.pcapng [--client 203.0.113.2] [--ours client|server] [--summary] [--offer-v2]
 //! ```
 //!
 //! Prints, per RPC, what Wireshark's dissectors (InfiniBand, RPC-over-RDMA, ONC RPC, NFS) saw:
 //! the procedure, the chunk lists of the call and how the reply came back, and checks that
 //!
 //! - every RPC-over-RDMA message is version 1 and dissects, and nothing our end sent is
-//!   malformed;
+//!   malformed; with `--offer-v2`, but for our client's version 2 offer (seed 003 section 7),
+//!   which Wireshark's dissector does not decode (it knows version 1 only): the offer is the
+//!   client's first Send, an RDMA2_CONNPROP of at most 1024 bytes read from tshark's bytes of
+//!   that frame, and the server's answer, with the offer's XID, is an RDMA_ERROR / ERR_VERS that
+//!   tshark dissects, after which every message is version 1;
 //! - with `--ours client`, the chunks are the ones our client meant to offer (RFC 8267 section 4 and seed 002
 //!   section 4.3): a Write chunk on every READ call, a Read chunk for the data of a large WRITE,
 //!   a Reply chunk on READDIRPLUS, and none on the other calls;
@@ -47,6 +51,45 @@ struct Args {
     /// per RPC.
     #[arg(long)]
     summary: bool,
+    /// The client offered RPC-over-RDMA version 2 to a version 1 server: expect the offer and
+    /// its ERR_VERS before the version 1 session.
+    #[arg(long)]
+    offer_v2: bool,
+}
+
+/// A client Send that tshark's RPC-over-RDMA dissector did not take: its frame, and the bytes
+/// of the Send (the InfiniBand payload).
+fn undissected_client_sends(args: &Args) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    // Opcode 4: RC SEND Only (the whole message in one packet, as a first message is).
+    let filter = format!(
+        "ip.src == {} && infiniband.bth.opcode == 4 && !rpcordma",
+        args.client
+    );
+    let rows = tshark(&args.capture, &filter, &["frame.number", "data.data"])?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.len() >= 2)
+        .map(|r| (num(&r[0]), hex_bytes(&r[1])))
+        .collect())
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    let hex: String = hex.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+    (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
+/// The version 2 offer among the undissected Sends: (frame, XID, length). Seed 003 section 7:
+/// the client "sends a single valid RPC-over-RDMA message with the value two (2) in the
+/// rdma_vers field", at most 1024 bytes; section 5.3.4: RDMA2_CONNPROP (header type 5).
+fn version_2_offer(sends: &[(u64, Vec<u8>)]) -> Option<(u64, u32, usize)> {
+    sends.iter().find_map(|(frame, b)| {
+        let word = |i: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
+        };
+        (word(4)? == 2 && word(12)? == 5).then(|| (*frame, word(0).unwrap_or(0), b.len()))
+    })
 }
 
 /// The bytes a reply moved by RDMA Write: the Write list's filled segments, or the Reply chunk.
@@ -312,6 +355,51 @@ fn judge(args: &Args) -> Result<usize, String> {
     }
 
     let mut failures = Vec::new();
+    // Our client's version 2 offer and the server's answer (seed 003 section 7.2).
+    let sends = undissected_client_sends(args)?;
+    let offer = version_2_offer(&sends);
+    let mut by_xid = by_xid;
+    match (args.offer_v2, offer) {
+        (true, Some((frame, xid, len))) => {
+            let answer = by_xid.remove(&xid).unwrap_or_default();
+            let err_vers = tshark(
+                &args.capture,
+                &format!("rpcordma.xid == {xid} && rpcordma.msg_type == 4"),
+                &[
+                    "frame.number",
+                    "rpcordma.errcode",
+                    "rpcordma.vers_low",
+                    "rpcordma.vers_high",
+                ],
+            )?;
+            match (answer.as_slice(), err_vers.first()) {
+                ([m], Some(r)) if !m.from_client && r.len() >= 4 && num(&r[1]) == 1 => {
+                    println!(
+                        "version 2 offer: frame {frame}, xid {xid:#010x}, RDMA2_CONNPROP of {len} bytes; \
+                         the server's answer: frame {}, RDMA_ERROR / ERR_VERS {}..{} (tshark); \
+                         the session then in version 1",
+                        m.frame, r[2], r[3]
+                    );
+                    if len > 1024 {
+                        failures.push(format!("the offer is {len} bytes (at most 1024)"));
+                    }
+                }
+                _ => failures.push(format!(
+                    "the version 2 offer (frame {frame}, xid {xid:#010x}) got no ERR_VERS: {answer:?}"
+                )),
+            }
+        }
+        (true, None) => failures.push("no version 2 offer from the client".into()),
+        (false, Some((frame, ..))) => {
+            failures.push(format!("frame {frame}: an unexpected version 2 offer"))
+        }
+        (false, None) => {}
+    }
+    for (frame, _) in sends.iter().filter(|(f, _)| Some(*f) != offer.map(|o| o.0)) {
+        failures.push(format!(
+            "frame {frame}: a Send of the client that tshark does not dissect as RPC-over-RDMA"
+        ));
+    }
     let mut excused = Vec::new();
     // With --summary: (procedure, call kind, reply kind) -> (calls, bytes by RDMA, all ok).
     let mut summary: BTreeMap<(&str, &str, String), (u64, u64, bool)> = BTreeMap::new();
