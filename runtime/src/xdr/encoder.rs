@@ -600,6 +600,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_put_back_inline_equal_the_message_never_chunked() {
+        // Three DDP-eligible items of odd and even lengths between plain words, some gathered
+        // into parts of their own: put back, the message is what no chunking would give.
+        let items = [
+            Bytes::from(vec![1u8; 1501]),
+            Bytes::from(vec![2u8; 6]),
+            Bytes::from(vec![3u8; 3000]),
+        ];
+        let encode = |enc: &mut Encoder| {
+            enc.put_u32(0xaaaa);
+            for (i, item) in items.iter().enumerate() {
+                enc.put_ddp_opaque(item, None).unwrap();
+                enc.put_u32(i as u32);
+            }
+        };
+        let mut plain = Encoder::new();
+        encode(&mut plain);
+        let policy = crate::xdr::ThresholdPolicy {
+            inline_threshold: 100,
+            min_ddp_size: 1,
+        };
+        let mut chunked = Encoder::for_call(policy);
+        encode(&mut chunked);
+        let (reduced, moved) = chunked.finish_with_chunks();
+        assert_eq!(moved.len(), 3);
+        let back = reduced.with_reads_inline(&moved);
+        assert_eq!(back.to_bytes(), plain.finish().to_bytes());
+    }
+
+    #[test]
     fn one_part_message_is_handed_over_whole() {
         let mut enc = Encoder::new();
         enc.put_u32(7);

@@ -86,7 +86,11 @@ pub(super) fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, us
             body: Bytes::copy_from_slice(&message[super::V2_PREFIX_LEN..]),
         },
     };
-    let used = message.len() - dec.remaining();
+    // An extension's body is all that follows the prefix.
+    let used = match body {
+        Body::Other { .. } => message.len(),
+        _ => message.len() - dec.remaining(),
+    };
     Ok((Header::v2(xid, credit, flags, body), used))
 }
 
