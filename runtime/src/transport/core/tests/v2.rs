@@ -503,3 +503,58 @@ fn extension_messages_are_answered_by_a_peer_that_knows_them() {
     ));
     p.call::<Null>(&(), vec![], None).unwrap();
 }
+
+#[test]
+fn reverse_direction_calls_carry_chunks_and_remote_invalidation_in_version_2() {
+    // Seed 003 section 8.4.1: "When chunks are present in a reverse direction RPC request,
+    // Remote Invalidation allows the responder to trigger invalidation of a requester's
+    // STags", with the server as requester. The client advertised RDMA2_RVREQSUP_GENL.
+    let mut client = v2(Role::Client);
+    client.backward_credits = 2;
+    let mut server = v2(Role::Server);
+    server.backward_credits = 2;
+    server.remote_invalidate = true;
+    let mut p = Pair::with(client, server, 1 << 20);
+    p.call::<Null>(&(), vec![], None).unwrap();
+    let s = &mut p.sides[SERVER];
+    let xid = s.core.next_xid();
+    let mut enc = Encoder::for_call(s.core.call_policy());
+    let none = rpc::msg::OpaqueAuth {
+        flavor: rpc::msg::AuthFlavor::AuthNone,
+        body: Bytes::new(),
+    };
+    rpc::encode_call_header(&mut enc, xid, PROG, 1, 1, &none, &none).unwrap();
+    let data = DdpData(pattern(5000, 8));
+    data.encode(&mut enc).unwrap();
+    let (message, moved) = enc.finish_with_chunks();
+    assert_eq!(moved.len(), 1, "the argument moves to a Read chunk");
+    let id = s
+        .core
+        .start_call(
+            OutgoingCall {
+                xid,
+                message,
+                moved,
+                write_chunks: vec![WriteTarget::Size(5000)],
+                reply_chunk: None,
+                timeout: None,
+                backward: true,
+            },
+            Instant::now(),
+            &mut s.mem,
+        )
+        .unwrap();
+    p.run();
+    let reply = p.sides[SERVER].replies.remove(&id).unwrap().unwrap();
+    assert_eq!(rpc::decode_reply::<DdpData>(reply).unwrap(), data);
+    let stats = p.sides[SERVER].core.stats();
+    assert_eq!(stats.remote_invalidations, 1, "{stats:?}");
+    assert_eq!(stats.unexpected_invalidations, 0);
+    assert!(p.sides[SERVER].mem.reachable().is_empty());
+    // The server's call went as a reverse-direction call: version 2 without F_RESPONSE (its
+    // XID may equal one of the client's own, which the flag tells apart, seed 003 section 3.2).
+    assert!(sent_by(&p, SERVER).iter().any(|h| h.xid == xid
+        && !h.is_response()
+        && h.version == VERSION_2
+        && matches!(h.body, Body::Msg(_))));
+}
