@@ -5,8 +5,8 @@
 --     tshark -X lua_script:rpcrdma.lua -r capture.pcapng
 -- or copy it into Wireshark's personal Lua plugins folder (Help > About > Folders).
 -- It is a heuristic dissector on iWARP (DDP/RDMAP) and InfiniBand (RoCE) Sends. Wireshark's
--- own dissector (rpcordma) knows version 1 and sees it first: to see version 1 with this
--- one, disable that one (tshark --disable-protocol rpcordma).
+-- own dissector (rpcordma) knows version 1 too; to choose which one shows it, disable the
+-- other (tshark --disable-protocol rpcordma, or --disable-protocol rpcrdma).
 -- Fields: rpcrdma.xid, rpcrdma.vers, rpcrdma.credit, rpcrdma.htype, rpcrdma.flags.*,
 -- rpcrdma.reads, rpcrdma.writes, rpcrdma.reply, rpcrdma.position, rpcrdma.handle,
 -- rpcrdma.length, rpcrdma.offset, and rpcrdma.<type>.<member> for every XDR member.
@@ -976,14 +976,15 @@ local function dissect(tvb, pinfo, tree)
   local c = context(tvb, pinfo)
   pinfo.cols.protocol = "RPC-over-RDMA"
   local root = tree:add(p, tvb())
-  local ok, err = pcall(header, c, root)
+  local ok, res = pcall(header, c, root)
   if not ok then
-    if getmetatable(err) ~= Malformed then error(err, 0) end
-    root:add_proto_expert_info(E.malformed, "Malformed: " .. err.msg)
+    if getmetatable(res) ~= Malformed then error(res, 0) end
+    root:add_proto_expert_info(E.malformed, "Malformed: " .. res.msg)
     c.summary = (c.summary or "") .. " [Malformed]"
     c.rpc_at = nil
   else
-    root:set_len(math.min(err, c.len))
+    -- `res` is where the header ends.
+    root:set_len(math.min(res, c.len))
   end
   root:append_text(", " .. (c.summary or ""))
   pinfo.cols.info:set(c.summary or "")

@@ -79,14 +79,15 @@ local function dissect(tvb, pinfo, tree)
   local c = context(tvb, pinfo)
   pinfo.cols.protocol = "RPC-over-RDMA"
   local root = tree:add(p, tvb())
-  local ok, err = pcall(header, c, root)
+  local ok, res = pcall(header, c, root)
   if not ok then
-    if getmetatable(err) ~= Malformed then error(err, 0) end
-    root:add_proto_expert_info(E.malformed, "Malformed: " .. err.msg)
+    if getmetatable(res) ~= Malformed then error(res, 0) end
+    root:add_proto_expert_info(E.malformed, "Malformed: " .. res.msg)
     c.summary = (c.summary or "") .. " [Malformed]"
     c.rpc_at = nil
   else
-    root:set_len(math.min(err, c.len))
+    -- `res` is where the header ends.
+    root:set_len(math.min(res, c.len))
   end
   root:append_text(", " .. (c.summary or ""))
   pinfo.cols.info:set(c.summary or "")

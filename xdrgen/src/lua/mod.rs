@@ -139,8 +139,8 @@ const HEADER: &str = "\
 --     tshark -X lua_script:rpcrdma.lua -r capture.pcapng
 -- or copy it into Wireshark's personal Lua plugins folder (Help > About > Folders).
 -- It is a heuristic dissector on iWARP (DDP/RDMAP) and InfiniBand (RoCE) Sends. Wireshark's
--- own dissector (rpcordma) knows version 1 and sees it first: to see version 1 with this
--- one, disable that one (tshark --disable-protocol rpcordma).
+-- own dissector (rpcordma) knows version 1 too; to choose which one shows it, disable the
+-- other (tshark --disable-protocol rpcordma, or --disable-protocol rpcrdma).
 -- Fields: rpcrdma.xid, rpcrdma.vers, rpcrdma.credit, rpcrdma.htype, rpcrdma.flags.*,
 -- rpcrdma.reads, rpcrdma.writes, rpcrdma.reply, rpcrdma.position, rpcrdma.handle,
 -- rpcrdma.length, rpcrdma.offset, and rpcrdma.<type>.<member> for every XDR member.
