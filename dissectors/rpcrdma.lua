@@ -14,10 +14,10 @@
 local p = Proto("rpcrdma", "RPC-over-RDMA")
 
 -- Tables filled below: value names (VS), fields (F), expert infos (E); a function per
--- XDR type (D: read a value; A: a union's arm for a discriminant already read; H: a
--- header body up to its RPC message); the versions' headers (V1, V2); the transport
--- properties (PROPS).
-local VS, F, E, D, A, H = {}, {}, {}, {}, {}, {}
+-- XDR type (D: read a value; A: a union's arm for a discriminant already read; L: one
+-- entry of a linked list; H: a header body up to its RPC message); the versions'
+-- headers (V1, V2); the transport properties (PROPS).
+local VS, F, E, D, A, L, H = {}, {}, {}, {}, {}, {}, {}
 local V1, V2, PROPS = nil, nil, {}
 
 VS.propid = {
@@ -86,6 +86,8 @@ field("offset", ProtoField.uint64("rpcrdma.offset", "Offset", base.HEX))
 field("uint32", ProtoField.uint32("rpcrdma.uint32", "uint32", base.DEC, nil))
 field("uint64", ProtoField.uint64("rpcrdma.uint64", "uint64", base.DEC))
 field("rpcrdma1_read_segment.rdma_position", ProtoField.uint32("rpcrdma.rpcrdma1_read_segment.rdma_position", "rdma_position", base.DEC, nil))
+field("rpcrdma1_read_list.rdma_next", ProtoField.uint32("rpcrdma.rpcrdma1_read_list.rdma_next", "rdma_next follows", base.DEC, VS.bool))
+field("rpcrdma1_write_list.rdma_next", ProtoField.uint32("rpcrdma.rpcrdma1_write_list.rdma_next", "rdma_next follows", base.DEC, VS.bool))
 field("rpcrdma1_proc", ProtoField.int32("rpcrdma.rpcrdma1_proc", "rpcrdma1_proc", base.DEC, VS.rpcrdma1_proc))
 field("rpcrdma1_padded.rdma_align", ProtoField.uint32("rpcrdma.rpcrdma1_padded.rdma_align", "rdma_align", base.DEC, nil))
 field("rpcrdma1_padded.rdma_thresh", ProtoField.uint32("rpcrdma.rpcrdma1_padded.rdma_thresh", "rdma_thresh", base.DEC, nil))
@@ -103,6 +105,8 @@ field("rpcrdma_common.rdma_credit", ProtoField.uint32("rpcrdma.rpcrdma_common.rd
 field("rpcrdma_common.rdma_htype", ProtoField.uint32("rpcrdma.rpcrdma_common.rdma_htype", "rdma_htype", base.DEC, nil))
 field("rpcrdma2_hdr_prefix.rdma_flags", ProtoField.uint32("rpcrdma.rpcrdma2_hdr_prefix.rdma_flags", "rdma_flags", base.HEX, nil))
 field("rpcrdma2_read_segment.rdma_position", ProtoField.uint32("rpcrdma.rpcrdma2_read_segment.rdma_position", "rdma_position", base.DEC, nil))
+field("rpcrdma2_read_list.rdma_next", ProtoField.uint32("rpcrdma.rpcrdma2_read_list.rdma_next", "rdma_next follows", base.DEC, VS.bool))
+field("rpcrdma2_write_list.rdma_next", ProtoField.uint32("rpcrdma.rpcrdma2_write_list.rdma_next", "rdma_next follows", base.DEC, VS.bool))
 field("rpcrdma2_chunk_lists.rdma_inv_handle", ProtoField.uint32("rpcrdma.rpcrdma2_chunk_lists.rdma_inv_handle", "rdma_inv_handle", base.HEX, nil))
 field("rpcrdma2_propid", ProtoField.uint32("rpcrdma.rpcrdma2_propid", "rpcrdma2_propid", base.DEC, nil))
 field("rpcrdma2_propval.rdma_which", ProtoField.uint32("rpcrdma.rpcrdma2_propval.rdma_which", "rdma_which", base.DEC, VS.propid))
@@ -174,6 +178,12 @@ end
 
 local function note(item, ex, text)
   if item then item:add_proto_expert_info(ex, text) end
+end
+
+-- "1 segment", "2 segments" (`words` when not `word` .. "s").
+local function plural(n, word, words)
+  if n == 1 then return string.format("%d %s", n, word) end
+  return string.format("%d %s", n, words or (word .. "s"))
 end
 
 -- A subtree starting at `off`; close() gives it its length.
@@ -302,6 +312,28 @@ local function count(c, tree, f, off, max, min, what)
   return off, n
 end
 
+-- A linked list (RFC 4506 section 4.19: each entry is preceded by an XDR bool, 1 while
+-- entries follow, 0 at the end). `first`: the list starts with an entry (a value of the
+-- element type itself, whose `next` pointer is the list). Every entry takes at least its
+-- 4-byte word, so the loop ends with the frame.
+local function list(c, tree, off, label, entry, follows, first)
+  local a, s = open(c, tree, off, label)
+  local n = 0
+  if first then
+    n = 1
+    off = entry(c, a, off, label .. "[1]")
+  end
+  while true do
+    local more
+    off, more = bool(c, a, follows, off, label)
+    if not more then break end
+    n = n + 1
+    off = entry(c, a, off, label .. "[" .. n .. "]")
+  end
+  close(a, s, off, ": " .. plural(n, "entry", "entries"))
+  return off
+end
+
 ---------------------------------------------------------------------------
 -- Chunks (RFC 8166 sections 3.4 and 4.1; draft-cel-nfsv4-rpcrdma-version-two section 3.3)
 --
@@ -325,11 +357,6 @@ local function show_segment(c, tree, at, label, pos_at)
   s:add(F.offset, c.tvb(at + 8, 8))
   s:set_text(string.format("%s: handle 0x%08x, length %d, offset %s", label,
     c.tvb(at, 4):uint(), c.tvb(at + 4, 4):uint(), hex64(c.tvb(at + 8, 8):uint64())))
-end
-
-local function plural(n, word)
-  if n == 1 then return string.format("%d %s", n, word) end
-  return string.format("%d %ss", n, word)
 end
 
 -- A Read list: the linked list of read segments (position, handle, length, offset: 20
@@ -531,12 +558,17 @@ D.rpcrdma1_read_segment = function(c, tree, off, label)
   return off
 end
 
--- struct rpcrdma1_read_list (rpcrdma-v1.x:67): a linked-list element, its `rdma_next` read where the list is read
-D.rpcrdma1_read_list = function(c, tree, off, label)
+-- struct rpcrdma1_read_list (rpcrdma-v1.x:67)
+L.rpcrdma1_read_list = function(c, tree, off, label)
   local t, start = open(c, tree, off, label .. " (rpcrdma1_read_list)")
   off = D.rpcrdma1_read_segment(c, t, off, "rdma_entry")
   close(t, start, off)
   return off
+end
+
+-- a value of rpcrdma1_read_list: its entry, then the list its `rdma_next` continues
+D.rpcrdma1_read_list = function(c, tree, off, label)
+  return list(c, tree, off, label, L.rpcrdma1_read_list, F["rpcrdma1_read_list.rdma_next"], true)
 end
 
 -- struct rpcrdma1_write_chunk (rpcrdma-v1.x:72)
@@ -545,12 +577,17 @@ D.rpcrdma1_write_chunk = function(c, tree, off, label)
   return (write_chunk(c, tree, off, label, "write_chunk", nil, "Write chunk"))
 end
 
--- struct rpcrdma1_write_list (rpcrdma-v1.x:76): a linked-list element, its `rdma_next` read where the list is read
-D.rpcrdma1_write_list = function(c, tree, off, label)
+-- struct rpcrdma1_write_list (rpcrdma-v1.x:76)
+L.rpcrdma1_write_list = function(c, tree, off, label)
   local t, start = open(c, tree, off, label .. " (rpcrdma1_write_list)")
   off = D.rpcrdma1_write_chunk(c, t, off, "rdma_entry")
   close(t, start, off)
   return off
+end
+
+-- a value of rpcrdma1_write_list: its entry, then the list its `rdma_next` continues
+D.rpcrdma1_write_list = function(c, tree, off, label)
+  return list(c, tree, off, label, L.rpcrdma1_write_list, F["rpcrdma1_write_list.rdma_next"], true)
 end
 
 -- enum rpcrdma1_proc (rpcrdma-v1.x:81)
@@ -686,12 +723,17 @@ D.rpcrdma2_read_segment = function(c, tree, off, label)
   return off
 end
 
--- struct rpcrdma2_read_list (common.x:89): a linked-list element, its `rdma_next` read where the list is read
-D.rpcrdma2_read_list = function(c, tree, off, label)
+-- struct rpcrdma2_read_list (common.x:89)
+L.rpcrdma2_read_list = function(c, tree, off, label)
   local t, start = open(c, tree, off, label .. " (rpcrdma2_read_list)")
   off = D.rpcrdma2_read_segment(c, t, off, "rdma_entry")
   close(t, start, off)
   return off
+end
+
+-- a value of rpcrdma2_read_list: its entry, then the list its `rdma_next` continues
+D.rpcrdma2_read_list = function(c, tree, off, label)
+  return list(c, tree, off, label, L.rpcrdma2_read_list, F["rpcrdma2_read_list.rdma_next"], true)
 end
 
 -- struct rpcrdma2_write_chunk (common.x:94)
@@ -700,12 +742,17 @@ D.rpcrdma2_write_chunk = function(c, tree, off, label)
   return (write_chunk(c, tree, off, label, "write_chunk", nil, "Write chunk"))
 end
 
--- struct rpcrdma2_write_list (common.x:98): a linked-list element, its `rdma_next` read where the list is read
-D.rpcrdma2_write_list = function(c, tree, off, label)
+-- struct rpcrdma2_write_list (common.x:98)
+L.rpcrdma2_write_list = function(c, tree, off, label)
   local t, start = open(c, tree, off, label .. " (rpcrdma2_write_list)")
   off = D.rpcrdma2_write_chunk(c, t, off, "rdma_entry")
   close(t, start, off)
   return off
+end
+
+-- a value of rpcrdma2_write_list: its entry, then the list its `rdma_next` continues
+D.rpcrdma2_write_list = function(c, tree, off, label)
+  return list(c, tree, off, label, L.rpcrdma2_write_list, F["rpcrdma2_write_list.rdma_next"], true)
 end
 
 -- struct rpcrdma2_chunk_lists (common.x:103)

@@ -185,7 +185,7 @@ fn every_shape_gets_its_reader() {
         r#"var_bytes(c, t, F["rpcrdma2_shapes.v.len"], F["rpcrdma2_shapes.v"], off, nil, "v")"#,
         r#"room(c, off, 2, 4, "a")"#,
         r#"count(c, a1, F["rpcrdma2_shapes.l.count"], off, 4, 4, "l")"#,
-        r#"bool(c, a1, F["rpcrdma2_shapes.list.follows"], off, "list")"#,
+        r#"list(c, t, off, "list", L.rpcrdma2_node, F["rpcrdma2_shapes.list.follows"], false)"#,
         r#"D.rpcrdma2_u(c, t, off, "u")"#,
         r#"enum(c, t, F["rpcrdma2_shapes.e"], off, "e", VS.rpcrdma2_e)"#,
         r#"float32(c, t, F["rpcrdma2_shapes.x"], off, "x")"#,
@@ -197,4 +197,22 @@ fn every_shape_gets_its_reader() {
         assert!(body.contains(call), "missing `{call}` in\n{body}");
     }
     assert!(lua.contains("if d == 1 then -- TRUE"));
+    // A value of a linked-list element is the entry and the list its `next` continues.
+    assert!(lua.contains(
+        r#"return list(c, tree, off, label, L.rpcrdma2_node, F["rpcrdma2_node.next"], true)"#
+    ));
+}
+
+#[test]
+fn a_recursive_header_body_is_a_header_type() {
+    let lua = v2_with(
+        "const RDMA2_TRACE = 7;
+         struct rpcrdma2_trace { uint32 hop; rpcrdma2_trace *left; rpcrdma2_trace *right; };
+",
+    )
+    .unwrap();
+    assert!(lua.contains(
+        r#"[7] = { name = "RDMA2_TRACE", type = "rpcrdma2_trace", body = D.rpcrdma2_trace },"#
+    ));
+    assert!(lua.contains(r#"enter(c, "rpcrdma2_trace")"#));
 }

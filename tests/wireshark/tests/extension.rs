@@ -58,6 +58,32 @@ fn ping(xid: u32, kind: u32, flags: u32) -> Bytes {
     b.freeze()
 }
 
+const RDMA2_TRACE: u32 = 7;
+
+/// An RDMA2_TRACE whose tree is `depth` nodes down the left, each node's hop its depth, and
+/// one right child at the root.
+fn trace(xid: u32, depth: u32) -> Bytes {
+    let mut b = BytesMut::new();
+    prefix(&mut b, xid, RDMA2_TRACE, 0);
+    fn node(b: &mut BytesMut, hop: u32, depth: u32, right: bool) {
+        b.put_u32(hop);
+        if hop < depth {
+            b.put_u32(1);
+            node(b, hop + 1, depth, false);
+        } else {
+            b.put_u32(0);
+        }
+        if right {
+            b.put_u32(1);
+            node(b, 100, 100, false);
+        } else {
+            b.put_u32(0);
+        }
+    }
+    node(&mut b, 1, depth, true);
+    b.freeze()
+}
+
 fn payloads() -> Vec<(bool, Bytes)> {
     let mut connprop = BytesMut::new();
     prefix(&mut connprop, 0x301, 5, 0);
@@ -73,6 +99,9 @@ fn payloads() -> Vec<(bool, Bytes)> {
         (false, error.freeze()),
         // 9 is not a value of enum rpcrdma2_ping_kind: a warning, not malformed.
         (true, ping(0x304, 9, 0)),
+        (true, trace(0x305, 3)),
+        // Nested deeper than the dissector follows: malformed, not a stack overflow.
+        (true, trace(0x306, 40)),
     ]
 }
 
@@ -98,9 +127,18 @@ async fn an_extension_is_dissected_from_its_xdr_alone() {
         "rpcrdma.rpcrdma2_ping_time.rdma_timed",
         "rpcrdma.rpcrdma2_ping_time.rdma_sent_ns",
         "rpcrdma.rpcrdma2_ping.rdma_ttl",
+        "rpcrdma.rpcrdma2_trace.rdma_hop",
+        "rpcrdma.expert.malformed",
     ];
     let frames = with.fields("rpcrdma.xid", &fields);
-    assert_eq!(frames.len(), 4);
+    assert_eq!(frames.len(), 6);
+    // Depth first: the root, its left subtree, then its right child.
+    assert_eq!(
+        frames[4].numbers("rpcrdma.rpcrdma2_trace.rdma_hop"),
+        [1, 2, 3, 100]
+    );
+    assert!(!frames[4].has("rpcrdma.expert.malformed"));
+    assert!(frames[5].has("rpcrdma.expert.malformed"));
     let (prop, ping, err, odd) = (&frames[0], &frames[1], &frames[2], &frames[3]);
     assert_eq!(prop.one("rpcrdma.rpcrdma2_prop_maxseg"), 16);
     assert_eq!(
@@ -140,7 +178,12 @@ async fn an_extension_is_dissected_from_its_xdr_alone() {
         assert!(tree.contains(text), "`{text}` not shown");
     }
     let ex = with.experts();
-    assert!(ex.errors.is_empty(), "{}", ex.report);
+    assert_eq!(ex.errors.len(), 1, "{}", ex.report);
+    assert!(
+        ex.errors[0].contains("rpcrdma2_trace: nested more than 24 deep"),
+        "{}",
+        ex.report
+    );
     assert_eq!(ex.warnings.len(), 1, "{}", ex.report);
     assert!(
         ex.warnings[0].contains("rdma_kind: 9 is not a value of its enum"),
@@ -162,11 +205,11 @@ async fn an_extension_is_dissected_from_its_xdr_alone() {
         .iter()
         .map(|f| f.one("rpcrdma.xid"))
         .collect();
-    assert_eq!(xids, [0x301, 0x302, 0x304]);
+    assert_eq!(xids, [0x301, 0x302, 0x304, 0x305, 0x306]);
     let ex = without.experts();
     assert!(ex.errors.is_empty(), "{}", ex.report);
     assert!(ex.warnings.is_empty(), "{}", ex.report);
-    for note in ["unknown property 3", "header type 6"] {
+    for note in ["unknown property 3", "header type 6", "header type 7"] {
         assert!(
             ex.notes.iter().any(|n| n.contains(note)),
             "{note}: {}",

@@ -100,11 +100,11 @@ pub fn generate(parts: &[&Compilation]) -> Result<String, Error> {
     w.line("");
     w.comment(
         "Tables filled below: value names (VS), fields (F), expert infos (E); a function per\n\
-         XDR type (D: read a value; A: a union's arm for a discriminant already read; H: a\n\
-         header body up to its RPC message); the versions' headers (V1, V2); the transport\n\
-         properties (PROPS).",
+         XDR type (D: read a value; A: a union's arm for a discriminant already read; L: one\n\
+         entry of a linked list; H: a header body up to its RPC message); the versions'\n\
+         headers (V1, V2); the transport properties (PROPS).",
     );
-    w.line("local VS, F, E, D, A, H = {}, {}, {}, {}, {}, {}");
+    w.line("local VS, F, E, D, A, L, H = {}, {}, {}, {}, {}, {}, {}");
     w.line("local V1, V2, PROPS = nil, nil, {}");
     w.line("");
     e.values.emit(&mut w);

@@ -177,8 +177,21 @@ impl<'a> Types<'a> {
         }
     }
 
-    /// The names of the types some other type uses.
+    /// The names of the types some other type uses (a type using itself, a recursive one,
+    /// does not count).
     pub(crate) fn used_by_others(&self) -> HashSet<&'a str> {
+        let mut out = HashSet::new();
+        for item in &self.items {
+            let mut uses = HashSet::new();
+            Self::uses(item, &mut uses);
+            uses.remove(item.xdr_name.as_str());
+            out.extend(uses);
+        }
+        out
+    }
+
+    /// The type names `item` refers to.
+    fn uses(item: &'a Item, out: &mut HashSet<&'a str>) {
         fn walk<'b>(repr: &'b Repr, out: &mut HashSet<&'b str>) {
             match repr {
                 Repr::Named(n) | Repr::List(n) | Repr::NonEmptyList(n) => {
@@ -191,34 +204,30 @@ impl<'a> Types<'a> {
                 _ => {}
             }
         }
-        let mut out = HashSet::new();
-        for item in &self.items {
-            match &item.kind {
-                ItemKind::Struct { fields, .. } => {
-                    for f in fields {
-                        walk(&f.repr, &mut out);
-                    }
+        match &item.kind {
+            ItemKind::Struct { fields, .. } => {
+                for f in fields {
+                    walk(&f.repr, out);
                 }
-                ItemKind::Union(u) => {
-                    if let crate::ir::Disc::Enum(e) = &u.disc {
-                        out.insert(e);
-                    }
-                    for arm in u.arms.iter().chain(&u.default) {
-                        match &arm.payload {
-                            Payload::Void => {}
-                            Payload::One(f) => walk(&f.repr, &mut out),
-                            Payload::Many(fs) => {
-                                for f in fs {
-                                    walk(&f.repr, &mut out);
-                                }
+            }
+            ItemKind::Union(u) => {
+                if let crate::ir::Disc::Enum(e) = &u.disc {
+                    out.insert(e);
+                }
+                for arm in u.arms.iter().chain(&u.default) {
+                    match &arm.payload {
+                        Payload::Void => {}
+                        Payload::One(f) => walk(&f.repr, out),
+                        Payload::Many(fs) => {
+                            for f in fs {
+                                walk(&f.repr, out);
                             }
                         }
                     }
                 }
-                ItemKind::Typedef { repr, .. } => walk(repr, &mut out),
-                _ => {}
             }
+            ItemKind::Typedef { repr, .. } => walk(repr, out),
+            _ => {}
         }
-        out
     }
 }

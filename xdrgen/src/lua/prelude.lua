@@ -40,6 +40,12 @@ local function note(item, ex, text)
   if item then item:add_proto_expert_info(ex, text) end
 end
 
+-- "1 segment", "2 segments" (`words` when not `word` .. "s").
+local function plural(n, word, words)
+  if n == 1 then return string.format("%d %s", n, word) end
+  return string.format("%d %s", n, words or (word .. "s"))
+end
+
 -- A subtree starting at `off`; close() gives it its length.
 local function open(c, tree, off, label)
   if tree then return tree:add(c.tvb(off, 0), label), off end
@@ -166,6 +172,28 @@ local function count(c, tree, f, off, max, min, what)
   return off, n
 end
 
+-- A linked list (RFC 4506 section 4.19: each entry is preceded by an XDR bool, 1 while
+-- entries follow, 0 at the end). `first`: the list starts with an entry (a value of the
+-- element type itself, whose `next` pointer is the list). Every entry takes at least its
+-- 4-byte word, so the loop ends with the frame.
+local function list(c, tree, off, label, entry, follows, first)
+  local a, s = open(c, tree, off, label)
+  local n = 0
+  if first then
+    n = 1
+    off = entry(c, a, off, label .. "[1]")
+  end
+  while true do
+    local more
+    off, more = bool(c, a, follows, off, label)
+    if not more then break end
+    n = n + 1
+    off = entry(c, a, off, label .. "[" .. n .. "]")
+  end
+  close(a, s, off, ": " .. plural(n, "entry", "entries"))
+  return off
+end
+
 ---------------------------------------------------------------------------
 -- Chunks (RFC 8166 sections 3.4 and 4.1; draft-cel-nfsv4-rpcrdma-version-two section 3.3)
 --
@@ -189,11 +217,6 @@ local function show_segment(c, tree, at, label, pos_at)
   s:add(F.offset, c.tvb(at + 8, 8))
   s:set_text(string.format("%s: handle 0x%08x, length %d, offset %s", label,
     c.tvb(at, 4):uint(), c.tvb(at + 4, 4):uint(), hex64(c.tvb(at + 8, 8):uint64())))
-end
-
-local function plural(n, word)
-  if n == 1 then return string.format("%d %s", n, word) end
-  return string.format("%d %ss", n, word)
 end
 
 -- A Read list: the linked list of read segments (position, handle, length, offset: 20

@@ -129,15 +129,11 @@ impl<'a, 'b> Emitter<'a, 'b> {
         match &item.kind {
             ItemKind::Enum { members, .. } => self.enumeration(item, members),
             ItemKind::Struct { fields, list_next } => {
-                let list = match list_next {
-                    Some(next) => {
-                        format!(": a linked-list element, its `{next}` read where the list is read")
-                    }
-                    None => String::new(),
-                };
-                self.w
-                    .comment(&format!("struct {name} ({}){list}", item.origin));
-                self.structure(item, fields, "D", fields.len());
+                self.w.comment(&format!("struct {name} ({})", item.origin));
+                match list_next {
+                    None => self.structure(item, fields, "D", fields.len()),
+                    Some(next) => self.list_element(item, fields, next),
+                }
                 if let Some(keep) = self.proto.rpc_body(name) {
                     self.w.comment(&format!(
                         "{name} as a header body: the members before the RPC message, which \
@@ -177,6 +173,33 @@ impl<'a, 'b> Emitter<'a, 'b> {
             }
             ItemKind::Const { .. } | ItemKind::StrConst { .. } => {}
         }
+    }
+
+    /// A linked-list element `L` (its last member `L *next`): `L.name` reads one entry (the
+    /// members before `next`), `D.name` a value of `L`, which is the entry and the list its
+    /// `next` continues (RFC 4506 section 4.19).
+    fn list_element(&mut self, item: &Item, fields: &'a [Field], next: &str) {
+        let name = item.xdr_name.as_str();
+        self.structure(item, fields, "L", fields.len());
+        let ff = self.fields.get(
+            &format!("{name}.{next}"),
+            &format!("{next} follows"),
+            Kind::U32,
+            Some("VS.bool".into()),
+        );
+        self.w.comment(&format!(
+            "a value of {name}: its entry, then the list its `{next}` continues"
+        ));
+        self.w.open(format!(
+            "{} = function(c, tree, off, label)",
+            index("D", name)
+        ));
+        self.w.line(format!(
+            "return list(c, tree, off, label, {}, {ff}, true)",
+            index("L", name)
+        ));
+        self.w.close("end");
+        self.w.line("");
     }
 
     fn enumeration(&mut self, item: &Item, members: &[EnumMember]) {
@@ -579,43 +602,18 @@ impl<'a, 'b> Emitter<'a, 'b> {
                     .line(format!("off = write_list(c, {tree}, off, {})", s.node));
             }
             Repr::List(l) | Repr::NonEmptyList(l) => {
-                let i = self.loops + 1;
-                self.loops += 1;
                 let ff = self.fields.get(
                     &format!("{}.follows", s.key),
                     &format!("{} follows", s.label),
                     Kind::U32,
                     Some("VS.bool".into()),
                 );
-                let d = index("D", l);
-                self.w.open("do");
+                let first = matches!(shape, Repr::NonEmptyList(_));
                 self.w.line(format!(
-                    "local a{i}, s{i} = open(c, {tree}, off, {})",
-                    s.node
+                    "off = list(c, {tree}, off, {}, {}, {ff}, {first})",
+                    s.node,
+                    index("L", l)
                 ));
-                self.w.line(format!("local n{i} = 0"));
-                if matches!(shape, Repr::NonEmptyList(_)) {
-                    self.w.line(format!("n{i} = 1"));
-                    self.w
-                        .line(format!("off = {d}(c, a{i}, off, {} .. \"[1]\")", s.node));
-                }
-                // Each entry takes at least its 4-byte `follows` word: the loop ends with the frame.
-                self.w.open("while true do");
-                self.w.line("local more");
-                self.w
-                    .line(format!("off, more = bool(c, a{i}, {ff}, off, {what})"));
-                self.w.line("if not more then break end");
-                self.w.line(format!("n{i} = n{i} + 1"));
-                self.w.line(format!(
-                    "off = {d}(c, a{i}, off, {} .. \"[\" .. n{i} .. \"]\")",
-                    s.node
-                ));
-                self.w.close("end");
-                self.w.line(format!(
-                    "close(a{i}, s{i}, off, \": \" .. n{i} .. \" entries\")"
-                ));
-                self.w.close("end");
-                self.loops -= 1;
             }
             // resolve() looked through these.
             Repr::Prim(_) | Repr::Named(_) | Repr::Boxed(_) => self.site(shape, s, tree),
