@@ -13,7 +13,8 @@
 //!
 //! Phases: [`parse`] (preprocess, lex, parse into [`ast`]), [`check`] (names, constants,
 //! types, recursion, linked lists, into the [`ir::Model`]), [`rust`] (tokens, formatted by
-//! prettyplease). Every problem is a [`diag::Diagnostic`] rendered rustc-style.
+//! prettyplease). Every problem is a [`diag::Diagnostic`] rendered rustc-style. The same
+//! model also makes a Wireshark dissector for RPC-over-RDMA ([`lua`], `xdrgen dissector`).
 //!
 //! # Rust shapes
 //!

@@ -13,7 +13,7 @@
 //! Each part is one namespace (the files compiled together); versions 1 and 2 are separate
 //! parts because both define `uint32`. A name several parts define must mean the same.
 //!
-//! What it writes (Lua 5.2, for Wireshark 3.x and 4.x):
+//! What it writes (Lua 5.2, the Lua of Wireshark 3 and 4; tested with Wireshark 4.0):
 //!
 //! * for every XDR type, a function that reads a value, shows it with fields named
 //!   `rpcrdma.<type>.<member>`, and checks every length, count, bound and XDR bool before
@@ -134,8 +134,8 @@ pub fn generate(parts: &[&Compilation]) -> Result<String, Error> {
 /// What the file is and how to load it.
 const HEADER: &str = "\
 --
--- A Wireshark dissector for RPC-over-RDMA (Lua; Wireshark 3.x and 4.x), made from the XDR
--- of the protocol's versions and extensions. Load it with
+-- A Wireshark dissector for RPC-over-RDMA (Lua 5.2; tested with Wireshark 4.0), made from
+-- the XDR of the protocol's versions and extensions. Load it with
 --     tshark -X lua_script:rpcrdma.lua -r capture.pcapng
 -- or copy it into Wireshark's personal Lua plugins folder (Help > About > Folders).
 -- It is a heuristic dissector on iWARP (DDP/RDMAP) and InfiniBand (RoCE) Sends. Wireshark's
