@@ -6,192 +6,21 @@
 //! Skips, loudly, when `tshark` is not installed (scripts/setup installs it); fails instead
 //! under `CI=true` (`test_judge`).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rpcrdma::rdma::soft::wire::mpa::{FpduReader, Framing, STARTUP_HEADER_LEN};
-use rpcrdma::rdma::soft::{Direction, MpaConfig, RnicKind, SoftConfig, SoftProvider, WireTap};
+use rpcrdma::rdma::soft::wire::mpa::Framing;
+use rpcrdma::rdma::soft::{MpaConfig, PcapTap, RnicKind, SoftConfig, SoftProvider};
 use rpcrdma::rdma::{
     Access, ConnectParams, Connection, Listener, Provider, RecvWr, RemoteAddr, SendWr, Sge,
 };
 
-/// Collects both directions of one connection's stream.
-#[derive(Default)]
-struct Capture {
-    inner: Mutex<CaptureInner>,
-}
-
-#[derive(Default)]
-struct CaptureInner {
-    addrs: Option<(SocketAddr, SocketAddr)>,
-    sent: Vec<u8>,
-    received: Vec<u8>,
-}
-
-impl WireTap for Capture {
-    fn record(&self, local: SocketAddr, peer: SocketAddr, direction: Direction, bytes: &[u8]) {
-        let mut c = self.inner.lock().unwrap();
-        c.addrs.get_or_insert((local, peer));
-        match direction {
-            Direction::Sent => c.sent.extend_from_slice(bytes),
-            Direction::Received => c.received.extend_from_slice(bytes),
-        }
-    }
-}
-
-/// Splits a direction's stream into its startup frame and FPDUs.
-fn segments(stream: &[u8], framing: Framing) -> Vec<&[u8]> {
-    let pd = u16::from_be_bytes([stream[18], stream[19]]) as usize;
-    let first = STARTUP_HEADER_LEN + pd;
-    let mut out = vec![&stream[..first]];
-    let mut reader = FpduReader::new(framing, 65535);
-    let mut at = first;
-    while at < stream.len() {
-        let f = reader
-            .next(&stream[at..])
-            .expect("our own stream parses")
-            .expect("complete FPDU");
-        out.push(&stream[at..at + f.consumed]);
-        at += f.consumed;
-    }
-    out
-}
-
-/// A minimal classic-pcap writer for raw IPv4 packets (LINKTYPE_RAW).
-struct Pcap {
-    buf: Vec<u8>,
-    t: u32,
-}
-
-fn checksum(data: &[u8], mut sum: u32) -> u16 {
-    for pair in data.chunks(2) {
-        let word = if pair.len() == 2 {
-            u16::from_be_bytes([pair[0], pair[1]])
-        } else {
-            u16::from_be_bytes([pair[0], 0])
-        };
-        sum += word as u32;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-impl Pcap {
-    fn new() -> Pcap {
-        let mut buf = Vec::new();
-        buf.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        buf.extend_from_slice(&2u16.to_le_bytes());
-        buf.extend_from_slice(&4u16.to_le_bytes());
-        buf.extend_from_slice(&0i32.to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        buf.extend_from_slice(&65535u32.to_le_bytes());
-        buf.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
-        Pcap { buf, t: 0 }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn tcp(
-        &mut self,
-        src: SocketAddr,
-        dst: SocketAddr,
-        seq: u32,
-        ack: u32,
-        flags: u8,
-        payload: &[u8],
-    ) {
-        let (SocketAddr::V4(s), SocketAddr::V4(d)) = (src, dst) else {
-            panic!("IPv4 only")
-        };
-        let total = 40 + payload.len();
-        assert!(total <= 65535, "segment too large for IPv4");
-        let mut tcp = Vec::with_capacity(20 + payload.len());
-        tcp.extend_from_slice(&s.port().to_be_bytes());
-        tcp.extend_from_slice(&d.port().to_be_bytes());
-        tcp.extend_from_slice(&seq.to_be_bytes());
-        tcp.extend_from_slice(&ack.to_be_bytes());
-        tcp.push(5 << 4);
-        tcp.push(flags);
-        tcp.extend_from_slice(&65535u16.to_be_bytes());
-        tcp.extend_from_slice(&[0, 0, 0, 0]);
-        tcp.extend_from_slice(payload);
-        let mut pseudo = Vec::new();
-        pseudo.extend_from_slice(&s.ip().octets());
-        pseudo.extend_from_slice(&d.ip().octets());
-        pseudo.extend_from_slice(&[0, 6]);
-        pseudo.extend_from_slice(&(tcp.len() as u16).to_be_bytes());
-        let mut sum = 0u32;
-        for pair in pseudo.chunks(2) {
-            sum += u16::from_be_bytes([pair[0], pair[1]]) as u32;
-        }
-        let c = checksum(&tcp, sum);
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-        let mut ip = vec![0x45, 0];
-        ip.extend_from_slice(&(total as u16).to_be_bytes());
-        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-        ip.extend_from_slice(&s.ip().octets());
-        ip.extend_from_slice(&d.ip().octets());
-        let c = checksum(&ip, 0);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        ip.extend_from_slice(&tcp);
-        self.t += 1;
-        self.buf
-            .extend_from_slice(&(1_700_000_000u32).to_le_bytes());
-        self.buf.extend_from_slice(&self.t.to_le_bytes());
-        self.buf.extend_from_slice(&(ip.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&(ip.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&ip);
-    }
-}
-
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const PSH: u8 = 0x08;
-const FIN: u8 = 0x01;
-
-/// Writes the connection as a TCP conversation: handshake, the client's startup frame, the
-/// server's, then the FPDUs of each direction (client first), then FINs.
-fn write_pcap(path: &Path, cap: &CaptureInner, tx: Framing, rx: Framing) {
-    let (client, server) = cap.addrs.expect("traffic was recorded");
-    let out = segments(&cap.sent, tx);
-    let inn = segments(&cap.received, rx);
-    let mut p = Pcap::new();
-    let (mut cseq, mut sseq) = (1000u32, 5000u32);
-    p.tcp(client, server, cseq, 0, SYN, &[]);
-    p.tcp(server, client, sseq, cseq + 1, SYN | ACK, &[]);
-    cseq += 1;
-    sseq += 1;
-    p.tcp(client, server, cseq, sseq, ACK, &[]);
-    let send = |p: &mut Pcap, from_client: bool, seg: &[u8], cseq: &mut u32, sseq: &mut u32| {
-        if from_client {
-            p.tcp(client, server, *cseq, *sseq, PSH | ACK, seg);
-            *cseq = cseq.wrapping_add(seg.len() as u32);
-        } else {
-            p.tcp(server, client, *sseq, *cseq, PSH | ACK, seg);
-            *sseq = sseq.wrapping_add(seg.len() as u32);
-        }
-    };
-    send(&mut p, true, out[0], &mut cseq, &mut sseq);
-    send(&mut p, false, inn[0], &mut cseq, &mut sseq);
-    for seg in &out[1..] {
-        send(&mut p, true, seg, &mut cseq, &mut sseq);
-    }
-    for seg in &inn[1..] {
-        send(&mut p, false, seg, &mut cseq, &mut sseq);
-    }
-    p.tcp(client, server, cseq, sseq, FIN | ACK, &[]);
-    p.tcp(server, client, sseq, cseq + 1, FIN | ACK, &[]);
-    p.tcp(client, server, cseq + 1, sseq + 1, ACK, &[]);
-    std::fs::write(path, &p.buf).unwrap();
-}
-
 /// Runs Sends (several sizes, segmented above the MULPDU), a Send with Solicited Event and
-/// with Invalidate, RDMA Writes and RDMA Reads; returns the client's capture and framings.
-async fn traffic(client_mpa: MpaConfig, server_mpa: MpaConfig) -> (CaptureInner, Framing, Framing) {
-    let capture = Arc::new(Capture::default());
+/// with Invalidate, RDMA Writes and RDMA Reads; returns the client's capture (a pcap file,
+/// `rpcrdma::rdma::soft::pcap`) and framings.
+async fn traffic(client_mpa: MpaConfig, server_mpa: MpaConfig) -> (Vec<u8>, Framing, Framing) {
+    let capture = Arc::new(PcapTap::new());
     // Local completions: without confirmation probes, whose number depends on timing, the
     // streams are the same in every run. That matters with markers: Wireshark 4.0's MPA
     // dissector counts a marker at the very end of a segment (`number_of_markers` in
@@ -284,8 +113,7 @@ async fn traffic(client_mpa: MpaConfig, server_mpa: MpaConfig) -> (CaptureInner,
     }
     c.disconnect().await.unwrap();
     drop(s);
-    let inner = std::mem::take(&mut *capture.inner.lock().unwrap());
-    (inner, tx, rx)
+    (capture.pcap(), tx, rx)
 }
 
 fn tshark(args: &[&str]) -> String {
@@ -448,7 +276,7 @@ async fn run_case(name: &str, client: MpaConfig, server: MpaConfig, allowed: &[&
     let dir = std::env::temp_dir().join(format!("rpcrdma-tshark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.pcap"));
-    write_pcap(&path, &cap, tx, rx);
+    std::fs::write(&path, cap).unwrap();
     assert_eq!(tx.crc, rx.crc, "CRC use is negotiated for both directions");
     check(&path, tx.markers || rx.markers, tx.crc, allowed);
     eprintln!("tshark check passed: {}", path.display());

@@ -13,7 +13,8 @@
 //!
 //! Phases: [`parse`] (preprocess, lex, parse into [`ast`]), [`check`] (names, constants,
 //! types, recursion, linked lists, into the [`ir::Model`]), [`rust`] (tokens, formatted by
-//! prettyplease). Every problem is a [`diag::Diagnostic`] rendered rustc-style.
+//! prettyplease). Every problem is a [`diag::Diagnostic`] rendered rustc-style. The same
+//! model also makes a Wireshark dissector for RPC-over-RDMA ([`lua`], `xdrgen dissector`).
 //!
 //! # Rust shapes
 //!
@@ -53,6 +54,7 @@ pub mod defines;
 pub mod diag;
 pub mod extract;
 pub mod ir;
+pub mod lua;
 pub mod parse;
 pub mod rust;
 mod siblings;
@@ -82,6 +84,9 @@ pub enum Error {
     },
     /// No output directory: neither `out_dir` nor the `OUT_DIR` environment variable is set.
     NoOutDir,
+    /// The input cannot make a Wireshark dissector ([`lua`]): no RPC-over-RDMA header, or a
+    /// name defined differently by two parts.
+    Dissector(String),
 }
 
 impl fmt::Display for Error {
@@ -92,6 +97,7 @@ impl fmt::Display for Error {
             Error::NoOutDir => f.write_str(
                 "no output directory: call Config::out_dir or run from a build script (OUT_DIR)",
             ),
+            Error::Dissector(why) => write!(f, "error: {why}"),
         }
     }
 }
@@ -154,6 +160,13 @@ impl Compilation {
                 services: self.services,
             },
         ))
+    }
+}
+
+impl Compilation {
+    /// A Wireshark Lua dissector for this namespace alone ([`lua::generate`] for several).
+    pub fn generate_lua(&self) -> Result<String, Error> {
+        lua::generate(&[self])
     }
 }
 
@@ -355,6 +368,28 @@ impl Config {
             None => default_output_name(inputs.last().map(|p| p.as_ref())),
         };
         write_if_changed(&dir.join(name), &code)
+    }
+
+    /// A Wireshark Lua dissector ([`lua`]) from `parts`, each a list of files compiled
+    /// together: version 1 and version 2 (with its extensions) are separate parts, since
+    /// both define `uint32`.
+    ///
+    /// ```no_run
+    /// let lua = xdrgen::Config::new()
+    ///     .dissector(&[
+    ///         &["specs/rpcrdma-v1.x"][..],
+    ///         &["specs/common.x", "specs/baseops.x"][..],
+    ///     ])
+    ///     .unwrap();
+    /// std::fs::write("rpcrdma.lua", lua).unwrap();
+    /// ```
+    pub fn dissector<P: AsRef<Path>>(&self, parts: &[&[P]]) -> Result<String, Error> {
+        let comps = parts
+            .iter()
+            .map(|files| self.check_files(files))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Compilation> = comps.iter().collect();
+        lua::generate(&refs)
     }
 
     /// Reads, parses and checks `inputs` (following `#include "..."`).

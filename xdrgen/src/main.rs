@@ -5,6 +5,8 @@
 //!                                                  generate Rust (one namespace, one output)
 //! xdrgen check FILE.x... [--lenient] [-D NAME=VALUE]...   only report diagnostics
 //! xdrgen extract DRAFT.txt [-o DIR] [--section N.N]... [--no-split]
+//! xdrgen dissector FILE.x... [--v1 FILE.x]... [-o OUT.lua] [--lenient] [-D NAME=VALUE]...
+//!                                                  a Wireshark Lua dissector for RPC-over-RDMA
 //! ```
 //! Exit codes: 0 success, 1 the input has errors, 2 usage or I/O error.
 
@@ -31,6 +33,31 @@ enum Command {
     Check(CheckArgs),
     /// Extract the XDR of an Internet-Draft's plain text into `.x` files.
     Extract(ExtractArgs),
+    /// Write a Wireshark Lua dissector for RPC-over-RDMA from the XDR of its versions and
+    /// extensions (e.g. `xdrgen dissector specs/common.x specs/baseops.x ext.x --v1
+    /// specs/rpcrdma-v1.x -o rpcrdma.lua`).
+    Dissector(DissectorArgs),
+}
+
+#[derive(Args, Debug)]
+struct DissectorArgs {
+    /// Input `.x` files; they form one namespace, in order (version 2: `common.x`,
+    /// `baseops.x`, then extensions; or version 1 alone).
+    #[arg(required = true, value_name = "FILE.x")]
+    files: Vec<PathBuf>,
+    /// Files compiled as a namespace of their own, for version 1 beside version 2 (both
+    /// define `uint32`); repeatable, the files given together.
+    #[arg(long = "v1", value_name = "FILE.x")]
+    v1: Vec<PathBuf>,
+    /// Output file (standard output if absent).
+    #[arg(short, long, value_name = "OUT.lua")]
+    output: Option<PathBuf>,
+    /// Accept the known quirks of the RPC-over-RDMA drafts' XDR, with warnings.
+    #[arg(long)]
+    lenient: bool,
+    /// Give constant NAME the value VALUE (as for generating Rust); repeatable.
+    #[arg(short = 'D', long = "define", value_name = "NAME=VALUE")]
+    defines: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -152,9 +179,51 @@ fn run(common: &CommonArgs, output: Option<&PathBuf>, generate: bool) -> ExitCod
             return ExitCode::from(1);
         }
     };
-    match output {
+    write_output(output, &code)
+}
+
+fn dissector(a: &DissectorArgs) -> ExitCode {
+    let mut cfg = xdrgen::Config::new();
+    cfg.lenient(a.lenient);
+    for arg in &a.defines {
+        let (name, value) = xdrgen::defines::split_define(arg);
+        cfg.define(name, value);
+    }
+    let mut parts = Vec::new();
+    for files in [&a.v1, &a.files] {
+        if files.is_empty() {
+            continue;
+        }
+        match cfg.check_files(files) {
+            Ok(comp) => {
+                report(&comp);
+                if comp.has_errors() {
+                    return ExitCode::from(1);
+                }
+                parts.push(comp);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let refs: Vec<&xdrgen::Compilation> = parts.iter().collect();
+    let code = match xdrgen::lua::generate(&refs) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    write_output(a.output.as_ref(), &code)
+}
+
+/// Writes `code` to `path` (only if it changed) or to standard output.
+fn write_output(path: Option<&PathBuf>, code: &str) -> ExitCode {
+    match path {
         Some(path) => {
-            if let Err(e) = xdrgen::write_if_changed(path, &code) {
+            if let Err(e) = xdrgen::write_if_changed(path, code) {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
@@ -237,6 +306,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Check(a)) => run(&a.common, None, false),
         Some(Command::Extract(a)) => extract(a),
+        Some(Command::Dissector(a)) => dissector(a),
         None => match &cli.generate.common {
             Some(common) => run(common, cli.generate.output.as_ref(), true),
             None => {

@@ -512,12 +512,15 @@ fn shutdown_write(wr: &OwnedWriteHalf) -> io::Result<()> {
 /// Writes from `out` until it is empty or the socket is full, straight from registered memory.
 fn write_some(shared: &Shared, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::Result<()> {
     while !out.is_empty() {
-        let res = out.write_with(|slices| {
-            let n = wr.try_write_vectored(slices)?;
-            if let Some(tap) = &shared.tap {
+        let res = out.write_with(|slices| match &shared.tap {
+            Some(tap) => {
+                // The peer's answer cannot be recorded before what it answers.
+                let _order = tap.order();
+                let n = wr.try_write_vectored(slices)?;
                 record_prefix(tap, slices, n);
+                Ok(n)
             }
-            Ok(n)
+            None => wr.try_write_vectored(slices),
         });
         match res {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -529,14 +532,14 @@ fn write_some(shared: &Shared, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::R
     Ok(())
 }
 
-/// Shows the first `n` bytes of `slices` to the tap.
+/// Shows the first `n` bytes of `slices` to the tap (whose order the caller holds).
 fn record_prefix(tap: &ConnTap, slices: &[IoSlice<'_>], mut n: usize) {
     for s in slices {
         if n == 0 {
             break;
         }
         let k = n.min(s.len());
-        tap.record(Direction::Sent, &s[..k]);
+        tap.record_held(Direction::Sent, &s[..k]);
         n -= k;
     }
 }

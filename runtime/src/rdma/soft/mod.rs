@@ -8,16 +8,19 @@
 //!   completions out).
 //! * `driver`: the tokio tasks that move bytes between a TCP stream and the core.
 //! * [`SoftProvider`]: the [`Provider`](crate::rdma::Provider) built from them.
+//! * [`pcap`]: capture files of its traffic (a [`WireTap`] written as pcap) for Wireshark.
 
 pub mod core;
 mod driver;
 pub mod negotiate;
+pub mod pcap;
 mod provider;
 pub mod tags;
 pub mod tap;
 pub mod wire;
 
 pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
+pub use pcap::PcapTap;
 pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};
 pub use tags::live_registrations;
 pub use tap::{Direction, WireTap};

@@ -143,11 +143,11 @@ fn record_frame(tap: Option<&ConnTap>, frame: &StartupFrame) {
 
 fn conn_tap(config: &SoftConfig, stream: &TcpStream) -> Option<ConnTap> {
     let tap = config.tap.clone()?;
-    Some(ConnTap {
+    Some(ConnTap::new(
         tap,
-        local: stream.local_addr().ok()?,
-        peer: stream.peer_addr().ok()?,
-    })
+        stream.local_addr().ok()?,
+        stream.peer_addr().ok()?,
+    ))
 }
 
 fn refusal_error(r: Refusal) -> Error {
