@@ -10,10 +10,12 @@
 //!
 //! - every RPC-over-RDMA message is version 1 and dissects, and nothing our end sent is
 //!   malformed; with `--offer-v2`, but for our client's version 2 offer (seed 003 section 7),
-//!   which Wireshark's dissector does not decode (it knows version 1 only): the offer is the
-//!   client's first Send, an RDMA2_CONNPROP of at most 1024 bytes read from tshark's bytes of
-//!   that frame, and the server's answer, with the offer's XID, is an RDMA_ERROR / ERR_VERS that
-//!   tshark dissects, after which every message is version 1;
+//!   which Wireshark's own dissector does not decode (it knows version 1 only): tshark with
+//!   the dissector xdrgen generates (`dissectors/rpcrdma.lua`, `--dissector`) must show the
+//!   client's first Send as an RDMA2_CONNPROP (at most 1024 bytes) and the server's answer with
+//!   its XID as RDMA_ERROR / ERR_VERS, after which every message is version 1. (The Linux
+//!   kernel's answer copies the offer's `rdma_vers`, 2, into a version 1 body: tshark calls it
+//!   malformed as a version 2 header, and nfs-wire prints what tshark said.)
 //! - with `--ours client`, the chunks are the ones our client meant to offer (RFC 8267 section 4 and seed 002
 //!   section 4.3): a Write chunk on every READ call, a Read chunk for the data of a large WRITE,
 //!   a Reply chunk on READDIRPLUS, and none on the other calls;
@@ -55,6 +57,9 @@ struct Args {
     /// its ERR_VERS before the version 1 session.
     #[arg(long)]
     offer_v2: bool,
+    /// The Lua dissector that reads version 2 (xdrgen's, generated from specs/).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dissectors/rpcrdma.lua"))]
+    dissector: String,
 }
 
 /// A client Send that tshark's RPC-over-RDMA dissector did not take: its frame, and the bytes
@@ -153,7 +158,20 @@ fn main() -> ExitCode {
 
 /// Runs tshark on the capture with a display filter; one row of tab-separated fields per frame.
 fn tshark(capture: &str, filter: &str, fields: &[&str]) -> Result<Vec<Vec<String>>, String> {
+    tshark_with(capture, &[], filter, fields)
+}
+
+/// [`tshark`] with `-X` options (a Lua dissector).
+fn tshark_with(
+    capture: &str,
+    extensions: &[String],
+    filter: &str,
+    fields: &[&str],
+) -> Result<Vec<Vec<String>>, String> {
     let mut cmd = Command::new("tshark");
+    for x in extensions {
+        cmd.args(["-X", x]);
+    }
     cmd.args(["-r", capture, "-Y", filter, "-T", "fields"])
         .args([
             "-E",
@@ -299,21 +317,27 @@ fn transfers(args: &Args) -> Result<Vec<Transfer>, String> {
 /// Whether the transfers to `rkey` by the server cover `[offset, offset + len)` exactly,
 /// without gaps or overlaps. A packet the RC transport sent again (same PSN) counts once.
 fn covered(transfers: &[Transfer], rkey: u32, offset: u64, len: u64) -> bool {
-    let pieces: std::collections::BTreeSet<(u64, u64)> = transfers
+    // One piece per PSN (a packet sent twice has its original's). A retried RDMA Read request
+    // asks again from where the responses stopped arriving (seen on rxe: 131072 bytes at PSN n,
+    // then the last 130048 at PSN n + 1): pieces may overlap, but together they must cover the
+    // segment without a gap and nothing outside it.
+    let mut pieces: Vec<(u64, u64)> = transfers
         .iter()
         .filter(|t| !t.from_client && t.rkey == rkey)
         .map(|t| (t.psn, (t.va, t.len)))
         .collect::<BTreeMap<_, _>>()
         .into_values()
         .collect();
+    pieces.sort_unstable();
+    let end = offset + len;
     let mut at = offset;
-    for (va, len) in pieces {
-        if va != at {
+    for (va, n) in pieces {
+        if va > at || va < offset || va + n > end {
             return false;
         }
-        at += len;
+        at = at.max(va + n);
     }
-    at == offset + len
+    at == end
 }
 
 const NAMES: [&str; 22] = [
@@ -361,31 +385,50 @@ fn judge(args: &Args) -> Result<usize, String> {
     let mut by_xid = by_xid;
     match (args.offer_v2, offer) {
         (true, Some((frame, xid, len))) => {
-            let answer = by_xid.remove(&xid).unwrap_or_default();
-            let err_vers = tshark(
+            // Wireshark's own dissector takes version 1 only: the offer and the answer are
+            // judged by the dissector xdrgen generates from specs/ (dissectors/rpcrdma.lua).
+            by_xid.remove(&xid);
+            let seen = tshark_with(
                 &args.capture,
-                &format!("rpcordma.xid == {xid} && rpcordma.msg_type == 4"),
+                &[format!("lua_script:{}", args.dissector)],
+                &format!("rpcrdma.xid == {xid}"),
                 &[
                     "frame.number",
-                    "rpcordma.errcode",
-                    "rpcordma.vers_low",
-                    "rpcordma.vers_high",
+                    "ip.src",
+                    "rpcrdma.vers",
+                    "rpcrdma.htype",
+                    "rpcrdma.rpcrdma2_error.rdma_err",
+                    "rpcrdma.rpcrdma2_err_vers.rdma_vers_low",
+                    "_ws.expert.message",
                 ],
             )?;
-            match (answer.as_slice(), err_vers.first()) {
-                ([m], Some(r)) if !m.from_client && r.len() >= 4 && num(&r[1]) == 1 => {
+            let offer_row = seen.iter().find(|r| r.len() >= 4 && num(&r[0]) == frame);
+            let answer = seen
+                .iter()
+                .find(|r| r.len() >= 7 && r[1] != args.client && num(&r[3]) == 4);
+            match (offer_row, answer) {
+                (Some(o), Some(a)) if num(&o[2]) == 2 && num(&o[3]) == 5 && num(&a[4]) == 1 => {
                     println!(
-                        "version 2 offer: frame {frame}, xid {xid:#010x}, RDMA2_CONNPROP of {len} bytes; \
-                         the server's answer: frame {}, RDMA_ERROR / ERR_VERS {}..{} (tshark); \
-                         the session then in version 1",
-                        m.frame, r[2], r[3]
+                        "version 2 offer: frame {frame}, xid {xid:#010x}, RDMA2_CONNPROP of {len} \
+                         bytes (tshark with dissectors/rpcrdma.lua); the server's answer: frame {}, \
+                         RDMA_ERROR / ERR_VERS, low version {}, rdma_vers {} in its header{}; the \
+                         session then in version 1",
+                        a[0],
+                        a[5],
+                        a[2],
+                        if a[6].is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (tshark: {})", a[6])
+                        }
                     );
                     if len > 1024 {
                         failures.push(format!("the offer is {len} bytes (at most 1024)"));
                     }
                 }
                 _ => failures.push(format!(
-                    "the version 2 offer (frame {frame}, xid {xid:#010x}) got no ERR_VERS: {answer:?}"
+                    "the version 2 offer (frame {frame}, xid {xid:#010x}) and its ERR_VERS, as \
+                     tshark with dissectors/rpcrdma.lua sees them: {seen:?}"
                 )),
             }
         }

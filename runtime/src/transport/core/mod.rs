@@ -785,6 +785,10 @@ impl<B: Buf> Core<B> {
                 return self.header_error(e, message);
             }
         }
+        if let Some((xid, low, high)) = self.version_1_refusal(message) {
+            let header = Header::v1(xid, 1, Body::Error(RdmaError::Vers { low, high }));
+            return self.error_received(&header, RdmaError::Vers { low, high }, None, mem);
+        }
         let (header, used) = match header::parse(message, &self.config.limits) {
             Ok(h) => h,
             Err(HeaderError::Short) => {
@@ -847,6 +851,31 @@ impl<B: Buf> Core<B> {
                 }
             }
         }
+    }
+
+    /// The answer of a version 1 server to this side's version 2 offer, in the form the Linux
+    /// kernel's svcrdma sends it: version 1's RDMA_ERROR / ERR_VERS body (seven words), but with
+    /// the offer's `rdma_vers` copied into the header (seed 003 section 5.3.3: the responder
+    /// "copies the values of the rdma_xid and rdma_vers fields"), so that it reads as a
+    /// version 2 header one word short. Only the offer's XID and exactly that shape are taken.
+    fn version_1_refusal(&self, message: &[u8]) -> Option<(u32, u32, u32)> {
+        let Negotiation::Offered { xid, .. } = self.negotiation else {
+            return None;
+        };
+        if message.len() != 28 {
+            return None;
+        }
+        let word = |i: usize| {
+            u32::from_be_bytes([
+                message[4 * i],
+                message[4 * i + 1],
+                message[4 * i + 2],
+                message[4 * i + 3],
+            ])
+        };
+        // xid, vers, credit, RDMA_ERROR (4), ERR_VERS (1), low, high.
+        (word(0) == xid && word(1) == VERSION_2 && word(3) == 4 && word(4) == 1)
+            .then(|| (xid, word(5), word(6)))
     }
 
     fn reply(&mut self, header: Header, inline: Bytes, invalidated: Option<u32>) {

@@ -558,3 +558,36 @@ fn reverse_direction_calls_carry_chunks_and_remote_invalidation_in_version_2() {
         && h.version == VERSION_2
         && matches!(h.body, Body::Msg(_))));
 }
+
+#[test]
+fn the_linux_kernels_err_vers_with_the_offers_version_settles_at_once() {
+    // svcrdma answers a version 2 offer with version 1's seven-word ERR_VERS but the offer's
+    // rdma_vers (2) copied into the header (seen in tests/vm/run nfs).
+    let mut c: Core<SimBuf> = Core::new(v2(Role::Client), 7);
+    let mut mem = SimMemory::new(1 << 16, 1 << 20);
+    c.open(Instant::now());
+    let Some(Op::Send { message, .. }) = c.poll_op() else {
+        panic!("the offer")
+    };
+    let xid = &message[0][0..4];
+    let mut answer = xid.to_vec();
+    for w in [2u32, 128, 4, 1, 1, 1] {
+        answer.extend(w.to_be_bytes());
+    }
+    c.handle_recv(&answer, None, &mut mem);
+    assert_eq!(c.version(), VERSION);
+    assert!(!c.negotiating());
+    assert!(matches!(
+        c.poll_event(),
+        Some(Event::Negotiated { version: 1 })
+    ));
+    // Another XID in that shape is not taken as the answer.
+    let mut c: Core<SimBuf> = Core::new(v2(Role::Client), 7);
+    c.open(Instant::now());
+    let mut other = 99u32.to_be_bytes().to_vec();
+    for w in [2u32, 128, 4, 1, 1, 1] {
+        other.extend(w.to_be_bytes());
+    }
+    c.handle_recv(&other, None, &mut mem);
+    assert!(c.negotiating());
+}
