@@ -1,7 +1,8 @@
 //! RPC-over-RDMA version 1 traffic of `rpcrdma::transport` over the software provider on
 //! loopback: calls of the transport conformance suite's program that move inline, by Read
 //! chunks (one and two, at their Positions), by a Write chunk, through a Reply chunk and as
-//! a long call (RDMA_NOMSG with a Position-Zero Read chunk).
+//! a long call (RDMA_NOMSG with a Position-Zero Read chunk). The same calls run in version 2
+//! ([`capture_with`]).
 
 use std::sync::Arc;
 
@@ -32,6 +33,12 @@ fn provider(tap: Option<Arc<PcapTap>>) -> SoftProvider {
 
 /// Runs the calls and returns the client's capture as a pcap file.
 pub async fn capture() -> Vec<u8> {
+    capture_with(RdmaConfig::default()).await
+}
+
+/// [`capture`] with both ends configured by `config` (version 2 with
+/// [`RdmaConfig::version_2`]).
+pub async fn capture_with(config: RdmaConfig) -> Vec<u8> {
     let tap = Arc::new(PcapTap::new());
     let server = provider(None);
     let listener = server
@@ -39,10 +46,10 @@ pub async fn capture() -> Vec<u8> {
         .await
         .expect("listen");
     let addr = listener.local_addr().expect("listener address");
-    let rdma = serve::<SoftProvider>(listener, program::server(), RdmaConfig::default());
+    let rdma = serve::<SoftProvider>(listener, program::server(), config.clone());
     let serving = tokio::spawn(async move { rdma.run().await });
     let client = Arc::new(provider(Some(tap.clone())));
-    let transport = RdmaTransport::connect(client, addr, RdmaConfig::default())
+    let transport = RdmaTransport::connect(client, addr, config)
         .await
         .expect("connect");
     let transport = Arc::new(transport);

@@ -302,3 +302,83 @@ async fn version_2_shows_every_field_it_was_sent_with() {
         assert!(tree.contains(text), "`{text}` not shown");
     }
 }
+
+/// The real version 2 transport (`rpcrdma::transport` with `RdmaConfig::version_2` on both
+/// ends) over the software provider, dissected by tshark with the generated dissector: the
+/// negotiation both ways, then every call and reply in version 2 with the chunks the version 1
+/// run uses, replies flagged as responses, the handle offered for remote invalidation one of
+/// the call's own, nothing malformed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_version_2_transport_as_tshark_sees_it() {
+    if !tshark::present() {
+        return;
+    }
+    let pcap = wireshark_tests::v1::capture_with(
+        rpcrdma::transport::RdmaConfig::default().version_2(true),
+    )
+    .await;
+    let pcap = save("v2-transport.pcap", &pcap);
+    let ours = Tshark::new(&pcap).lua(shipped_dissector());
+    let frames = ours.fields(
+        "rpcrdma.xid",
+        &[
+            "tcp.srcport",
+            "rpcrdma.vers",
+            "rpcrdma.htype",
+            "rpcrdma.flags.response",
+            "rpcrdma.rpcrdma2_chunk_lists.rdma_inv_handle",
+            "rpcrdma.reads",
+            "rpcrdma.writes",
+            "rpcrdma.reply",
+            "rpcrdma.handle",
+            "rpcrdma.rpcrdma2_prop_rbsiz",
+        ],
+    );
+    assert!(frames.len() >= 12, "{} frames", frames.len());
+    assert!(
+        frames.iter().all(|f| f.one("rpcrdma.vers") == 2),
+        "all version 2"
+    );
+    // Seed 003 sections 5.3.4 and 7.1: the client's RDMA2_CONNPROP first, the server's answer
+    // (a response) second, each with a Receive Buffer Size.
+    assert_eq!(frames[0].one("rpcrdma.htype"), 5);
+    assert_eq!(frames[0].one("rpcrdma.flags.response"), 0);
+    assert_eq!(frames[1].one("rpcrdma.htype"), 5);
+    assert_eq!(frames[1].one("rpcrdma.flags.response"), 1);
+    assert!(frames[..2]
+        .iter()
+        .all(|f| f.one("rpcrdma.rpcrdma2_prop_rbsiz") == 4096));
+    // Both ends are 127.0.0.1: the client is the TCP port the first message came from.
+    let client = frames[0].one("tcp.srcport");
+    let (mut reads, mut writes, mut replies) = (0, 0, 0);
+    for f in &frames[2..] {
+        let from_client = f.one("tcp.srcport") == client;
+        assert!(
+            matches!(f.one("rpcrdma.htype"), 0 | 1),
+            "frame {}: RDMA2_MSG or RDMA2_NOMSG",
+            f.number
+        );
+        // The flag tells replies from calls (seed 003 section 3.2).
+        assert_eq!(f.one("rpcrdma.flags.response"), u64::from(!from_client));
+        let inv = f.one("rpcrdma.rpcrdma2_chunk_lists.rdma_inv_handle");
+        if from_client && inv != 0 {
+            assert!(
+                f.numbers("rpcrdma.handle").contains(&inv),
+                "frame {}: rdma_inv_handle {inv:#x} is one of the call's handles",
+                f.number
+            );
+        }
+        if from_client {
+            reads += f.one("rpcrdma.reads");
+            writes += f.one("rpcrdma.writes");
+            replies += f.one("rpcrdma.reply");
+        }
+    }
+    assert!(
+        reads >= 3 && writes >= 1 && replies >= 1,
+        "{reads}/{writes}/{replies}"
+    );
+    let ex = ours.experts();
+    assert!(ex.errors.is_empty(), "{}", ex.report);
+    assert!(!ours.verbose().contains("Malformed"), "a malformed packet");
+}
