@@ -799,13 +799,7 @@ impl<B: Buf> Requester<B> {
                 self.queue.retain(|&q| q != id);
             }
             Phase::Sent => {
-                let mut seen = IdSet::default();
-                for slice in &call.exposed {
-                    if seen.insert(slice.buf.handle()) {
-                        out.revoke(slice.buf.clone());
-                        stats.revocations += 1;
-                    }
-                }
+                revoke_slices(&call.exposed, out, stats);
                 if let Some(call) = self.calls.get_mut(&id) {
                     call.phase = Phase::Abandoned {
                         awaiting_reply: true,
@@ -818,13 +812,7 @@ impl<B: Buf> Requester<B> {
                 if let Some(call) = self.calls.get_mut(&id) {
                     if matches!(call.phase, Phase::Resending { .. }) {
                         // The second attempt's registrations never reached the peer.
-                        let mut seen = IdSet::default();
-                        for slice in &call.exposed {
-                            if seen.insert(slice.buf.handle()) {
-                                out.revoke(slice.buf.clone());
-                                stats.revocations += 1;
-                            }
-                        }
+                        revoke_slices(&call.exposed, out, stats);
                     }
                     call.phase = Phase::Abandoned {
                         awaiting_reply: false,
@@ -898,6 +886,17 @@ impl<B: Buf> Requester<B> {
         self.in_flight = 0;
         // Seed 004 section 4.3.1: a new connection starts again at one credit.
         self.granted = 1;
+    }
+}
+
+/// Revokes each handle of `slices` once.
+fn revoke_slices<B: Buf>(slices: &[Slice<B>], out: &mut Outbox<B>, stats: &mut Stats) {
+    let mut seen = IdSet::default();
+    for slice in slices {
+        if seen.insert(slice.buf.handle()) {
+            out.revoke(slice.buf.clone());
+            stats.revocations += 1;
+        }
     }
 }
 
