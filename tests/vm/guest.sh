@@ -364,7 +364,7 @@ nfs() {
   for i in $(seq 1 400); do : >"$NFS_EXPORT/many/a-file-with-a-rather-long-name-$i"; done
   # The whole session on the wire (port mapper and MOUNT over TCP, then RoCEv2), for tshark on
   # the host (tests/vm/nfs-wire).
-  dumpcap -q -i n0 -i lo -f "udp port 4791" -w /tmp/nfs-client.pcapng >"$R/dumpcap.log" 2>&1 &
+  dumpcap -q -B 256 -i n0 -w /tmp/nfs-client.pcapng >"$R/dumpcap.log" 2>&1 &
   cap=$!
   sleep 3
   # The client offers version 2 first: the kernel's svcrdma answers ERR_VERS and the session
@@ -475,7 +475,7 @@ kernel_client() {
     --mount-port 20051 --export /export --capacity-mib 512 >"$R/nfs3-server.log" 2>&1 &
   local spid=$! i cap
   for i in $(seq 1 30); do grep -q "^listening" "$R/nfs3-server.log" && break; sleep 1; done
-  dumpcap -q -i n0 -i lo -f "udp port 4791" -w /tmp/nfs-kernel.pcapng >>"$R/dumpcap.log" 2>&1 &
+  dumpcap -q -B 256 -i n0 -w /tmp/nfs-kernel.pcapng >>"$R/dumpcap.log" 2>&1 &
   cap=$!
   sleep 3
   echo "TEST the Linux kernel's NFS client (operation, bytes, result):"

@@ -23,7 +23,11 @@
 //!   the Reply chunk cover exactly the length its reply declares, from the chunk's offset,
 //!   without gaps; its RDMA Read requests cover the client's Read chunk.
 //!
-//! A reply that tshark calls malformed is accepted only when its data came by RDMA Write and
+//! - through the dissector xdrgen generates from `specs/` (`dissectors/rpcrdma.lua`, with
+//!   Wireshark's own `rpcordma` turned off), every RPC-over-RDMA frame dissects and none is
+//!   malformed.
+//!
+//! A reply that Wireshark's own dissector calls malformed is accepted only when its data came by RDMA Write and
 //! those Writes fill every segment of the chunk exactly by their own RETH addresses (checked
 //! above): tshark 4.0 does not put back a Write chunk of several segments (the Linux client
 //! offers 8 x 128 KiB for a 1 MiB READ) and places a second RDMA Write into one chunk at the
@@ -60,6 +64,11 @@ struct Args {
     /// The Lua dissector that reads version 2 (xdrgen's, generated from specs/).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dissectors/rpcrdma.lua"))]
     dissector: String,
+}
+
+/// The options that load the generated dissector.
+fn lua(args: &Args) -> Vec<String> {
+    vec!["-X".into(), format!("lua_script:{}", args.dissector)]
 }
 
 /// A client Send that tshark's RPC-over-RDMA dissector did not take: its frame, and the bytes
@@ -161,17 +170,15 @@ fn tshark(capture: &str, filter: &str, fields: &[&str]) -> Result<Vec<Vec<String
     tshark_with(capture, &[], filter, fields)
 }
 
-/// [`tshark`] with `-X` options (a Lua dissector).
+/// [`tshark`] with more options (`-X lua_script:...`, `--disable-protocol ...`).
 fn tshark_with(
     capture: &str,
-    extensions: &[String],
+    options: &[String],
     filter: &str,
     fields: &[&str],
 ) -> Result<Vec<Vec<String>>, String> {
     let mut cmd = Command::new("tshark");
-    for x in extensions {
-        cmd.args(["-X", x]);
-    }
+    cmd.args(options);
     cmd.args(["-r", capture, "-Y", filter, "-T", "fields"])
         .args([
             "-E",
@@ -383,6 +390,8 @@ fn judge(args: &Args) -> Result<usize, String> {
     let sends = undissected_client_sends(args)?;
     let offer = version_2_offer(&sends);
     let mut by_xid = by_xid;
+    // The Linux kernel's answer to the offer: version 2 in a version 1 body (see below).
+    let mut hybrid_answer = None;
     match (args.offer_v2, offer) {
         (true, Some((frame, xid, len))) => {
             // Wireshark's own dissector takes version 1 only: the offer and the answer are
@@ -390,7 +399,7 @@ fn judge(args: &Args) -> Result<usize, String> {
             by_xid.remove(&xid);
             let seen = tshark_with(
                 &args.capture,
-                &[format!("lua_script:{}", args.dissector)],
+                &lua(args),
                 &format!("rpcrdma.xid == {xid}"),
                 &[
                     "frame.number",
@@ -408,6 +417,7 @@ fn judge(args: &Args) -> Result<usize, String> {
                 .find(|r| r.len() >= 7 && r[1] != args.client && num(&r[3]) == 4);
             match (offer_row, answer) {
                 (Some(o), Some(a)) if num(&o[2]) == 2 && num(&o[3]) == 5 && num(&a[4]) == 1 => {
+                    hybrid_answer = Some(num(&a[0]));
                     println!(
                         "version 2 offer: frame {frame}, xid {xid:#010x}, RDMA2_CONNPROP of {len} \
                          bytes (tshark with dissectors/rpcrdma.lua); the server's answer: frame {}, \
@@ -601,6 +611,40 @@ fn judge(args: &Args) -> Result<usize, String> {
              written in several Writes, some packets sent twice by the RC transport); their \
              RDMA Writes, checked above by RETH address and PSN, fill every segment exactly"
         );
+    }
+    // The same capture through the dissector xdrgen generates from specs/, with Wireshark's
+    // own rpcordma off: every RPC-over-RDMA frame dissects and none is malformed (it shows a
+    // message whose data moved by RDMA as data instead of reassembling it).
+    let mut own = lua(args);
+    own.extend(["--disable-protocol".into(), "rpcordma".into()]);
+    let dissected = tshark_with(&args.capture, &own, "rpcrdma", &["frame.number"])?.len();
+    let bad: Vec<u64> = tshark_with(
+        &args.capture,
+        &own,
+        "rpcrdma && _ws.malformed",
+        &["frame.number"],
+    )?
+    .iter()
+    .map(|r| num(&r[0]))
+    .filter(|f| Some(*f) != hybrid_answer)
+    .collect();
+    println!(
+        "tshark with dissectors/rpcrdma.lua (Wireshark's rpcordma off): {dissected} RPC-over-RDMA \
+         frames, {} malformed{}",
+        bad.len(),
+        if hybrid_answer.is_some() {
+            " (besides the kernel's answer to the version 2 offer, above)"
+        } else {
+            ""
+        }
+    );
+    if dissected == 0 {
+        failures.push("the generated dissector took no frame".into());
+    }
+    for f in bad {
+        failures.push(format!(
+            "frame {f} is malformed as the generated dissector sees it"
+        ));
     }
     for f in &failures {
         println!("FAILED: {f}");
