@@ -38,6 +38,32 @@ fn the_shipped_dissector_is_what_xdrgen_generates() {
     );
 }
 
+/// `dissectors/rpcrdma-probe.lua`: the same with the probe extension
+/// (`specs/extensions/probe.x`) compiled in, the way a user ships one for an extension.
+#[test]
+fn the_shipped_extension_dissector_is_what_xdrgen_generates() {
+    let path = root().join("dissectors/rpcrdma-probe.lua");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let now = xdrgen::Config::new()
+        .dissector(&[
+            &[spec("rpcrdma-v1.x")][..],
+            &[
+                spec("common.x"),
+                spec("baseops.x"),
+                spec("extensions/probe.x"),
+            ][..],
+        ])
+        .unwrap();
+    assert!(
+        committed == now,
+        "{} differs from what xdrgen generates now; regenerate it with\n    cargo run -p xdrgen \
+         -- dissector specs/common.x specs/baseops.x specs/extensions/probe.x --v1 \
+         specs/rpcrdma-v1.x -o dissectors/rpcrdma-probe.lua",
+        path.display()
+    );
+    assert!(now.contains("RDMA2_PROBE") && now.contains("RPCRDMA2_F_PROBE_ECHO"));
+}
+
 #[test]
 fn the_command_line_writes_the_same_dissector() {
     let out = Command::new(env!("CARGO_BIN_EXE_xdrgen"))
