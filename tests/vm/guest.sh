@@ -461,6 +461,57 @@ kernel_mount_session() {
 
 mbps() { awk -v b="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", b / 1e6 / (ms / 1e3); else print 0 }'; }
 
+# perf_round OPTS EXPORT: one round against one server: a 32 MiB dd write (fsync), then
+# after a fresh mount a 32 MiB dd read; prints "WRITE_MS READ_MS" (0 for a failure).
+perf_round() {
+  local opts="$1" export="$2" mnt="/tmp/mnt-perf" wt rt
+  mkdir -p "$mnt"
+  pmount() {
+    mount -t nfs -o "vers=3,proto=rdma,$opts,nolock,soft,timeo=150,retrans=2" \
+      "$WIRE_SERVER:$export" "$mnt" >>"$R/kernel-client.log" 2>&1
+  }
+  pmount || { echo "0 0"; return; }
+  wt=$(ms timeout 300 dd if=/tmp/src64 of="$mnt/perf" bs=1M count=32 conv=fsync) || wt=0
+  umount "$mnt" && pmount || { echo "$wt 0"; return; }
+  rt=$(ms timeout 300 dd if="$mnt/perf" of=/dev/null bs=1M) || rt=0
+  rm -f "$mnt/perf"
+  umount "$mnt"
+  echo "$wt $rt"
+}
+
+# Throughput of the kernel client against ours and against knfsd in alternating rounds (ours
+# first in odd rounds, knfsd first in even ones), so that what else the guest does weighs on
+# both alike; prints the median of the per-round ratios with their range. The aim (issue:
+# at least 80% of knfsd) is reported, not enforced: TCG timing is noisy.
+perf_rounds() {
+  local rounds=5 r o k
+  : >"$R/perf-rounds.txt"
+  for r in $(seq 1 "$rounds"); do
+    if [ $((r % 2)) = 1 ]; then
+      o=$(perf_round port=20050,mountproto=tcp,mountport=20051 /export)
+      k=$(perf_round port=20049 "$NFS_EXPORT")
+    else
+      k=$(perf_round port=20049 "$NFS_EXPORT")
+      o=$(perf_round port=20050,mountproto=tcp,mountport=20051 /export)
+    fi
+    echo "$r $o $k" >>"$R/perf-rounds.txt"
+  done
+  # Columns: round, ours write ms, ours read ms, knfsd write ms, knfsd read ms. Throughput
+  # ratio ours/knfsd = knfsd ms / ours ms.
+  awk '
+    function median(a, n,   i, j, t) {
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return a[int((n + 1) / 2)]
+    }
+    $2 > 0 && $4 > 0 { w[++nw] = 100 * $4 / $2; if (!wl || w[nw] < wl) wl = w[nw]; if (w[nw] > wh) wh = w[nw] }
+    $3 > 0 && $5 > 0 { r[++nr] = 100 * $5 / $3; if (!rl || r[nr] < rl) rl = r[nr]; if (r[nr] > rh) rh = r[nr] }
+    END {
+      if (nw == 0 || nr == 0) { print "PERF kernel client: no complete round"; exit }
+      printf "PERF kernel client, dd 32 MiB, %d alternating rounds, ours as %% of knfsd (median [min .. max] of the rounds): write %.0f%% [%.0f .. %.0f], read %.0f%% [%.0f .. %.0f]\n",
+        nw, median(w, nw), wl, wh, median(r, nr), rl, rh
+    }' "$R/perf-rounds.txt"
+}
+
 # The kernel's client against our server (nfs3-server, files in memory, verbs provider) and,
 # as the baseline, against knfsd; the session with ours is captured for nfs-wire.
 kernel_client() {
@@ -494,11 +545,13 @@ kernel_client() {
   KERNEL_SESSION_HOOK=stop_capture kernel_mount_session ours \
     port=20050,mountproto=tcp,mountport=20051 /export
   kernel_mount_session knfsd port=20049 "$NFS_EXPORT"
+  perf_rounds | tee "$R/nfs-perf-rounds.txt"
   kill "$spid" 2>/dev/null
   wait "$spid" 2>/dev/null
   grep -v '^call ' "$R/nfs3-server.log" | tail -n 3 | sed 's/^/TEST server: /'
   dmesg >"$R/dmesg.log"
-  # The aim (issue: at least 80% of knfsd) is reported, not enforced: TCG timing is noisy.
+  # One dd each way per server in the sessions above, for reference (perf_rounds is the
+  # comparison).
   cat "$R/throughput-ours" "$R/throughput-knfsd" 2>/dev/null | paste -sd' ' | awk '{
     printf "PERF kernel client, dd 64 MiB: write ours %s MB/s, knfsd %s MB/s (%.0f%% of knfsd); read ours %s MB/s, knfsd %s MB/s (%.0f%% of knfsd)\n",
       $1, $3, ($3 > 0 ? 100 * $1 / $3 : 0), $2, $4, ($4 > 0 ? 100 * $2 / $4 : 0) }' | tee "$R/nfs-perf.txt"

@@ -208,8 +208,12 @@ pub(super) fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
                 .collect(),
         }
         .encode(enc),
-        // An extension's body is its own XDR, a whole number of words.
-        Body::Other { body, .. } => enc.put_fixed_opaque(body, body.len()),
+        // An extension's body, as it came: its own XDR (a whole number of words when the peer
+        // follows it), never padded here, so that what parses encodes to the same bytes.
+        Body::Other { body, .. } => {
+            enc.put_gathered(body.clone());
+            Ok(())
+        }
         Body::Done => unreachable!("refused above"),
     }
 }
@@ -262,7 +266,7 @@ pub(super) fn encoded_len(header: &Header) -> usize {
                     .map(|p| 8 + p.data.len() + padding(p.data.len()))
                     .sum::<usize>()
             }
-            Body::Other { body, .. } => body.len() + padding(body.len()),
+            Body::Other { body, .. } => body.len(),
             Body::Done => 0,
         }
 }
