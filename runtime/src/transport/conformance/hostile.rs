@@ -388,11 +388,18 @@ where
     let s = setup_with(put, RdmaConfig::default().credits(4), client_config()).await?;
     let mut raw = Raw::connect(&s).await?;
     for xid in 0..6u32 {
-        raw.send(&message(
+        let sent = raw.send(&message(
             100 + xid,
             Body::Msg(Chunks::default()),
             &rpc_call(100 + xid, 6, &[5000]),
-        ))?;
+        ));
+        match sent {
+            Ok(()) => {}
+            // The server may close the connection at the fifth call before the sixth is
+            // posted (seen under load): the outcome the case is after.
+            Err(_) if xid >= 4 => break,
+            Err(e) => return Err(e),
+        }
     }
     ensure!(closed(&mut raw).await, "the connection stayed up");
     let r = s.client.test_null().await;
