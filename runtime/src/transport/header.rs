@@ -293,13 +293,24 @@ impl std::fmt::Display for HeaderError {
     }
 }
 
+/// Word `index` (counted in 4-byte words) of a received message, if it is that long: for the
+/// few places that must look at a header before, or instead of, parsing it.
+pub(crate) fn word(message: &[u8], index: usize) -> Option<u32> {
+    let at = 4 * index;
+    Some(u32::from_be_bytes(
+        message.get(at..at + 4)?.try_into().ok()?,
+    ))
+}
+
 /// The first words of a header, which every version keeps (seed 003 section 10.2: later
 /// versions "maintain the first four header words").
 fn fixed_words(message: &[u8]) -> Option<(u32, u32, u32, u32)> {
-    let word = |i: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(message.get(i..i + 4)?.try_into().ok()?))
-    };
-    Some((word(0)?, word(4)?, word(8)?, word(12)?))
+    Some((
+        word(message, 0)?,
+        word(message, 1)?,
+        word(message, 2)?,
+        word(message, 3)?,
+    ))
 }
 
 /// Parses the header at the start of `message` (version 1 or 2); returns it and its length

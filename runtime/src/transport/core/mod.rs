@@ -772,14 +772,13 @@ impl<B: Buf> Core<B> {
             self.stats.remote_invalidations += 1;
         }
         if !self.config.version_2 && message.len() >= header::FIXED_LEN {
-            let word = |i: usize| {
-                u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]])
-            };
-            if word(4) == VERSION_2 {
+            if let (Some(xid), Some(VERSION_2)) =
+                (header::word(message, 0), header::word(message, 1))
+            {
                 // A version 1 endpoint answers as every version 1 implementation does (seed
                 // 003 section 7.2: "it MUST send ... the error code RDMA2_ERR_VERS").
                 let e = HeaderError::Version {
-                    xid: word(0),
+                    xid,
                     version: VERSION_2,
                 };
                 return self.header_error(e, message);
@@ -865,14 +864,7 @@ impl<B: Buf> Core<B> {
         if message.len() != 28 {
             return None;
         }
-        let word = |i: usize| {
-            u32::from_be_bytes([
-                message[4 * i],
-                message[4 * i + 1],
-                message[4 * i + 2],
-                message[4 * i + 3],
-            ])
-        };
+        let word = |i| header::word(message, i).unwrap_or(0);
         // xid, vers, credit, RDMA_ERROR (4), ERR_VERS (1), low, high.
         (word(0) == xid && word(1) == VERSION_2 && word(3) == 4 && word(4) == 1)
             .then(|| (xid, word(5), word(6)))
@@ -1153,9 +1145,7 @@ impl<B: Buf> Core<B> {
         // Who answers: version 1 by role (a client's only calls are backward ones, which
         // cannot carry chunks); version 2 by the flag (seed 003 section 3.2).
         let is_response = if version == VERSION_2 {
-            message
-                .get(16..20)
-                .is_some_and(|f| u32::from_be_bytes([f[0], f[1], f[2], f[3]]) & F_RESPONSE != 0)
+            header::word(message, 4).is_some_and(|flags| flags & F_RESPONSE != 0)
         } else {
             self.config.role == Role::Client
         };

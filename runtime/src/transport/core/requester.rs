@@ -32,6 +32,7 @@ pub(super) const CALL_HEADER_ALLOWANCE: usize = header::FIXED_LEN + 12 + 24 + 24
 /// A call's Send, ready but for its header's version (settled only when it goes).
 struct Ready {
     header: Header,
+    /// The Send's parts: the first is the header's place, filled when it goes.
     message: Vec<Bytes>,
 }
 
@@ -280,7 +281,7 @@ impl<B: Buf> Requester<B> {
                 plan: None,
                 phase: Phase::Queued(Ready {
                     header,
-                    message: Vec::new(),
+                    message: vec![Bytes::new()],
                 }),
             },
         );
@@ -368,6 +369,7 @@ impl<B: Buf> Requester<B> {
         );
         let inline_len = message.len();
         let mut send = Vec::with_capacity(1 + message.parts().len());
+        send.push(Bytes::new());
         let had_reads = !moved.is_empty();
         // Seed 004 section 5.1.4 and seed 002 section 4.1: the header and the RPC message
         // together must fit the peer's receive buffer.
@@ -455,7 +457,7 @@ impl<B: Buf> Requester<B> {
             }
             match encode_header(&header) {
                 Ok(bytes) => {
-                    message.insert(0, bytes);
+                    message[0] = bytes;
                     self.in_flight += 1;
                     out.send(Owner::Nobody, message, None);
                 }

@@ -10,9 +10,9 @@ use crate::xdr::{self, Decode, Decoder, Encode, Encoder};
 
 /// Parses a version 1 header (its version word already read as 1).
 pub(super) fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), HeaderError> {
-    let word =
-        |i: usize| u32::from_be_bytes([message[i], message[i + 1], message[i + 2], message[i + 3]]);
-    let (xid, credit) = (word(0), word(8));
+    let (Some(xid), Some(credit)) = (super::word(message, 0), super::word(message, 2)) else {
+        return Err(HeaderError::Short);
+    };
     let version = super::VERSION;
     // Nothing a header decodes can allocate more than its own length allows: lists take bytes
     // of the input per element, and counted arrays are checked against what remains. The
