@@ -254,10 +254,12 @@ impl Client {
 /// results with their chunk data, which must all be used.
 pub fn decode_reply<R: Decode>(reply: Reply) -> Result<R, Error> {
     let mut dec = Decoder::new(&reply.message);
-    decode_reply_header(&mut dec)?;
+    // Before the header: an RDMA_MSGP reply's padding applies to the verifier too (seed 000
+    // section 3.5).
     if let Some(chunks) = reply.chunks {
         dec.set_chunks(chunks);
     }
+    decode_reply_header(&mut dec)?;
     let result = R::decode(&mut dec).map_err(Error::Decode)?;
     if let Some(chunks) = dec.take_chunks() {
         chunks.finish().map_err(Error::Decode)?;

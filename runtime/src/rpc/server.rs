@@ -319,6 +319,11 @@ impl Server {
             Ok(dec) => dec,
             Err(e) => return Dispatch::Drop(e),
         };
+        // Before the header: an RDMA_MSGP message's padding applies to every counted opaque
+        // item of the message, the credential's included (seed 000 section 3.5).
+        if let Some(chunks) = incoming.chunks {
+            dec.set_chunks(chunks);
+        }
         let header = match decode_call_header(&mut dec, &self.inner.flavors) {
             Ok(h) => h,
             Err(HeaderError::Unreadable(e)) => return Dispatch::Drop(e),
@@ -341,9 +346,6 @@ impl Server {
                 error: ReplyError::ProgMismatch { low, high },
             };
         };
-        if let Some(chunks) = incoming.chunks {
-            dec.set_chunks(chunks);
-        }
         let ctx = CallContext {
             xid,
             procedure: header.proc,

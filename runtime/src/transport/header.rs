@@ -16,6 +16,7 @@ pub mod v1;
 pub mod v2;
 
 pub use crate::rpc::RdmaError;
+pub use crate::xdr::AlignPadding;
 pub use props::{BaseProperties, PropSubset, Property};
 
 /// Version 1 (RFC 8166; seed 004 section 5.1.2: "this field MUST contain the value 1").
@@ -102,6 +103,11 @@ pub enum Body {
     /// seed 004 section 5.7.1: "Receivers MUST treat received RDMA_MSGP type messages as they
     /// would treat RDMA_MSG type messages").
     Msg(Chunks),
+    /// RDMA_MSGP, version 1 only: an RDMA_MSG whose RPC message is padded so that large
+    /// opaque data lands aligned in the receiver's buffer (seed 000 sections 3.5 and 4.1).
+    /// Parsed as this only for a receiver in the 2004 mode; others take it as
+    /// [`Body::Msg`] (seed 004 section 5.7.1), see [`parse_with`].
+    MsgP(Chunks, AlignPadding),
     /// RDMA_NOMSG / RDMA2_NOMSG: chunk lists only; the RPC message is in a Position-Zero Read
     /// chunk (call) or the Reply chunk (reply).
     NoMsg(Chunks),
@@ -316,11 +322,23 @@ fn fixed_words(message: &[u8]) -> Option<(u32, u32, u32, u32)> {
 /// Parses the header at the start of `message` (version 1 or 2); returns it and its length
 /// (where an RDMA_MSG's RPC message starts).
 pub fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), HeaderError> {
+    parse_with(message, limits, false)
+}
+
+/// [`parse`], keeping an RDMA_MSGP header's padding as [`Body::MsgP`] when `keep_padding`
+/// (a receiver in the 2004 mode, seed 000 section 3.5), else taking it as [`Body::Msg`]
+/// (seed 004 section 5.7.1). Kept padding that cannot be honoured (an alignment that is not
+/// a multiple of four, or larger than [`crate::xdr::MAX_ALIGN`]) is malformed.
+pub fn parse_with(
+    message: &[u8],
+    limits: &HeaderLimits,
+    keep_padding: bool,
+) -> Result<(Header, usize), HeaderError> {
     let Some((xid, version, _, _)) = fixed_words(message) else {
         return Err(HeaderError::Short);
     };
     match version {
-        VERSION => v1::parse(message, limits),
+        VERSION => v1::parse(message, limits, keep_padding),
         // Seed 003 keeps seed 004's rule for a header too short to trust.
         VERSION_2 if message.len() < V2_PREFIX_LEN => Err(HeaderError::Short),
         VERSION_2 => v2::parse(message, limits),

@@ -16,6 +16,7 @@ pub mod core;
 mod driver;
 pub mod extension;
 pub mod header;
+pub mod mode2004;
 pub mod pool;
 pub mod private_data;
 

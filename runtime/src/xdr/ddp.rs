@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 
-use super::{padding, Error, ErrorKind, Result};
+use super::{padding, AlignPadding, Error, ErrorKind, Result};
 
 /// The direction of the RPC message being encoded or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +201,9 @@ pub struct ReceivedChunks {
     read: Vec<(u32, Bytes, bool)>,
     write: Vec<(Bytes, bool)>,
     next_write: usize,
+    /// RDMA_MSGP: the sender's padding, and the offset of the message's first byte in the
+    /// receive buffer (seed 000 section 3.5).
+    alignment: Option<(AlignPadding, usize)>,
 }
 
 impl ReceivedChunks {
@@ -224,6 +227,20 @@ impl ReceivedChunks {
             write: write_chunks.into_iter().map(|b| (b, false)).collect(),
             ..Default::default()
         }
+    }
+
+    /// The message came as RDMA_MSGP with `pad`, starting at offset `origin` of the receive
+    /// buffer: counted opaque items that `pad` applies to are preceded by padding, which the
+    /// decoder skips (seed 000 section 3.5).
+    pub fn with_alignment(mut self, pad: AlignPadding, origin: usize) -> Self {
+        self.alignment = Some((pad, origin));
+        self
+    }
+
+    /// The padding the message was sent with, and where the message starts in the receive
+    /// buffer.
+    pub fn alignment(&self) -> Option<(AlignPadding, usize)> {
+        self.alignment
     }
 
     /// Takes the chunk data for an item at XDR offset `position` (in the reconstructed stream),

@@ -286,7 +286,22 @@ impl<'a> Decoder<'a> {
     /// Reads variable-length opaque data (RFC 4506 section 4.10) as a slice of the input.
     pub fn get_opaque(&mut self, max: Option<u32>) -> Result<Bytes> {
         let len = self.get_length(max)?;
+        self.skip_alignment(len)?;
         self.get_fixed_opaque(len)
+    }
+
+    /// RDMA_MSGP: skips the padding the sender put between a counted item's length and its
+    /// data (seed 000 section 3.5: "the XDR decode will skip over the appropriate padding as
+    /// indicated by rdma_align and the current XDR stream position").
+    #[inline]
+    fn skip_alignment(&mut self, len: usize) -> Result<()> {
+        let Some((pad, origin)) = self.chunks.as_ref().and_then(|c| c.alignment()) else {
+            return Ok(());
+        };
+        if !pad.applies(len) {
+            return Ok(());
+        }
+        self.skip(pad.before(origin + self.base + self.pos))
     }
 
     /// Reads a string (RFC 4506 section 4.11) as a slice of the input.
@@ -413,7 +428,10 @@ impl<'a> Decoder<'a> {
         let len = self.get_length(max)?;
         match self.take_chunk(Some(len))? {
             Some(data) => Ok(data),
-            None => self.get_fixed_opaque(len),
+            None => {
+                self.skip_alignment(len)?;
+                self.get_fixed_opaque(len)
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem, Policy};
-use super::{padding, Block, Encode, Error, ErrorKind, Result, XdrString};
+use super::{padding, AlignPadding, Block, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
 /// copied into the encoder's buffer.
@@ -27,6 +27,10 @@ pub struct Encoder {
     /// Offset of this encoder's first byte in the RPC message (for Read chunk Positions).
     base: usize,
     chunking: Option<EncodeChunking>,
+    /// Counted opaque items at least this long have their data start recorded in
+    /// `pad_points`, for RDMA_MSGP padding ([`Encoder::record_pad_points`]).
+    pad_thresh: Option<usize>,
+    pad_points: Vec<(usize, usize)>,
 }
 
 impl Default for Encoder {
@@ -51,6 +55,8 @@ impl Encoder {
             copied_opaque: 0,
             base: 0,
             chunking: None,
+            pad_thresh: None,
+            pad_points: Vec::new(),
         }
     }
 
@@ -87,6 +93,24 @@ impl Encoder {
     pub fn set_base_offset(&mut self, offset: usize) -> &mut Self {
         self.base = offset;
         self
+    }
+
+    /// Records where the data of every counted opaque item (and string) of at least `thresh`
+    /// bytes that stays inline starts, so that a transport can pad the message for RDMA_MSGP
+    /// once it knows the transport header's length ([`Encoded::aligned`]; seed 000 section
+    /// 3.5).
+    pub fn record_pad_points(&mut self, thresh: usize) -> &mut Self {
+        self.pad_thresh = Some(thresh);
+        self
+    }
+
+    #[inline]
+    fn note_pad_point(&mut self, len: usize) {
+        if let Some(thresh) = self.pad_thresh {
+            if len > 0 && len >= thresh {
+                self.pad_points.push((self.len(), len));
+            }
+        }
     }
 
     /// Sets the length from which `Bytes` opaque items are gathered rather than copied.
@@ -212,6 +236,7 @@ impl Encoder {
     /// Writes variable-length opaque data (length, bytes, padding), checked against `max`.
     pub fn put_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
         self.put_length(data.len(), max)?;
+        self.note_pad_point(data.len());
         self.put_opaque_body(data);
         Ok(())
     }
@@ -219,6 +244,7 @@ impl Encoder {
     /// Writes variable-length opaque data given as a slice (always copied).
     pub fn put_opaque_slice(&mut self, data: &[u8], max: Option<u32>) -> Result<()> {
         self.put_length(data.len(), max)?;
+        self.note_pad_point(data.len());
         self.copied_opaque += data.len();
         self.buf.extend_from_slice(data);
         self.put_padding(data.len());
@@ -296,6 +322,7 @@ impl Encoder {
     pub fn put_ddp_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
         self.put_length(data.len(), max)?;
         if !self.try_move(data)? {
+            self.note_pad_point(data.len());
             self.put_opaque_body(data);
         }
         Ok(())
@@ -364,6 +391,7 @@ impl Encoder {
         self.parts.clear();
         self.flushed = 0;
         self.copied_opaque = 0;
+        self.pad_points.clear();
         if let Some(c) = self.chunking.as_mut() {
             c.moved.clear();
             c.removed = 0;
@@ -385,6 +413,7 @@ impl Encoder {
             return Encoded {
                 len: one.len(),
                 parts: Parts::One(one),
+                pad_points: std::mem::take(&mut self.pad_points),
             };
         }
         self.take_with_chunks().0
@@ -406,6 +435,7 @@ impl Encoder {
             Encoded {
                 len: one.len(),
                 parts: Parts::One(one),
+                pad_points: std::mem::take(&mut self.pad_points),
             }
         } else {
             if !self.buf.is_empty() {
@@ -416,6 +446,7 @@ impl Encoder {
             Encoded {
                 parts: Parts::Many(std::mem::take(&mut self.parts)),
                 len: std::mem::take(&mut self.flushed),
+                pad_points: std::mem::take(&mut self.pad_points),
             }
         };
         (encoded, moved)
@@ -430,6 +461,7 @@ impl Encoder {
             return Encoded {
                 len: one.len(),
                 parts: Parts::One(one),
+                pad_points: self.pad_points,
             };
         }
         if !self.buf.is_empty() {
@@ -440,6 +472,7 @@ impl Encoder {
         Encoded {
             parts: Parts::Many(self.parts),
             len: self.flushed,
+            pad_points: self.pad_points,
         }
     }
 }
@@ -449,6 +482,9 @@ impl Encoder {
 pub struct Encoded {
     parts: Parts,
     len: usize,
+    /// Where padded opaque data would start ([`Encoder::record_pad_points`]), ascending, with
+    /// the item's length.
+    pad_points: Vec<(usize, usize)>,
 }
 
 /// The parts of an [`Encoded`]; a message with nothing gathered needs no list.
@@ -479,6 +515,7 @@ impl Encoded {
         Encoded {
             parts: Parts::Many(parts),
             len,
+            pad_points: Vec::new(),
         }
     }
 
@@ -530,6 +567,55 @@ impl Encoded {
         out.extend(parts);
         out.retain(|p| !p.is_empty());
         Encoded::from_parts(out)
+    }
+
+    /// Where the data of each opaque item recorded by [`Encoder::record_pad_points`] starts,
+    /// in ascending offsets of the message, with the item's length.
+    pub fn pad_points(&self) -> &[(usize, usize)] {
+        &self.pad_points
+    }
+
+    /// The message padded for RDMA_MSGP (seed 000 section 3.5): before the data of each
+    /// recorded item that `pad` applies to, the zero bytes that make the data start at a
+    /// multiple of `pad.align` in the receiver's buffer, where the message starts at `origin`
+    /// (the transport header's length). Returns the padded message and, for each insertion,
+    /// its offset in the unpadded message and its length, so Read chunk Positions after it
+    /// can be moved along. Nothing is copied: the parts are split and zero parts put between.
+    pub fn aligned(&self, pad: &AlignPadding, origin: usize) -> (Encoded, Vec<(usize, usize)>) {
+        let mut inserted = Vec::new();
+        if !pad.is_valid() || self.pad_points.is_empty() {
+            return (self.clone(), inserted);
+        }
+        let mut out = Vec::with_capacity(self.parts().len() + 2 * self.pad_points.len());
+        let mut parts = self.parts().iter().cloned();
+        let mut current = parts.next().unwrap_or_default();
+        let mut at = 0usize; // unpadded offset of `current`'s first byte
+        let mut added = 0usize;
+        for &point in &self.pad_points {
+            let (point, len) = point;
+            if !pad.applies(len) {
+                continue;
+            }
+            let n = pad.before(origin + point + added);
+            if n == 0 {
+                continue;
+            }
+            while at + current.len() < point {
+                let Some(next) = parts.next() else { break };
+                at += current.len();
+                out.push(std::mem::replace(&mut current, next));
+            }
+            let split = (point - at).min(current.len());
+            out.push(current.split_to(split));
+            at += split;
+            out.push(Bytes::from_static(&super::align::ZEROS[..n]));
+            inserted.push((point, n));
+            added += n;
+        }
+        out.push(current);
+        out.extend(parts);
+        out.retain(|p| !p.is_empty());
+        (Encoded::from_parts(out), inserted)
     }
 
     /// The parts, in order.

@@ -24,6 +24,7 @@
 //! assert_eq!((n, s.as_bytes()), (7, &b"hello"[..]));
 //! ```
 
+mod align;
 mod block;
 pub mod bounds;
 mod ddp;
@@ -36,6 +37,7 @@ mod limits;
 mod procedure;
 mod string;
 
+pub use align::{AlignPadding, MAX_ALIGN};
 pub use block::{Block, BlockNumber, BlockRef};
 pub use bounds::EncodedSize;
 pub use bytes::Bytes;

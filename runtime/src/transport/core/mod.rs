@@ -36,6 +36,7 @@
 //! answers a version 2 message with ERR_VERS, as every version 1 implementation does.
 
 mod memory;
+mod msgp;
 mod requester;
 mod responder;
 
@@ -45,10 +46,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::extension::{ExtensionAnswer, ExtensionMessage, Extensions};
+use super::mode2004::Mode2004;
 use super::header::v2::Rpcrdma2Rvreqsup;
 use super::header::{
-    self, BaseProperties, Body, Header, HeaderError, HeaderLimits, Property, RdmaError, Segment,
-    F_RESPONSE, VERSION, VERSION_2,
+    self, AlignPadding, BaseProperties, Body, Header, HeaderError, HeaderLimits, Property,
+    RdmaError, Segment, F_RESPONSE, VERSION, VERSION_2,
 };
 use crate::id_map::IdMap;
 use crate::rdma::WcStatus;
@@ -123,6 +125,9 @@ pub struct CoreConfig {
     pub remote_invalidate: bool,
     /// Version 2 extensions this side speaks (seed 003 section 9).
     pub extensions: Extensions,
+    /// Speak the 2004 protocol of seed 000 (RDMA_MSGP, the Read-Read model with RDMA_DONE);
+    /// `None` is RFC 8166 (seed 004 section 5.7).
+    pub mode_2004: Option<Mode2004>,
 }
 
 impl CoreConfig {
@@ -147,13 +152,19 @@ impl CoreConfig {
             negotiation_timeout: Duration::from_secs(2),
             remote_invalidate: false,
             extensions: Extensions::default(),
+            mode_2004: None,
         }
     }
 
     /// Receives this side must keep posted: one per forward credit and one per backward
-    /// credit (seed 004 section 8.2.2).
+    /// credit (seed 004 section 8.2.2), and in the Read-Read model one more per forward
+    /// credit for RDMA_DONE (seed 000 section 3.8).
     pub fn receives(&self) -> usize {
-        (self.credits.max(1) + self.backward_credits) as usize
+        let done = match &self.mode_2004 {
+            Some(m) if m.read_read => self.credits.max(1),
+            _ => 0,
+        };
+        (self.credits.max(1) + done + self.backward_credits) as usize
     }
 }
 
@@ -629,6 +640,13 @@ impl<B: Buf> Core<B> {
         self.requester.len()
     }
 
+    /// In the 2004 mode with RDMA_MSGP: the opaque length from which an encoder must record
+    /// where data starts ([`Encoder::record_pad_points`](crate::xdr::Encoder::record_pad_points)).
+    pub fn pad_threshold(&self) -> Option<usize> {
+        let pad = self.config.mode_2004.as_ref()?.padding?;
+        (pad.align > 4).then_some(pad.thresh as usize)
+    }
+
     /// Calls received and not yet answered at the responder.
     pub fn calls_in_progress(&self) -> usize {
         self.responder.len()
@@ -788,7 +806,12 @@ impl<B: Buf> Core<B> {
             let header = Header::v1(xid, 1, Body::Error(RdmaError::Vers { low, high }));
             return self.error_received(&header, RdmaError::Vers { low, high }, None, mem);
         }
-        let (header, used) = match header::parse(message, &self.config.limits) {
+        // Only a receiver in the 2004 mode honours RDMA_MSGP's padding (seed 004 section
+        // 5.7.1: others "MUST treat received RDMA_MSGP type messages as they would treat
+        // RDMA_MSG type messages").
+        let keep_padding = self.config.mode_2004.is_some();
+        let (mut header, used) = match header::parse_with(message, &self.config.limits, keep_padding)
+        {
             Ok(h) => h,
             Err(HeaderError::Short) => {
                 tracing::debug!(
@@ -801,27 +824,39 @@ impl<B: Buf> Core<B> {
             Err(e) => return self.header_error(e, message),
         };
         let rpc = &message[used..];
+        // The padding counts from the Send's first byte: the message starts at `used`.
+        let alignment = match std::mem::replace(&mut header.body, Body::Done) {
+            Body::MsgP(chunks, pad) => {
+                header.body = Body::Msg(chunks);
+                Some((pad, used))
+            }
+            body => {
+                header.body = body;
+                None
+            }
+        };
         match header.body {
             Body::Done => {
                 // Seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages".
                 self.stats.dropped += 1;
             }
+            Body::MsgP(..) => unreachable!("taken as RDMA_MSG above"),
             Body::Error(error) => self.error_received(&header, error, invalidated, mem),
             Body::ConnProp(_) => self.connprop(header),
             Body::Other { .. } => self.other_type(header, invalidated),
             Body::NoMsg(_) if header.version == VERSION => match self.config.role {
                 // A client gets long replies; a server gets long calls.
-                Role::Client => self.reply(header, Bytes::new(), invalidated),
-                Role::Server => self.call(header, Bytes::new(), false, mem),
+                Role::Client => self.reply(header, Bytes::new(), None, invalidated),
+                Role::Server => self.call(header, Bytes::new(), None, false, mem),
             },
             Body::NoMsg(_) => {
                 // Seed 003 section 3.2: RPCRDMA2_F_RESPONSE tells a reply from a call, so a
                 // reverse-direction call needs no XID lookup.
                 if header.is_response() {
-                    self.reply(header, Bytes::new(), invalidated)
+                    self.reply(header, Bytes::new(), None, invalidated)
                 } else {
                     let backward = self.config.role == Role::Client;
-                    self.call(header, Bytes::new(), backward, mem)
+                    self.call(header, Bytes::new(), None, backward, mem)
                 }
             }
             Body::Msg(_) => {
@@ -841,12 +876,16 @@ impl<B: Buf> Core<B> {
                 } else {
                     !header.is_response()
                 };
-                let inline = Bytes::copy_from_slice(rpc);
+                let inline = match alignment {
+                    Some((pad, _)) => aligned_copy(rpc, used, pad.align as usize),
+                    None => Bytes::copy_from_slice(rpc),
+                };
+                let a = alignment;
                 match (self.config.role, is_call) {
-                    (Role::Server, true) => self.call(header, inline, false, mem),
-                    (Role::Client, false) => self.reply(header, inline, invalidated),
-                    (Role::Client, true) => self.call(header, inline, true, mem),
-                    (Role::Server, false) => self.reply(header, inline, invalidated),
+                    (Role::Server, true) => self.call(header, inline, a, false, mem),
+                    (Role::Client, false) => self.reply(header, inline, a, invalidated),
+                    (Role::Client, true) => self.call(header, inline, a, true, mem),
+                    (Role::Server, false) => self.reply(header, inline, a, invalidated),
                 }
             }
         }
@@ -870,7 +909,13 @@ impl<B: Buf> Core<B> {
             .then(|| (xid, word(5), word(6)))
     }
 
-    fn reply(&mut self, header: Header, inline: Bytes, invalidated: Option<u32>) {
+    fn reply(
+        &mut self,
+        header: Header,
+        inline: Bytes,
+        alignment: Option<(AlignPadding, usize)>,
+        invalidated: Option<u32>,
+    ) {
         if self.negotiating() {
             // Nothing was sent but the offer: a reply now answers nothing of ours.
             self.stats.dropped += 1;
@@ -878,7 +923,7 @@ impl<B: Buf> Core<B> {
         }
         if !self
             .requester
-            .reply(header, inline, invalidated, &mut self.out, &mut self.stats)
+            .reply(header, inline, alignment, invalidated, &mut self.out, &mut self.stats)
         {
             self.stats.dropped += 1;
         }
@@ -888,6 +933,7 @@ impl<B: Buf> Core<B> {
         &mut self,
         header: Header,
         inline: Bytes,
+        alignment: Option<(AlignPadding, usize)>,
         backward: bool,
         mem: &mut M,
     ) {
@@ -909,6 +955,7 @@ impl<B: Buf> Core<B> {
         self.responder.receive(
             header,
             inline,
+            alignment,
             backward,
             mem,
             &self.config,
@@ -1017,7 +1064,7 @@ impl<B: Buf> Core<B> {
     fn other_type(&mut self, header: Header, invalidated: Option<u32>) {
         if header.is_response() {
             // The answer to one of this side's extension requests (or to nothing).
-            return self.reply(header, Bytes::new(), invalidated);
+            return self.reply(header, Bytes::new(), None, invalidated);
         }
         let Body::Other { htype, body } = header.body else {
             return;
@@ -1250,3 +1297,17 @@ impl<B: Buf> Core<B> {
 
 #[cfg(test)]
 mod tests;
+
+/// A received RDMA_MSGP's RPC message (at offset `origin` of the Send), copied out of the
+/// receive buffer so that every byte keeps its offset modulo `align` (up to one page): data
+/// the sender aligned in the receive buffer stays aligned in memory, and the decoder hands it
+/// out as a slice of this copy, with no further copy (seed 000 section 3.5).
+fn aligned_copy(rpc: &[u8], origin: usize, align: usize) -> Bytes {
+    let align = align.clamp(1, 4096);
+    let mut buf = vec![0u8; rpc.len() + align];
+    let base = buf.as_ptr() as usize;
+    // The first byte goes where its address is congruent to `origin` modulo `align`.
+    let skip = (origin % align + align - base % align) % align;
+    buf[skip..skip + rpc.len()].copy_from_slice(rpc);
+    Bytes::from(buf).slice(skip..skip + rpc.len())
+}

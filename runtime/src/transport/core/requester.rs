@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::super::header::{self, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION};
+use super::super::header::{
+    self, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION,
+};
 use super::{
     Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
 };
@@ -367,6 +369,15 @@ impl<B: Buf> Requester<B> {
                 reply,
             }),
         );
+        let mut message = message;
+        if let Some(pad) = config.mode_2004.as_ref().and_then(|m| m.padding) {
+            let room = config.peer_recv_size.saturating_sub(header_extra);
+            if !self.backward {
+                if let Some((h, m)) = super::msgp::padded(&header, &message, pad, room) {
+                    (header, message) = (h, m);
+                }
+            }
+        }
         let inline_len = message.len();
         let mut send = Vec::with_capacity(1 + message.parts().len());
         send.push(Bytes::new());
@@ -393,7 +404,7 @@ impl<B: Buf> Requester<B> {
             let slices = mem
                 .source(message.parts(), Access::REMOTE_READ)
                 .map_err(memory_error)?;
-            let Body::Msg(mut chunks) = header.body else {
+            let (Body::Msg(mut chunks) | Body::MsgP(mut chunks, _)) = header.body else {
                 unreachable!("built as RDMA_MSG above")
             };
             chunks.reads.insert(
@@ -486,6 +497,7 @@ impl<B: Buf> Requester<B> {
         &mut self,
         header: Header,
         inline: Bytes,
+        alignment: Option<(AlignPadding, usize)>,
         invalidated: Option<u32>,
         out: &mut Outbox<B>,
         stats: &mut Stats,
@@ -501,7 +513,13 @@ impl<B: Buf> Requester<B> {
             _ => false,
         };
         let result = match self.calls.get(&id) {
-            Some(call) => build_reply(call, header.body, inline),
+            Some(call) => build_reply(call, header.body, inline).map(|mut reply| {
+                if let Some((pad, origin)) = alignment {
+                    let chunks = reply.chunks.take().unwrap_or_default();
+                    reply.chunks = Some(chunks.with_alignment(pad, origin));
+                }
+                reply
+            }),
             None => return true,
         };
         if result.is_ok() {

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::super::header::{
-    self, total_len, Body, Chunks, Header, RdmaError, Segment, F_RESPONSE, VERSION,
+    self, total_len, AlignPadding, Body, Chunks, Header, RdmaError, Segment, F_RESPONSE, VERSION,
 };
 use super::{
     gather, pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice,
@@ -43,6 +43,8 @@ struct InCall<B> {
     chunks: Chunks,
     /// The inline RPC message (RDMA_MSG), empty for RDMA_NOMSG.
     inline: Bytes,
+    /// RDMA_MSGP: the sender's padding and where the message starts in the Send.
+    alignment: Option<(AlignPadding, usize)>,
     /// Each Read chunk's position, sink and length.
     sinks: Vec<(u32, Vec<Slice<B>>, usize)>,
     /// Memory that must outlive the posted operations.
@@ -121,6 +123,7 @@ impl<B: Buf> Responder<B> {
         &mut self,
         header: Header,
         inline: Bytes,
+        alignment: Option<(AlignPadding, usize)>,
         backward: bool,
         mem: &mut M,
         config: &CoreConfig,
@@ -215,6 +218,7 @@ impl<B: Buf> Responder<B> {
                 backward,
                 chunks,
                 inline,
+                alignment,
                 sinks,
                 held: Vec::new(),
                 phase: Phase::Reading {
@@ -266,7 +270,10 @@ impl<B: Buf> Responder<B> {
                 read_chunks.push((position, data));
             }
         }
-        let chunks = (!read_chunks.is_empty()).then(|| ReceivedChunks::for_call(read_chunks));
+        let mut chunks = (!read_chunks.is_empty()).then(|| ReceivedChunks::for_call(read_chunks));
+        if let Some((pad, origin)) = call.alignment {
+            chunks = Some(chunks.unwrap_or_default().with_alignment(pad, origin));
+        }
         out.events.push_back(Event::Call(IncomingCall {
             id,
             xid: call.xid,
@@ -490,11 +497,20 @@ impl<B: Buf> Responder<B> {
         } else {
             Body::NoMsg(chunks)
         };
-        let header = if call.version == VERSION {
+        let mut header = if call.version == VERSION {
             Header::v1(call.xid, credit, body)
         } else {
             Header::v2(call.xid, credit, F_RESPONSE, body)
         };
+        let mut message = message;
+        if let Some(pad) = config.mode_2004.as_ref().and_then(|m| m.padding) {
+            if body_msg && !call.backward {
+                if let Some((h, m)) = super::msgp::padded(&header, &message, pad, config.peer_recv_size) {
+                    (header, message) = (h, m);
+                }
+            }
+        }
+        let inline_len = message.len();
         let header_len = header::encoded_len(&header);
         if body_msg && header_len + inline_len > config.peer_recv_size {
             // Seed 004 section 5.5: a reply that fits neither inline nor in the provided

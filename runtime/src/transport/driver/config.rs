@@ -9,6 +9,7 @@ use crate::rdma::ConnectParams;
 use crate::rpc::Server;
 use crate::transport::extension::{Extension, Extensions};
 use crate::transport::header::HeaderLimits;
+use crate::transport::mode2004::Mode2004;
 use crate::transport::pool::PoolConfig;
 use crate::transport::private_data::{self, PrivateData};
 
@@ -63,6 +64,9 @@ pub struct RdmaConfig {
     pub versions: PeerVersions,
     /// Version 2 extensions this endpoint speaks (seed 003 section 9).
     pub extensions: Extensions,
+    /// Speak the 2004 protocol of seed 000 on this endpoint's connections
+    /// ([`RdmaConfig::mode_2004`]); `None`, the default, is RFC 8166.
+    pub mode_2004: Option<Mode2004>,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -117,6 +121,7 @@ impl Default for RdmaConfig {
             negotiation_timeout: Duration::from_secs(2),
             versions: PeerVersions::default(),
             extensions: Extensions::default(),
+            mode_2004: None,
         }
     }
 }
@@ -190,6 +195,16 @@ impl RdmaConfig {
         self
     }
 
+    /// Speaks the 2004 protocol of seed 000 as `mode` says (RDMA_MSGP, the Read-Read model
+    /// with RDMA_DONE, the Connection Configuration Protocol). Such a connection speaks
+    /// version 1 headers: version 2 is turned off. Both ends must agree: a peer in the default
+    /// mode takes RDMA_MSGP as RDMA_MSG and drops RDMA_DONE (seed 004 section 5.7).
+    pub fn mode_2004(mut self, mode: Mode2004) -> Self {
+        self.mode_2004 = Some(mode);
+        self.version_2 = false;
+        self
+    }
+
     /// Retransmit once on a new connection, or not.
     pub fn retransmit(mut self, on: bool) -> Self {
         self.retransmit = on;
@@ -205,8 +220,14 @@ impl RdmaConfig {
 
     /// Receives a connection keeps posted: one per credit granted or requested, one per
     /// backward credit (seed 004 sections 4.3 and 8.2.2).
+    /// In the Read-Read model, one more per forward credit for the RDMA_DONE each reply may
+    /// bring (seed 000 section 3.8: "the RPC Done message consumes a credit at the server").
     pub fn receives(&self) -> usize {
-        (self.credits.max(1) + self.backward_credits) as usize
+        let done = match &self.mode_2004 {
+            Some(m) if m.read_read => self.credits.max(1),
+            _ => 0,
+        };
+        (self.credits.max(1) + done + self.backward_credits) as usize
     }
 
     /// The provider parameters of a connection: this side's private data, the RDMA Read

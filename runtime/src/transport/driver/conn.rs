@@ -33,6 +33,7 @@ use crate::transport::core::{
     WriteTarget,
 };
 use crate::transport::pool::{Pool, PoolBuf, PoolStats};
+use crate::transport::mode2004::BASIC_INLINE;
 use crate::transport::private_data::PrivateData;
 use crate::xdr::{Encoder, ThresholdPolicy};
 
@@ -100,7 +101,12 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         credits: config.credits.max(1),
         backward_credits: config.backward_credits,
         recv_size: config.inline_size,
-        peer_recv_size: peer.receive_size,
+        // Seed 000 section 6.1: until the configuration call is answered, "the client must
+        // not assume" more than 1 KB.
+        peer_recv_size: match &config.mode_2004 {
+            Some(m) if m.config_program.is_some() => peer.receive_size.min(BASIC_INLINE),
+            _ => peer.receive_size,
+        },
         peer_remote_invalidate: peer.remote_invalidate,
         max_reads: config.max_reads.max(1) as usize,
         limits: config.limits,
@@ -112,6 +118,7 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         negotiation_timeout: config.negotiation_timeout,
         remote_invalidate: config.remote_invalidate,
         extensions: config.extensions.clone(),
+        mode_2004: config.mode_2004.clone(),
     }
 }
 
@@ -427,7 +434,7 @@ impl<C: Connection> Conn<C> {
         if self.is_closed() {
             return Err(TransportError::Closed.into());
         }
-        let (policy, reply_chunk) = {
+        let (policy, reply_chunk, pad_threshold) = {
             let st = self.lock();
             let reply_chunk = (!backward
                 && st.core.needs_reply_chunk(reply_inline, write_chunks.len()))
@@ -437,13 +444,16 @@ impl<C: Connection> Conn<C> {
                     .or(call.reply.max_len)
                     .unwrap_or(st.core.config().default_reply_chunk)
             });
-            (st.core.call_policy(), reply_chunk)
+            (st.core.call_policy(), reply_chunk, st.core.pad_threshold())
         };
         let mut enc = if backward {
             Encoder::new()
         } else {
             Encoder::for_call(policy)
         };
+        if let Some(thresh) = pad_threshold {
+            enc.record_pad_points(thresh);
+        }
         call.encode(xid, &mut enc).map_err(rpc::Error::Encode)?;
         let (message, moved) = enc.finish_with_chunks();
         let (tx, rx) = oneshot::channel();
@@ -686,6 +696,9 @@ impl<C: Connection> Conn<C> {
         encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
     ) {
         let mut enc = Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec());
+        if let Some(thresh) = self.lock().core.pad_threshold() {
+            enc.record_pad_points(thresh);
+        }
         let encoded = encode(&mut enc);
         let mut st = self.lock();
         match encoded {

@@ -5,11 +5,15 @@
 
 include!(concat!(env!("OUT_DIR"), "/rpcrdma_v1.rs"));
 
-use super::{checked, Body, Chunks, Header, HeaderError, HeaderLimits, RawChunks, RdmaError};
+use super::{checked, AlignPadding, Body, Chunks, Header, HeaderError, HeaderLimits, RawChunks, RdmaError};
 use crate::xdr::{self, Decode, Decoder, Encode, Encoder};
 
 /// Parses a version 1 header (its version word already read as 1).
-pub(super) fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, usize), HeaderError> {
+pub(super) fn parse(
+    message: &[u8],
+    limits: &HeaderLimits,
+    keep_padding: bool,
+) -> Result<(Header, usize), HeaderError> {
     let (Some(xid), Some(credit)) = (super::word(message, 0), super::word(message, 2)) else {
         return Err(HeaderError::Short);
     };
@@ -28,6 +32,17 @@ pub(super) fn parse(message: &[u8], limits: &HeaderLimits) -> Result<(Header, us
     let chunks = |c| checked(raw(c), limits, xid, version);
     let body = match body {
         Rpcrdma1Body::RdmaMsg(c) => Body::Msg(chunks(c)?),
+        Rpcrdma1Body::RdmaMsgp(p) if keep_padding => {
+            let pad = AlignPadding::new(p.rdma_align, p.rdma_thresh);
+            if !pad.is_valid() {
+                return Err(HeaderError::Malformed {
+                    xid,
+                    version,
+                    reason: format!("RDMA_MSGP alignment {} cannot be honoured", p.rdma_align),
+                });
+            }
+            Body::MsgP(chunks(p.rdma_achunks)?, pad)
+        }
         Rpcrdma1Body::RdmaMsgp(p) => Body::Msg(chunks(p.rdma_achunks)?),
         Rpcrdma1Body::RdmaNomsg(c) => Body::NoMsg(chunks(c)?),
         Rpcrdma1Body::RdmaDone => Body::Done,
@@ -91,6 +106,11 @@ fn lists(c: &Chunks) -> Rpcrdma1Chunks {
 pub(super) fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
     let body = match &header.body {
         Body::Msg(c) => Rpcrdma1Body::RdmaMsg(lists(c)),
+        Body::MsgP(c, pad) => Rpcrdma1Body::RdmaMsgp(Rpcrdma1Padded {
+            rdma_align: pad.align,
+            rdma_thresh: pad.thresh,
+            rdma_achunks: lists(c),
+        }),
         Body::NoMsg(c) => Rpcrdma1Body::RdmaNomsg(lists(c)),
         Body::Done => Rpcrdma1Body::RdmaDone,
         Body::Error(RdmaError::Vers { low, high }) => {
@@ -124,6 +144,7 @@ pub(super) fn encoded_len(header: &Header) -> usize {
     super::FIXED_LEN
         + match &header.body {
             Body::Msg(chunks) | Body::NoMsg(chunks) => super::chunks_len(chunks),
+            Body::MsgP(chunks, _) => 8 + super::chunks_len(chunks),
             Body::Done => 0,
             Body::Error(RdmaError::Vers { .. }) => 12,
             Body::Error(_) => 4,

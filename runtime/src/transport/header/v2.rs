@@ -170,7 +170,7 @@ fn htype(body: &Body) -> Option<u32> {
         Body::Error(_) => RDMA2_ERROR,
         Body::ConnProp(_) => RDMA2_CONNPROP,
         Body::Other { htype, .. } => *htype,
-        Body::Done => return None,
+        Body::Done | Body::MsgP(..) => return None,
     })
 }
 
@@ -214,7 +214,7 @@ pub(super) fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
             enc.put_gathered(body.clone());
             Ok(())
         }
-        Body::Done => unreachable!("refused above"),
+        Body::Done | Body::MsgP(..) => unreachable!("refused above"),
     }
 }
 
@@ -267,6 +267,6 @@ pub(super) fn encoded_len(header: &Header) -> usize {
                     .sum::<usize>()
             }
             Body::Other { body, .. } => body.len(),
-            Body::Done => 0,
+            Body::Done | Body::MsgP(..) => 0,
         }
 }

@@ -228,6 +228,7 @@ procedure!(Big, 2, u32, Bytes, 0);
 procedure!(LongArgs, 3, Bytes, u32, 0);
 procedure!(Two, 4, (DdpData, u32, DdpData), u32, 0);
 procedure!(MaybeData, 5, u32, Maybe, 1);
+procedure!(Where, 6, Bytes, u32, 0);
 
 struct TestService;
 
@@ -271,6 +272,14 @@ impl Service for TestService {
                         Maybe::Data(DdpData(Bytes::from(vec![0x5d; n as usize])))
                     })
                 })
+            }
+            6 => {
+                // Where the argument's data lies in memory, modulo 4096 (RDMA_MSGP keeps it
+                // aligned), or 0xffff_ffff when it is not what the client sent.
+                let b: Bytes = decode_args(args)?;
+                let ok = b.iter().enumerate().all(|(i, &x)| x == (i as u8).wrapping_mul(7));
+                let at = if ok { (b.as_ptr() as usize % 4096) as u32 } else { u32::MAX };
+                handler(async move { Ok(at) })
             }
             _ => return Err(DispatchError::ProcUnavail),
         })
@@ -503,6 +512,9 @@ impl Pair {
         });
         let s = &mut self.sides[side];
         let mut enc = Encoder::for_reply(ThresholdPolicy::default(), inc.write_chunks.clone());
+        if let Some(thresh) = s.core.pad_threshold() {
+            enc.record_pad_points(thresh);
+        }
         let encoded = match d {
             rpc::Dispatch::Run { xid, future } => {
                 let result = block_on(future);
@@ -531,6 +543,9 @@ impl Pair {
         let c = &mut self.sides[CLIENT];
         let xid = c.core.next_xid();
         let mut enc = Encoder::for_call(c.core.call_policy());
+        if let Some(thresh) = c.core.pad_threshold() {
+            enc.record_pad_points(thresh);
+        }
         let none = rpc::msg::OpaqueAuth {
             flavor: rpc::msg::AuthFlavor::AuthNone,
             body: Bytes::new(),
@@ -1455,3 +1470,4 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
 }
 
 mod v2;
+mod mode2004;

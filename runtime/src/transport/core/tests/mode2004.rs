@@ -1,0 +1,165 @@
+//! The 2004 protocol of seed 000 between two cores: RDMA_MSGP padding, the Read-Read model
+//! with RDMA_DONE, and how a peer in the default mode takes both (seed 004 section 5.7).
+
+use super::*;
+use crate::transport::header::AlignPadding;
+use crate::transport::mode2004::Mode2004;
+
+/// A side in the 2004 mode with `padding`, Read-Read off, with 16 KiB receive buffers.
+fn padded(role: Role, padding: Option<AlignPadding>) -> CoreConfig {
+    CoreConfig {
+        recv_size: 16 << 10,
+        peer_recv_size: 16 << 10,
+        mode_2004: Some(Mode2004 {
+            padding,
+            read_read: false,
+            config_program: None,
+            ..Mode2004::default()
+        }),
+        ..config(role)
+    }
+}
+
+/// The default mode with 16 KiB receive buffers.
+fn plain(role: Role) -> CoreConfig {
+    CoreConfig {
+        recv_size: 16 << 10,
+        peer_recv_size: 16 << 10,
+        ..config(role)
+    }
+}
+
+/// The RPC call header of an AUTH_NONE call: ten words.
+const CALL_HEADER: usize = 40;
+
+/// An RDMA_MSGP header with no chunks: the four fixed words, align, thresh, three empty lists.
+const MSGP_HEADER: usize = 36;
+
+#[test]
+fn rdma_msgp_lays_out_the_bytes_seed_000_describes() {
+    // Seed 000 section 3.5: "XXXXXXXLLLLpppDDDDDDDDDDDDDD": prior bytes, the length, the
+    // padding, the data, which then starts at a multiple of rdma_align in the receive buffer.
+    let pad = AlignPadding::new(512, 1024);
+    let mut p = Pair::with(padded(Role::Client, Some(pad)), padded(Role::Server, Some(pad)), 1 << 20);
+    let data = pattern(1024, 0);
+    assert_eq!(p.call::<LongArgs>(&data, vec![], None).unwrap(), 1024);
+    let (from, sent) = &p.wire[0];
+    assert_eq!(*from, CLIENT);
+    let word = |i: usize| u32::from_be_bytes(sent[4 * i..4 * i + 4].try_into().unwrap());
+    // xid, vers 1, credits, RDMA_MSGP (2), rdma_align, rdma_thresh, three empty lists.
+    assert_eq!(word(1), 1);
+    assert_eq!(word(3), 2, "RDMA_MSGP");
+    assert_eq!((word(4), word(5)), (512, 1024));
+    assert_eq!((word(6), word(7), word(8)), (0, 0, 0));
+    // The RPC message follows, its XID mirroring the header's.
+    assert_eq!(&sent[MSGP_HEADER..MSGP_HEADER + 4], &sent[..4]);
+    let length_at = MSGP_HEADER + CALL_HEADER;
+    assert_eq!(word(length_at / 4), 1024, "LLLL");
+    let mut want = sent[..length_at + 4].to_vec();
+    want.resize(512, 0); // ppp: zeros up to the next multiple of 512
+    want.extend_from_slice(&data); // DDDD, already a multiple of four long
+    assert_eq!(sent, &want);
+}
+
+#[test]
+fn rdma_msgp_aligns_data_at_or_above_the_threshold_for_every_alignment() {
+    for align in [0u32, 4, 512, 4096] {
+        let pad = AlignPadding::new(align, 1024);
+        for len in [1020usize, 1024, 1028, 5000] {
+            let mut p = Pair::with(
+                padded(Role::Client, Some(pad)),
+                padded(Role::Server, Some(pad)),
+                1 << 20,
+            );
+            let at = p.call::<Where>(&pattern(len, 0), vec![], None).unwrap();
+            let sent = &p.wire[0].1;
+            let data_at = sent
+                .windows(len.min(64))
+                .position(|w| w == &pattern(len, 0)[..len.min(64)])
+                .unwrap();
+            let after_length = MSGP_HEADER + CALL_HEADER + 4;
+            let padded = len >= 1024 && align > 4;
+            if padded {
+                assert_eq!(data_at % align as usize, 0, "align {align}, len {len}");
+                assert!(data_at - after_length < align as usize);
+                assert!(sent[after_length..data_at].iter().all(|&b| b == 0));
+                // The receiver decoded the data where it landed, aligned in memory too.
+                assert_eq!(at % align, 0, "align {align}, len {len}: at {at}");
+            } else {
+                assert_eq!(data_at, after_length, "align {align}, len {len}: no padding");
+                assert_ne!(at, u32::MAX, "align {align}, len {len}: data misread");
+            }
+            // Every message of the mode is RDMA_MSGP, the reply too.
+            for (_, m) in &p.wire {
+                let (h, _) = hdr::parse_with(m, &Default::default(), true).unwrap();
+                assert!(matches!(h.body, Body::MsgP(_, q) if q == pad), "{h:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn padded_replies_and_read_chunk_positions_after_padding_decode() {
+    let pad = AlignPadding::new(4096, 1024);
+    let mut client = padded(Role::Client, Some(pad));
+    client.min_ddp_size = 4000;
+    let mut p = Pair::with(client, padded(Role::Server, Some(pad)), 1 << 20);
+    // The first item stays inline and is padded; the second moves to a Read chunk whose
+    // Position counts the padding before it.
+    let args = (DdpData(pattern(1100, 1)), 7u32, DdpData(pattern(8000, 2)));
+    assert_eq!(p.call::<Two>(&args, vec![], None).unwrap(), 1100 + 7 + 8000);
+    let (h, _) = hdr::parse_with(&p.wire[0].1, &Default::default(), true).unwrap();
+    let Body::MsgP(chunks, _) = h.body else { panic!("{h:?}") };
+    assert_eq!(chunks.reads.len(), 1);
+    // 4096 (the padded first item's data start) + 1100 + 0 round-up + 4 (n) + 4 (length).
+    assert_eq!(chunks.reads[0].position as usize, 4096 - MSGP_HEADER - 24 + 1100 + 8);
+    // A padded reply: a large non-DDP result.
+    let big = p.call::<Big>(&3000, vec![], None).unwrap();
+    assert_eq!(big, Bytes::from(vec![0xb1; 3000]));
+    let reply = &p.wire.iter().rev().find(|(from, _)| *from == SERVER).unwrap().1;
+    let (h, used) = hdr::parse_with(reply, &Default::default(), true).unwrap();
+    assert!(matches!(h.body, Body::MsgP(..)));
+    let data_at = reply.iter().skip(used).position(|&b| b == 0xb1).unwrap() + used;
+    assert_eq!(data_at % 4096, 0);
+}
+
+#[test]
+fn a_default_receiver_takes_rdma_msgp_as_rdma_msg() {
+    // Seed 004 section 5.7.1: "Receivers MUST treat received RDMA_MSGP type messages as they
+    // would treat RDMA_MSG type messages. The additional alignment information is an
+    // optimization hint that may be ignored."
+    let pad = AlignPadding::new(512, 1024);
+    let mut p = Pair::with(padded(Role::Client, Some(pad)), plain(Role::Server), 1 << 20);
+    // Below the threshold nothing is padded: the default server serves it as RDMA_MSG.
+    assert_eq!(p.call::<LongArgs>(&pattern(1000, 0), vec![], None).unwrap(), 1000);
+    let (h, _) = hdr::parse_with(&p.wire[0].1, &Default::default(), true).unwrap();
+    assert!(matches!(h.body, Body::MsgP(..)), "sent as RDMA_MSGP");
+    assert_eq!(p.sides[SERVER].core.stats().replies_inline, 1);
+    // Above it, the padding is not skipped, so the arguments do not decode: GARBAGE_ARGS,
+    // the RPC layer's answer; the connection carries on.
+    let err = p.call::<LongArgs>(&pattern(1024, 0), vec![], None).unwrap_err();
+    assert!(matches!(err, rpc::Error::GarbageArgs), "{err:?}");
+    assert_eq!(p.call::<LongArgs>(&pattern(8, 0), vec![], None).unwrap(), 8);
+    assert!(p.sides[SERVER].fatal.is_empty());
+}
+
+#[test]
+fn a_receiver_in_the_mode_refuses_an_alignment_it_cannot_honour() {
+    let mut p = Pair::with(padded(Role::Client, None), padded(Role::Server, None), 1 << 20);
+    // Rewrite the call's RDMA_MSG into an RDMA_MSGP with rdma_align 6.
+    p.tamper = Some(Box::new(|from, bytes: &mut Vec<u8>| {
+        if from == CLIENT {
+            bytes[12..16].copy_from_slice(&2u32.to_be_bytes());
+            let rest = bytes.split_off(16);
+            bytes.extend_from_slice(&6u32.to_be_bytes());
+            bytes.extend_from_slice(&0u32.to_be_bytes());
+            bytes.extend_from_slice(&rest);
+        }
+    }));
+    let id = p.start::<Null>(&(), vec![], None).unwrap();
+    p.run();
+    // ERR_CHUNK (seed 000 section 5.3: "When other decoding errors are detected in the header
+    // or chunks, ... the error code ERR_CHUNK").
+    let err = p.sides[CLIENT].replies.remove(&id).unwrap().unwrap_err();
+    assert!(matches!(err, rpc::TransportError::RdmaChunk), "{err:?}");
+}
