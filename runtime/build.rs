@@ -1,7 +1,8 @@
 //! Generates the message types the runtime speaks from the specs, so that no hand-written copy
 //! of them exists: ONC RPC (`specs/rpc_msg.x`, feature `rpc`) and the RPC-over-RDMA headers
 //! (feature `transport`): version 1 from `specs/rpcrdma-v1.x`, version 2 from `specs/common.x`
-//! with `specs/baseops.x`. Strict mode: the corrected specs compile without any leniency
+//! with `specs/baseops.x`, and the 2004 protocol's `CONFIG_RDMA_PROG` from
+//! `specs/rpcrdma-2004.x`. Strict mode: the corrected specs compile without any leniency
 //! (`specs/ERRATA.md`).
 
 fn main() {
@@ -15,6 +16,9 @@ fn main() {
         "rpcrdma_v2.rs",
         &["../specs/common.x", "../specs/baseops.x"],
     );
+    // The 2004 protocol's Connection Configuration Protocol (rpcrdma::transport::mode2004).
+    #[cfg(feature = "transport")]
+    generate("rpcrdma_2004.rs", &["../specs/rpcrdma-2004.x"]);
     // The program of the transport conformance suite (rpcrdma::transport::conformance).
     #[cfg(feature = "transport")]
     generate("testprog.rs", &["src/transport/conformance/testprog.x"]);

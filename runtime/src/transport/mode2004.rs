@@ -59,3 +59,4 @@ impl Default for Mode2004 {
         }
     }
 }
+pub mod ccp;

@@ -319,6 +319,8 @@ impl<B> WriteTarget<B> {
 enum Owner {
     /// A local invalidation fencing a requester's call.
     Requester(CallId),
+    /// An RDMA Read of a reply's Read chunk (the Read-Read model, seed 000 section 3.8).
+    Pull(CallId),
     /// An RDMA Read, RDMA Write or Send of a call the responder handles.
     Responder(CallId),
     /// An error reply or other Send nothing waits for.
@@ -408,6 +410,16 @@ pub struct Stats {
     pub resent: u64,
     /// Replies whose Send With Invalidate named a handle other than the one the call offered.
     pub unexpected_invalidations: u64,
+    /// Read-Read (seed 000 section 3.8): replies sent with results exposed in Read chunks.
+    pub replies_read_chunks: u64,
+    /// Read-Read: replies received with Read chunks, pulled by RDMA Read.
+    pub replies_received_read_chunks: u64,
+    /// RDMA_DONE messages sent (including for calls this side no longer waited for).
+    pub dones_sent: u64,
+    /// RDMA_DONE messages that released an exposed reply.
+    pub dones_received: u64,
+    /// Exposed replies released because no RDMA_DONE came in time.
+    pub exposures_expired: u64,
 }
 
 /// Where a connection stands in version negotiation (seed 003 section 7).
@@ -442,6 +454,8 @@ pub struct Core<B: Buf> {
     peer: BaseProperties,
     /// Every property the peer advertised, as sent.
     peer_properties: Vec<Property>,
+    /// The peer showed it speaks the 2004 protocol ([`Core::confirm_mode_2004`]).
+    peer_in_mode_2004: bool,
 }
 
 /// The smallest and largest receive size a peer's RBSIZ is taken at: below the 1024 bytes
@@ -475,6 +489,7 @@ impl<B: Buf> Core<B> {
             },
             stats: Stats::default(),
             closed: false,
+            peer_in_mode_2004: false,
             version: VERSION,
             negotiation: if offers {
                 Negotiation::Unopened
@@ -647,6 +662,37 @@ impl<B: Buf> Core<B> {
         (pad.align > 4).then_some(pad.thresh as usize)
     }
 
+    /// Read-Read replies awaiting RDMA_DONE (seed 000 section 3.8).
+    pub fn exposed_replies(&self) -> usize {
+        self.responder.exposures()
+    }
+
+    /// The policy for the reply to `call` when it goes in the Read-Read model (seed 000
+    /// section 3.8: DDP-eligible results exposed in Read chunks of the reply, for an
+    /// [`Encoder::for_call`](crate::xdr::Encoder::for_call)); `None` when the reply goes the
+    /// RFC 8166 way ([`Encoder::for_reply`](crate::xdr::Encoder::for_reply) over the call's
+    /// Write chunks): the mode is off, the call brought Write chunks, or as many replies as
+    /// four times the credits already await RDMA_DONE (a requester that sends none cannot
+    /// make this side pin more).
+    ///
+    /// With the Connection Configuration Protocol on, the requester must have shown that it
+    /// speaks the 2004 protocol first (its configuration call, an RDMA_MSGP or an RDMA_DONE):
+    /// a requester in the default mode could not pull the results.
+    pub fn read_read_policy(&self, call: CallId, write_chunks: &[u64]) -> Option<ThresholdPolicy> {
+        let mode = self.config.mode_2004.as_ref()?;
+        let forward = self.responder.is_forward(call);
+        let peer = mode.config_program.is_none() || self.peer_in_mode_2004;
+        let room = self.responder.exposures() < 4 * self.config.credits.max(1) as usize;
+        (mode.read_read && forward && peer && write_chunks.is_empty() && room)
+            .then(|| self.call_policy())
+    }
+
+    /// The peer showed that it speaks the 2004 protocol (a server: its client's
+    /// configuration call was answered).
+    pub fn confirm_mode_2004(&mut self) {
+        self.peer_in_mode_2004 = true;
+    }
+
     /// Calls received and not yet answered at the responder.
     pub fn calls_in_progress(&self) -> usize {
         self.responder.len()
@@ -719,7 +765,8 @@ impl<B: Buf> Core<B> {
 
     /// Sends the reply to `call` (an [`IncomingCall`]'s id): `message` is the RPC reply with
     /// DDP-eligible results moved out (an [`Encoder::for_reply`] over the call's Write chunk
-    /// capacities), `moved` the items moved to Write chunks.
+    /// capacities, or [`Core::read_read_policy`]'s), `moved` the items moved to chunks. `now`
+    /// starts the RDMA_DONE timeout of a Read-Read reply.
     ///
     /// [`Encoder::for_reply`]: crate::xdr::Encoder::for_reply
     pub fn send_reply<M: Memory<Buf = B>>(
@@ -727,12 +774,14 @@ impl<B: Buf> Core<B> {
         call: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
+        now: Instant,
         mem: &mut M,
     ) {
         self.responder.reply(
             call,
             message,
             moved,
+            now,
             mem,
             &self.config,
             &mut self.out,
@@ -824,6 +873,11 @@ impl<B: Buf> Core<B> {
             Err(e) => return self.header_error(e, message),
         };
         let rpc = &message[used..];
+        if self.config.mode_2004.is_some()
+            && matches!(header.body, Body::MsgP(..) | Body::Done)
+        {
+            self.peer_in_mode_2004 = true;
+        }
         // The padding counts from the Send's first byte: the message starts at `used`.
         let alignment = match std::mem::replace(&mut header.body, Body::Done) {
             Body::MsgP(chunks, pad) => {
@@ -836,6 +890,12 @@ impl<B: Buf> Core<B> {
             }
         };
         match header.body {
+            Body::Done if self.config.mode_2004.is_some() => {
+                if !self.responder.done(header.xid, &mut self.out, &mut self.stats) {
+                    tracing::debug!(xid = header.xid, "an RDMA_DONE for no exposed reply");
+                    self.stats.dropped += 1;
+                }
+            }
             Body::Done => {
                 // Seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages".
                 self.stats.dropped += 1;
@@ -843,17 +903,17 @@ impl<B: Buf> Core<B> {
             Body::MsgP(..) => unreachable!("taken as RDMA_MSG above"),
             Body::Error(error) => self.error_received(&header, error, invalidated, mem),
             Body::ConnProp(_) => self.connprop(header),
-            Body::Other { .. } => self.other_type(header, invalidated),
+            Body::Other { .. } => self.other_type(header, invalidated, mem),
             Body::NoMsg(_) if header.version == VERSION => match self.config.role {
                 // A client gets long replies; a server gets long calls.
-                Role::Client => self.reply(header, Bytes::new(), None, invalidated),
+                Role::Client => self.reply(header, Bytes::new(), None, invalidated, mem),
                 Role::Server => self.call(header, Bytes::new(), None, false, mem),
             },
             Body::NoMsg(_) => {
                 // Seed 003 section 3.2: RPCRDMA2_F_RESPONSE tells a reply from a call, so a
                 // reverse-direction call needs no XID lookup.
                 if header.is_response() {
-                    self.reply(header, Bytes::new(), None, invalidated)
+                    self.reply(header, Bytes::new(), None, invalidated, mem)
                 } else {
                     let backward = self.config.role == Role::Client;
                     self.call(header, Bytes::new(), None, backward, mem)
@@ -883,9 +943,9 @@ impl<B: Buf> Core<B> {
                 let a = alignment;
                 match (self.config.role, is_call) {
                     (Role::Server, true) => self.call(header, inline, a, false, mem),
-                    (Role::Client, false) => self.reply(header, inline, a, invalidated),
+                    (Role::Client, false) => self.reply(header, inline, a, invalidated, mem),
                     (Role::Client, true) => self.call(header, inline, a, true, mem),
-                    (Role::Server, false) => self.reply(header, inline, a, invalidated),
+                    (Role::Server, false) => self.reply(header, inline, a, invalidated, mem),
                 }
             }
         }
@@ -909,12 +969,13 @@ impl<B: Buf> Core<B> {
             .then(|| (xid, word(5), word(6)))
     }
 
-    fn reply(
+    fn reply<M: Memory<Buf = B>>(
         &mut self,
         header: Header,
         inline: Bytes,
         alignment: Option<(AlignPadding, usize)>,
         invalidated: Option<u32>,
+        mem: &mut M,
     ) {
         if self.negotiating() {
             // Nothing was sent but the offer: a reply now answers nothing of ours.
@@ -923,7 +984,7 @@ impl<B: Buf> Core<B> {
         }
         if !self
             .requester
-            .reply(header, inline, alignment, invalidated, &mut self.out, &mut self.stats)
+            .reply(header, inline, alignment, invalidated, mem, &self.config, &mut self.out, &mut self.stats)
         {
             self.stats.dropped += 1;
         }
@@ -1061,10 +1122,15 @@ impl<B: Buf> Core<B> {
     /// 9.1), or one this side does not know. Seed 003 section 5.2: "implementations that
     /// receive an OPTIONAL operation that is not supported MUST respond with an RDMA2_ERROR
     /// message with an error code of RDMA2_ERR_INVAL_HTYPE".
-    fn other_type(&mut self, header: Header, invalidated: Option<u32>) {
+    fn other_type<M: Memory<Buf = B>>(
+        &mut self,
+        header: Header,
+        invalidated: Option<u32>,
+        mem: &mut M,
+    ) {
         if header.is_response() {
             // The answer to one of this side's extension requests (or to nothing).
-            return self.reply(header, Bytes::new(), None, invalidated);
+            return self.reply(header, Bytes::new(), None, invalidated, mem);
         }
         let Body::Other { htype, body } = header.body else {
             return;
@@ -1232,6 +1298,10 @@ impl<B: Buf> Core<B> {
         let ok = status == WcStatus::Success;
         match owner {
             Owner::Requester(call) => self.requester.completed(call, ok, &mut self.out),
+            Owner::Pull(call) => {
+                self.requester
+                    .pulled(call, ok, &self.config, &mut self.out, &mut self.stats)
+            }
             Owner::Responder(call) => {
                 self.responder
                     .completed(call, ok, &self.config, &mut self.out, &mut self.stats)
@@ -1246,10 +1316,10 @@ impl<B: Buf> Core<B> {
             Negotiation::Offered { deadline, .. } => Some(deadline),
             _ => None,
         };
-        match (self.requester.next_deadline(), offer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.requester.next_deadline(), offer, self.responder.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Fails the calls whose deadline is before `now` with [`TransportError::TimedOut`], and
@@ -1263,6 +1333,7 @@ impl<B: Buf> Core<B> {
             }
         }
         self.requester.expire(now, &mut self.out, &mut self.stats);
+        self.responder.expire(now, &mut self.out, &mut self.stats);
     }
 
     /// The connection is gone: every call fails with [`TransportError::Closed`] (the caller

@@ -19,7 +19,8 @@ use super::super::header::{
     self, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION,
 };
 use super::{
-    Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
+    gather, pair_up, Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice,
+    Stats, WriteTarget,
 };
 use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
@@ -57,7 +58,7 @@ struct Marshaled<B> {
     ready: Ready,
 }
 
-enum Phase {
+enum Phase<B> {
     /// Waiting for a credit (or, for a version 2 client, for the version).
     Queued(Ready),
     /// Sent; waiting for the reply.
@@ -70,6 +71,9 @@ enum Phase {
     /// The responder reported a limit: the old registrations are being invalidated
     /// (`pending`), then `ready` goes again with the same XID (seed 003 section 5.3.3).
     Resending { pending: usize, ready: Ready },
+    /// Read-Read (seed 000 section 3.8): the reply came with Read chunks; `pending` RDMA Reads
+    /// of them are not yet complete.
+    Pulling(Box<Pull<B>>),
     /// Given up (cancelled or timed out) after it was sent: waiting for the reply, which frees
     /// the credit, and for the invalidations.
     Abandoned {
@@ -78,8 +82,22 @@ enum Phase {
     },
 }
 
+/// A reply whose Read chunks are being pulled.
+struct Pull<B> {
+    pending: usize,
+    failed: bool,
+    /// The reply's inline part (empty for RDMA_NOMSG).
+    inline: Bytes,
+    /// Each Read chunk's position, sink and length.
+    sinks: Vec<(u32, Vec<Slice<B>>, usize)>,
+    alignment: Option<(AlignPadding, usize)>,
+    invalidated: Option<u32>,
+}
+
 struct OutCall<B> {
     xid: u32,
+    /// The number of this side's Send that carried it, for RDMA_DONE accounting.
+    sent_seq: u64,
     /// Every slice the peer got a handle to.
     exposed: Vec<Slice<B>>,
     write_sinks: Vec<Vec<Slice<B>>>,
@@ -90,7 +108,7 @@ struct OutCall<B> {
     inv_handle: u32,
     /// Version 2: how to send it again.
     plan: Option<Plan>,
-    phase: Phase,
+    phase: Phase<B>,
 }
 
 pub(super) struct Requester<B> {
@@ -108,6 +126,17 @@ pub(super) struct Requester<B> {
     calls: IdMap<CallId, OutCall<B>>,
     by_xid: IdMap<u32, CallId>,
     queue: VecDeque<CallId>,
+    /// Read-Read: RDMA Reads of replies' Read chunks waiting for the responder's IRD, and
+    /// how many are posted.
+    pulls_waiting: VecDeque<(CallId, Slice<B>, Segment)>,
+    pulls_in_flight: usize,
+    /// RDMA_DONEs to send, by XID.
+    dones_waiting: VecDeque<u32>,
+    /// The Send numbers of RDMA_DONEs not yet known to have reached the responder: one is,
+    /// once a reply comes to a call sent after it (Sends arrive in order).
+    dones_unconfirmed: VecDeque<u64>,
+    /// Sends so far (calls and RDMA_DONEs).
+    sent: u64,
 }
 
 fn memory_error(e: super::MemoryError) -> TransportError {
@@ -128,6 +157,11 @@ impl<B: Buf> Requester<B> {
             calls: IdMap::default(),
             by_xid: IdMap::default(),
             queue: VecDeque::new(),
+            pulls_waiting: VecDeque::new(),
+            pulls_in_flight: 0,
+            dones_waiting: VecDeque::new(),
+            dones_unconfirmed: VecDeque::new(),
+            sent: 0,
         }
     }
 
@@ -234,6 +268,7 @@ impl<B: Buf> Requester<B> {
             id,
             OutCall {
                 xid: call.xid,
+                sent_seq: 0,
                 exposed: m.exposed,
                 write_sinks: m.write_sinks,
                 reply_sink: m.reply_sink,
@@ -275,6 +310,7 @@ impl<B: Buf> Requester<B> {
             id,
             OutCall {
                 xid,
+                sent_seq: 0,
                 exposed: Vec::new(),
                 write_sinks: Vec::new(),
                 reply_sink: None,
@@ -446,6 +482,19 @@ impl<B: Buf> Requester<B> {
 
     /// Sends queued calls while credits allow, each with its header in the settled version.
     fn pump(&mut self, out: &mut Outbox<B>) {
+        // Seed 000 section 3.8: "the RPC Done message consumes a credit at the server. The
+        // client must account for this": at most as many unconfirmed as credits granted (the
+        // responder keeps a receive per credit for them, beside the calls').
+        while self.dones_unconfirmed.len() < self.limit() as usize {
+            let Some(xid) = self.dones_waiting.pop_front() else {
+                break;
+            };
+            if let Ok(bytes) = encode_header(&Header::v1(xid, self.requested, Body::Done)) {
+                self.sent += 1;
+                self.dones_unconfirmed.push_back(self.sent);
+                out.send(Owner::Nobody, vec![bytes], None);
+            }
+        }
         while !self.hold && self.in_flight < self.limit() {
             let Some(id) = self.queue.pop_front() else {
                 return;
@@ -470,6 +519,8 @@ impl<B: Buf> Requester<B> {
                 Ok(bytes) => {
                     message[0] = bytes;
                     self.in_flight += 1;
+                    self.sent += 1;
+                    call.sent_seq = self.sent;
                     out.send(Owner::Nobody, message, None);
                 }
                 Err(e) => {
@@ -493,20 +544,51 @@ impl<B: Buf> Requester<B> {
     }
 
     /// Takes an RDMA_MSG or RDMA_NOMSG reply; false when no call waits for its XID.
-    pub(super) fn reply(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reply<M: Memory<Buf = B>>(
         &mut self,
         header: Header,
         inline: Bytes,
         alignment: Option<(AlignPadding, usize)>,
         invalidated: Option<u32>,
+        mem: &mut M,
+        config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> bool {
+        let read_read = config.mode_2004.as_ref().is_some_and(|m| m.read_read);
+        let has_reads = matches!(&header.body, Body::Msg(c) | Body::NoMsg(c) if !c.reads.is_empty());
         let Some(id) = self.take_reply(&header) else {
+            if read_read && has_reads {
+                // Seed 000 section 3.8: the responder releases the chunks on RDMA_DONE, which
+                // it needs even when this side no longer waits for the reply.
+                self.dones_waiting.push_back(header.xid);
+            }
             // A reply to an abandoned call still frees its credit.
             self.pump(out);
             return false;
         };
+        if let Some(call) = self.calls.get(&id) {
+            let seq = call.sent_seq;
+            while self.dones_unconfirmed.front().is_some_and(|&d| d < seq) {
+                self.dones_unconfirmed.pop_front();
+            }
+        }
+        if has_reads {
+            if read_read {
+                self.pull(id, header, inline, alignment, invalidated, mem, config, out, stats);
+            } else {
+                // Seed 004 section 5.7.2: version 1 implementations "do not use the Read-Read
+                // transfer model"; data this side was never told to pull cannot be decoded.
+                let error = protocol(
+                    "a reply with Read chunks (the Read-Read model of the 2004 protocol is off)"
+                        .into(),
+                );
+                self.fence(id, Err(error), invalidated, out, stats);
+            }
+            self.pump(out);
+            return true;
+        }
         let long = matches!(header.body, Body::NoMsg(_));
         let written = match &header.body {
             Body::Msg(c) | Body::NoMsg(c) => c.writes.iter().any(|w| header::total_len(w) > 0),
@@ -799,6 +881,141 @@ impl<B: Buf> Requester<B> {
         }
     }
 
+    /// Pulls a reply's Read chunks by RDMA Read (seed 000 section 3.8, "an RPC with read
+    /// chunks in the reply message"); the reply is delivered once they are in, and RDMA_DONE
+    /// tells the responder it may release them.
+    #[allow(clippy::too_many_arguments)]
+    fn pull<M: Memory<Buf = B>>(
+        &mut self,
+        id: CallId,
+        header: Header,
+        inline: Bytes,
+        alignment: Option<(AlignPadding, usize)>,
+        invalidated: Option<u32>,
+        mem: &mut M,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        let (Body::Msg(chunks) | Body::NoMsg(chunks)) = header.body else {
+            return;
+        };
+        let mut sinks = Vec::with_capacity(chunks.reads.len());
+        let mut pairs = Vec::new();
+        for chunk in &chunks.reads {
+            // Bounded: the header's Read chunks together are at most `max_read_bytes`.
+            let len = chunk.len() as usize;
+            let slices = match mem.alloc(len.max(1), Access::NONE) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.dones_waiting.push_back(header.xid);
+                    return self.fence(id, Err(memory_error(e)), invalidated, out, stats);
+                }
+            };
+            pairs.extend(pair_up(&slices, &chunk.segments, len));
+            sinks.push((chunk.position, slices, len));
+        }
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        call.phase = Phase::Pulling(Box::new(Pull {
+            pending: pairs.len(),
+            failed: false,
+            inline,
+            sinks,
+            alignment,
+            invalidated,
+        }));
+        if pairs.is_empty() {
+            return self.pulled_all(id, out, stats);
+        }
+        for (sink, remote) in pairs {
+            self.pulls_waiting.push_back((id, sink, remote));
+        }
+        self.pump_pulls(config, out);
+    }
+
+    /// Posts waiting pulls while the responder's IRD allows.
+    fn pump_pulls(&mut self, config: &CoreConfig, out: &mut Outbox<B>) {
+        while self.pulls_in_flight < config.max_reads.max(1) {
+            let Some((id, sink, remote)) = self.pulls_waiting.pop_front() else {
+                return;
+            };
+            if !matches!(self.calls.get(&id).map(|c| &c.phase), Some(Phase::Pulling(_))) {
+                continue; // cancelled meanwhile
+            }
+            self.pulls_in_flight += 1;
+            out.read(Owner::Pull(id), sink, remote);
+        }
+    }
+
+    /// An RDMA Read of call `id`'s reply completed.
+    pub(super) fn pulled(
+        &mut self,
+        id: CallId,
+        ok: bool,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        self.pulls_in_flight = self.pulls_in_flight.saturating_sub(1);
+        let mut all_in = false;
+        if let Some(Phase::Pulling(pull)) = self.calls.get_mut(&id).map(|c| &mut c.phase) {
+            pull.pending = pull.pending.saturating_sub(1);
+            pull.failed |= !ok;
+            all_in = pull.pending == 0;
+        }
+        if all_in {
+            self.pulled_all(id, out, stats);
+        }
+        self.pump_pulls(config, out);
+        self.pump(out);
+    }
+
+    /// Every Read chunk of call `id`'s reply is in: RDMA_DONE goes, and the reply is
+    /// delivered once the call's own handles are fenced.
+    fn pulled_all(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let Phase::Pulling(pull) = std::mem::replace(&mut call.phase, Phase::Sent) else {
+            return;
+        };
+        self.dones_waiting.push_back(call.xid);
+        let Pull {
+            failed,
+            inline,
+            sinks,
+            alignment,
+            invalidated,
+            ..
+        } = *pull;
+        let result = if failed {
+            Err(protocol(
+                "an RDMA Read of the reply's Read chunk failed".into(),
+            ))
+        } else {
+            let mut message = inline;
+            let mut reads = Vec::new();
+            for (position, slices, len) in sinks {
+                let data = gather(&slices, len);
+                if position == 0 {
+                    // Seed 000 section 5.1: the long reply "as if it had received it in-line".
+                    message = data;
+                } else {
+                    reads.push((position, data));
+                }
+            }
+            let mut chunks = (!reads.is_empty()).then(|| ReceivedChunks::for_call(reads));
+            if let Some((pad, origin)) = alignment {
+                chunks = Some(chunks.unwrap_or_default().with_alignment(pad, origin));
+            }
+            stats.replies_received_read_chunks += 1;
+            Ok(Reply { message, chunks })
+        };
+        self.fence(id, result, invalidated, out, stats);
+    }
+
     fn remove(&mut self, id: CallId) -> Option<OutCall<B>> {
         let call = self.calls.remove(&id)?;
         if self.by_xid.get(&call.xid) == Some(&id) {
@@ -839,6 +1056,13 @@ impl<B: Buf> Requester<B> {
                         pending,
                     };
                 }
+            }
+            Phase::Pulling(_) => {
+                // The data is no longer wanted: the responder may release it now.
+                revoke_slices(&call.exposed, out, stats);
+                self.dones_waiting.push_back(call.xid);
+                self.remove(id);
+                self.pump(out);
             }
             Phase::Abandoned { .. } => {}
         }
@@ -910,7 +1134,7 @@ impl<B: Buf> Requester<B> {
 }
 
 /// Revokes each handle of `slices` once.
-fn revoke_slices<B: Buf>(slices: &[Slice<B>], out: &mut Outbox<B>, stats: &mut Stats) {
+pub(super) fn revoke_slices<B: Buf>(slices: &[Slice<B>], out: &mut Outbox<B>, stats: &mut Stats) {
     let mut seen = IdSet::default();
     for slice in slices {
         if seen.insert(slice.buf.handle()) {

@@ -12,12 +12,15 @@
 //! * with the peer's agreement the reply's Send invalidates one of the requester's handles.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::super::header::{
-    self, total_len, AlignPadding, Body, Chunks, Header, RdmaError, Segment, F_RESPONSE, VERSION,
+    self, total_len, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, F_RESPONSE,
+    VERSION,
 };
+use super::requester::revoke_slices;
 use super::{
     gather, pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice,
     Stats,
@@ -49,7 +52,19 @@ struct InCall<B> {
     sinks: Vec<(u32, Vec<Slice<B>>, usize)>,
     /// Memory that must outlive the posted operations.
     held: Vec<Slice<B>>,
+    /// Read-Read: this side's memory exposed in the reply's Read chunks, kept until
+    /// RDMA_DONE or `done_deadline`.
+    exposed: Vec<Slice<B>>,
+    done_deadline: Option<Instant>,
+    /// RDMA_DONE came before the reply's Send completed.
+    done_early: bool,
     phase: Phase,
+}
+
+/// A reply's memory exposed in its Read chunks, awaiting RDMA_DONE (seed 000 section 3.8).
+struct Exposure<B> {
+    slices: Vec<Slice<B>>,
+    deadline: Instant,
 }
 
 pub(super) struct Responder<B> {
@@ -59,6 +74,8 @@ pub(super) struct Responder<B> {
     reads_in_flight: usize,
     /// Calls received and not yet answered, per direction (forward, backward).
     active: [u32; 2],
+    /// Read-Read replies sent and awaiting RDMA_DONE, by XID.
+    exposures: IdMap<u32, Exposure<B>>,
 }
 
 impl<B: Buf> Responder<B> {
@@ -69,6 +86,7 @@ impl<B: Buf> Responder<B> {
             reads_waiting: VecDeque::new(),
             reads_in_flight: 0,
             active: [0, 0],
+            exposures: IdMap::default(),
         }
     }
 
@@ -81,6 +99,7 @@ impl<B: Buf> Responder<B> {
         self.reads_waiting.clear();
         self.reads_in_flight = 0;
         self.active = [0, 0];
+        self.exposures.clear();
     }
 
     /// Credits this side grants in the given direction.
@@ -221,6 +240,9 @@ impl<B: Buf> Responder<B> {
                 alignment,
                 sinks,
                 held: Vec::new(),
+                exposed: Vec::new(),
+                done_deadline: None,
+                done_early: false,
                 phase: Phase::Reading {
                     pending,
                     failed: false,
@@ -319,10 +341,83 @@ impl<B: Buf> Responder<B> {
             Phase::Replying { pending } => {
                 *pending = pending.saturating_sub(1);
                 if *pending == 0 {
-                    self.calls.remove(&id);
+                    if let Some(call) = self.calls.remove(&id) {
+                        self.expose(call, out, stats);
+                    }
                 }
             }
             Phase::Dispatched => {}
+        }
+    }
+
+    /// A replied call whose reply exposed memory in Read chunks: kept until RDMA_DONE (or
+    /// released now if RDMA_DONE came first).
+    fn expose(&mut self, call: InCall<B>, out: &mut Outbox<B>, stats: &mut Stats) {
+        let (Some(deadline), false) = (call.done_deadline, call.exposed.is_empty()) else {
+            return;
+        };
+        if call.done_early {
+            return revoke_slices(&call.exposed, out, stats);
+        }
+        self.exposures.insert(
+            call.xid,
+            Exposure {
+                slices: call.exposed,
+                deadline,
+            },
+        );
+    }
+
+    /// Read-Read replies awaiting RDMA_DONE.
+    pub(super) fn exposures(&self) -> usize {
+        self.exposures.len()
+    }
+
+    /// RDMA_DONE for `xid` (seed 000 section 3.8: "the client ... signal[s] the server that
+    /// it has received the chunks, so the server can de-register and free the memory"). False
+    /// when nothing awaited it.
+    pub(super) fn done(&mut self, xid: u32, out: &mut Outbox<B>, stats: &mut Stats) -> bool {
+        if let Some(e) = self.exposures.remove(&xid) {
+            stats.dones_received += 1;
+            revoke_slices(&e.slices, out, stats);
+            return true;
+        }
+        // The reply's Send may not have completed yet.
+        match self
+            .calls
+            .values_mut()
+            .find(|c| c.xid == xid && !c.backward && !c.exposed.is_empty())
+        {
+            Some(call) => {
+                stats.dones_received += 1;
+                call.done_early = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// When the first exposure without RDMA_DONE runs out.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.exposures.values().map(|e| e.deadline).min()
+    }
+
+    /// Releases the exposures whose deadline passed (seed 000 section 3.8: "In the event that
+    /// the client fails to return the Done message, the server can proceed with a de-register
+    /// and free chunk buffers after a time-out").
+    pub(super) fn expire(&mut self, now: Instant, out: &mut Outbox<B>, stats: &mut Stats) {
+        let expired: Vec<u32> = self
+            .exposures
+            .iter()
+            .filter(|(_, e)| e.deadline <= now)
+            .map(|(xid, _)| *xid)
+            .collect();
+        for xid in expired {
+            if let Some(e) = self.exposures.remove(&xid) {
+                tracing::debug!(xid, "no RDMA_DONE in time: releasing the reply's Read chunks");
+                stats.exposures_expired += 1;
+                revoke_slices(&e.slices, out, stats);
+            }
         }
     }
 
@@ -337,6 +432,11 @@ impl<B: Buf> Responder<B> {
     fn dispatched(&self, id: CallId) -> Option<(u32, u32, bool)> {
         let call = self.calls.get(&id)?;
         matches!(call.phase, Phase::Dispatched).then_some((call.xid, call.version, call.backward))
+    }
+
+    /// True when call `id` is a forward call waiting for its reply.
+    pub(super) fn is_forward(&self, id: CallId) -> bool {
+        self.dispatched(id).is_some_and(|(_, _, backward)| !backward)
     }
 
     /// Forgets a dispatched call without answering it.
@@ -364,11 +464,13 @@ impl<B: Buf> Responder<B> {
 
     /// Sends the reply to call `id`.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn reply<M: Memory<Buf = B>>(
         &mut self,
         id: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
+        now: Instant,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
@@ -377,7 +479,7 @@ impl<B: Buf> Responder<B> {
         let Some((xid, version, backward)) = self.dispatched(id) else {
             return;
         };
-        match self.marshal_reply(id, message, moved, mem, config, out, stats) {
+        match self.marshal_reply(id, message, moved, now, mem, config, out, stats) {
             Ok(()) => {
                 let a = &mut self.active[backward as usize];
                 *a = a.saturating_sub(1);
@@ -396,6 +498,7 @@ impl<B: Buf> Responder<B> {
         id: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
+        now: Instant,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
@@ -424,9 +527,30 @@ impl<B: Buf> Responder<B> {
                     .collect()
             })
             .collect();
+        let read_read = config.mode_2004.as_ref().filter(|m| m.read_read && !call.backward);
+        let mut reads = Vec::new();
         for item in &moved {
-            let ChunkTarget::Write { index } = item.target else {
-                return Err(system("a reply item moved to a Read chunk".into()));
+            let index = match item.target {
+                ChunkTarget::Write { index } => index,
+                // Read-Read (seed 000 section 3.8): the result stays in this side's memory,
+                // exposed in a Read chunk of the reply for the requester to pull.
+                ChunkTarget::Read { position } if read_read.is_some() => {
+                    if item.data.is_empty() {
+                        continue;
+                    }
+                    let slices = mem
+                        .source(std::slice::from_ref(&item.data), Access::REMOTE_READ)
+                        .map_err(|e| system(e.to_string()))?;
+                    reads.push(ReadChunk {
+                        position,
+                        segments: slices.iter().map(Slice::segment).collect(),
+                    });
+                    call.exposed.extend(slices);
+                    continue;
+                }
+                ChunkTarget::Read { .. } => {
+                    return Err(system("a reply item moved to a Read chunk".into()))
+                }
             };
             let chunk = call
                 .chunks
@@ -486,9 +610,42 @@ impl<B: Buf> Responder<B> {
             body_msg = true;
             send = Vec::with_capacity(1 + message.parts().len());
         }
+        let mut body_msg = body_msg;
+        if let (true, Some(_)) = (body_msg, read_read) {
+            let probe = Header::v1(
+                call.xid,
+                credit,
+                Body::Msg(Chunks {
+                    inv_handle: 0,
+                    reads: reads.clone(),
+                    writes: returned.clone(),
+                    reply: None,
+                }),
+            );
+            if header::encoded_len(&probe) + inline_len > config.peer_recv_size {
+                // Seed 000 section 5.2: with no Reply chunk, "the message must be returned as
+                // a Read chunk": RDMA_NOMSG with the whole reply at Position zero (section 5.1).
+                let slices = mem
+                    .source(message.parts(), Access::REMOTE_READ)
+                    .map_err(|e| system(e.to_string()))?;
+                reads.insert(
+                    0,
+                    ReadChunk {
+                        position: 0,
+                        segments: slices.iter().map(Slice::segment).collect(),
+                    },
+                );
+                call.exposed.extend(slices);
+                body_msg = false;
+            }
+        }
+        if let Some(mode) = read_read.filter(|_| !call.exposed.is_empty()) {
+            call.done_deadline = Some(now + mode.done_timeout);
+            stats.replies_read_chunks += 1;
+        }
         let chunks = Chunks {
             inv_handle: 0,
-            reads: Vec::new(),
+            reads,
             writes: returned,
             reply: reply_returned,
         };
@@ -589,3 +746,4 @@ fn encode(header: &Header) -> Option<Bytes> {
     header::encode(header, &mut enc).ok()?;
     Some(enc.finish().into_bytes())
 }
+

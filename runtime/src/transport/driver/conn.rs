@@ -695,8 +695,19 @@ impl<C: Connection> Conn<C> {
         write_chunks: &[u64],
         encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
     ) {
-        let mut enc = Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec());
-        if let Some(thresh) = self.lock().core.pad_threshold() {
+        let (read_read, pad_threshold) = {
+            let st = self.lock();
+            (
+                st.core.read_read_policy(id, write_chunks),
+                st.core.pad_threshold(),
+            )
+        };
+        // Read-Read (2004 mode): DDP-eligible results stay here, exposed in Read chunks.
+        let mut enc = match read_read {
+            Some(policy) => Encoder::for_call(policy),
+            None => Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec()),
+        };
+        if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
         }
         let encoded = encode(&mut enc);
@@ -704,7 +715,7 @@ impl<C: Connection> Conn<C> {
         match encoded {
             Ok(()) => {
                 let (message, moved) = enc.finish_with_chunks();
-                st.core.send_reply(id, message, moved, &mut self.pool());
+                st.core.send_reply(id, message, moved, Instant::now(), &mut self.pool());
             }
             Err(error) => {
                 tracing::debug!(%error, "the reply does not fit the call's chunks");
