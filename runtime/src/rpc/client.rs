@@ -159,6 +159,8 @@ pub struct Client {
     transport: Arc<dyn CallTransport>,
     cred: OpaqueAuth,
     verf: OpaqueAuth,
+    /// A program called by another number ([`Client::with_program_number`]).
+    renumbered: Option<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Client {
@@ -189,6 +191,17 @@ impl Client {
             transport,
             cred: none_auth(),
             verf: none_auth(),
+            renumbered: None,
+        }
+    }
+
+    /// The same connection, calling program `program` (the number its generated code has)
+    /// as `number`: for a program whose number is assigned locally, such as the 2004
+    /// protocol's `CONFIG_RDMA_PROG`, whose draft left it unassigned.
+    pub fn with_program_number(&self, program: u32, number: u32) -> Client {
+        Client {
+            renumbered: Some((program, number)),
+            ..self.clone()
         }
     }
 
@@ -198,6 +211,7 @@ impl Client {
             transport: self.transport.clone(),
             cred: credentials.to_opaque_auth().map_err(Error::Encode)?,
             verf: none_auth(),
+            renumbered: self.renumbered,
         })
     }
 
@@ -236,7 +250,10 @@ impl Client {
     {
         let encode = |enc: &mut Encoder| args.encode(enc);
         let call = Call {
-            prog: P::PROGRAM,
+            prog: match self.renumbered {
+                Some((program, number)) if program == P::PROGRAM => number,
+                _ => P::PROGRAM,
+            },
             vers: P::VERSION,
             proc: P::PROCEDURE,
             cred: &self.cred,

@@ -252,6 +252,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Hosts program `program` (as its services name it) as `number` instead: for a program
+    /// whose number is assigned locally, such as the 2004 protocol's `CONFIG_RDMA_PROG`.
+    pub fn renumber(&mut self, program: u32, number: u32) -> &mut ServerBuilder {
+        if let Some(versions) = self.programs.remove(&program) {
+            self.programs.insert(number, versions);
+        }
+        self
+    }
+
     /// Accepts only calls with these credential flavors (others get AUTH_ERROR /
     /// AUTH_TOOWEAK). Flavors other than AUTH_NONE and AUTH_SYS are never accepted.
     pub fn accept_flavors(&mut self, flavors: &[AuthFlavor]) -> &mut ServerBuilder {

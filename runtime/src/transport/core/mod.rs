@@ -158,10 +158,10 @@ impl CoreConfig {
 
     /// Receives this side must keep posted: one per forward credit and one per backward
     /// credit (seed 004 section 8.2.2), and in the Read-Read model one more per forward
-    /// credit for RDMA_DONE (seed 000 section 3.8).
+    /// credit and one more for RDMA_DONE (seed 000 section 3.8).
     pub fn receives(&self) -> usize {
         let done = match &self.mode_2004 {
-            Some(m) if m.read_read => self.credits.max(1),
+            Some(m) if m.read_read => self.credits.max(1) + 1,
             _ => 0,
         };
         (self.credits.max(1) + done + self.backward_credits) as usize
@@ -581,7 +581,10 @@ impl<B: Buf> Core<B> {
 
     /// What the core has done so far.
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            dones_sent: self.requester.dones_sent,
+            ..self.stats
+        }
     }
 
     /// The version this side's calls go in: 1 until a version 2 offer is accepted.
@@ -685,6 +688,42 @@ impl<B: Buf> Core<B> {
         let room = self.responder.exposures() < 4 * self.config.credits.max(1) as usize;
         (mode.read_read && forward && peer && write_chunks.is_empty() && room)
             .then(|| self.call_policy())
+    }
+
+    /// Applies what the Connection Configuration Protocol settled (seed 000 section 6.2):
+    /// the largest Send the peer takes inline, the RDMA Reads this side may have outstanding
+    /// against it (0: none, so no Read-Read pulls: "the peer must not issue requests which
+    /// require RDMA Read to satisfy"), and, for a client, the alignment the server's receive
+    /// buffers want (padding that cannot be honoured is turned off).
+    pub fn configure(&mut self, peer_recv_size: usize, max_reads: usize, align: Option<u32>) {
+        self.config.peer_recv_size = peer_recv_size;
+        self.config.max_reads = max_reads.max(1);
+        if let Some(mode) = self.config.mode_2004.as_mut() {
+            if let (Some(align), Some(pad)) = (align, mode.padding.as_mut()) {
+                pad.align = align;
+                if !pad.is_valid() {
+                    mode.padding = None;
+                }
+            }
+            if max_reads == 0 && self.config.role == Role::Client {
+                mode.read_read = false;
+            }
+        }
+        self.peer_in_mode_2004 = true;
+    }
+
+    /// The peer does not speak the 2004 protocol (its answer to the configuration call was
+    /// PROG_UNAVAIL): RFC 8166 from now on, with the peer's receive size as its private data
+    /// said.
+    pub fn leave_mode_2004(&mut self, peer_recv_size: usize) {
+        self.config.mode_2004 = None;
+        self.config.peer_recv_size = peer_recv_size;
+    }
+
+    /// True when this side's calls go in the Read-Read model: no Write and no Reply chunks.
+    pub fn read_read_requester(&self) -> bool {
+        self.config.role == Role::Client
+            && self.config.mode_2004.as_ref().is_some_and(|m| m.read_read)
     }
 
     /// The peer showed that it speaks the 2004 protocol (a server: its client's

@@ -137,6 +137,8 @@ pub(super) struct Requester<B> {
     dones_unconfirmed: VecDeque<u64>,
     /// Sends so far (calls and RDMA_DONEs).
     sent: u64,
+    /// RDMA_DONEs sent so far.
+    pub(super) dones_sent: u64,
 }
 
 fn memory_error(e: super::MemoryError) -> TransportError {
@@ -162,6 +164,7 @@ impl<B: Buf> Requester<B> {
             dones_waiting: VecDeque::new(),
             dones_unconfirmed: VecDeque::new(),
             sent: 0,
+            dones_sent: 0,
         }
     }
 
@@ -483,13 +486,16 @@ impl<B: Buf> Requester<B> {
     /// Sends queued calls while credits allow, each with its header in the settled version.
     fn pump(&mut self, out: &mut Outbox<B>) {
         // Seed 000 section 3.8: "the RPC Done message consumes a credit at the server. The
-        // client must account for this": at most as many unconfirmed as credits granted (the
-        // responder keeps a receive per credit for them, beside the calls').
-        while self.dones_unconfirmed.len() < self.limit() as usize {
+        // client must account for this". An RDMA_DONE is known to have been taken once a call
+        // sent after it is answered; at most credits + 1 can be unconfirmed (the oldest, and
+        // one per reply to a call sent before it, of which at most `credits` were in flight),
+        // and the responder keeps that many receives for them beside the calls'.
+        while self.dones_unconfirmed.len() <= self.limit() as usize {
             let Some(xid) = self.dones_waiting.pop_front() else {
                 break;
             };
             if let Ok(bytes) = encode_header(&Header::v1(xid, self.requested, Body::Done)) {
+                self.dones_sent += 1;
                 self.sent += 1;
                 self.dones_unconfirmed.push_back(self.sent);
                 out.send(Owner::Nobody, vec![bytes], None);

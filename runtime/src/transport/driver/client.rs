@@ -177,13 +177,16 @@ async fn open<P: Provider>(
     let peer = config.peer(conn.peer_private_data());
     let mut core = core_config(Role::Client, config, &peer);
     core.remembered_version = config.versions.get(addr);
-    Ok(Conn::start(
-        conn,
-        recv,
-        core,
-        config,
-        config.backchannel.clone(),
-    ))
+    let conn = Conn::start(conn, recv, core, config, config.backchannel.clone());
+    // The 2004 mode: the configuration call is the connection's first (seed 000 section 6.1).
+    if let Some(program) = config.mode_2004.as_ref().and_then(|m| m.config_program) {
+        if let Err(e) = super::ccp::configure_client(&conn, config, program, peer.receive_size).await
+        {
+            conn.close();
+            return Err(e);
+        }
+    }
+    Ok(conn)
 }
 
 /// A server's calls to its client on the client's connection (seed 004 section 8): inline

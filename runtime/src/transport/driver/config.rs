@@ -220,11 +220,11 @@ impl RdmaConfig {
 
     /// Receives a connection keeps posted: one per credit granted or requested, one per
     /// backward credit (seed 004 sections 4.3 and 8.2.2).
-    /// In the Read-Read model, one more per forward credit for the RDMA_DONE each reply may
-    /// bring (seed 000 section 3.8: "the RPC Done message consumes a credit at the server").
+    /// In the Read-Read model, one more per forward credit and one besides for the
+    /// RDMA_DONEs replies bring (seed 000 section 3.8: "the RPC Done message consumes a credit at the server").
     pub fn receives(&self) -> usize {
         let done = match &self.mode_2004 {
-            Some(m) if m.read_read => self.credits.max(1),
+            Some(m) if m.read_read => self.credits.max(1) + 1,
             _ => 0,
         };
         (self.credits.max(1) + done + self.backward_credits) as usize

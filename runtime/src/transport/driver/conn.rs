@@ -74,6 +74,9 @@ pub(crate) struct Conn<C: Connection> {
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
     backchannel: Mutex<Option<Client>>,
+    /// A server in the 2004 mode: its program number and the server that answers the
+    /// configuration calls (seed 000 section 6).
+    configuration: std::sync::OnceLock<(u32, Server)>,
     timeout: Option<Duration>,
 }
 
@@ -160,8 +163,16 @@ impl<C: Connection> Conn<C> {
             closed: AtomicBool::new(false),
             close_notify: Notify::new(),
             backchannel: Mutex::new(None),
+            configuration: std::sync::OnceLock::new(),
             timeout: config.timeout,
         });
+        if let (Role::Server, Some(program)) = (
+            role,
+            config.mode_2004.as_ref().and_then(|m| m.config_program),
+        ) {
+            let answer = super::ccp::server(Arc::downgrade(&shared), config, program);
+            let _ = shared.configuration.set((program, answer));
+        }
         if role == Role::Server && backward {
             let client = Client::new(super::client::Backchannel {
                 conn: Arc::downgrade(&shared),
@@ -417,6 +428,16 @@ impl<C: Connection> Conn<C> {
         }
     }
 
+    /// Applies what the configuration call settled ([`Core::configure`]).
+    pub(crate) fn configure(&self, peer_recv_size: usize, max_reads: usize, align: Option<u32>) {
+        self.lock().core.configure(peer_recv_size, max_reads, align);
+    }
+
+    /// The peer speaks the default protocol ([`Core::leave_mode_2004`]).
+    pub(crate) fn leave_mode_2004(&self, peer_recv_size: usize) {
+        self.lock().core.leave_mode_2004(peer_recv_size);
+    }
+
     /// A fresh XID for a call of this side.
     pub(crate) fn next_xid(&self) -> u32 {
         self.lock().core.next_xid()
@@ -436,7 +457,9 @@ impl<C: Connection> Conn<C> {
         }
         let (policy, reply_chunk, pad_threshold) = {
             let st = self.lock();
+            // Read-Read (2004 mode): a long reply comes as a Read chunk instead.
             let reply_chunk = (!backward
+                && !st.core.read_read_requester()
                 && st.core.needs_reply_chunk(reply_inline, write_chunks.len()))
             .then(|| {
                 call.options
@@ -512,6 +535,10 @@ impl<C: Connection> Conn<C> {
         if backward {
             return (Vec::new(), call.reply.max_len);
         }
+        if self.lock().core.read_read_requester() {
+            // Read-Read (seed 000 section 3.8): the responder exposes the results instead.
+            return (Vec::new(), call.reply.max_len);
+        }
         let options = &mut call.options;
         let n = call
             .reply
@@ -584,14 +611,10 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     let mut calls = Vec::new();
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
     let mut closing = std::pin::pin!(conn.close_notify.notified());
-    // Only a version 2 offer has a deadline the core keeps (calls time out in their callers).
-    let offer_deadline = |st: &State| {
-        st.core
-            .negotiating()
-            .then(|| st.core.poll_timeout())
-            .flatten()
-    };
-    let mut deadline = offer_deadline(&conn.lock());
+    // The core's deadlines: a version 2 offer's, and a Read-Read reply's RDMA_DONE (calls
+    // time out in their callers).
+    let core_deadline = |st: &State| st.core.poll_timeout();
+    let mut deadline = core_deadline(&conn.lock());
     loop {
         let timer = async {
             match deadline {
@@ -615,7 +638,7 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             }
             conn.flush(&mut st);
             std::mem::swap(&mut calls, &mut st.calls);
-            deadline = offer_deadline(&st);
+            deadline = core_deadline(&st);
         }
         // Handlers run without the lock: they may call back through the backchannel.
         for call in calls.drain(..) {
@@ -634,7 +657,14 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
 /// completion task: one that is done at once (NULL, a lookup in memory) is answered without a
 /// task switch; one that waits goes on in a task of its own.
 async fn serve_call<C: Connection>(conn: &Arc<Conn<C>>, call: IncomingCall) {
-    let Some(server) = conn.server.clone() else {
+    // A configuration call goes to the connection's own answer (2004 mode); its program
+    // number is the call's fourth word (RFC 5531: xid, msg_type, rpcvers, prog).
+    let program = crate::transport::header::word(&call.message, 3);
+    let server = match conn.configuration.get() {
+        Some((number, answer)) if program == Some(*number) => Some(answer.clone()),
+        _ => conn.server.clone(),
+    };
+    let Some(server) = server else {
         let mut st = conn.lock();
         return st.core.discard_call(call.id);
     };

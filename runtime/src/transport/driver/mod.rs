@@ -5,6 +5,7 @@
 //! Nothing here knows which provider it runs on: the software iWARP provider and the verbs
 //! provider give the same behaviour.
 
+mod ccp;
 mod client;
 mod config;
 mod conn;

@@ -511,7 +511,10 @@ impl Pair {
             backchannel: None,
         });
         let s = &mut self.sides[side];
-        let mut enc = Encoder::for_reply(ThresholdPolicy::default(), inc.write_chunks.clone());
+        let mut enc = match s.core.read_read_policy(inc.id, &inc.write_chunks) {
+            Some(policy) => Encoder::for_call(policy),
+            None => Encoder::for_reply(ThresholdPolicy::default(), inc.write_chunks.clone()),
+        };
         if let Some(thresh) = s.core.pad_threshold() {
             enc.record_pad_points(thresh);
         }
@@ -527,7 +530,7 @@ impl Pair {
         match encoded {
             Ok(()) => {
                 let (message, moved) = enc.finish_with_chunks();
-                s.core.send_reply(inc.id, message, moved, &mut s.mem);
+                s.core.send_reply(inc.id, message, moved, Instant::now(), &mut s.mem);
             }
             Err(e) => s.core.reject_reply(inc.id, &e),
         }

@@ -163,3 +163,202 @@ fn a_receiver_in_the_mode_refuses_an_alignment_it_cannot_honour() {
     let err = p.sides[CLIENT].replies.remove(&id).unwrap().unwrap_err();
     assert!(matches!(err, rpc::TransportError::RdmaChunk), "{err:?}");
 }
+
+/// A side in the 2004 mode with the Read-Read model, no padding, no configuration call.
+fn read_read(role: Role) -> CoreConfig {
+    CoreConfig {
+        mode_2004: Some(Mode2004 {
+            padding: None,
+            read_read: true,
+            config_program: None,
+            ..Mode2004::default()
+        }),
+        ..config(role)
+    }
+}
+
+/// Every message that crossed from `side`, parsed as a receiver in the mode does.
+fn sent_by(p: &Pair, side: usize) -> Vec<Header> {
+    p.wire
+        .iter()
+        .filter(|(from, _)| *from == side)
+        .map(|(_, m)| hdr::parse_with(m, &Default::default(), true).unwrap().0)
+        .collect()
+}
+
+#[test]
+fn read_read_results_are_pulled_then_released_by_rdma_done() {
+    // Seed 000 section 3.8, "an RPC with read chunks in the reply message": Send of the
+    // call; Send of the reply with a Read chunk list; the client's RDMA Reads; RPC Done.
+    let mut p = Pair::with(read_read(Role::Client), read_read(Role::Server), 64 << 10);
+    let data = pattern(200 << 10, 5);
+    let back = p.call::<Echo>(&DdpData(data.clone()), vec![], None).unwrap();
+    assert_eq!(back.0, data);
+    let from_server = sent_by(&p, SERVER);
+    let Body::Msg(chunks) = &from_server[0].body else { panic!("{:?}", from_server[0]) };
+    assert_eq!(chunks.reads.len(), 1, "the result exposed in one Read chunk");
+    assert_eq!(chunks.reads[0].len(), 200 << 10);
+    assert!(chunks.writes.is_empty() && chunks.reply.is_none());
+    let from_client = sent_by(&p, CLIENT);
+    let done = from_client.last().unwrap();
+    assert_eq!(done.body, Body::Done);
+    assert_eq!(done.xid, from_server[0].xid, "RDMA_DONE carries the reply's XID");
+    // "it is only 16 bytes in length"
+    assert_eq!(p.wire.last().unwrap().1.len(), 16);
+    let (c, s) = (p.client().core.stats(), p.sides[SERVER].core.stats());
+    assert_eq!((c.replies_received_read_chunks, c.dones_sent), (1, 1));
+    assert_eq!((s.replies_read_chunks, s.dones_received), (1, 1));
+    // The server's memory is released: the client can no longer reach any of it.
+    assert_eq!(p.sides[SERVER].core.exposed_replies(), 0);
+    assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
+}
+
+#[test]
+fn a_long_reply_without_a_reply_chunk_is_exposed_at_position_zero() {
+    // Seed 000 section 5.2: "If the client doesn't provide an rdma_reply chunk, or if it's
+    // too small, then the message must be returned as a Read chunk" (section 5.1's long
+    // message, RDMA_NOMSG with a Read chunk at position zero).
+    let mut p = Pair::with(read_read(Role::Client), read_read(Role::Server), 1 << 20);
+    let big = p.call::<Big>(&20_000, vec![], None).unwrap();
+    assert_eq!(big, Bytes::from(vec![0xb1; 20_000]));
+    let from_server = sent_by(&p, SERVER);
+    let Body::NoMsg(chunks) = &from_server[0].body else { panic!("{:?}", from_server[0]) };
+    assert_eq!(chunks.reads[0].position, 0);
+    assert_eq!(p.sides[SERVER].core.stats().dones_received, 1);
+    assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
+}
+
+#[test]
+fn a_requester_that_gave_up_still_sends_rdma_done_and_the_connection_survives() {
+    let mut p = Pair::with(read_read(Role::Client), read_read(Role::Server), 1 << 20);
+    let id = p.start::<Big>(&100_000, vec![], None).unwrap();
+    // The call reaches the server; the caller gives up before the reply arrives.
+    while let Some(op) = p.sides[CLIENT].core.poll_op() {
+        p.apply(CLIENT, op);
+    }
+    p.sides[CLIENT].core.cancel(id);
+    p.run();
+    assert!(!p.sides[CLIENT].replies.contains_key(&id), "no reply for a cancelled call");
+    // Seed 000: a requester that no longer knows the XID still sends RDMA_DONE.
+    assert_eq!(p.client().core.stats().dones_sent, 1);
+    assert_eq!(p.client().core.stats().replies_received_read_chunks, 0, "nothing pulled");
+    assert_eq!(p.sides[SERVER].core.stats().dones_received, 1);
+    assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
+    // The connection carries on.
+    let back = p.call::<Echo>(&DdpData(pattern(5000, 2)), vec![], None).unwrap();
+    assert_eq!(back.0, pattern(5000, 2));
+    assert!(p.sides[SERVER].fatal.is_empty() && p.sides[CLIENT].fatal.is_empty());
+}
+
+#[test]
+fn a_vanished_requester_cannot_pin_memory_past_the_timeout() {
+    let mut server = read_read(Role::Server);
+    if let Some(m) = server.mode_2004.as_mut() {
+        m.done_timeout = Duration::from_secs(5);
+    }
+    let mut p = Pair::with(read_read(Role::Client), server, 1 << 20);
+    // The client's RDMA_DONE is lost on the way (its XID rewritten to one nobody used).
+    p.tamper = Some(Box::new(|from, bytes: &mut Vec<u8>| {
+        if from == CLIENT && bytes.len() == 16 {
+            bytes[..4].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+        }
+    }));
+    let back = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap();
+    assert_eq!(back.0, pattern(3000, 3));
+    let server = &mut p.sides[SERVER];
+    assert_eq!(server.core.exposed_replies(), 1);
+    assert!(!server.mem.reachable().is_empty(), "still exposed");
+    let deadline = server.core.poll_timeout().expect("a deadline for the exposure");
+    assert!(deadline <= Instant::now() + Duration::from_secs(5));
+    server.core.handle_timeout(deadline);
+    p.run();
+    let server = &mut p.sides[SERVER];
+    assert_eq!(server.core.exposed_replies(), 0);
+    assert_eq!(server.core.stats().exposures_expired, 1);
+    assert_eq!(server.mem.reachable(), Vec::<u32>::new());
+}
+
+#[test]
+fn rdma_done_takes_its_own_credit_and_one_credit_never_deadlocks() {
+    // Seed 000 section 3.8: "the RPC Done message consumes a credit at the server. The client
+    // must account for this". With one credit, every call still completes.
+    let mut client = read_read(Role::Client);
+    client.credits = 1;
+    let mut server = read_read(Role::Server);
+    server.credits = 1;
+    // A receive for the call, and two for RDMA_DONEs: one may still be unconfirmed when the
+    // next goes, because the next call left before it.
+    assert_eq!(server.receives(), 3);
+    let mut p = Pair::with(client, server, 1 << 20);
+    let ids: Vec<_> = (0..5)
+        .map(|i| p.start::<Echo>(&DdpData(pattern(2000 + i, i as u8)), vec![], None).unwrap())
+        .collect();
+    p.run();
+    for (i, id) in ids.into_iter().enumerate() {
+        assert_eq!(p.result::<Echo>(id).unwrap().0, pattern(2000 + i, i as u8));
+    }
+    assert_eq!(p.sides[SERVER].core.stats().dones_received, 5);
+    assert!(p.sides[SERVER].fatal.is_empty());
+}
+
+#[test]
+fn a_default_requester_refuses_a_read_read_reply_and_the_responder_times_it_out() {
+    // A responder that uses the Read-Read model with a requester in the default mode (its
+    // configuration trusted instead of checked): the requester cannot use the reply (seed
+    // 004 section 5.7.2: version 1 "do[es] not use the Read-Read transfer model") and sends
+    // no RDMA_DONE; the responder's timeout releases the memory.
+    let mut p = Pair::with(config(Role::Client), read_read(Role::Server), 1 << 20);
+    let err = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap_err();
+    assert!(matches!(err, rpc::Error::Transport(rpc::TransportError::Protocol(_))), "{err:?}");
+    assert_eq!(p.client().core.stats().dones_sent, 0);
+    let server = &mut p.sides[SERVER];
+    assert_eq!(server.core.exposed_replies(), 1);
+    let deadline = server.core.poll_timeout().unwrap();
+    server.core.handle_timeout(deadline);
+    p.run();
+    assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
+    // With Write chunks provided, the same pair works the RFC 8166 way.
+    let back = p
+        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![WriteTarget::Size(3000)], None)
+        .unwrap();
+    assert_eq!(back.0, pattern(3000, 3));
+}
+
+#[test]
+fn a_default_responder_drops_rdma_done() {
+    // Seed 004 section 5.7.2: "Receivers MUST drop RDMA_DONE type messages without
+    // additional processing."
+    let mut p = Pair::new();
+    p.call::<Null>(&(), vec![], None).unwrap();
+    let done = hdr::to_bytes(&Header::v1(0x1234, 1, Body::Done)).unwrap();
+    let server = &mut p.sides[SERVER];
+    let before = server.core.stats().dropped;
+    server.core.handle_recv(&done, None, &mut server.mem);
+    assert_eq!(server.core.stats().dropped, before + 1);
+    assert!(server.core.poll_op().is_none(), "no answer to RDMA_DONE");
+    p.call::<Null>(&(), vec![], None).unwrap();
+}
+
+#[test]
+fn a_responder_with_the_configuration_call_on_waits_for_it_before_read_read() {
+    // With the configuration call on, a responder exposes results only to a requester that
+    // showed it speaks the 2004 protocol; a default requester gets the RFC 8166 behaviour.
+    let mut server = CoreConfig {
+        recv_size: 16 << 10,
+        peer_recv_size: 16 << 10,
+        ..read_read(Role::Server)
+    };
+    if let Some(m) = server.mode_2004.as_mut() {
+        m.config_program = Some(crate::transport::mode2004::CONFIG_PROGRAM);
+    }
+    let mut p = Pair::with(plain(Role::Client), server, 1 << 20);
+    let back = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap();
+    assert_eq!(back.0, pattern(3000, 3));
+    assert_eq!(p.sides[SERVER].core.stats().replies_read_chunks, 0, "inline");
+    // Once confirmed (the driver does it when the configuration call is answered), the same
+    // reply is exposed, which this default requester cannot use.
+    p.sides[SERVER].core.confirm_mode_2004();
+    let err = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap_err();
+    assert!(matches!(err, rpc::Error::Transport(_)), "{err:?}");
+    assert_eq!(p.sides[SERVER].core.stats().replies_read_chunks, 1);
+}
