@@ -80,7 +80,7 @@ where
 }
 
 /// The server's counters for the one connection it has.
-fn server_stats<P: Provider>(
+pub(super) fn server_stats<P: Provider>(
     s: &Setup<P>,
 ) -> Result<
     (
@@ -96,7 +96,7 @@ fn server_stats<P: Provider>(
         .ok_or_else(|| Failure("the server has no connection".into()))
 }
 
-async fn echo<P: Provider>(s: &Setup<P>, len: usize, seed: u8) -> Result<(), Failure> {
+pub(super) async fn echo<P: Provider>(s: &Setup<P>, len: usize, seed: u8) -> Result<(), Failure> {
     let data = pattern(len, seed);
     let res = s
         .client

@@ -13,6 +13,7 @@ mod cases;
 mod hostile;
 pub mod lies;
 pub mod load;
+mod mode2004;
 pub mod program;
 mod v2;
 
@@ -126,6 +127,18 @@ cases! {
     Version1ClientVersion2Server => v2::version_1_client_version_2_server,
     /// Backward-direction calls on a version 2 connection.
     Version2Backchannel => v2::version_2_backchannel,
+    /// The 2004 protocol both ends: the configuration call applied, RDMA_MSGP, Read-Read
+    /// results pulled and released by RDMA_DONE.
+    Mode2004 => mode2004::both_2004,
+    /// The 2004 protocol both ends without the configuration call (both configured alike).
+    Mode2004WithoutConfiguration => mode2004::without_configuration,
+    /// A 2004 client and a default server: PROG_UNAVAIL to the configuration call, then RFC
+    /// 8166.
+    Mode2004ClientDefaultServer => mode2004::client_2004_default_server,
+    /// A default client and a 2004 server: no configuration call, no Read-Read reply.
+    DefaultClientMode2004Server => mode2004::default_client_2004_server,
+    /// A 2004 client gives up mid-call: RDMA_DONE still goes, the connection carries on.
+    Mode2004GaveUpMidCall => mode2004::gave_up_mid_call,
 }
 
 /// The outcome of one case.
@@ -244,6 +257,11 @@ macro_rules! transport_conformance_tests {
             version_2_client_version_1_server Version2ClientVersion1Server,
             version_1_client_version_2_server Version1ClientVersion2Server,
             version_2_backchannel Version2Backchannel,
+            mode_2004 Mode2004,
+            mode_2004_without_configuration Mode2004WithoutConfiguration,
+            mode_2004_client_default_server Mode2004ClientDefaultServer,
+            default_client_mode_2004_server DefaultClientMode2004Server,
+            mode_2004_gave_up_mid_call Mode2004GaveUpMidCall,
         );
     };
     (@cases $make:expr, $($name:ident $variant:ident,)*) => {$(

@@ -46,12 +46,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::extension::{ExtensionAnswer, ExtensionMessage, Extensions};
-use super::mode2004::Mode2004;
 use super::header::v2::Rpcrdma2Rvreqsup;
 use super::header::{
     self, AlignPadding, BaseProperties, Body, Header, HeaderError, HeaderLimits, Property,
     RdmaError, Segment, F_RESPONSE, VERSION, VERSION_2,
 };
+use super::mode2004::Mode2004;
 use crate::id_map::IdMap;
 use crate::rdma::WcStatus;
 use crate::rpc::{Reply, TransportError};
@@ -410,6 +410,10 @@ pub struct Stats {
     pub resent: u64,
     /// Replies whose Send With Invalidate named a handle other than the one the call offered.
     pub unexpected_invalidations: u64,
+    /// RDMA_MSGP messages sent (seed 000 section 3.5).
+    pub padded_sent: u64,
+    /// RDMA_MSGP messages received and decoded with their padding.
+    pub padded_received: u64,
     /// Read-Read (seed 000 section 3.8): replies sent with results exposed in Read chunks.
     pub replies_read_chunks: u64,
     /// Read-Read: replies received with Read chunks, pulled by RDMA Read.
@@ -661,8 +665,19 @@ impl<B: Buf> Core<B> {
     /// In the 2004 mode with RDMA_MSGP: the opaque length from which an encoder must record
     /// where data starts ([`Encoder::record_pad_points`](crate::xdr::Encoder::record_pad_points)).
     pub fn pad_threshold(&self) -> Option<usize> {
-        let pad = self.config.mode_2004.as_ref()?.padding?;
+        let pad = self.sending_padding()?;
         (pad.align > 4).then_some(pad.thresh as usize)
+    }
+
+    /// The padding this side's messages go with (RDMA_MSGP). A server with the configuration
+    /// call on pads only for a client that showed it speaks the 2004 protocol: a default
+    /// client takes RDMA_MSGP as RDMA_MSG (seed 004 section 5.7.1) and would misread padding.
+    fn sending_padding(&self) -> Option<AlignPadding> {
+        let mode = self.config.mode_2004.as_ref()?;
+        let allowed = self.config.role == Role::Client
+            || mode.config_program.is_none()
+            || self.peer_in_mode_2004;
+        mode.padding.filter(|_| allowed)
     }
 
     /// Read-Read replies awaiting RDMA_DONE (seed 000 section 3.8).
@@ -816,10 +831,12 @@ impl<B: Buf> Core<B> {
         now: Instant,
         mem: &mut M,
     ) {
+        let padding = self.sending_padding();
         self.responder.reply(
             call,
             message,
             moved,
+            padding,
             now,
             mem,
             &self.config,
@@ -898,28 +915,27 @@ impl<B: Buf> Core<B> {
         // 5.7.1: others "MUST treat received RDMA_MSGP type messages as they would treat
         // RDMA_MSG type messages").
         let keep_padding = self.config.mode_2004.is_some();
-        let (mut header, used) = match header::parse_with(message, &self.config.limits, keep_padding)
-        {
-            Ok(h) => h,
-            Err(HeaderError::Short) => {
-                tracing::debug!(
-                    len = message.len(),
-                    "dropping a message shorter than a header"
-                );
-                self.stats.dropped += 1;
-                return;
-            }
-            Err(e) => return self.header_error(e, message),
-        };
+        let (mut header, used) =
+            match header::parse_with(message, &self.config.limits, keep_padding) {
+                Ok(h) => h,
+                Err(HeaderError::Short) => {
+                    tracing::debug!(
+                        len = message.len(),
+                        "dropping a message shorter than a header"
+                    );
+                    self.stats.dropped += 1;
+                    return;
+                }
+                Err(e) => return self.header_error(e, message),
+            };
         let rpc = &message[used..];
-        if self.config.mode_2004.is_some()
-            && matches!(header.body, Body::MsgP(..) | Body::Done)
-        {
+        if self.config.mode_2004.is_some() && matches!(header.body, Body::MsgP(..) | Body::Done) {
             self.peer_in_mode_2004 = true;
         }
         // The padding counts from the Send's first byte: the message starts at `used`.
         let alignment = match std::mem::replace(&mut header.body, Body::Done) {
             Body::MsgP(chunks, pad) => {
+                self.stats.padded_received += 1;
                 header.body = Body::Msg(chunks);
                 Some((pad, used))
             }
@@ -930,7 +946,10 @@ impl<B: Buf> Core<B> {
         };
         match header.body {
             Body::Done if self.config.mode_2004.is_some() => {
-                if !self.responder.done(header.xid, &mut self.out, &mut self.stats) {
+                if !self
+                    .responder
+                    .done(header.xid, &mut self.out, &mut self.stats)
+                {
                     tracing::debug!(xid = header.xid, "an RDMA_DONE for no exposed reply");
                     self.stats.dropped += 1;
                 }
@@ -1021,10 +1040,16 @@ impl<B: Buf> Core<B> {
             self.stats.dropped += 1;
             return;
         }
-        if !self
-            .requester
-            .reply(header, inline, alignment, invalidated, mem, &self.config, &mut self.out, &mut self.stats)
-        {
+        if !self.requester.reply(
+            header,
+            inline,
+            alignment,
+            invalidated,
+            mem,
+            &self.config,
+            &mut self.out,
+            &mut self.stats,
+        ) {
             self.stats.dropped += 1;
         }
     }
@@ -1355,10 +1380,14 @@ impl<B: Buf> Core<B> {
             Negotiation::Offered { deadline, .. } => Some(deadline),
             _ => None,
         };
-        [self.requester.next_deadline(), offer, self.responder.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.requester.next_deadline(),
+            offer,
+            self.responder.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Fails the calls whose deadline is before `now` with [`TransportError::TimedOut`], and

@@ -414,6 +414,7 @@ impl<B: Buf> Requester<B> {
             if !self.backward {
                 if let Some((h, m)) = super::msgp::padded(&header, &message, pad, room) {
                     (header, message) = (h, m);
+                    stats.padded_sent += 1;
                 }
             }
         }
@@ -563,7 +564,8 @@ impl<B: Buf> Requester<B> {
         stats: &mut Stats,
     ) -> bool {
         let read_read = config.mode_2004.as_ref().is_some_and(|m| m.read_read);
-        let has_reads = matches!(&header.body, Body::Msg(c) | Body::NoMsg(c) if !c.reads.is_empty());
+        let has_reads =
+            matches!(&header.body, Body::Msg(c) | Body::NoMsg(c) if !c.reads.is_empty());
         let Some(id) = self.take_reply(&header) else {
             if read_read && has_reads {
                 // Seed 000 section 3.8: the responder releases the chunks on RDMA_DONE, which
@@ -582,7 +584,17 @@ impl<B: Buf> Requester<B> {
         }
         if has_reads {
             if read_read {
-                self.pull(id, header, inline, alignment, invalidated, mem, config, out, stats);
+                self.pull(
+                    id,
+                    header,
+                    inline,
+                    alignment,
+                    invalidated,
+                    mem,
+                    config,
+                    out,
+                    stats,
+                );
             } else {
                 // Seed 004 section 5.7.2: version 1 implementations "do not use the Read-Read
                 // transfer model"; data this side was never told to pull cannot be decoded.
@@ -947,7 +959,10 @@ impl<B: Buf> Requester<B> {
             let Some((id, sink, remote)) = self.pulls_waiting.pop_front() else {
                 return;
             };
-            if !matches!(self.calls.get(&id).map(|c| &c.phase), Some(Phase::Pulling(_))) {
+            if !matches!(
+                self.calls.get(&id).map(|c| &c.phase),
+                Some(Phase::Pulling(_))
+            ) {
                 continue; // cancelled meanwhile
             }
             self.pulls_in_flight += 1;

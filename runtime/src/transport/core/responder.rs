@@ -414,7 +414,10 @@ impl<B: Buf> Responder<B> {
             .collect();
         for xid in expired {
             if let Some(e) = self.exposures.remove(&xid) {
-                tracing::debug!(xid, "no RDMA_DONE in time: releasing the reply's Read chunks");
+                tracing::debug!(
+                    xid,
+                    "no RDMA_DONE in time: releasing the reply's Read chunks"
+                );
                 stats.exposures_expired += 1;
                 revoke_slices(&e.slices, out, stats);
             }
@@ -436,7 +439,8 @@ impl<B: Buf> Responder<B> {
 
     /// True when call `id` is a forward call waiting for its reply.
     pub(super) fn is_forward(&self, id: CallId) -> bool {
-        self.dispatched(id).is_some_and(|(_, _, backward)| !backward)
+        self.dispatched(id)
+            .is_some_and(|(_, _, backward)| !backward)
     }
 
     /// Forgets a dispatched call without answering it.
@@ -470,6 +474,7 @@ impl<B: Buf> Responder<B> {
         id: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
+        padding: Option<AlignPadding>,
         now: Instant,
         mem: &mut M,
         config: &CoreConfig,
@@ -479,7 +484,7 @@ impl<B: Buf> Responder<B> {
         let Some((xid, version, backward)) = self.dispatched(id) else {
             return;
         };
-        match self.marshal_reply(id, message, moved, now, mem, config, out, stats) {
+        match self.marshal_reply(id, message, moved, padding, now, mem, config, out, stats) {
             Ok(()) => {
                 let a = &mut self.active[backward as usize];
                 *a = a.saturating_sub(1);
@@ -498,6 +503,7 @@ impl<B: Buf> Responder<B> {
         id: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
+        padding: Option<AlignPadding>,
         now: Instant,
         mem: &mut M,
         config: &CoreConfig,
@@ -527,7 +533,10 @@ impl<B: Buf> Responder<B> {
                     .collect()
             })
             .collect();
-        let read_read = config.mode_2004.as_ref().filter(|m| m.read_read && !call.backward);
+        let read_read = config
+            .mode_2004
+            .as_ref()
+            .filter(|m| m.read_read && !call.backward);
         let mut reads = Vec::new();
         for item in &moved {
             let index = match item.target {
@@ -660,10 +669,13 @@ impl<B: Buf> Responder<B> {
             Header::v2(call.xid, credit, F_RESPONSE, body)
         };
         let mut message = message;
-        if let Some(pad) = config.mode_2004.as_ref().and_then(|m| m.padding) {
+        if let Some(pad) = padding {
             if body_msg && !call.backward {
-                if let Some((h, m)) = super::msgp::padded(&header, &message, pad, config.peer_recv_size) {
+                if let Some((h, m)) =
+                    super::msgp::padded(&header, &message, pad, config.peer_recv_size)
+                {
                     (header, message) = (h, m);
+                    stats.padded_sent += 1;
                 }
             }
         }
@@ -746,4 +758,3 @@ fn encode(header: &Header) -> Option<Bytes> {
     header::encode(header, &mut enc).ok()?;
     Some(enc.finish().into_bytes())
 }
-

@@ -180,7 +180,8 @@ async fn open<P: Provider>(
     let conn = Conn::start(conn, recv, core, config, config.backchannel.clone());
     // The 2004 mode: the configuration call is the connection's first (seed 000 section 6.1).
     if let Some(program) = config.mode_2004.as_ref().and_then(|m| m.config_program) {
-        if let Err(e) = super::ccp::configure_client(&conn, config, program, peer.receive_size).await
+        if let Err(e) =
+            super::ccp::configure_client(&conn, config, program, peer.receive_size).await
         {
             conn.close();
             return Err(e);

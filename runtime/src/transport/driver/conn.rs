@@ -32,8 +32,8 @@ use crate::transport::core::{
     CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, OutgoingCall, Role, Slice, Stats,
     WriteTarget,
 };
-use crate::transport::pool::{Pool, PoolBuf, PoolStats};
 use crate::transport::mode2004::BASIC_INLINE;
+use crate::transport::pool::{Pool, PoolBuf, PoolStats};
 use crate::transport::private_data::PrivateData;
 use crate::xdr::{Encoder, ThresholdPolicy};
 
@@ -745,7 +745,8 @@ impl<C: Connection> Conn<C> {
         match encoded {
             Ok(()) => {
                 let (message, moved) = enc.finish_with_chunks();
-                st.core.send_reply(id, message, moved, Instant::now(), &mut self.pool());
+                st.core
+                    .send_reply(id, message, moved, Instant::now(), &mut self.pool());
             }
             Err(error) => {
                 tracing::debug!(%error, "the reply does not fit the call's chunks");

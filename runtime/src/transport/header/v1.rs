@@ -5,7 +5,9 @@
 
 include!(concat!(env!("OUT_DIR"), "/rpcrdma_v1.rs"));
 
-use super::{checked, AlignPadding, Body, Chunks, Header, HeaderError, HeaderLimits, RawChunks, RdmaError};
+use super::{
+    checked, AlignPadding, Body, Chunks, Header, HeaderError, HeaderLimits, RawChunks, RdmaError,
+};
 use crate::xdr::{self, Decode, Decoder, Encode, Encoder};
 
 /// Parses a version 1 header (its version word already read as 1).

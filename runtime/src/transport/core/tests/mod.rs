@@ -277,8 +277,15 @@ impl Service for TestService {
                 // Where the argument's data lies in memory, modulo 4096 (RDMA_MSGP keeps it
                 // aligned), or 0xffff_ffff when it is not what the client sent.
                 let b: Bytes = decode_args(args)?;
-                let ok = b.iter().enumerate().all(|(i, &x)| x == (i as u8).wrapping_mul(7));
-                let at = if ok { (b.as_ptr() as usize % 4096) as u32 } else { u32::MAX };
+                let ok = b
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &x)| x == (i as u8).wrapping_mul(7));
+                let at = if ok {
+                    (b.as_ptr() as usize % 4096) as u32
+                } else {
+                    u32::MAX
+                };
                 handler(async move { Ok(at) })
             }
             _ => return Err(DispatchError::ProcUnavail),
@@ -530,7 +537,8 @@ impl Pair {
         match encoded {
             Ok(()) => {
                 let (message, moved) = enc.finish_with_chunks();
-                s.core.send_reply(inc.id, message, moved, Instant::now(), &mut s.mem);
+                s.core
+                    .send_reply(inc.id, message, moved, Instant::now(), &mut s.mem);
             }
             Err(e) => s.core.reject_reply(inc.id, &e),
         }
@@ -1472,5 +1480,5 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
     }
 }
 
-mod v2;
 mod mode2004;
+mod v2;

@@ -40,7 +40,11 @@ fn rdma_msgp_lays_out_the_bytes_seed_000_describes() {
     // Seed 000 section 3.5: "XXXXXXXLLLLpppDDDDDDDDDDDDDD": prior bytes, the length, the
     // padding, the data, which then starts at a multiple of rdma_align in the receive buffer.
     let pad = AlignPadding::new(512, 1024);
-    let mut p = Pair::with(padded(Role::Client, Some(pad)), padded(Role::Server, Some(pad)), 1 << 20);
+    let mut p = Pair::with(
+        padded(Role::Client, Some(pad)),
+        padded(Role::Server, Some(pad)),
+        1 << 20,
+    );
     let data = pattern(1024, 0);
     assert_eq!(p.call::<LongArgs>(&data, vec![], None).unwrap(), 1024);
     let (from, sent) = &p.wire[0];
@@ -86,7 +90,10 @@ fn rdma_msgp_aligns_data_at_or_above_the_threshold_for_every_alignment() {
                 // The receiver decoded the data where it landed, aligned in memory too.
                 assert_eq!(at % align, 0, "align {align}, len {len}: at {at}");
             } else {
-                assert_eq!(data_at, after_length, "align {align}, len {len}: no padding");
+                assert_eq!(
+                    data_at, after_length,
+                    "align {align}, len {len}: no padding"
+                );
                 assert_ne!(at, u32::MAX, "align {align}, len {len}: data misread");
             }
             // Every message of the mode is RDMA_MSGP, the reply too.
@@ -109,14 +116,25 @@ fn padded_replies_and_read_chunk_positions_after_padding_decode() {
     let args = (DdpData(pattern(1100, 1)), 7u32, DdpData(pattern(8000, 2)));
     assert_eq!(p.call::<Two>(&args, vec![], None).unwrap(), 1100 + 7 + 8000);
     let (h, _) = hdr::parse_with(&p.wire[0].1, &Default::default(), true).unwrap();
-    let Body::MsgP(chunks, _) = h.body else { panic!("{h:?}") };
+    let Body::MsgP(chunks, _) = h.body else {
+        panic!("{h:?}")
+    };
     assert_eq!(chunks.reads.len(), 1);
     // 4096 (the padded first item's data start) + 1100 + 0 round-up + 4 (n) + 4 (length).
-    assert_eq!(chunks.reads[0].position as usize, 4096 - MSGP_HEADER - 24 + 1100 + 8);
+    assert_eq!(
+        chunks.reads[0].position as usize,
+        4096 - MSGP_HEADER - 24 + 1100 + 8
+    );
     // A padded reply: a large non-DDP result.
     let big = p.call::<Big>(&3000, vec![], None).unwrap();
     assert_eq!(big, Bytes::from(vec![0xb1; 3000]));
-    let reply = &p.wire.iter().rev().find(|(from, _)| *from == SERVER).unwrap().1;
+    let reply = &p
+        .wire
+        .iter()
+        .rev()
+        .find(|(from, _)| *from == SERVER)
+        .unwrap()
+        .1;
     let (h, used) = hdr::parse_with(reply, &Default::default(), true).unwrap();
     assert!(matches!(h.body, Body::MsgP(..)));
     let data_at = reply.iter().skip(used).position(|&b| b == 0xb1).unwrap() + used;
@@ -129,15 +147,24 @@ fn a_default_receiver_takes_rdma_msgp_as_rdma_msg() {
     // would treat RDMA_MSG type messages. The additional alignment information is an
     // optimization hint that may be ignored."
     let pad = AlignPadding::new(512, 1024);
-    let mut p = Pair::with(padded(Role::Client, Some(pad)), plain(Role::Server), 1 << 20);
+    let mut p = Pair::with(
+        padded(Role::Client, Some(pad)),
+        plain(Role::Server),
+        1 << 20,
+    );
     // Below the threshold nothing is padded: the default server serves it as RDMA_MSG.
-    assert_eq!(p.call::<LongArgs>(&pattern(1000, 0), vec![], None).unwrap(), 1000);
+    assert_eq!(
+        p.call::<LongArgs>(&pattern(1000, 0), vec![], None).unwrap(),
+        1000
+    );
     let (h, _) = hdr::parse_with(&p.wire[0].1, &Default::default(), true).unwrap();
     assert!(matches!(h.body, Body::MsgP(..)), "sent as RDMA_MSGP");
     assert_eq!(p.sides[SERVER].core.stats().replies_inline, 1);
     // Above it, the padding is not skipped, so the arguments do not decode: GARBAGE_ARGS,
     // the RPC layer's answer; the connection carries on.
-    let err = p.call::<LongArgs>(&pattern(1024, 0), vec![], None).unwrap_err();
+    let err = p
+        .call::<LongArgs>(&pattern(1024, 0), vec![], None)
+        .unwrap_err();
     assert!(matches!(err, rpc::Error::GarbageArgs), "{err:?}");
     assert_eq!(p.call::<LongArgs>(&pattern(8, 0), vec![], None).unwrap(), 8);
     assert!(p.sides[SERVER].fatal.is_empty());
@@ -145,7 +172,11 @@ fn a_default_receiver_takes_rdma_msgp_as_rdma_msg() {
 
 #[test]
 fn a_receiver_in_the_mode_refuses_an_alignment_it_cannot_honour() {
-    let mut p = Pair::with(padded(Role::Client, None), padded(Role::Server, None), 1 << 20);
+    let mut p = Pair::with(
+        padded(Role::Client, None),
+        padded(Role::Server, None),
+        1 << 20,
+    );
     // Rewrite the call's RDMA_MSG into an RDMA_MSGP with rdma_align 6.
     p.tamper = Some(Box::new(|from, bytes: &mut Vec<u8>| {
         if from == CLIENT {
@@ -192,17 +223,28 @@ fn read_read_results_are_pulled_then_released_by_rdma_done() {
     // call; Send of the reply with a Read chunk list; the client's RDMA Reads; RPC Done.
     let mut p = Pair::with(read_read(Role::Client), read_read(Role::Server), 64 << 10);
     let data = pattern(200 << 10, 5);
-    let back = p.call::<Echo>(&DdpData(data.clone()), vec![], None).unwrap();
+    let back = p
+        .call::<Echo>(&DdpData(data.clone()), vec![], None)
+        .unwrap();
     assert_eq!(back.0, data);
     let from_server = sent_by(&p, SERVER);
-    let Body::Msg(chunks) = &from_server[0].body else { panic!("{:?}", from_server[0]) };
-    assert_eq!(chunks.reads.len(), 1, "the result exposed in one Read chunk");
+    let Body::Msg(chunks) = &from_server[0].body else {
+        panic!("{:?}", from_server[0])
+    };
+    assert_eq!(
+        chunks.reads.len(),
+        1,
+        "the result exposed in one Read chunk"
+    );
     assert_eq!(chunks.reads[0].len(), 200 << 10);
     assert!(chunks.writes.is_empty() && chunks.reply.is_none());
     let from_client = sent_by(&p, CLIENT);
     let done = from_client.last().unwrap();
     assert_eq!(done.body, Body::Done);
-    assert_eq!(done.xid, from_server[0].xid, "RDMA_DONE carries the reply's XID");
+    assert_eq!(
+        done.xid, from_server[0].xid,
+        "RDMA_DONE carries the reply's XID"
+    );
     // "it is only 16 bytes in length"
     assert_eq!(p.wire.last().unwrap().1.len(), 16);
     let (c, s) = (p.client().core.stats(), p.sides[SERVER].core.stats());
@@ -222,7 +264,9 @@ fn a_long_reply_without_a_reply_chunk_is_exposed_at_position_zero() {
     let big = p.call::<Big>(&20_000, vec![], None).unwrap();
     assert_eq!(big, Bytes::from(vec![0xb1; 20_000]));
     let from_server = sent_by(&p, SERVER);
-    let Body::NoMsg(chunks) = &from_server[0].body else { panic!("{:?}", from_server[0]) };
+    let Body::NoMsg(chunks) = &from_server[0].body else {
+        panic!("{:?}", from_server[0])
+    };
     assert_eq!(chunks.reads[0].position, 0);
     assert_eq!(p.sides[SERVER].core.stats().dones_received, 1);
     assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
@@ -238,14 +282,23 @@ fn a_requester_that_gave_up_still_sends_rdma_done_and_the_connection_survives() 
     }
     p.sides[CLIENT].core.cancel(id);
     p.run();
-    assert!(!p.sides[CLIENT].replies.contains_key(&id), "no reply for a cancelled call");
+    assert!(
+        !p.sides[CLIENT].replies.contains_key(&id),
+        "no reply for a cancelled call"
+    );
     // Seed 000: a requester that no longer knows the XID still sends RDMA_DONE.
     assert_eq!(p.client().core.stats().dones_sent, 1);
-    assert_eq!(p.client().core.stats().replies_received_read_chunks, 0, "nothing pulled");
+    assert_eq!(
+        p.client().core.stats().replies_received_read_chunks,
+        0,
+        "nothing pulled"
+    );
     assert_eq!(p.sides[SERVER].core.stats().dones_received, 1);
     assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
     // The connection carries on.
-    let back = p.call::<Echo>(&DdpData(pattern(5000, 2)), vec![], None).unwrap();
+    let back = p
+        .call::<Echo>(&DdpData(pattern(5000, 2)), vec![], None)
+        .unwrap();
     assert_eq!(back.0, pattern(5000, 2));
     assert!(p.sides[SERVER].fatal.is_empty() && p.sides[CLIENT].fatal.is_empty());
 }
@@ -263,12 +316,17 @@ fn a_vanished_requester_cannot_pin_memory_past_the_timeout() {
             bytes[..4].copy_from_slice(&0xdead_beefu32.to_be_bytes());
         }
     }));
-    let back = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap();
+    let back = p
+        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None)
+        .unwrap();
     assert_eq!(back.0, pattern(3000, 3));
     let server = &mut p.sides[SERVER];
     assert_eq!(server.core.exposed_replies(), 1);
     assert!(!server.mem.reachable().is_empty(), "still exposed");
-    let deadline = server.core.poll_timeout().expect("a deadline for the exposure");
+    let deadline = server
+        .core
+        .poll_timeout()
+        .expect("a deadline for the exposure");
     assert!(deadline <= Instant::now() + Duration::from_secs(5));
     server.core.handle_timeout(deadline);
     p.run();
@@ -291,7 +349,10 @@ fn rdma_done_takes_its_own_credit_and_one_credit_never_deadlocks() {
     assert_eq!(server.receives(), 3);
     let mut p = Pair::with(client, server, 1 << 20);
     let ids: Vec<_> = (0..5)
-        .map(|i| p.start::<Echo>(&DdpData(pattern(2000 + i, i as u8)), vec![], None).unwrap())
+        .map(|i| {
+            p.start::<Echo>(&DdpData(pattern(2000 + i, i as u8)), vec![], None)
+                .unwrap()
+        })
         .collect();
     p.run();
     for (i, id) in ids.into_iter().enumerate() {
@@ -308,8 +369,13 @@ fn a_default_requester_refuses_a_read_read_reply_and_the_responder_times_it_out(
     // 004 section 5.7.2: version 1 "do[es] not use the Read-Read transfer model") and sends
     // no RDMA_DONE; the responder's timeout releases the memory.
     let mut p = Pair::with(config(Role::Client), read_read(Role::Server), 1 << 20);
-    let err = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap_err();
-    assert!(matches!(err, rpc::Error::Transport(rpc::TransportError::Protocol(_))), "{err:?}");
+    let err = p
+        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None)
+        .unwrap_err();
+    assert!(
+        matches!(err, rpc::Error::Transport(rpc::TransportError::Protocol(_))),
+        "{err:?}"
+    );
     assert_eq!(p.client().core.stats().dones_sent, 0);
     let server = &mut p.sides[SERVER];
     assert_eq!(server.core.exposed_replies(), 1);
@@ -319,7 +385,11 @@ fn a_default_requester_refuses_a_read_read_reply_and_the_responder_times_it_out(
     assert_eq!(p.sides[SERVER].mem.reachable(), Vec::<u32>::new());
     // With Write chunks provided, the same pair works the RFC 8166 way.
     let back = p
-        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![WriteTarget::Size(3000)], None)
+        .call::<Echo>(
+            &DdpData(pattern(3000, 3)),
+            vec![WriteTarget::Size(3000)],
+            None,
+        )
         .unwrap();
     assert_eq!(back.0, pattern(3000, 3));
 }
@@ -352,13 +422,21 @@ fn a_responder_with_the_configuration_call_on_waits_for_it_before_read_read() {
         m.config_program = Some(crate::transport::mode2004::CONFIG_PROGRAM);
     }
     let mut p = Pair::with(plain(Role::Client), server, 1 << 20);
-    let back = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap();
+    let back = p
+        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None)
+        .unwrap();
     assert_eq!(back.0, pattern(3000, 3));
-    assert_eq!(p.sides[SERVER].core.stats().replies_read_chunks, 0, "inline");
+    assert_eq!(
+        p.sides[SERVER].core.stats().replies_read_chunks,
+        0,
+        "inline"
+    );
     // Once confirmed (the driver does it when the configuration call is answered), the same
     // reply is exposed, which this default requester cannot use.
     p.sides[SERVER].core.confirm_mode_2004();
-    let err = p.call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None).unwrap_err();
+    let err = p
+        .call::<Echo>(&DdpData(pattern(3000, 3)), vec![], None)
+        .unwrap_err();
     assert!(matches!(err, rpc::Error::Transport(_)), "{err:?}");
     assert_eq!(p.sides[SERVER].core.stats().replies_read_chunks, 1);
 }
