@@ -440,3 +440,41 @@ fn a_responder_with_the_configuration_call_on_waits_for_it_before_read_read() {
     assert!(matches!(err, rpc::Error::Transport(_)), "{err:?}");
     assert_eq!(p.sides[SERVER].core.stats().replies_read_chunks, 1);
 }
+
+#[test]
+fn the_configuration_answer_sets_inline_size_read_depth_and_alignment() {
+    // Seed 000 section 6.2: the answer's maxcallsize bounds inline calls, maxrdmaread the
+    // RDMA Reads against the server, align the client's padding.
+    let pad = AlignPadding::new(4096, 1024);
+    let mut client = padded(Role::Client, Some(pad));
+    client.peer_recv_size = 1024;
+    if let Some(m) = client.mode_2004.as_mut() {
+        m.read_read = true;
+    }
+    let mut p = Pair::with(client, padded(Role::Server, Some(pad)), 1 << 20);
+    p.sides[CLIENT].core.configure(16 << 10, 4, Some(512));
+    let config = p.sides[CLIENT].core.config().clone();
+    assert_eq!((config.peer_recv_size, config.max_reads), (16 << 10, 4));
+    assert_eq!(
+        config.mode_2004.as_ref().unwrap().padding,
+        Some(AlignPadding::new(512, 1024))
+    );
+    assert!(p.sides[CLIENT].core.read_read_requester());
+    // A 3000-byte argument now goes inline (it would not have in 1 KB), padded to 512.
+    assert_eq!(
+        p.call::<Where>(&pattern(3000, 0), vec![], None).unwrap() % 512,
+        0
+    );
+    let sent = &p.wire[0].1;
+    let (h, _) = hdr::parse_with(sent, &Default::default(), true).unwrap();
+    assert!(
+        matches!(h.body, Body::MsgP(_, q) if q.align == 512),
+        "{h:?}"
+    );
+    // An answer of 0 RDMA Reads turns the Read-Read model off; an alignment that cannot be
+    // honoured turns padding off.
+    let core = &mut p.sides[CLIENT].core;
+    core.configure(16 << 10, 0, Some(6));
+    assert!(!core.read_read_requester());
+    assert_eq!(core.config().mode_2004.as_ref().unwrap().padding, None);
+}
