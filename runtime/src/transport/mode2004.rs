@@ -46,13 +46,15 @@ pub const CONFIG_PROGRAM: u32 = 0x2000_0000;
 pub const BASIC_INLINE: usize = 1024;
 
 impl Default for Mode2004 {
-    /// Everything of the 2004 protocol on: RDMA_MSGP aligned to 4 KiB from 1 KiB, the
-    /// Read-Read model with a 10 s RDMA_DONE timeout, and the configuration call as
-    /// [`CONFIG_PROGRAM`].
+    /// Everything of the 2004 protocol on: RDMA_MSGP aligning data of 1 KiB or more to 512
+    /// bytes (a disk sector: what direct I/O needs; page alignment, 4096, needs receive
+    /// buffers of 8 KiB or more to leave room for the padding, and a message it would not fit
+    /// goes unpadded), the Read-Read model with a 10 s RDMA_DONE timeout, and the
+    /// configuration call as [`CONFIG_PROGRAM`].
     fn default() -> Self {
         Mode2004 {
-            padding: Some(AlignPadding::new(4096, 1024)),
-            receive_align: 4096,
+            padding: Some(AlignPadding::new(512, 1024)),
+            receive_align: 512,
             read_read: true,
             done_timeout: Duration::from_secs(10),
             config_program: Some(CONFIG_PROGRAM),

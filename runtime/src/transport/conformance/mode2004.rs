@@ -16,10 +16,14 @@ use crate::transport::RdmaConfig;
 /// sends calls this long inline only once the configuration call said so.
 const SERVER_INLINE: usize = 8192;
 
+/// The server's alignment: page size, which its 8 KiB receive buffers leave room for.
 fn server_config(mode: Mode2004) -> RdmaConfig {
     RdmaConfig::default()
         .inline_size(SERVER_INLINE)
-        .mode_2004(mode)
+        .mode_2004(Mode2004 {
+            receive_align: 4096,
+            ..mode
+        })
 }
 
 /// NULL, a 1 MiB ECHO (a Read chunk for the argument, a Read-Read result), a long reply, and
@@ -82,7 +86,10 @@ where
         "a long call after configuration: {client:?}"
     );
     // RDMA_MSGP both ways; Read-Read results pulled, each followed by RDMA_DONE.
-    ensure!(client.padded_sent >= 1, "no RDMA_MSGP sent: {client:?}");
+    ensure!(
+        client.padded_sent >= 1 && client.padding_bytes_sent > 0,
+        "no padded RDMA_MSGP sent: {client:?}"
+    );
     ensure!(
         client.replies_received_read_chunks >= 2 && client.dones_sent >= 2,
         "{client:?}"

@@ -412,6 +412,9 @@ pub struct Stats {
     pub unexpected_invalidations: u64,
     /// RDMA_MSGP messages sent (seed 000 section 3.5).
     pub padded_sent: u64,
+    /// Padding bytes those messages carried (0 when every item was aligned already or none
+    /// reached the threshold).
+    pub padding_bytes_sent: u64,
     /// RDMA_MSGP messages received and decoded with their padding.
     pub padded_received: u64,
     /// Read-Read (seed 000 section 3.8): replies sent with results exposed in Read chunks.

@@ -5,7 +5,7 @@ use crate::transport::header::{self, AlignPadding, Body, Header, VERSION};
 use crate::xdr::Encoded;
 
 /// `header` (a version 1 RDMA_MSG) as RDMA_MSGP with `pad`, and `message` padded for it,
-/// when the padded Send still fits `room` bytes; `None` otherwise (the caller sends the
+/// and the padding bytes put in, when the padded Send still fits `room` bytes; `None` otherwise (the caller sends the
 /// RDMA_MSG as it was). The padding counts from the Send's first byte, so it depends on the
 /// header's length; Read chunk Positions after a padded item move along with it (a Position
 /// counts in the XDR stream the receiver decodes, padding included).
@@ -14,7 +14,7 @@ pub(super) fn padded(
     message: &Encoded,
     pad: AlignPadding,
     room: usize,
-) -> Option<(Header, Encoded)> {
+) -> Option<(Header, Encoded, usize)> {
     let Body::Msg(chunks) = &header.body else {
         return None;
     };
@@ -40,5 +40,6 @@ pub(super) fn padded(
             read.position += before as u32;
         }
     }
-    Some((padded_header, padded))
+    let added = inserted.iter().map(|(_, n)| n).sum();
+    Some((padded_header, padded, added))
 }

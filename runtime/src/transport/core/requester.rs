@@ -412,9 +412,10 @@ impl<B: Buf> Requester<B> {
         if let Some(pad) = config.mode_2004.as_ref().and_then(|m| m.padding) {
             let room = config.peer_recv_size.saturating_sub(header_extra);
             if !self.backward {
-                if let Some((h, m)) = super::msgp::padded(&header, &message, pad, room) {
+                if let Some((h, m, added)) = super::msgp::padded(&header, &message, pad, room) {
                     (header, message) = (h, m);
                     stats.padded_sent += 1;
+                    stats.padding_bytes_sent += added as u64;
                 }
             }
         }

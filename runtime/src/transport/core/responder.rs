@@ -671,11 +671,12 @@ impl<B: Buf> Responder<B> {
         let mut message = message;
         if let Some(pad) = padding {
             if body_msg && !call.backward {
-                if let Some((h, m)) =
+                if let Some((h, m, added)) =
                     super::msgp::padded(&header, &message, pad, config.peer_recv_size)
                 {
                     (header, message) = (h, m);
                     stats.padded_sent += 1;
+                    stats.padding_bytes_sent += added as u64;
                 }
             }
         }
