@@ -1,5 +1,5 @@
-//! The RPC-over-RDMA version 1 header as a peer sends it: `transport::header::parse` (every
-//! check a responder or requester makes) and the generated `rpcrdma1_msg` decoder on the same
+//! The RPC-over-RDMA version 1 header as a peer sends it: `transport::header::parse_with` (every
+//! check a responder or requester makes, in the default and in the 2004 mode) and the generated `rpcrdma1_msg` decoder on the same
 //! bytes. A header that parses must encode and parse back to itself; a message the generated
 //! decoder accepts must encode and decode back to itself.
 //!
@@ -22,13 +22,19 @@ pub fn limit(len: usize) -> usize {
 /// One run on a raw input: returns normally, or panics on a finding.
 pub fn run(data: &[u8]) {
     let limits = HeaderLimits::default();
-    if let Ok((parsed, len)) = header::parse(data, &limits) {
+    // As a receiver in the default mode (RDMA_MSGP taken as RDMA_MSG) and in the 2004 mode
+    // (RDMA_MSGP kept with its padding).
+    for keep_padding in [false, true] {
+        let Ok((parsed, len)) = header::parse_with(data, &limits, keep_padding) else {
+            continue;
+        };
         assert!(len <= data.len(), "the header lies within the message");
         let mut enc = Encoder::new();
         header::encode(&parsed, &mut enc).expect("a parsed header encodes");
         let again = enc.finish().to_bytes();
         assert_eq!(again.len(), header::encoded_len(&parsed));
-        let (back, back_len) = header::parse(&again, &limits).expect("our encoding parses");
+        let (back, back_len) =
+            header::parse_with(&again, &limits, keep_padding).expect("our encoding parses");
         assert_eq!(back, parsed);
         assert_eq!(back_len, again.len());
     }

@@ -10,8 +10,9 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::super::header::Segment;
+use super::super::header::{AlignPadding, ReadChunk, Segment};
 use crate::rdma::Access;
+use crate::xdr::ReceivedChunks;
 
 /// A registered buffer: memory with a steering tag, lent by a [`Memory`]. Clones share it; the
 /// memory goes back to its pool when the last clone is dropped.
@@ -186,4 +187,61 @@ pub fn gather<B: Buf>(slices: &[Slice<B>], len: usize) -> Bytes {
             Bytes::from(out)
         }
     }
+}
+
+/// Where a message's Read chunks land: each chunk's Position, local memory and length.
+pub(super) type Sinks<B> = Vec<(u32, Vec<Slice<B>>, usize)>;
+
+/// The RDMA Reads that fill sinks: a local slice and the peer's segment each.
+pub(super) type Pulls<B> = Vec<(Slice<B>, Segment)>;
+
+/// [`read_sinks`]'s answer.
+pub(super) type SinksAndPulls<B> = (Sinks<B>, Pulls<B>);
+
+/// Local memory for each of `chunks` (none for an empty one) and the RDMA Reads that fill it.
+/// Used by a responder pulling a call's Read chunks and by a Read-Read requester pulling a
+/// reply's (seed 000 section 3.8).
+pub(super) fn read_sinks<M: Memory>(
+    chunks: &[ReadChunk],
+    mem: &mut M,
+) -> Result<SinksAndPulls<M::Buf>, MemoryError> {
+    let mut sinks = Vec::with_capacity(chunks.len());
+    let mut pulls = Vec::new();
+    for chunk in chunks {
+        let len = chunk.len() as usize;
+        if len == 0 {
+            sinks.push((chunk.position, Vec::new(), 0));
+            continue;
+        }
+        let slices = mem.alloc(len, Access::NONE)?;
+        pulls.extend(pair_up(&slices, &chunk.segments, len));
+        sinks.push((chunk.position, slices, len));
+    }
+    Ok((sinks, pulls))
+}
+
+/// The RPC message and its decoder's chunk data once the Reads are done: a Position-Zero
+/// chunk is the whole message (seed 004 section 5.3.3: decoded "as if it had received it with
+/// the Send data"; seed 000 section 5.1), the others go to the decoder at their Positions, with
+/// an RDMA_MSGP message's `alignment`.
+pub(super) fn pulled_message<B: Buf>(
+    inline: Bytes,
+    sinks: Sinks<B>,
+    alignment: Option<(AlignPadding, usize)>,
+) -> (Bytes, Option<ReceivedChunks>) {
+    let mut message = inline;
+    let mut reads = Vec::new();
+    for (position, slices, len) in sinks {
+        let data = gather(&slices, len);
+        if position == 0 {
+            message = data;
+        } else {
+            reads.push((position, data));
+        }
+    }
+    let mut chunks = (!reads.is_empty()).then(|| ReceivedChunks::for_call(reads));
+    if let Some((pad, origin)) = alignment {
+        chunks = Some(chunks.unwrap_or_default().with_alignment(pad, origin));
+    }
+    (message, chunks)
 }

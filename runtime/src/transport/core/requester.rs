@@ -18,9 +18,9 @@ use bytes::Bytes;
 use super::super::header::{
     self, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION,
 };
+use super::memory::{pulled_message, read_sinks, Sinks};
 use super::{
-    gather, pair_up, Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice,
-    Stats, WriteTarget,
+    Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
 };
 use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
@@ -89,7 +89,7 @@ struct Pull<B> {
     /// The reply's inline part (empty for RDMA_NOMSG).
     inline: Bytes,
     /// Each Read chunk's position, sink and length.
-    sinks: Vec<(u32, Vec<Slice<B>>, usize)>,
+    sinks: Sinks<B>,
     alignment: Option<(AlignPadding, usize)>,
     invalidated: Option<u32>,
 }
@@ -919,21 +919,14 @@ impl<B: Buf> Requester<B> {
         let (Body::Msg(chunks) | Body::NoMsg(chunks)) = header.body else {
             return;
         };
-        let mut sinks = Vec::with_capacity(chunks.reads.len());
-        let mut pairs = Vec::new();
-        for chunk in &chunks.reads {
-            // Bounded: the header's Read chunks together are at most `max_read_bytes`.
-            let len = chunk.len() as usize;
-            let slices = match mem.alloc(len.max(1), Access::NONE) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.dones_waiting.push_back(header.xid);
-                    return self.fence(id, Err(memory_error(e)), invalidated, out, stats);
-                }
-            };
-            pairs.extend(pair_up(&slices, &chunk.segments, len));
-            sinks.push((chunk.position, slices, len));
-        }
+        // Bounded: a header's Read chunks are at most `max_read_bytes` together.
+        let (sinks, pairs) = match read_sinks(&chunks.reads, mem) {
+            Ok(r) => r,
+            Err(e) => {
+                self.dones_waiting.push_back(header.xid);
+                return self.fence(id, Err(memory_error(e)), invalidated, out, stats);
+            }
+        };
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
@@ -1017,21 +1010,7 @@ impl<B: Buf> Requester<B> {
                 "an RDMA Read of the reply's Read chunk failed".into(),
             ))
         } else {
-            let mut message = inline;
-            let mut reads = Vec::new();
-            for (position, slices, len) in sinks {
-                let data = gather(&slices, len);
-                if position == 0 {
-                    // Seed 000 section 5.1: the long reply "as if it had received it in-line".
-                    message = data;
-                } else {
-                    reads.push((position, data));
-                }
-            }
-            let mut chunks = (!reads.is_empty()).then(|| ReceivedChunks::for_call(reads));
-            if let Some((pad, origin)) = alignment {
-                chunks = Some(chunks.unwrap_or_default().with_alignment(pad, origin));
-            }
+            let (message, chunks) = pulled_message(inline, sinks, alignment);
             stats.replies_received_read_chunks += 1;
             Ok(Reply { message, chunks })
         };
@@ -1149,6 +1128,9 @@ impl<B: Buf> Requester<B> {
         }
         self.by_xid.clear();
         self.queue.clear();
+        self.pulls_waiting.clear();
+        self.dones_waiting.clear();
+        self.dones_unconfirmed.clear();
         self.in_flight = 0;
         // Seed 004 section 4.3.1: a new connection starts again at one credit.
         self.granted = 1;

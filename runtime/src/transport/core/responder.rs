@@ -20,14 +20,14 @@ use super::super::header::{
     self, total_len, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, F_RESPONSE,
     VERSION,
 };
+use super::memory::{pulled_message, read_sinks, Sinks};
 use super::requester::revoke_slices;
 use super::{
-    gather, pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice,
-    Stats,
+    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
-use crate::xdr::{ChunkTarget, Encoded, Encoder, MovedItem, ReceivedChunks};
+use crate::xdr::{ChunkTarget, Encoded, Encoder, MovedItem};
 
 enum Phase {
     /// Pulling Read chunks: `pending` Reads not yet complete.
@@ -49,7 +49,7 @@ struct InCall<B> {
     /// RDMA_MSGP: the sender's padding and where the message starts in the Send.
     alignment: Option<(AlignPadding, usize)>,
     /// Each Read chunk's position, sink and length.
-    sinks: Vec<(u32, Vec<Slice<B>>, usize)>,
+    sinks: Sinks<B>,
     /// Memory that must outlive the posted operations.
     held: Vec<Slice<B>>,
     /// Read-Read: this side's memory exposed in the reply's Read chunks, kept until
@@ -209,24 +209,13 @@ impl<B: Buf> Responder<B> {
         }
         self.next_id += 1;
         let id = self.next_id;
-        let mut sinks = Vec::with_capacity(chunks.reads.len());
-        let mut reads = Vec::new();
-        for chunk in &chunks.reads {
-            let len = chunk.len() as usize;
-            if len == 0 {
-                sinks.push((chunk.position, Vec::new(), 0));
-                continue;
+        let (sinks, reads) = match read_sinks(&chunks.reads, mem) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(xid, error = %e, "no memory for a Read chunk");
+                return refuse(self, out, stats, "no memory for the Read chunks");
             }
-            let slices = match mem.alloc(len, Access::NONE) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(xid, error = %e, "no memory for a Read chunk");
-                    return refuse(self, out, stats, "no memory for the Read chunks");
-                }
-            };
-            reads.extend(pair_up(&slices, &chunk.segments, len));
-            sinks.push((chunk.position, slices, len));
-        }
+        };
         self.active[direction] += 1;
         let pending = reads.len();
         self.calls.insert(
@@ -280,22 +269,11 @@ impl<B: Buf> Responder<B> {
             return;
         };
         call.phase = Phase::Dispatched;
-        let mut message = std::mem::take(&mut call.inline);
-        let mut read_chunks = Vec::new();
-        for (position, slices, len) in std::mem::take(&mut call.sinks) {
-            let data = gather(&slices, len);
-            if position == 0 {
-                // Seed 004 section 5.3.3: the responder "proceeds to XDR decode the RPC
-                // message as if it had received it with the Send data".
-                message = data;
-            } else {
-                read_chunks.push((position, data));
-            }
-        }
-        let mut chunks = (!read_chunks.is_empty()).then(|| ReceivedChunks::for_call(read_chunks));
-        if let Some((pad, origin)) = call.alignment {
-            chunks = Some(chunks.unwrap_or_default().with_alignment(pad, origin));
-        }
+        let (message, chunks) = pulled_message(
+            std::mem::take(&mut call.inline),
+            std::mem::take(&mut call.sinks),
+            call.alignment,
+        );
         out.events.push_back(Event::Call(IncomingCall {
             id,
             xid: call.xid,
