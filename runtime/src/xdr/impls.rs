@@ -369,18 +369,20 @@ fn decode_new_list<T: Decode>(dec: &mut Decoder, out: &mut Vec<T>, mut n: usize)
         return Ok(());
     };
     check_list_length(dec, n, flag_at + BLOCK)?;
-    // One allocation up front rather than through `push`'s growth path.
-    let mut items = Vec::with_capacity(FIRST_LIST_CAPACITY);
-    items.push(first);
+    // One allocation up front rather than through `push`'s growth path, in `out` itself:
+    // building the list in a local and moving it into `out` at the end costs a
+    // store-forwarding stall per list (its three words stored one by one, then copied with
+    // wider loads that the store buffer cannot forward).
+    *out = Vec::with_capacity(FIRST_LIST_CAPACITY);
+    out.push(first);
     loop {
         n += 1;
         let flag_at = dec.offset();
         let Some(item) = T::decode_present(dec)? else {
-            *out = items;
             return Ok(());
         };
         check_list_length(dec, n, flag_at + BLOCK)?;
-        items.push(item);
+        out.push(item);
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! Arguments: iterations (default 1,000,000) and `fresh` (a new encoder and decoded value
 //! each time, the default), `new` (one encoder cleared after each message, a new decoded
-//! value: the bench's new-value pair), `steady` (one encoder, decoding in place),
+//! value: the bench's new-value pair), `enc` (that pair's encode only), `dec` (its decode
+//! only, of bytes encoded once), `steady` (one encoder, decoding in place),
 //! `steady-take` (one encoder reused with `take`) or `allocs` (only the allocations a new
 //! value needs: its three vectors, allocated and freed).
 
@@ -64,6 +65,8 @@ fn main() {
     let msg = header();
     let mut send = Encoder::with_capacity(4096);
     let mut held = msg.clone();
+    // The bytes `dec` decodes, encoded once.
+    let wire0 = rpcrdma::xdr::to_bytes(&msg).expect("encodes").to_vec();
     let start = Instant::now();
     for _ in 0..n {
         match mode.as_str() {
@@ -89,6 +92,17 @@ fn main() {
                 let writes: Vec<Rpcrdma1WriteList> = Vec::with_capacity(4);
                 let segments: Vec<Rpcrdma1Segment> = Vec::with_capacity(2);
                 black_box((reads, writes, segments));
+            }
+            "enc" => {
+                black_box(&msg).encode(&mut send).expect("encodes");
+                black_box(send.as_contiguous().expect("one buffer"));
+                send.clear();
+            }
+            "dec" => {
+                black_box(
+                    Rpcrdma1Msg::decode(&mut Decoder::from_slice(black_box(&wire0)))
+                        .expect("decodes"),
+                );
             }
             "new" => {
                 black_box(&msg).encode(&mut send).expect("encodes");

@@ -439,7 +439,20 @@ impl Gen<'_> {
                 quote!(self.#n = #e;)
             },
         );
+        // A linked-list element's in-place decode is inlined into the list's loop (and its
+        // new-value decode): one call less per element, and the element's vectors written
+        // where they are read back (about 1.5 ns of a 55 ns RPC-over-RDMA v1 header encode +
+        // decode, `v1_header_loop new`). Inlining every struct's was slower in place.
+        let inline = matches!(
+            item.kind,
+            ItemKind::Struct {
+                list_next: Some(_),
+                ..
+            }
+        )
+        .then(|| quote!(#[inline]));
         quote! {
+            #inline
             fn decode_in_place(&mut self, dec: &mut #rt::Decoder) -> #rt::Result<()> {
                 #(#stmts)*
                 ::core::result::Result::Ok(())
