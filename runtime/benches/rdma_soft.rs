@@ -499,7 +499,8 @@ async fn throughput(rec: &mut Recorder) -> Vec<String> {
              current-thread runtime; confirmed completions are judged, local completions \
              shown. CPU per byte is the process's user + system time (getrusage) over the \
              measured loop divided by the bytes moved: sender, receiver and the kernel's TCP \
-             work on their behalf.",
+             work on their behalf. Where that CPU time goes (CRC, copies, wake-ups, TCP and \
+             syscalls): docs/bench/soft_profile.md, made by scripts/soft-profile.",
             100.0 * THROUGHPUT_TARGET,
             100.0 * THROUGHPUT_TARGET_CRC,
         ),
@@ -523,15 +524,17 @@ async fn profile(args: &[String]) {
         .unwrap_or(10.0);
     println!("profiling {} for {secs} s", BULK[v]);
     let t = Instant::now();
-    let mut rates = Vec::new();
+    let (mut rates, mut cpu) = (Vec::new(), Vec::new());
     while t.elapsed().as_secs_f64() < secs {
-        rates.push(bulk(v, 128 * MIB, MIB).await.rate / 1e6);
+        let run = bulk(v, 256 * MIB, MIB).await;
+        rates.push(run.rate / 1e6);
+        cpu.push(run.cpu_ns_per_byte);
     }
     let (m, lo, hi) = stats(&rates);
     println!(
-        "  {} MB/s median [{lo:.0} .. {hi:.0}] over {} runs",
-        m as u64,
-        rates.len()
+        "  {m:.0} MB/s median [{lo:.0} .. {hi:.0}] over {} runs of 256 MiB, CPU {:.3} ns/B",
+        rates.len(),
+        stats(&cpu).0
     );
 }
 
