@@ -5,11 +5,13 @@
 //!   of 1 MiB writes in the same round: raw blocking std sockets (a sender and a receiver
 //!   thread) or tokio, whichever was faster (targets: at least 85 % with CRC off, 70 % with
 //!   CRC on), with the process's CPU time per byte moved;
+//! * the same 1 MiB transfers with the passive end (raw TCP's receiver, the RDMA target) in a
+//!   child process of the bench, against raw TCP between the same two processes (no targets);
 //! * the sweep (no targets; plots): throughput and CPU time per byte for 4 KiB .. 1 MiB
 //!   messages, and the Send/Recv round trip for 64 B .. 64 KiB, each against raw TCP.
 //!
-//! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency`, `-- throughput` or
-//! `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
+//! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency`, `-- throughput`,
+//! `-- processes` or `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
 //! round trips; `-- profile read crc-on` runs one bulk variant for `PROFILE_SECS` seconds,
 //! default 10, to record with `perf`). Every figure is also written as a record for `scripts/bench`'s report
 //! (`bench_report`); `BENCH_QUICK=1` runs fewer, shorter rounds.
@@ -31,8 +33,11 @@ use std::time::{Duration, Instant};
 use bench_report::cpu::Stopwatch;
 use bench_report::{Recorder, Target};
 
-use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
+use rpcrdma::rdma::soft::{SoftConnection, SoftProvider};
+use rpcrdma::rdma::{
+    Access, ConnectParams, Connection, Listener, Provider, RecvWr, RemoteAddr, SendWr, Sge,
+    WcOpcode,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -206,6 +211,19 @@ async fn soft_throughput(total: usize, size: usize, read: bool, crc: bool) -> Tr
         )
         .unwrap();
     let remote = RemoteAddr::new(target.rkey(), target.addr());
+    let t = soft_transfer(&c, remote, total, size, read).await;
+    drop(s);
+    t
+}
+
+/// `total` bytes in RDMA Writes (or Reads) of `size` on `c` to (from) `remote`.
+async fn soft_transfer(
+    c: &SoftConnection,
+    remote: RemoteAddr,
+    total: usize,
+    size: usize,
+    read: bool,
+) -> Transfer {
     let local = c.register(vec![5u8; size], Access::LOCAL_WRITE).unwrap();
     let window = window(size);
     let ops = total / size;
@@ -225,9 +243,7 @@ async fn soft_throughput(total: usize, size: usize, read: bool, crc: bool) -> Tr
         assert!(comp.is_success(), "{comp:?}");
         done += 1;
     }
-    let t = Transfer::of(total, watch);
-    drop(s);
-    t
+    Transfer::of(total, watch)
 }
 
 /// Median, minimum and maximum.
@@ -508,6 +524,141 @@ async fn throughput(rec: &mut Recorder) -> Vec<String> {
     missed
 }
 
+/// The passive end of a two-process transfer, in a child process of this bench (`serve tcp`,
+/// `serve crc-off`, `serve crc-on`): prints where to connect (and for RDMA the target's steering
+/// tag and address), takes one connection, and serves it until its standard input closes.
+async fn serve(args: &[String]) {
+    use std::io::Write;
+    let stdin_closed = || {
+        tokio::task::spawn_blocking(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        })
+    };
+    if args.first().is_some_and(|a| a == "tcp") {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        println!("{}", l.local_addr().unwrap());
+        std::io::stdout().flush().unwrap();
+        let mut s = l.accept().unwrap().0;
+        let mut buf = vec![0u8; MIB];
+        while std::io::Read::read(&mut s, &mut buf).unwrap() > 0 {}
+        return;
+    }
+    let crc = args.first().is_some_and(|a| a == "crc-on");
+    let p = soft_pair::provider(crc, true);
+    let listener = p.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    println!("{}", listener.local_addr().unwrap());
+    std::io::stdout().flush().unwrap();
+    let s = listener.accept(ConnectParams::new()).await.unwrap();
+    let target = s
+        .register(
+            vec![3u8; MIB],
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .unwrap();
+    println!("{} {}", target.rkey(), target.addr());
+    std::io::stdout().flush().unwrap();
+    stdin_closed().await.unwrap();
+    drop(s);
+}
+
+/// Bulk variant `v` of [`BULK`] (not tokio TCP) with its passive end in a child process:
+/// `total` bytes in 1 MiB messages.
+async fn bulk_two_processes(v: usize, total: usize) -> f64 {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mode = match v {
+        0 => "tcp",
+        2 | 3 => "crc-off",
+        _ => "crc-on",
+    };
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["serve", mode])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr: std::net::SocketAddr = lines.next().unwrap().unwrap().parse().unwrap();
+    let rate = if v == 0 {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        let data = vec![5u8; MIB];
+        let t = Instant::now();
+        for _ in 0..total / MIB {
+            std::io::Write::write_all(&mut c, &data).unwrap();
+        }
+        drop(c);
+        // The child has read everything once it exits.
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        total as f64 / t.elapsed().as_secs_f64()
+    } else {
+        let c = soft_pair::provider(mode == "crc-on", true)
+            .connect(addr, ConnectParams::new())
+            .await
+            .unwrap();
+        let line = lines.next().unwrap().unwrap();
+        let (rkey, to) = line.split_once(' ').unwrap();
+        let remote = RemoteAddr::new(rkey.parse().unwrap(), to.parse().unwrap());
+        let t = soft_transfer(&c, remote, total, MIB, v % 2 == 1).await;
+        drop(c);
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        t.rate
+    };
+    rate / 1e6
+}
+
+/// The 1 MiB transfers with the passive end in another process (raw TCP's receiver, the RDMA
+/// target), rounds alternating: for reference, no targets.
+async fn two_processes(rec: &mut Recorder) {
+    let rounds = if bench_report::quick() { 3 } else { 7 };
+    let total = if bench_report::quick() { 256 } else { 1024 } * MIB;
+    let variants = [0, 2, 3, 4, 5];
+    let mut mbs = vec![Vec::new(); variants.len()];
+    for round in 0..rounds {
+        for k in rotated(round, variants.len()) {
+            mbs[k].push(bulk_two_processes(variants[k], total).await);
+        }
+    }
+    println!(
+        "1 MiB transfers, passive end in a second process, {rounds} rounds of {} MiB: median [min .. max] of the rounds",
+        total / MIB
+    );
+    let (m, lo, hi) = stats(&mbs[0]);
+    println!("  {:<24} {m:6.0} MB/s [{lo:.0} .. {hi:.0}]", BULK[0]);
+    for k in 1..variants.len() {
+        let name = BULK[variants[k]];
+        let (m, lo, hi) = stats(&mbs[k]);
+        let (r, rlo, rhi) = stats(&ratios(&mbs[k], &mbs[0]));
+        println!(
+            "  {name:<24} {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of raw TCP [{:.0}% .. {:.0}%]",
+            100.0 * r,
+            100.0 * rlo,
+            100.0 * rhi
+        );
+        record(
+            rec,
+            &format!("1 MiB {name} throughput, two processes"),
+            (&mbs[k], "MB/s"),
+            (
+                "raw TCP (std, blocking), two processes, 1 MiB writes",
+                &mbs[0],
+            ),
+            None,
+        );
+    }
+    rec.note(
+        GROUP,
+        format!(
+            "Two processes: the same 1 MiB transfers with the passive end (raw TCP's receiver, \
+             the RDMA target of Writes and Reads) in a child process, {rounds} rounds of {} MiB, \
+             against raw TCP between the same two processes; for reference.",
+            total / MIB
+        ),
+    );
+}
+
 /// Runs one bulk variant (named by a word of [`BULK`]'s names, e.g. `profile write crc-on`)
 /// over and over for about `secs` seconds, for `perf record`: no rounds, no records.
 async fn profile(args: &[String]) {
@@ -681,6 +832,10 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
+    if filter.first().is_some_and(|f| f == "serve") {
+        two_workers.block_on(serve(&filter[1..]));
+        return ExitCode::SUCCESS;
+    }
     if filter.first().is_some_and(|f| f == "profile") {
         two_workers.block_on(profile(&filter[1..]));
         return ExitCode::SUCCESS;
@@ -713,6 +868,9 @@ fn main() -> ExitCode {
     }
     if wants("throughput") {
         missed.extend(two_workers.block_on(throughput(&mut rec)));
+    }
+    if wants("processes") {
+        two_workers.block_on(two_processes(&mut rec));
     }
     if wants("sweep") {
         two_workers.block_on(sweep(&mut rec));
