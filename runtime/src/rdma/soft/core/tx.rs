@@ -98,7 +98,15 @@ impl Core {
             out.put(&self.out_urgent);
             self.out_urgent.clear();
         }
-        while self.state == State::Established && out.len() < TX_BATCH {
+        while self.state == State::Established {
+            let batch = if self.inbound_reads.is_empty() {
+                TX_BATCH
+            } else {
+                READ_RESPONSE_BATCH
+            };
+            if out.len() >= batch {
+                break;
+            }
             if !self.inbound_reads.is_empty() {
                 self.emit_read_response(out);
                 continue;
