@@ -33,7 +33,8 @@ pub struct Mode2004 {
     /// Run the Connection Configuration Protocol (seed 000 section 6) as the first call of
     /// each connection, as program `config_program` (the draft leaves the number unassigned,
     /// specs/ERRATA.md R04-6). `None`: no configuration call; both sides keep their
-    /// configured inline sizes.
+    /// configured inline sizes, and both must be configured alike, since nothing then tells
+    /// a side that its peer speaks the 2004 protocol (a default peer would misread padding).
     pub config_program: Option<u32>,
 }
 
