@@ -159,10 +159,7 @@ where
     // No configuration call comes: the server never exposes a result the client could not
     // pull, and serves it the RFC 8166 way.
     let s = setup_with(put, server_config(Mode2004::default()), client_config()).await?;
-    s.client.test_null().await.step("NULL")?;
-    echo(&s, 1 << 20, 4).await?;
-    let big = s.client.test_big(100_000).await.step("BIG")?;
-    ensure!(big.data.len() == 100_000, "BIG of {}", big.data.len());
+    workload(&s).await?;
     let (server, _) = server_stats(&s)?;
     ensure!(
         server.replies_read_chunks == 0 && server.padded_sent == 0,

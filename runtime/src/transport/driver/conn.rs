@@ -77,6 +77,9 @@ pub(crate) struct Conn<C: Connection> {
     /// A server in the 2004 mode: its program number and the server that answers the
     /// configuration calls (seed 000 section 6).
     configuration: std::sync::OnceLock<(u32, Server)>,
+    /// Configured for the 2004 mode: only then do calls and replies ask the core about
+    /// padding and the Read-Read model (no second lock per message otherwise).
+    mode_2004: bool,
     timeout: Option<Duration>,
 }
 
@@ -164,6 +167,7 @@ impl<C: Connection> Conn<C> {
             close_notify: Notify::new(),
             backchannel: Mutex::new(None),
             configuration: std::sync::OnceLock::new(),
+            mode_2004: config.mode_2004.is_some(),
             timeout: config.timeout,
         });
         if let (Role::Server, Some(program)) = (
@@ -535,7 +539,7 @@ impl<C: Connection> Conn<C> {
         if backward {
             return (Vec::new(), call.reply.max_len);
         }
-        if self.lock().core.read_read_requester() {
+        if self.mode_2004 && self.lock().core.read_read_requester() {
             // Read-Read (seed 000 section 3.8): the responder exposes the results instead.
             return (Vec::new(), call.reply.max_len);
         }
@@ -613,7 +617,11 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     let mut closing = std::pin::pin!(conn.close_notify.notified());
     // The core's deadlines: a version 2 offer's, and a Read-Read reply's RDMA_DONE (calls
     // time out in their callers).
-    let core_deadline = |st: &State| st.core.poll_timeout();
+    let core_deadline = |st: &State| {
+        (st.core.negotiating() || st.core.exposed_replies() > 0)
+            .then(|| st.core.poll_timeout())
+            .flatten()
+    };
     let mut deadline = core_deadline(&conn.lock());
     loop {
         let timer = async {
@@ -725,12 +733,14 @@ impl<C: Connection> Conn<C> {
         write_chunks: &[u64],
         encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
     ) {
-        let (read_read, pad_threshold) = {
+        let (read_read, pad_threshold) = if self.mode_2004 {
             let st = self.lock();
             (
                 st.core.read_read_policy(id, write_chunks),
                 st.core.pad_threshold(),
             )
+        } else {
+            (None, None)
         };
         // Read-Read (2004 mode): DDP-eligible results stay here, exposed in Read chunks.
         let mut enc = match read_read {
