@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod iperf3;
 pub mod record;
 
 #[cfg(feature = "report")]
