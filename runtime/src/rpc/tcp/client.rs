@@ -5,7 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::tcp::OwnedReadHalf;
@@ -14,6 +14,7 @@ use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::config::TcpConfig;
+use super::deadlines::{self, Expire};
 use super::sink::RecordSink;
 use super::stream::{next_record, ReadError};
 use crate::id_map::IdMap;
@@ -131,27 +132,71 @@ enum Lost {
     AfterSending,
     /// Another call on the connection has this XID (only after 2^32 XIDs).
     XidInUse,
+    /// The call passed its deadline (see [`deadlines`]).
+    TimedOut,
+}
+
+/// When a call under the configured default timeout must have its reply.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    fn error(self) -> Error {
+        TransportError::TimedOut(self.limit).into()
+    }
+
+    /// `future`, unless `deadline` passes first. For the slow paths only (waiting for a free
+    /// slot, connecting again): a timer each.
+    async fn bound<T>(
+        deadline: Option<Deadline>,
+        future: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d.at.into(), future)
+                .await
+                .unwrap_or_else(|_| Err(d.error())),
+            None => future.await,
+        }
+    }
 }
 
 impl Inner {
     async fn call(&self, call: Call<'_>) -> Result<Reply, Error> {
-        let limit = call.options.timeout.or(self.config.timeout);
-        match limit {
-            Some(limit) => tokio::time::timeout(limit, self.exchange(call))
+        match (call.options.timeout, self.config.timeout) {
+            // A timeout of the call's own: a timer of its own, exact.
+            (Some(limit), _) => tokio::time::timeout(limit, self.exchange(call, None))
                 .await
                 .unwrap_or(Err(TransportError::TimedOut(limit).into())),
-            None => self.exchange(call).await,
+            // The default: a deadline the process's sweeper enforces (see `deadlines`).
+            (None, Some(limit)) => {
+                let deadline = Deadline {
+                    at: Instant::now() + limit,
+                    limit,
+                };
+                self.exchange(call, Some(deadline)).await
+            }
+            (None, None) => self.exchange(call, None).await,
         }
     }
 
-    async fn exchange(&self, call: Call<'_>) -> Result<Reply, Error> {
-        // The semaphore is never closed.
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| TransportError::Closed)?;
-        let mut connection = self.connection(None).await?;
+    async fn exchange(&self, call: Call<'_>, deadline: Option<Deadline>) -> Result<Reply, Error> {
+        let _slot = match self.slots.try_acquire() {
+            Ok(slot) => slot,
+            Err(_) => {
+                Deadline::bound(deadline, async {
+                    // The semaphore is never closed.
+                    self.slots
+                        .acquire()
+                        .await
+                        .map_err(|_| TransportError::Closed.into())
+                })
+                .await?
+            }
+        };
+        let mut connection = self.connection_until(None, deadline).await?;
         let xid = self.allocate_xid(&connection);
         let mut enc = Encoder::new();
         call.encode(xid, &mut enc).map_err(Error::Encode)?;
@@ -166,7 +211,7 @@ impl Inner {
         let mut retransmits = self.config.retransmits;
         let mut reconnect_unsent = true;
         loop {
-            match connection.exchange(xid, message.parts()).await {
+            match connection.exchange(xid, message.parts(), deadline).await {
                 Ok(message) => {
                     return Ok(Reply {
                         message,
@@ -182,6 +227,9 @@ impl Inner {
                         "connection lost before the reply: sending the call again on a new one"
                     );
                 }
+                Err(Lost::TimedOut) => {
+                    return Err(deadline.map_or(TransportError::Closed.into(), Deadline::error))
+                }
                 Err(Lost::XidInUse) => {
                     return Err(TransportError::Protocol(format!(
                         "XID {xid:#010x} is already waiting for a reply on this connection"
@@ -190,8 +238,20 @@ impl Inner {
                 }
                 Err(_) => return Err(TransportError::Closed.into()),
             }
-            connection = self.connection(Some(&connection)).await?;
+            connection = self.connection_until(Some(&connection), deadline).await?;
         }
+    }
+
+    /// [`connection`](Self::connection), within `deadline` when it has to connect.
+    async fn connection_until(
+        &self,
+        lost: Option<&Arc<Connection>>,
+        deadline: Option<Deadline>,
+    ) -> Result<Arc<Connection>, Error> {
+        if let Some(c) = self.usable(lost) {
+            return Ok(c);
+        }
+        Deadline::bound(deadline, async { Ok(self.connection(lost).await?) }).await
     }
 
     /// The current connection when it is open (and not `lost`), else a new one.
@@ -276,9 +336,24 @@ struct Shared {
 
 struct Pending {
     /// Calls waiting for their reply, by XID.
-    calls: IdMap<u32, oneshot::Sender<Bytes>>,
+    calls: IdMap<u32, Waiting>,
     /// False once the connection is lost.
     open: bool,
+}
+
+/// A call waiting for its reply.
+struct Waiting {
+    reply: oneshot::Sender<Answer>,
+    /// When the sweeper fails the call; `None`: the caller has a timer of its own, or waits
+    /// forever.
+    deadline: Option<Instant>,
+}
+
+/// What a waiting call gets.
+enum Answer {
+    Reply(Bytes),
+    /// Past its deadline.
+    TimedOut,
 }
 
 impl Connection {
@@ -295,6 +370,10 @@ impl Connection {
             }),
             open: AtomicBool::new(true),
         });
+        if let Some(timeout) = config.timeout {
+            let expire: Arc<dyn Expire> = shared.clone();
+            deadlines::watch(Arc::downgrade(&expire), deadlines::period(timeout));
+        }
         let reader = tokio::spawn(read_replies(
             read,
             shared.clone(),
@@ -308,8 +387,14 @@ impl Connection {
         }))
     }
 
-    /// Sends the call `message` (whose XID is `xid`) and waits for its reply.
-    async fn exchange(&self, xid: u32, message: &[Bytes]) -> Result<Bytes, Lost> {
+    /// Sends the call `message` (whose XID is `xid`) and waits for its reply, at most until
+    /// `deadline`.
+    async fn exchange(
+        &self,
+        xid: u32,
+        message: &[Bytes],
+        deadline: Option<Deadline>,
+    ) -> Result<Bytes, Lost> {
         let reply = {
             let mut pending = self.shared.lock();
             if !pending.open {
@@ -318,8 +403,9 @@ impl Connection {
             if pending.calls.contains_key(&xid) {
                 return Err(Lost::XidInUse);
             }
-            let (tx, rx) = oneshot::channel();
-            pending.calls.insert(xid, tx);
+            let (reply, rx) = oneshot::channel();
+            let deadline = deadline.map(|d| d.at);
+            pending.calls.insert(xid, Waiting { reply, deadline });
             rx
         };
         // Forgets the XID however this ends: timeout, cancellation, a lost connection.
@@ -331,10 +417,13 @@ impl Connection {
         if self.sink.send(message, None).is_err() {
             return Err(Lost::BeforeSending);
         }
-        let reply = reply.await.map_err(|_| Lost::AfterSending)?;
-        // The reading task took the XID out when it routed the reply.
+        let answer = reply.await.map_err(|_| Lost::AfterSending)?;
+        // The reading task took the XID out when it routed the reply, or the sweeper did.
         forget.armed = false;
-        Ok(reply)
+        match answer {
+            Answer::Reply(reply) => Ok(reply),
+            Answer::TimedOut => Err(Lost::TimedOut),
+        }
     }
 }
 
@@ -383,7 +472,7 @@ impl Shared {
         let waiting = self.lock().calls.remove(&xid);
         match waiting {
             // The caller may have given up just now; then nobody wants the reply.
-            Some(call) => drop(call.send(record)),
+            Some(call) => drop(call.reply.send(Answer::Reply(record))),
             None => tracing::debug!(
                 peer = %self.peer,
                 xid,
@@ -402,6 +491,27 @@ impl Shared {
         };
         // Dropping the senders wakes the callers.
         drop(calls);
+    }
+}
+
+impl Expire for Shared {
+    fn expire(&self, now: Instant) {
+        let expired: Vec<Waiting> = {
+            let mut pending = self.lock();
+            let xids: Vec<u32> = pending
+                .calls
+                .iter()
+                .filter(|(_, w)| w.deadline.is_some_and(|d| d <= now))
+                .map(|(xid, _)| *xid)
+                .collect();
+            xids.iter()
+                .filter_map(|xid| pending.calls.remove(xid))
+                .collect()
+        };
+        for call in expired {
+            // The caller may have given up just now.
+            drop(call.reply.send(Answer::TimedOut));
+        }
     }
 }
 

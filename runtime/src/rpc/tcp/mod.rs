@@ -70,6 +70,7 @@
 
 mod client;
 mod config;
+mod deadlines;
 mod server;
 mod sink;
 mod stream;
