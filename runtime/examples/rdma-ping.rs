@@ -12,10 +12,13 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftConnection, SoftProvider};
+use rpcrdma::rdma::soft::{
+    MpaConfig, PcapTap, RnicKind, SoftConfig, SoftConnection, SoftProvider, WireTap,
+};
 use rpcrdma::rdma::{
     Access, ConnectParams, ConnectRequest, Connection, Listener, Provider, RecvWr, RemoteAddr,
     SendWr, Sge, WcOpcode,
@@ -75,6 +78,10 @@ struct Args {
     /// Operation to time.
     #[arg(long, value_enum, default_value = "send")]
     op: Op,
+    /// Software provider: write what went over the connection to this pcap file at the end
+    /// (also when the session failed), for Wireshark or tshark.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
 }
 
 const OP_SEND: u8 = 0;
@@ -170,6 +177,7 @@ async fn run_soft(args: &Args) -> Result<(), String> {
         Rnic::Ietf => RnicKind::Ietf,
         Rnic::IetfPermissive => RnicKind::IetfPermissive,
     };
+    let capture = args.pcap.as_ref().map(|_| Arc::new(PcapTap::new()));
     let provider = SoftProvider::new(SoftConfig {
         mpa: MpaConfig {
             kind,
@@ -177,15 +185,21 @@ async fn run_soft(args: &Args) -> Result<(), String> {
             crc: args.crc,
             revision: args.mpa_rev,
         },
+        tap: capture.clone().map(|c| c as Arc<dyn WireTap>),
         ..SoftConfig::default()
     });
-    if let Some(addr) = args.listen {
+    let result = if let Some(addr) = args.listen {
         serve(&provider, addr).await
     } else if let Some(addr) = args.connect {
         ping(&provider, addr, args).await
     } else {
         Err("give --listen or --connect".into())
+    };
+    if let (Some(path), Some(capture)) = (&args.pcap, capture) {
+        std::fs::write(path, capture.pcap())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    result
 }
 
 fn describe_soft(conn: &SoftConnection) {

@@ -240,7 +240,8 @@ perf() {
 # listens and rdma-ping's verbs provider on a siw device connects (siw is the MPA initiator and
 # the RDMA Write/Read requester), then the verbs provider listens on siw and the software
 # provider connects with MPA revision 2 (CRC off and on) and revision 1. siw has no memory
-# windows: the verbs provider then gives remote access through the region's own key.
+# windows: the verbs provider then gives remote access through the region's own key. 256 KiB
+# per operation, so each side sends FPDUs of its largest size (ours 65000 bytes) both ways.
 siw() {
   if [ -n "${VM_SIW_SKIP:-}" ]; then
     # Only in `all`: the host could not build siw.ko (see tests/vm/run); `run siw` fails instead.
@@ -264,7 +265,7 @@ siw() {
     for op in send write read; do
       pair "siw-$op${crc:+-crc}" 60 \
         "$VM_RDMA_PING" --provider soft --listen "$siw_addr:$port" $crc -- \
-        "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 4096 --count 20
+        "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 262144 --count 20
       grep -E "^(negotiated|---|target buffer)" "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
         sed 's/^/TEST /'
       port=$((port + 1))
@@ -277,7 +278,7 @@ siw() {
       # shellcheck disable=SC2086 # $mpa is a list of options
       pair "$name" 60 \
         "$VM_RDMA_PING" --provider verbs --listen "$siw_addr:$port" -- \
-        "$VM_RDMA_PING" --provider soft --connect "$siw_addr:$port" $mpa --op "$op" --size 4096 --count 20
+        "$VM_RDMA_PING" --provider soft --connect "$siw_addr:$port" $mpa --op "$op" --size 262144 --count 20 --pcap "$R/$name.pcap"
       grep -E "^(negotiated|---|target buffer)" "$R/$name.log" "$R/$name.server.log" | sed 's/^/TEST /'
       port=$((port + 1))
     done

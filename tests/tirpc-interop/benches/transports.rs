@@ -204,9 +204,12 @@ async fn tcp_client(addr: SocketAddr) -> TestversClient {
     ))
 }
 
+/// A current-thread runtime with what our clients and servers use (I/O and time; not the
+/// process and signal drivers, whose work on every park showed in the client's profile).
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
+        .enable_time()
         .build()
         .unwrap()
 }
@@ -334,6 +337,11 @@ fn client_main(args: &[String]) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let rdma = kind == "rdma";
+    let op = match op.as_str() {
+        "read" => Op::Read,
+        "write" => Op::Write,
+        _ => Op::Null,
+    };
     let us = current_thread().block_on(async move {
         let client = match rdma {
             true => rdma_client(addr).await,
@@ -348,47 +356,15 @@ fn client_main(args: &[String]) -> ExitCode {
         } else {
             Bytes::from(vec![0x5a; MIB])
         };
-        let one = move |client: Client| {
-            let (op, data) = (op.clone(), data.clone());
-            async move {
-                match op.as_str() {
-                    "read" if rdma => {
-                        let buffer = client.buffer(MIB);
-                        let r = client
-                            .call_with::<testvers::TestFill>(
-                                &(MIB as u32),
-                                CallOptions::new().reply_buffer(buffer),
-                            )
-                            .await
-                            .unwrap();
-                        assert_eq!(r.data.len(), MIB);
-                    }
-                    "write" if rdma => {
-                        let args = EchoArgs { tag: 0, data };
-                        let n = client.call::<testvers::TestWrite>(&args).await.unwrap();
-                        assert_eq!(n as usize, MIB);
-                    }
-                    "read" => {
-                        let r = client.call::<Fill>(&(MIB as u32)).await.unwrap();
-                        assert_eq!(r.len(), MIB);
-                    }
-                    "write" => {
-                        let n = client.call::<Sink>(&data).await.unwrap();
-                        assert_eq!(n as usize, MIB);
-                    }
-                    _ => client.call::<InteropNull>(&()).await.unwrap(),
-                }
-            }
-        };
         // Each of `in_flight` tasks makes its share of `calls`, one after the other.
         let run = move |calls: usize| {
             let tasks: Vec<_> = (0..in_flight)
                 .map(|i| {
-                    let (client, one) = (client.clone(), one.clone());
+                    let (client, data) = (client.clone(), data.clone());
                     let share = calls / in_flight + usize::from(i < calls % in_flight);
                     tokio::spawn(async move {
                         for _ in 0..share {
-                            one(client.clone()).await;
+                            one_call(&client, op, rdma, &data).await;
                         }
                     })
                 })
@@ -406,6 +382,51 @@ fn client_main(args: &[String]) -> ExitCode {
     });
     println!("mean_us={us}");
     ExitCode::SUCCESS
+}
+
+/// What `--client` calls.
+#[derive(Clone, Copy)]
+enum Op {
+    Null,
+    /// 1 MiB to the client.
+    Read,
+    /// 1 MiB from the client (`data`).
+    Write,
+}
+
+/// One call of `--client`: over RPC-over-RDMA (`rdma`) the test program's FILL into a
+/// registered reply buffer and WRITE, over TCP `interop.x`'s FILL and SINK, as the C client.
+async fn one_call(client: &Client, op: Op, rdma: bool, data: &Bytes) {
+    match op {
+        Op::Read if rdma => {
+            let buffer = client.buffer(MIB);
+            let r = client
+                .call_with::<testvers::TestFill>(
+                    &(MIB as u32),
+                    CallOptions::new().reply_buffer(buffer),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.data.len(), MIB);
+        }
+        Op::Write if rdma => {
+            let args = EchoArgs {
+                tag: 0,
+                data: data.clone(),
+            };
+            let n = client.call::<testvers::TestWrite>(&args).await.unwrap();
+            assert_eq!(n as usize, MIB);
+        }
+        Op::Read => {
+            let r = client.call::<Fill>(&(MIB as u32)).await.unwrap();
+            assert_eq!(r.len(), MIB);
+        }
+        Op::Write => {
+            let n = client.call::<Sink>(data).await.unwrap();
+            assert_eq!(n as usize, MIB);
+        }
+        Op::Null => client.call::<InteropNull>(&()).await.unwrap(),
+    }
 }
 
 /// The mean NULL round trip of `client` in µs, called from the current task.

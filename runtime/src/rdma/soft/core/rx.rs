@@ -288,7 +288,7 @@ impl Core {
                     });
                 }
                 if read_response {
-                    if let Some(p) = self.pending_reads.front_mut() {
+                    if let Some(p) = self.pending_reads.front_mut().filter(|p| p.size > 0) {
                         p.received += payload.len();
                     }
                     if hdr.last {
@@ -343,6 +343,14 @@ impl Core {
                     .ok_or_else(|| with_hdr(TermCode::new(TermLayer::Ddp, 1, 0x02)))?;
                 if stag != p.sink_stag {
                     return Err(with_hdr(TermCode::DDP_INVALID_STAG));
+                }
+                // Linux siw (seen on 6.1) answers a zero-length RDMA Read that reaches it while
+                // one of its Sends is going out with that Send's data: the response reuses the
+                // Send's scatter list. A zero-length Read places nothing (our confirmation
+                // probes are such Reads), so the bytes are read and dropped instead of ending
+                // the connection with a bounds violation (RFC 5041 section 7.2).
+                if p.size == 0 {
+                    return Ok((None, 0, true));
                 }
                 let expected_to = p.sink_to.wrapping_add(p.received as u64);
                 if to != expected_to || p.received + len > p.size {
