@@ -591,52 +591,29 @@ async fn concurrent_per_s(client: &TestversClient, n: usize, calls_each: usize) 
 /// buffer at the server and lands in one at the client. One read before the clock starts
 /// fills the connection's buffer pools.
 async fn rdma_read_mbps(addr: SocketAddr, ops: usize) -> f64 {
-    tokio::spawn(async move {
-        let c = rdma_client(addr).await;
-        let mut start = Instant::now();
-        for i in 0..ops + 1 {
-            if i == 1 {
-                start = Instant::now();
-            }
-            let buffer = c.rpc().buffer(MIB);
-            let r = c
-                .rpc()
-                .call_with::<testvers::TestFill>(
-                    &(MIB as u32),
-                    CallOptions::new().reply_buffer(buffer),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.data.len(), MIB);
-        }
-        (ops * MIB) as f64 / start.elapsed().as_secs_f64() / 1e6
-    })
-    .await
-    .unwrap()
+    rdma_bulk_mbps(addr, Op::Read, ops).await
 }
 
 /// MB/s of 1 MiB writes over RPC-over-RDMA on a new connection to `addr`: the argument lies
 /// in a registered buffer of the client, from which the server pulls it by RDMA Read. One
 /// write before the clock starts fills the connection's buffer pools.
 async fn rdma_write_mbps(addr: SocketAddr, ops: usize) -> f64 {
+    rdma_bulk_mbps(addr, Op::Write, ops).await
+}
+
+/// MB/s of `ops` 1 MiB calls `op` over RPC-over-RDMA on a new connection to `addr`, as
+/// [`one_call`] makes them, after one unmeasured call.
+async fn rdma_bulk_mbps(addr: SocketAddr, op: Op, ops: usize) -> f64 {
     tokio::spawn(async move {
         let c = rdma_client(addr).await;
-        let mut buffer = c.rpc().buffer(MIB);
+        let client = c.rpc();
+        let mut buffer = client.buffer(MIB);
         buffer.as_mut_slice().copy_from_slice(&pattern_of(MIB, 2));
         let data = buffer.freeze(MIB);
-        let mut start = Instant::now();
-        for i in 0..ops + 1 {
-            if i == 1 {
-                start = Instant::now();
-            }
-            let n = c
-                .test_write(EchoArgs {
-                    tag: i as u32,
-                    data: data.clone(),
-                })
-                .await
-                .unwrap();
-            assert_eq!(n as usize, MIB);
+        one_call(client, op, true, &data).await;
+        let start = Instant::now();
+        for _ in 0..ops {
+            one_call(client, op, true, &data).await;
         }
         (ops * MIB) as f64 / start.elapsed().as_secs_f64() / 1e6
     })
