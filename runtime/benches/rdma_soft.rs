@@ -634,6 +634,17 @@ fn pin_this_process(cpus: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// This process's CPU list as `taskset -c -p` reports it ("0-1"), to restore after pinning.
+fn this_process_cpus() -> Option<String> {
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "-p", &std::process::id().to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    // "pid 123's current affinity list: 0-1"
+    Some(text.rsplit(':').next()?.trim().to_string()).filter(|l| !l.is_empty())
+}
+
 /// The 1 MiB transfers between two processes pinned to two CPUs, as iperf3 runs: this process
 /// (the active end: raw TCP's sender, the RDMA requester) on CPU 0, the passive end (raw TCP's
 /// receiver, the RDMA target of Writes and Reads) in a child on CPU 1; rounds alternating, each
@@ -644,7 +655,8 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
     let rounds = if bench_report::quick() { 3 } else { 7 };
     let total = if bench_report::quick() { 256 } else { 1024 } * MIB;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pinned = cpus >= 2 && pin_this_process("0");
+    let before = this_process_cpus();
+    let pinned = cpus >= 2 && before.is_some() && pin_this_process("0");
     let child_cpu = pinned.then_some(1);
     let variants = [0, 2, 3, 4, 5];
     let mut mbs = vec![Vec::new(); variants.len()];
@@ -660,8 +672,8 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
             }
         }
     }
-    if pinned {
-        pin_this_process(&format!("0-{}", cpus - 1));
+    if let (true, Some(cpus)) = (pinned, &before) {
+        pin_this_process(cpus);
     }
     let placement = if pinned {
         "two processes pinned to CPUs 0 and 1"
