@@ -253,13 +253,7 @@ mod tests {
         std::fs::write(dir.path().join("throughput-ours"), "25.5 37.6\n").unwrap();
         std::fs::write(dir.path().join("throughput-knfsd"), "3.9 41.7\n").unwrap();
         let recs = records(dir.path());
-        let figs: Vec<&Figure> = recs
-            .iter()
-            .filter_map(|r| match r {
-                Record::Figure(f) => Some(f),
-                _ => None,
-            })
-            .collect();
+        let figs: Vec<&Figure> = recs.iter().filter_map(Record::figure).collect();
         assert_eq!(figs.len(), 6);
         assert_eq!(figs[0].value, 12.0);
         assert_eq!(figs[0].ratio, Some(12.0 / 10.0));
@@ -282,13 +276,7 @@ mod tests {
         )
         .unwrap();
         let recs = records(dir.path());
-        let figs: Vec<&Figure> = recs
-            .iter()
-            .filter_map(|r| match r {
-                Record::Figure(f) => Some(f),
-                _ => None,
-            })
-            .collect();
+        let figs: Vec<&Figure> = recs.iter().filter_map(Record::figure).collect();
         assert_eq!(figs.len(), 2, "a round of zeros is left out");
         let (write, read) = (figs[0], figs[1]);
         assert_eq!(write.ratio, Some(2.0));

@@ -50,6 +50,16 @@ pub enum Record {
     Note(Note),
 }
 
+impl Record {
+    /// The table row, if this is one.
+    pub fn figure(&self) -> Option<&Figure> {
+        match self {
+            Record::Figure(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
 /// Which way a ratio must lie.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -107,13 +107,7 @@ fn cell(s: &str) -> String {
 
 /// Builds the report.
 pub fn render(records: &[Record], machine: &Machine, options: &Options) -> Report {
-    let figures: Vec<&Figure> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Figure(f) => Some(f),
-            _ => None,
-        })
-        .collect();
+    let figures: Vec<&Figure> = records.iter().filter_map(Record::figure).collect();
     let series: Vec<&Series> = records
         .iter()
         .filter_map(|r| match r {
