@@ -638,6 +638,111 @@ async fn every_waiting_call_fails_when_the_server_goes_away() {
     );
 }
 
+/// A call alone on its connection reads its own reply; a caller that polls it once and then
+/// keeps it aside (as a `select!` loop may) must not hold up the replies of later calls.
+#[tokio::test]
+async fn a_call_kept_aside_does_not_hold_up_the_replies_of_others() {
+    let (server, gates) = start(TcpConfig::new()).await;
+    let c = client(server.local_addr(), TcpConfig::new()).await;
+    let mut aside = std::pin::pin!(c.call::<Gated>(&1));
+    tokio::select! {
+        _ = &mut aside => panic!("answered before its gate opened"),
+        () = gates.until_waiting(1) => {}
+    }
+    // `aside` is not polled from here until its reply has arrived.
+    let later = tokio::time::timeout(Duration::from_secs(30), c.call::<Add>(&(40, 2)))
+        .await
+        .expect("a later call is answered while the first is kept aside");
+    assert_eq!(later.unwrap(), 42);
+    gates.open(1);
+    assert_eq!(c.call::<Add>(&(1, 2)).await.unwrap(), 3);
+    assert_eq!(aside.await.unwrap(), 1001);
+}
+
+/// Calls that come and go from several threads, some cut short at any point by a timeout of
+/// their own, pass the reading of replies between themselves and the reply task: none is
+/// stranded, and each gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_coming_and_going_pass_the_reading_between_them() {
+    let (server, _) = start(TcpConfig::new()).await;
+    let c = client(server.local_addr(), TcpConfig::new()).await;
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut answered = 0;
+                for i in 0..400u32 {
+                    let cut_short = i % 5 == 4;
+                    let options = match cut_short {
+                        true => {
+                            CallOptions::new().timeout(Duration::from_micros(u64::from(i % 50)))
+                        }
+                        false => CallOptions::new(),
+                    };
+                    match c.call_with::<Add>(&(t, i), options).await {
+                        Ok(sum) => {
+                            assert_eq!(sum, t + i);
+                            answered += 1;
+                        }
+                        Err(rpc::Error::Transport(TransportError::TimedOut(_))) if cut_short => {}
+                        Err(e) => panic!("call {t}/{i}: {e}"),
+                    }
+                    if i % (t + 2) == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    let answered = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut answered = 0;
+        for task in tasks {
+            answered += task.await.unwrap();
+        }
+        answered
+    })
+    .await
+    .expect("no call is stranded");
+    assert!(answered >= 8 * 320, "{answered}");
+    // Alone again, a call reads its own reply.
+    assert_eq!(c.call::<Add>(&(1, 1)).await.unwrap(), 2);
+}
+
+/// A server that answers one call per connection and then closes it, `connections` times.
+async fn one_call_per_connection_server(
+    connections: usize,
+) -> (SocketAddr, watch::Receiver<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed_tx, closed) = watch::channel(0);
+    tokio::spawn(async move {
+        for n in 1..=connections {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let (call, _) = read_record(&mut s).await.unwrap();
+            s.write_all(&frame(&reply_message(xid_of(&call), &(n as u32)), 1024))
+                .await
+                .unwrap();
+            drop(s);
+            closed_tx.send_replace(n);
+        }
+    });
+    (addr, closed)
+}
+
+#[tokio::test]
+async fn a_connection_closed_while_idle_is_replaced_before_the_next_call_is_sent() {
+    let (addr, mut closed) = one_call_per_connection_server(3).await;
+    // No retransmission: a call sent on the closed connection would fail.
+    let c = client(addr, TcpConfig::new().retransmits(0)).await;
+    for n in 1..=3u32 {
+        assert_eq!(c.call::<AddWithOneArg>(&0).await.unwrap(), n);
+        closed.wait_for(|&c| c >= n as usize).await.unwrap();
+        // Let the runtime take in the end of the stream (any park turns its reactor).
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_call_times_out_and_its_late_reply_is_dropped() {
     let (server, gates) = start(TcpConfig::new()).await;

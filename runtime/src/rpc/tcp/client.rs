@@ -3,28 +3,25 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::config::TcpConfig;
 use super::deadlines::{self, Expire};
+use super::replies::{Lost, Replies, Xid};
 use super::sink::RecordSink;
-use super::stream::{next_record, ReadError};
-use crate::id_map::IdMap;
-use crate::rpc::msg::MsgType;
-use crate::rpc::record::RecordReader;
 use crate::rpc::{
     BoxFuture, BufferSource, Call, CallTransport, Client, Error, HeapBuffers, Reply,
     TransportError, TransportKind,
 };
-use crate::xdr::Encoder;
+use crate::xdr::{Encoded, Encoder};
 
 /// A [`CallTransport`] over one TCP connection with record marking (RFC 5531 section 11).
 ///
@@ -124,18 +121,6 @@ struct Inner {
     connecting: tokio::sync::Mutex<()>,
 }
 
-/// Why a call got no reply from a connection.
-enum Lost {
-    /// The connection was gone before the call went out.
-    BeforeSending,
-    /// The connection went after the call went out.
-    AfterSending,
-    /// Another call on the connection has this XID (only after 2^32 XIDs).
-    XidInUse,
-    /// The call passed its deadline (see [`deadlines`]).
-    TimedOut,
-}
-
 /// When a call under the configured default timeout must have its reply.
 #[derive(Clone, Copy)]
 struct Deadline {
@@ -149,17 +134,20 @@ impl Deadline {
     }
 
     /// `future`, unless `deadline` passes first. For the slow paths only (waiting for a free
-    /// slot, connecting again): a timer each.
-    async fn bound<T>(
+    /// slot, connecting again): a timer each, and boxed, to keep them out of every call's
+    /// future (a smaller future is cheaper to allocate and move).
+    fn bound<'a, T: 'a>(
         deadline: Option<Deadline>,
-        future: impl std::future::Future<Output = Result<T, Error>>,
-    ) -> Result<T, Error> {
-        match deadline {
-            Some(d) => tokio::time::timeout_at(d.at.into(), future)
-                .await
-                .unwrap_or_else(|_| Err(d.error())),
-            None => future.await,
-        }
+        future: impl std::future::Future<Output = Result<T, Error>> + Send + 'a,
+    ) -> BoxFuture<'a, Result<T, Error>> {
+        Box::pin(async move {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d.at.into(), future)
+                    .await
+                    .unwrap_or_else(|_| Err(d.error())),
+                None => future.await,
+            }
+        })
     }
 }
 
@@ -167,7 +155,8 @@ impl Inner {
     async fn call(&self, call: Call<'_>) -> Result<Reply, Error> {
         match (call.options.timeout, self.config.timeout) {
             // A timeout of the call's own: a timer of its own, exact.
-            (Some(limit), _) => tokio::time::timeout(limit, self.exchange(call, None))
+            // (Boxed: a timer is large, and most calls do without.)
+            (Some(limit), _) => Box::pin(tokio::time::timeout(limit, self.exchange(call, None)))
                 .await
                 .unwrap_or(Err(TransportError::TimedOut(limit).into())),
             // The default: a deadline the process's sweeper enforces (see `deadlines`).
@@ -196,22 +185,36 @@ impl Inner {
                 .await?
             }
         };
-        let mut connection = self.connection_until(None, deadline).await?;
-        let xid = self.allocate_xid(&connection);
-        let mut enc = Encoder::new();
-        call.encode(xid, &mut enc).map_err(Error::Encode)?;
-        let message = enc.finish();
-        if message.len() > self.config.max_record {
-            return Err(TransportError::TooLarge {
-                len: message.len() as u64,
-                max: self.config.max_record as u64,
+        // Whoever reads the reply wakes this task.
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let encode = |xid: u32| {
+            let mut enc = Encoder::new();
+            call.encode(xid, &mut enc).map_err(Error::Encode)?;
+            let message = enc.finish();
+            if message.len() > self.config.max_record {
+                return Err(Error::from(TransportError::TooLarge {
+                    len: message.len() as u64,
+                    max: self.config.max_record as u64,
+                }));
             }
-            .into());
-        }
+            Ok(message)
+        };
+        let mut connection = self.connection_until(None, deadline).await?;
+        // The XID and message once encoded (on the first connection that takes the call).
+        let mut sent: Option<(u32, Encoded)> = None;
         let mut retransmits = self.config.retransmits;
         let mut reconnect_unsent = true;
         loop {
-            match connection.exchange(xid, message.parts(), deadline).await {
+            let xid = match &sent {
+                // A call sent again keeps its XID.
+                Some((xid, _)) => Xid::Same(*xid),
+                None => Xid::Fresh(&self.next_xid),
+            };
+            let outcome = connection
+                .exchange(xid, &mut sent, &encode, deadline, &waker)
+                .await?;
+            let xid = sent.as_ref().map(|(xid, _)| *xid);
+            match outcome {
                 Ok(message) => {
                     return Ok(Reply {
                         message,
@@ -222,7 +225,7 @@ impl Inner {
                 Err(Lost::AfterSending) if retransmits > 0 => {
                     retransmits -= 1;
                     tracing::debug!(
-                        xid,
+                        xid = xid.unwrap_or_default(),
                         peer = %self.peer,
                         "connection lost before the reply: sending the call again on a new one"
                     );
@@ -232,7 +235,8 @@ impl Inner {
                 }
                 Err(Lost::XidInUse) => {
                     return Err(TransportError::Protocol(format!(
-                        "XID {xid:#010x} is already waiting for a reply on this connection"
+                        "XID {:#010x} is already waiting for a reply on this connection",
+                        xid.unwrap_or_default()
                     ))
                     .into())
                 }
@@ -277,22 +281,11 @@ impl Inner {
     fn usable(&self, lost: Option<&Arc<Connection>>) -> Option<Arc<Connection>> {
         let current = self.lock_current().clone();
         let same = lost.is_some_and(|l| Arc::ptr_eq(l, &current));
-        (current.shared.is_open() && !same).then_some(current)
+        (current.replies.is_open() && !same).then_some(current)
     }
 
     fn lock_current(&self) -> MutexGuard<'_, Arc<Connection>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The next XID not waiting for a reply on `connection`.
-    fn allocate_xid(&self, connection: &Connection) -> u32 {
-        let pending = connection.shared.lock();
-        loop {
-            let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
-            if !pending.calls.contains_key(&xid) {
-                return xid;
-            }
-        }
     }
 }
 
@@ -319,41 +312,12 @@ fn initial_xid() -> u32 {
     x as u32
 }
 
-/// One TCP connection: its writing side and the task reading its replies.
+/// One TCP connection: its writing side, its replies, and the task that reads them when
+/// several calls wait (see [`replies`](super::replies)).
 struct Connection {
-    shared: Arc<Shared>,
+    replies: Arc<Replies>,
     sink: RecordSink,
-    reader: JoinHandle<()>,
-}
-
-/// What the reading task shares with callers.
-struct Shared {
-    peer: SocketAddr,
-    pending: Mutex<Pending>,
-    /// `pending.open`, readable without the lock.
-    open: AtomicBool,
-}
-
-struct Pending {
-    /// Calls waiting for their reply, by XID.
-    calls: IdMap<u32, Waiting>,
-    /// False once the connection is lost.
-    open: bool,
-}
-
-/// A call waiting for its reply.
-struct Waiting {
-    reply: oneshot::Sender<Answer>,
-    /// When the sweeper fails the call; `None`: the caller has a timer of its own, or waits
-    /// forever.
-    deadline: Option<Instant>,
-}
-
-/// What a waiting call gets.
-enum Answer {
-    Reply(Bytes),
-    /// Past its deadline.
-    TimedOut,
+    task: JoinHandle<()>,
 }
 
 impl Connection {
@@ -362,190 +326,60 @@ impl Connection {
         let peer = stream.peer_addr()?;
         let (read, write) = stream.into_split();
         let sink = RecordSink::new(Arc::new(write), config.max_fragment);
-        let shared = Arc::new(Shared {
-            peer,
-            pending: Mutex::new(Pending {
-                calls: IdMap::default(),
-                open: true,
-            }),
-            open: AtomicBool::new(true),
-        });
+        let replies = Arc::new(Replies::new(peer, read, config.max_record, sink.clone()));
         if let Some(timeout) = config.timeout {
-            let expire: Arc<dyn Expire> = shared.clone();
+            let expire: Arc<dyn Expire> = replies.clone();
             deadlines::watch(Arc::downgrade(&expire), deadlines::period(timeout));
         }
-        let reader = tokio::spawn(read_replies(
-            read,
-            shared.clone(),
-            sink.clone(),
-            config.max_record,
-        ));
+        let task = tokio::spawn(reply_task(replies.clone(), sink.clone()));
         Ok(Arc::new(Connection {
-            shared,
+            replies,
             sink,
-            reader,
+            task,
         }))
     }
 
-    /// Sends the call `message` (whose XID is `xid`) and waits for its reply, at most until
-    /// `deadline`.
+    /// Registers a call with an XID chosen per `xid`, sends it and waits for its reply, at
+    /// most until `deadline`. The message is `sent`'s, or `encode`d with the XID then kept
+    /// there with it (for sending again).
     async fn exchange(
         &self,
-        xid: u32,
-        message: &[Bytes],
+        xid: Xid<'_>,
+        sent: &mut Option<(u32, Encoded)>,
+        encode: &impl Fn(u32) -> Result<Encoded, Error>,
         deadline: Option<Deadline>,
-    ) -> Result<Bytes, Lost> {
-        let reply = {
-            let mut pending = self.shared.lock();
-            if !pending.open {
-                return Err(Lost::BeforeSending);
-            }
-            if pending.calls.contains_key(&xid) {
-                return Err(Lost::XidInUse);
-            }
-            let (reply, rx) = oneshot::channel();
-            let deadline = deadline.map(|d| d.at);
-            pending.calls.insert(xid, Waiting { reply, deadline });
-            rx
+        waker: &Waker,
+    ) -> Result<Result<Bytes, Lost>, Error> {
+        let waiter = match self.replies.register(xid, deadline.map(|d| d.at), waker) {
+            Ok(waiter) => waiter,
+            Err(lost) => return Ok(Err(lost)),
         };
-        // Forgets the XID however this ends: timeout, cancellation, a lost connection.
-        let mut forget = Forget {
-            shared: &self.shared,
-            xid,
-            armed: true,
+        let (_, message) = match sent {
+            Some(sent) => sent,
+            None => sent.insert((waiter.xid(), encode(waiter.xid())?)),
         };
-        if self.sink.send(message, None).is_err() {
-            return Err(Lost::BeforeSending);
+        if self.sink.send(message.parts(), None).is_err() {
+            return Ok(Err(Lost::BeforeSending));
         }
-        let answer = reply.await.map_err(|_| Lost::AfterSending)?;
-        // The reading task took the XID out when it routed the reply, or the sweeper did.
-        forget.armed = false;
-        match answer {
-            Answer::Reply(reply) => Ok(reply),
-            Answer::TimedOut => Err(Lost::TimedOut),
-        }
+        Ok(waiter.await)
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.reader.abort();
+        self.task.abort();
         self.sink.close();
     }
 }
 
-struct Forget<'a> {
-    shared: &'a Shared,
-    xid: u32,
-    armed: bool,
-}
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.shared.lock().calls.remove(&self.xid);
-        }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire)
-    }
-
-    /// Hands a record to the call waiting for it.
-    fn route(&self, record: Bytes) {
-        let Some(header) = record.first_chunk::<8>() else {
-            tracing::warn!(peer = %self.peer, len = record.len(), "a record too short for an RPC reply: dropped");
-            return;
-        };
-        let [x0, x1, x2, x3, m0, m1, m2, m3] = *header;
-        let xid = u32::from_be_bytes([x0, x1, x2, x3]);
-        if u32::from_be_bytes([m0, m1, m2, m3]) != MsgType::Reply as i32 as u32 {
-            tracing::debug!(peer = %self.peer, xid, "a CALL from the server (no backward direction over TCP): dropped");
-            return;
-        }
-        let waiting = self.lock().calls.remove(&xid);
-        match waiting {
-            // The caller may have given up just now; then nobody wants the reply.
-            Some(call) => drop(call.reply.send(Answer::Reply(record))),
-            None => tracing::debug!(
-                peer = %self.peer,
-                xid,
-                "a reply no call waits for (late after a timeout, or a duplicate): dropped"
-            ),
-        }
-    }
-
-    /// Fails every waiting call: the connection is lost.
-    fn fail_all(&self) {
-        let calls = {
-            let mut pending = self.lock();
-            pending.open = false;
-            self.open.store(false, Ordering::Release);
-            std::mem::take(&mut pending.calls)
-        };
-        // Dropping the senders wakes the callers.
-        drop(calls);
-    }
-}
-
-impl Expire for Shared {
-    fn expire(&self, now: Instant) {
-        let expired: Vec<Waiting> = {
-            let mut pending = self.lock();
-            let xids: Vec<u32> = pending
-                .calls
-                .iter()
-                .filter(|(_, w)| w.deadline.is_some_and(|d| d <= now))
-                .map(|(xid, _)| *xid)
-                .collect();
-            xids.iter()
-                .filter_map(|xid| pending.calls.remove(xid))
-                .collect()
-        };
-        for call in expired {
-            // The caller may have given up just now.
-            drop(call.reply.send(Answer::TimedOut));
-        }
-    }
-}
-
-/// Reads replies until the connection ends, then fails the calls still waiting.
-async fn read_replies(
-    mut stream: OwnedReadHalf,
-    shared: Arc<Shared>,
-    sink: RecordSink,
-    max_record: usize,
-) {
-    let mut reader = RecordReader::new(max_record);
-    // One future for the whole loop (a watch subscription per record is not free).
-    let mut closed = std::pin::pin!(sink.closed());
-    loop {
-        let record = tokio::select! {
-            record = next_record(&mut stream, &mut reader) => record,
-            () = closed.as_mut() => break,
-        };
-        match record {
-            Ok(Some(record)) => shared.route(record),
-            Ok(None) => {
-                tracing::debug!(peer = %shared.peer, "the server closed the connection");
-                break;
-            }
-            Err(ReadError::Record(error)) => {
-                tracing::warn!(peer = %shared.peer, %error, "bad record marking: closing the connection");
-                break;
-            }
-            Err(ReadError::Io(error)) => {
-                tracing::debug!(peer = %shared.peer, %error, "connection lost");
-                break;
-            }
-        }
+/// Reads replies while several calls wait (see [`Replies::poll_task`]), until the connection
+/// ends or its sending side closes.
+async fn reply_task(replies: Arc<Replies>, sink: RecordSink) {
+    tokio::select! {
+        biased;
+        () = std::future::poll_fn(|cx| replies.poll_task(cx)) => {}
+        () = sink.closed() => {}
     }
     sink.close();
-    shared.fail_all();
+    replies.fail_all();
 }

@@ -71,6 +71,7 @@
 mod client;
 mod config;
 mod deadlines;
+mod replies;
 mod server;
 mod sink;
 mod stream;

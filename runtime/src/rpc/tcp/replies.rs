@@ -1,0 +1,562 @@
+//! One connection's replies: who reads them from the socket, and how each reaches the call
+//! waiting for it.
+//!
+//! A call made while no other call waits on the connection reads the socket itself, from its
+//! own task: one call at a time (the common case of a synchronous caller) then costs no hand-
+//! over between tasks, which was about 0.3 us of a 15 us NULL round trip on loopback. As soon
+//! as a second call waits, the reading passes to the connection's reply task, which reads for
+//! everyone and hands each reply to its call; so a caller that stops polling its call (a
+//! future kept aside in a `select!`) never holds up the replies of other calls.
+//!
+//! Who reads is the [`Reader`] role, changed only under the lock of the waiting calls:
+//! * `Free`: no call waits for a reply; nobody reads. The next call takes the role, and first
+//!   reads what arrived meanwhile (stray replies, or the end of the connection, which it then
+//!   learns before sending anything);
+//! * `Caller(xid)`: the only waiting call reads;
+//! * `Task`: the reply task reads, until no call waits any more.
+//!
+//! Only the holder of the role polls the socket (tokio wakes only the last task that polled
+//! it), and it checks that it holds the role while holding the socket's lock.
+
+use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::net::tcp::OwnedReadHalf;
+
+use super::deadlines::Expire;
+use super::sink::RecordSink;
+use super::stream::{poll_record, try_record, ReadError};
+use crate::id_map::IdMap;
+use crate::rpc::msg::MsgType;
+use crate::rpc::record::RecordReader;
+
+/// Why a call got no reply from a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lost {
+    /// The connection was gone before the call went out.
+    BeforeSending,
+    /// The connection went after the call went out.
+    AfterSending,
+    /// Another call on the connection has this XID (only after 2^32 XIDs).
+    XidInUse,
+    /// The call passed its deadline (see [`deadlines`](super::deadlines)).
+    TimedOut,
+}
+
+/// Which XID a call registers with.
+pub(super) enum Xid<'a> {
+    /// The next of this counter not waiting on the connection.
+    Fresh(&'a AtomicU32),
+    /// This one (a call sent again on a new connection keeps its XID).
+    Same(u32),
+}
+
+/// Who reads the socket, as kept in [`Replies::reader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Free,
+    Task,
+    Caller(u32),
+}
+
+impl Reader {
+    fn encode(self) -> u64 {
+        match self {
+            Reader::Free => 0,
+            Reader::Task => 1,
+            Reader::Caller(xid) => 1 << 32 | u64::from(xid),
+        }
+    }
+}
+
+/// The replies of one connection, shared by its calls and its reply task.
+pub(super) struct Replies {
+    peer: SocketAddr,
+    pending: Mutex<Pending>,
+    /// `pending.open`, readable without the lock.
+    open: AtomicBool,
+    /// The [`Reader`] role, encoded; written under `pending`'s lock, read without it.
+    reader: AtomicU64,
+    /// The reading side; locked only by the holder of the role, within one poll.
+    read: Mutex<ReadSide>,
+    /// Closed when the connection ends, so that nothing more is written.
+    sink: RecordSink,
+}
+
+struct ReadSide {
+    stream: OwnedReadHalf,
+    records: RecordReader,
+}
+
+struct Pending {
+    /// Calls waiting for their reply (or holding one not yet taken), by XID.
+    calls: IdMap<u32, Waiting>,
+    /// How many of `calls` have no answer yet.
+    unanswered: usize,
+    /// False once the connection is lost.
+    open: bool,
+    /// Wakes the reply task when the role passes to it.
+    task: Option<Waker>,
+}
+
+/// A call waiting for its reply.
+struct Waiting {
+    answer: Option<Answer>,
+    waker: Waker,
+    /// When the sweeper fails the call; `None`: the caller has a timer of its own, or waits
+    /// forever.
+    deadline: Option<Instant>,
+}
+
+/// What a waiting call gets.
+enum Answer {
+    Reply(Bytes),
+    /// Past its deadline.
+    TimedOut,
+    /// The connection ended.
+    Lost,
+}
+
+impl Replies {
+    /// The replies of a connection read from `stream` (records of at most `max_record` bytes),
+    /// whose writing side is `sink`.
+    pub(super) fn new(
+        peer: SocketAddr,
+        stream: OwnedReadHalf,
+        max_record: usize,
+        sink: RecordSink,
+    ) -> Replies {
+        Replies {
+            peer,
+            pending: Mutex::new(Pending {
+                calls: IdMap::default(),
+                unanswered: 0,
+                open: true,
+                task: None,
+            }),
+            open: AtomicBool::new(true),
+            reader: AtomicU64::new(Reader::Free.encode()),
+            read: Mutex::new(ReadSide {
+                stream,
+                records: RecordReader::new(max_record),
+            }),
+            sink,
+        }
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Registers a call, before it is sent, with an XID chosen per `xid`; its reply (or its
+    /// deadline `deadline`, or the end of the connection) is then awaited on the [`Waiter`],
+    /// which wakes `waker`'s task.
+    pub(super) fn register<'a>(
+        &'a self,
+        xid: Xid<'_>,
+        deadline: Option<Instant>,
+        waker: &'a Waker,
+    ) -> Result<Waiter<'a>, Lost> {
+        let (xid, first) = {
+            let mut pending = self.lock();
+            if !pending.open {
+                return Err(Lost::BeforeSending);
+            }
+            let xid = match xid {
+                Xid::Same(xid) if pending.calls.contains_key(&xid) => return Err(Lost::XidInUse),
+                Xid::Same(xid) => xid,
+                Xid::Fresh(next) => loop {
+                    let xid = next.fetch_add(1, Ordering::Relaxed);
+                    if !pending.calls.contains_key(&xid) {
+                        break xid;
+                    }
+                },
+            };
+            pending.calls.insert(
+                xid,
+                Waiting {
+                    answer: None,
+                    waker: waker.clone(),
+                    deadline,
+                },
+            );
+            pending.unanswered += 1;
+            let (task, first) = match self.role() {
+                Reader::Free => {
+                    self.set_role(Reader::Caller(xid));
+                    (None, true)
+                }
+                // Company: the reply task reads from now on.
+                Reader::Caller(_) => {
+                    self.set_role(Reader::Task);
+                    (pending.task.clone(), false)
+                }
+                Reader::Task => (None, false),
+            };
+            drop(pending);
+            wake(task);
+            (xid, first)
+        };
+        let waiter = Waiter {
+            replies: self,
+            xid,
+            waker,
+            armed: true,
+        };
+        if first {
+            // Nobody read while no call waited: take in what came meanwhile.
+            self.drain_idle(xid)?;
+        }
+        Ok(waiter)
+    }
+
+    /// Reads what arrived while no call waited, without waiting for more. Nothing of it is for
+    /// a call (none waited, and the new one is not sent yet): stray or late replies, dropped;
+    /// or the end of the connection, then `Lost::BeforeSending`.
+    fn drain_idle(&self, xid: u32) -> Result<(), Lost> {
+        let mut read = self.lock_read();
+        let ReadSide { stream, records } = &mut *read;
+        // With the socket held: once another call came, the reply task reads (and must stay
+        // the one the socket wakes).
+        while self.role() == Reader::Caller(xid) {
+            match try_record(stream, records) {
+                Poll::Pending => return Ok(()),
+                Poll::Ready(Ok(Some(record))) => tracing::debug!(
+                    peer = %self.peer,
+                    len = record.len(),
+                    "a record received while no call waited (a late reply): dropped"
+                ),
+                Poll::Ready(end) => {
+                    drop(read);
+                    self.end(end);
+                    return Err(Lost::BeforeSending);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The reply task's part: reads while it holds the role; `Ready` once the connection has
+    /// ended.
+    pub(super) fn poll_task(&self, cx: &mut Context<'_>) -> Poll<()> {
+        {
+            let mut pending = self.lock();
+            if !pending.open {
+                return Poll::Ready(());
+            }
+            if !pending
+                .task
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                pending.task = Some(cx.waker().clone());
+            }
+        }
+        if self.role() != Reader::Task {
+            return Poll::Pending;
+        }
+        let mut read = self.lock_read();
+        let ReadSide { stream, records } = &mut *read;
+        // Checked again with the socket held: a caller that took the role meanwhile has
+        // polled the socket last, and must stay the one tokio wakes.
+        while self.role() == Reader::Task {
+            match poll_record(cx, stream, records) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(Some(record))) => {
+                    self.route(record, None);
+                }
+                Poll::Ready(end) => {
+                    drop(read);
+                    self.end(end);
+                    return Poll::Ready(());
+                }
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Hands `record` to the call waiting for it, or returns it when it is the reply to
+    /// `mine` (the reading caller's own call, which is then forgotten).
+    fn route(&self, record: Bytes, mine: Option<u32>) -> Option<Bytes> {
+        let Some(header) = record.first_chunk::<8>() else {
+            tracing::warn!(peer = %self.peer, len = record.len(), "a record too short for an RPC reply: dropped");
+            return None;
+        };
+        let [x0, x1, x2, x3, m0, m1, m2, m3] = *header;
+        let xid = u32::from_be_bytes([x0, x1, x2, x3]);
+        if u32::from_be_bytes([m0, m1, m2, m3]) != MsgType::Reply as i32 as u32 {
+            tracing::debug!(peer = %self.peer, xid, "a CALL from the server (no backward direction over TCP): dropped");
+            return None;
+        }
+        let mut pending = self.lock();
+        if mine == Some(xid) {
+            // Unanswered unless the sweeper timed it out just now.
+            if pending
+                .calls
+                .remove(&xid)
+                .is_some_and(|call| call.answer.is_none())
+            {
+                pending.unanswered -= 1;
+            }
+            let task = self.settle(&mut pending);
+            drop(pending);
+            wake(task);
+            return Some(record);
+        }
+        let waker = match pending.calls.get_mut(&xid) {
+            Some(call) if call.answer.is_none() => {
+                call.answer = Some(Answer::Reply(record));
+                let waker = call.waker.clone();
+                pending.unanswered -= 1;
+                let task = self.settle(&mut pending);
+                drop(pending);
+                wake(task);
+                waker
+            }
+            _ => {
+                drop(pending);
+                tracing::debug!(
+                    peer = %self.peer,
+                    xid,
+                    "a reply no call waits for (late after a timeout, or a duplicate): dropped"
+                );
+                return None;
+            }
+        };
+        waker.wake();
+        None
+    }
+
+    /// Passes the role on when its holder no longer waits: to the reply task while calls
+    /// wait, to nobody otherwise. Returns the task's waker when the role passed to it.
+    fn settle(&self, pending: &mut Pending) -> Option<Waker> {
+        let unanswered = pending.unanswered;
+        match self.role() {
+            Reader::Caller(xid)
+                if pending
+                    .calls
+                    .get(&xid)
+                    .map_or(true, |call| call.answer.is_some()) =>
+            {
+                if unanswered == 0 {
+                    self.set_role(Reader::Free);
+                    None
+                } else {
+                    self.set_role(Reader::Task);
+                    pending.task.clone()
+                }
+            }
+            Reader::Task if unanswered == 0 => {
+                self.set_role(Reader::Free);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The connection has ended (`end` says how): nothing more is written, and every waiting
+    /// call fails.
+    fn end(&self, end: Result<Option<Bytes>, ReadError>) {
+        match end {
+            Ok(None) => tracing::debug!(peer = %self.peer, "the server closed the connection"),
+            Err(ReadError::Record(error)) => {
+                tracing::warn!(peer = %self.peer, %error, "bad record marking: closing the connection")
+            }
+            Err(ReadError::Io(error)) => {
+                tracing::debug!(peer = %self.peer, %error, "connection lost")
+            }
+            Ok(Some(_)) => {}
+        }
+        self.sink.close();
+        self.fail_all();
+    }
+
+    /// Fails every waiting call: the connection is lost.
+    pub(super) fn fail_all(&self) {
+        let wakers: Vec<Waker> = {
+            let mut pending = self.lock();
+            pending.open = false;
+            self.open.store(false, Ordering::Release);
+            pending.unanswered = 0;
+            self.set_role(Reader::Free);
+            pending
+                .calls
+                .values_mut()
+                .filter(|call| call.answer.is_none())
+                .map(|call| {
+                    call.answer = Some(Answer::Lost);
+                    call.waker.clone()
+                })
+                .collect()
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Wakes `waker` (rather than the one registered) when call `xid` is answered.
+    fn update_waker(&self, xid: u32, waker: &Waker) {
+        if let Some(call) = self.lock().calls.get_mut(&xid) {
+            call.waker = waker.clone();
+        }
+    }
+
+    fn role(&self) -> Reader {
+        match self.reader.load(Ordering::Acquire) {
+            0 => Reader::Free,
+            1 => Reader::Task,
+            n => Reader::Caller(n as u32),
+        }
+    }
+
+    /// Called with `pending`'s lock held.
+    fn set_role(&self, reader: Reader) {
+        self.reader.store(reader.encode(), Ordering::Release);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_read(&self) -> MutexGuard<'_, ReadSide> {
+        self.read.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn wake(waker: Option<Waker>) {
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+impl Expire for Replies {
+    fn expire(&self, now: Instant) {
+        let mut wakers = Vec::new();
+        let task = {
+            let mut pending = self.lock();
+            let mut expired = 0;
+            for call in pending.calls.values_mut() {
+                if call.answer.is_none() && call.deadline.is_some_and(|d| d <= now) {
+                    call.answer = Some(Answer::TimedOut);
+                    wakers.push(call.waker.clone());
+                    expired += 1;
+                }
+            }
+            pending.unanswered -= expired;
+            self.settle(&mut pending)
+        };
+        wake(task);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
+
+/// A registered call waiting for its reply; dropping it forgets the call (however it ends:
+/// a timeout of its own, cancellation, a lost connection).
+pub(super) struct Waiter<'a> {
+    replies: &'a Replies,
+    xid: u32,
+    /// The waker registered with the call (kept current when the future moves to another
+    /// task).
+    waker: &'a Waker,
+    armed: bool,
+}
+
+impl Waiter<'_> {
+    /// The call's XID.
+    pub(super) fn xid(&self) -> u32 {
+        self.xid
+    }
+
+    /// Reads replies while this call holds the role; `Ready(Some)` with its own.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Lost>>> {
+        let replies = self.replies;
+        let me = Reader::Caller(self.xid);
+        if replies.role() != me {
+            return Poll::Ready(None);
+        }
+        let mut read = replies.lock_read();
+        let ReadSide { stream, records } = &mut *read;
+        while replies.role() == me {
+            match poll_record(cx, stream, records) {
+                Poll::Pending => {
+                    if !self.waker.will_wake(cx.waker()) {
+                        drop(read);
+                        replies.update_waker(self.xid, cx.waker());
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(Some(record))) => {
+                    if let Some(reply) = replies.route(record, Some(self.xid)) {
+                        self.armed = false;
+                        return Poll::Ready(Some(Ok(reply)));
+                    }
+                }
+                Poll::Ready(end) => {
+                    drop(read);
+                    replies.end(end);
+                    break;
+                }
+            }
+        }
+        Poll::Ready(None)
+    }
+}
+
+impl Future for Waiter<'_> {
+    type Output = Result<Bytes, Lost>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(done) = std::task::ready!(this.poll_read(cx)) {
+            return Poll::Ready(done);
+        }
+        // Not (or no longer) the reader: the answer comes from whoever reads.
+        let mut pending = this.replies.lock();
+        let Entry::Occupied(mut entry) = pending.calls.entry(this.xid) else {
+            // Not reachable: only this waiter removes its call, but for its own reply.
+            this.armed = false;
+            return Poll::Ready(Err(Lost::AfterSending));
+        };
+        let call = entry.get_mut();
+        let Some(answer) = call.answer.take() else {
+            if !call.waker.will_wake(cx.waker()) {
+                call.waker = cx.waker().clone();
+            }
+            return Poll::Pending;
+        };
+        entry.remove();
+        this.armed = false;
+        Poll::Ready(match answer {
+            Answer::Reply(reply) => Ok(reply),
+            Answer::TimedOut => Err(Lost::TimedOut),
+            Answer::Lost => Err(Lost::AfterSending),
+        })
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let replies = self.replies;
+        let mut pending = replies.lock();
+        if let Some(call) = pending.calls.remove(&self.xid) {
+            if call.answer.is_none() {
+                pending.unanswered -= 1;
+            }
+        }
+        let task = replies.settle(&mut pending);
+        drop(pending);
+        wake(task);
+    }
+}
