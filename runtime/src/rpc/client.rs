@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::auth::Credentials;
 use super::buffer::{BufferSource, RegisteredBuffer};
 use super::error::{Error, TransportError};
-use super::header::{decode_reply_header, encode_call_header};
+use super::header::{decode_plain_reply_header, decode_reply_header, encode_call_header};
 use super::msg::{AuthFlavor, OpaqueAuth};
 use super::server::TransportKind;
 use crate::xdr::{self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ReceivedChunks};
@@ -273,10 +273,15 @@ pub fn decode_reply<R: Decode>(reply: Reply) -> Result<R, Error> {
     let mut dec = Decoder::new(&reply.message);
     // Before the header: an RDMA_MSGP reply's padding applies to the verifier too (seed 000
     // section 3.5).
-    if let Some(chunks) = reply.chunks {
-        dec.set_chunks(chunks);
+    match reply.chunks {
+        Some(chunks) => {
+            dec.set_chunks(chunks);
+            decode_reply_header(&mut dec)?;
+        }
+        None => {
+            decode_plain_reply_header(&mut dec)?;
+        }
     }
-    decode_reply_header(&mut dec)?;
     let result = R::decode(&mut dec).map_err(Error::Decode)?;
     if let Some(chunks) = dec.take_chunks() {
         chunks.finish().map_err(Error::Decode)?;

@@ -157,6 +157,17 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// The next `N` bytes as a [`BlockRef`], without consuming them; `None` when fewer
+    /// remain. For a reader that recognises a common shape at a glance and otherwise decodes
+    /// as usual.
+    #[inline]
+    pub fn peek_block<const N: usize>(&self) -> Option<BlockRef<'a, N>> {
+        let data: &'a [u8] = self.data;
+        data.get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<N>())
+            .map(BlockRef)
+    }
+
     /// Reads a present flag (RFC 4506 section 4.19) and, when it is TRUE, the next `N`
     /// bytes as a [`BlockRef`]: generated code reads optional data or a list element of a fixed
     /// size this way, with one bounds check for the flag and the value. Errors are those of

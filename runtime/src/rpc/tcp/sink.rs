@@ -24,7 +24,7 @@ const MAX_IOV: usize = 64;
 /// The most records taken out of the queue at once.
 const MAX_BATCH: usize = 64;
 /// Records up to this long are copied into one buffer for the write (on the stack).
-const SMALL_RECORD: usize = 1024;
+const SMALL_RECORD: usize = 256;
 
 /// The connection is closed: nothing more is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
