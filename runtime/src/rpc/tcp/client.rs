@@ -28,7 +28,9 @@ use crate::xdr::{Encoded, Encoder};
 /// Calls from any number of tasks share the connection, up to
 /// [`TcpConfig::max_in_flight`] at once; each gets its own XID, and replies are matched to
 /// calls by XID whatever their order. A reply for no waiting call (late, after its call
-/// timed out, or a duplicate) is logged and dropped.
+/// timed out, or a duplicate) is logged and dropped. A call alone on the connection reads its
+/// reply from its own task; while several wait, a task of the connection reads for all of
+/// them (so a call future kept aside unpolled never holds up the others).
 ///
 /// When the connection is lost, every call waiting for a reply is sent again, once by
 /// default ([`TcpConfig::retransmits`]), with the same XID on a new connection to the same
