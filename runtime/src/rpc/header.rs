@@ -73,25 +73,11 @@ pub fn decode_call_header(
         *field = dec.get_u32().map_err(HeaderError::Unreadable)?;
     }
     let [prog, vers, proc] = routing;
-    let cred =
-        decode_auth(dec).map_err(|_| refuse(ReplyError::AuthError(AuthStat::AuthBadcred)))?;
-    let verf =
-        decode_auth(dec).map_err(|_| refuse(ReplyError::AuthError(AuthStat::AuthBadverf)))?;
-    if verf.flavor != AuthFlavor::AuthNone {
-        // Neither AUTH_NONE nor AUTH_SYS carries a verifier (RFC 5531 section 10 and
-        // appendix A).
-        return Err(refuse(ReplyError::AuthError(AuthStat::AuthBadverf)));
-    }
-    if !flavors.contains(&cred.flavor) {
-        return Err(refuse(ReplyError::AuthError(AuthStat::AuthTooweak)));
-    }
-    let auth = match cred.flavor {
-        AuthFlavor::AuthNone => Auth::None,
-        AuthFlavor::AuthSys => Auth::Sys(
-            AuthSys::parse(&cred.body)
-                .map_err(|_| refuse(ReplyError::AuthError(AuthStat::AuthBadcred)))?,
-        ),
-        _ => return Err(refuse(ReplyError::AuthError(AuthStat::AuthBadcred))),
+    let auth = match no_credentials(dec, flavors) {
+        true => Auth::None,
+        false => {
+            decode_credentials(dec, flavors).map_err(|stat| refuse(ReplyError::AuthError(stat)))?
+        }
     };
     Ok(CallHeader {
         xid,
@@ -100,6 +86,49 @@ pub fn decode_call_header(
         proc,
         auth,
     })
+}
+
+/// True (with `dec` past them) when the credential is AUTH_NONE and the verifier AUTH_NONE, both
+/// without a body, and AUTH_NONE is accepted: the common call, taken at a glance; what
+/// [`decode_credentials`] would decide (tested). False, with `dec` untouched, otherwise.
+fn no_credentials(dec: &mut Decoder<'_>, flavors: &[AuthFlavor]) -> bool {
+    let Some(block) = dec.peek_block::<16>() else {
+        return false;
+    };
+    let words: [u32; 4] = [
+        block.get::<0, u32>(),
+        block.get::<4, u32>(),
+        block.get::<8, u32>(),
+        block.get::<12, u32>(),
+    ];
+    let none = AuthFlavor::AuthNone as u32;
+    let taken = words == [none, 0, none, 0] && flavors.contains(&AuthFlavor::AuthNone);
+    if taken {
+        let _ = dec.skip(16);
+    }
+    taken
+}
+
+/// The credential and the verifier, checked: the caller's identity, or the AUTH_ERROR status
+/// to answer.
+fn decode_credentials(dec: &mut Decoder<'_>, flavors: &[AuthFlavor]) -> Result<Auth, AuthStat> {
+    let cred = decode_auth(dec).map_err(|_| AuthStat::AuthBadcred)?;
+    let verf = decode_auth(dec).map_err(|_| AuthStat::AuthBadverf)?;
+    if verf.flavor != AuthFlavor::AuthNone {
+        // Neither AUTH_NONE nor AUTH_SYS carries a verifier (RFC 5531 section 10 and
+        // appendix A).
+        return Err(AuthStat::AuthBadverf);
+    }
+    if !flavors.contains(&cred.flavor) {
+        return Err(AuthStat::AuthTooweak);
+    }
+    match cred.flavor {
+        AuthFlavor::AuthNone => Ok(Auth::None),
+        AuthFlavor::AuthSys => AuthSys::parse(&cred.body)
+            .map(Auth::Sys)
+            .map_err(|_| AuthStat::AuthBadcred),
+        _ => Err(AuthStat::AuthBadcred),
+    }
 }
 
 /// An `opaque_auth`: the generated decoder refuses flavors `auth_flavor` does not list, which
@@ -160,6 +189,15 @@ pub fn encode_reply_header(
     xid: u32,
     status: Result<(), ReplyError>,
 ) -> xdr::Result<()> {
+    if status.is_ok() {
+        // SUCCESS with the AUTH_NONE verifier, in one block: the bytes the generated encoder
+        // writes (tested below).
+        let mut block = Block::<24>::new();
+        block.put::<0>(xid);
+        block.put::<4>(MsgType::Reply as i32);
+        enc.put_block(&block);
+        return Ok(());
+    }
     let accepted = |reply_data| {
         ReplyBody::MsgAccepted(AcceptedReply {
             verf: none_verifier(),
@@ -473,6 +511,58 @@ mod tests {
                 "{bytes:?}"
             );
             assert_eq!(glance.offset(), generated.offset(), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn a_success_reply_header_is_written_as_the_generated_encoder_writes_it() {
+        for xid in [0, 5, u32::MAX] {
+            let mut enc = Encoder::new();
+            encode_reply_header(&mut enc, xid, Ok(())).unwrap();
+            let mut generated = Encoder::new();
+            RpcMsg {
+                xid,
+                body: RpcMsgBody::Reply(ReplyBody::MsgAccepted(AcceptedReply {
+                    verf: none_verifier(),
+                    reply_data: AcceptedReplyData::Success,
+                })),
+            }
+            .encode(&mut generated)
+            .unwrap();
+            assert_eq!(enc.finish().into_bytes(), generated.finish().into_bytes());
+        }
+    }
+
+    #[test]
+    fn a_call_without_credentials_is_taken_at_a_glance_as_the_checks_take_it() {
+        let words = |w: &[u32]| w.iter().flat_map(|v| v.to_be_bytes()).collect::<Vec<u8>>();
+        let auth_sys = [&words(&[1, 20, 9, 1])[..], b"h\0\0\0", &words(&[0, 0, 0])].concat();
+        let credentials = [
+            words(&[0, 0, 0, 0]),
+            words(&[0, 0, 1, 0]),
+            words(&[0, 4, 1, 0, 0]),
+            words(&[0, 0, 0, 4, 9]),
+            [auth_sys, words(&[0, 0])].concat(),
+            words(&[0, 0, 0]),
+            words(&[99, 0, 0, 0]),
+        ];
+        let lists: [&[AuthFlavor]; 3] = [ALL, &[AuthFlavor::AuthSys], &[AuthFlavor::AuthNone]];
+        for bytes in credentials.map(Bytes::from) {
+            for flavors in lists {
+                let mut glance = Decoder::new(&bytes);
+                let mut checked = Decoder::new(&bytes);
+                let checks = decode_credentials(&mut checked, flavors);
+                if no_credentials(&mut glance, flavors) {
+                    assert_eq!(checks, Ok(Auth::None), "{bytes:?} {flavors:?}");
+                    assert_eq!(glance.offset(), checked.offset(), "{bytes:?}");
+                } else {
+                    assert_eq!(glance.offset(), 0, "{bytes:?}");
+                    assert!(
+                        checks != Ok(Auth::None) || checked.offset() != 16,
+                        "the glance missed a plain call: {bytes:?} {flavors:?}"
+                    );
+                }
+            }
         }
     }
 }
