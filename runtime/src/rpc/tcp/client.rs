@@ -99,7 +99,7 @@ impl TcpTransport {
 
 impl CallTransport for TcpTransport {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, Error>> {
-        Box::pin(self.inner.call(call))
+        self.inner.call(call)
     }
 
     fn buffers(&self) -> Arc<dyn BufferSource> {
@@ -154,22 +154,24 @@ impl Deadline {
 }
 
 impl Inner {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, Error> {
+    /// The call's future, boxed as it is (an `async fn` around it would hold `call` twice).
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, Error>> {
         match (call.options.timeout, self.config.timeout) {
             // A timeout of the call's own: a timer of its own, exact.
-            // (Boxed: a timer is large, and most calls do without.)
-            (Some(limit), _) => Box::pin(tokio::time::timeout(limit, self.exchange(call, None)))
-                .await
-                .unwrap_or(Err(TransportError::TimedOut(limit).into())),
+            (Some(limit), _) => Box::pin(async move {
+                tokio::time::timeout(limit, self.exchange(call, None))
+                    .await
+                    .unwrap_or(Err(TransportError::TimedOut(limit).into()))
+            }),
             // The default: a deadline the process's sweeper enforces (see `deadlines`).
             (None, Some(limit)) => {
                 let deadline = Deadline {
                     at: Instant::now() + limit,
                     limit,
                 };
-                self.exchange(call, Some(deadline)).await
+                Box::pin(self.exchange(call, Some(deadline)))
             }
-            (None, None) => self.exchange(call, None).await,
+            (None, None) => Box::pin(self.exchange(call, None)),
         }
     }
 

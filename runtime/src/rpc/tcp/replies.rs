@@ -223,6 +223,12 @@ impl Replies {
     fn drain_idle(&self, xid: u32) -> Result<(), Lost> {
         let mut read = self.lock_read();
         let ReadSide { stream, records } = &mut *read;
+        // Usually nothing came: nothing is buffered, and tokio has heard of nothing new (an
+        // empty read is refused without a system call then).
+        let quiet = |e: std::io::Error| e.kind() == std::io::ErrorKind::WouldBlock;
+        if records.is_idle() && stream.try_read(&mut []).is_err_and(quiet) {
+            return Ok(());
+        }
         // With the socket held: once another call came, the reply task reads (and must stay
         // the one the socket wakes).
         while self.role() == Reader::Caller(xid) {
