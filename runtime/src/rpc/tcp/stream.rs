@@ -4,7 +4,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{BufMut, Bytes};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::tcp::OwnedReadHalf;
 
@@ -53,26 +53,14 @@ pub(super) fn poll_record<R: AsyncRead + Unpin>(
     stream: &mut R,
     reader: &mut RecordReader,
 ) -> Poll<Result<Option<Bytes>, ReadError>> {
-    loop {
-        if let Some(record) = reader.next_record()? {
-            return Poll::Ready(Ok(Some(record)));
-        }
-        reserve(reader);
-        let buffer = reader.buffer_mut();
+    read_records(reader, |buffer| {
         let mut read = ReadBuf::uninit(buffer.spare_capacity_mut());
-        match ready!(Pin::new(&mut *stream).poll_read(cx, &mut read)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Poll::Ready(Err(e.into())),
-        }
+        ready!(Pin::new(&mut *stream).poll_read(cx, &mut read))?;
         let n = read.filled().len();
-        if n == 0 {
-            reader.finish()?;
-            return Poll::Ready(Ok(None));
-        }
         // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
         unsafe { buffer.advance_mut(n) };
-    }
+        Poll::Ready(Ok(n))
+    })
 }
 
 /// The next record already received, without waiting and without asking the kernel when
@@ -81,18 +69,29 @@ pub(super) fn try_record(
     stream: &OwnedReadHalf,
     reader: &mut RecordReader,
 ) -> Poll<Result<Option<Bytes>, ReadError>> {
+    read_records(reader, |buffer| match stream.try_read_buf(buffer) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        read => Poll::Ready(read),
+    })
+}
+
+/// The next record of `reader`, reading into its buffer with `read` (which appends and says
+/// how many bytes; 0 at the end of the stream) while it needs more.
+fn read_records(
+    reader: &mut RecordReader,
+    mut read: impl FnMut(&mut BytesMut) -> Poll<io::Result<usize>>,
+) -> Poll<Result<Option<Bytes>, ReadError>> {
     loop {
         if let Some(record) = reader.next_record()? {
             return Poll::Ready(Ok(Some(record)));
         }
         reserve(reader);
-        match stream.try_read_buf(reader.buffer_mut()) {
+        match ready!(read(reader.buffer_mut())) {
             Ok(0) => {
                 reader.finish()?;
                 return Poll::Ready(Ok(None));
             }
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Poll::Ready(Err(e.into())),
         }
