@@ -431,6 +431,54 @@ async fn callers_beyond_the_clients_limit_wait_for_a_slot() {
 }
 
 #[tokio::test]
+async fn a_caller_waiting_for_a_slot_times_out_or_learns_the_connection_is_gone() {
+    let (server, gates) = start(TcpConfig::new()).await;
+    let config = TcpConfig::new().max_in_flight(1).retransmits(0);
+    let c = client(
+        server.local_addr(),
+        config.timeout(Some(Duration::from_millis(50))),
+    )
+    .await;
+    let first = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call::<Gated>(&1).await })
+    };
+    gates.until_waiting(1).await;
+    // The one slot is taken: the next call waits for it until its deadline.
+    let err = c.call::<Add>(&(1, 2)).await.unwrap_err();
+    assert!(
+        matches!(err, rpc::Error::Transport(TransportError::TimedOut(_))),
+        "{err}"
+    );
+    drop(first);
+    gates.open(1);
+
+    let c = client(
+        server.local_addr(),
+        TcpConfig::new().max_in_flight(1).retransmits(0),
+    )
+    .await;
+    let first = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call::<Gated>(&2).await })
+    };
+    gates.until_waiting(1).await;
+    let second = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call::<Add>(&(1, 2)).await })
+    };
+    tokio::task::yield_now().await;
+    // The server goes: the first call fails, and the one waiting for its slot is not left
+    // waiting (it tries to connect again, and finds nobody).
+    drop(server);
+    assert!(first.await.unwrap().is_err());
+    let second = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("the caller waiting for a slot is not stranded");
+    assert!(second.unwrap().is_err());
+}
+
+#[tokio::test]
 async fn the_server_runs_at_most_its_limit_of_calls_per_connection() {
     let (server, gates) = start(TcpConfig::new().max_in_flight(3)).await;
     let c = client(server.local_addr(), TcpConfig::new()).await;

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::config::TcpConfig;
@@ -77,7 +76,6 @@ impl TcpTransport {
         Ok(TcpTransport {
             inner: Arc::new(Inner {
                 peer,
-                slots: Semaphore::new(config.slots() as usize),
                 next_xid: AtomicU32::new(initial_xid()),
                 current: Mutex::new(connection),
                 connecting: tokio::sync::Mutex::new(()),
@@ -114,8 +112,6 @@ impl CallTransport for TcpTransport {
 struct Inner {
     peer: SocketAddr,
     config: TcpConfig,
-    /// Calls in flight.
-    slots: Semaphore,
     next_xid: AtomicU32,
     /// The connection calls go to (possibly lost: then the next call reconnects).
     current: Mutex<Arc<Connection>>,
@@ -176,19 +172,6 @@ impl Inner {
     }
 
     async fn exchange(&self, call: Call<'_>, deadline: Option<Deadline>) -> Result<Reply, Error> {
-        let _slot = match self.slots.try_acquire() {
-            Ok(slot) => slot,
-            Err(_) => {
-                Deadline::bound(deadline, async {
-                    // The semaphore is never closed.
-                    self.slots
-                        .acquire()
-                        .await
-                        .map_err(|_| TransportError::Closed.into())
-                })
-                .await?
-            }
-        };
         // Whoever reads the reply wakes this task.
         let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let encode = |xid: u32| {
@@ -330,7 +313,7 @@ impl Connection {
         let peer = stream.peer_addr()?;
         let (read, write) = stream.into_split();
         let sink = RecordSink::new(Arc::new(write), config.max_fragment);
-        let replies = Arc::new(Replies::new(peer, read, config.max_record, sink.clone()));
+        let replies = Arc::new(Replies::new(peer, read, config, sink.clone()));
         if let Some(timeout) = config.timeout {
             let expire: Arc<dyn Expire> = replies.clone();
             deadlines::watch(Arc::downgrade(&expire), deadlines::period(timeout));
@@ -354,9 +337,20 @@ impl Connection {
         deadline: Option<Deadline>,
         waker: &Waker,
     ) -> Result<Result<Bytes, Lost>, Error> {
-        let waiter = match self.replies.register(xid, deadline.map(|d| d.at), waker) {
-            Ok(waiter) => waiter,
-            Err(lost) => return Ok(Err(lost)),
+        let waiter = loop {
+            // Made before trying, so that a slot freed in between is not missed.
+            let slot_freed = self.replies.slot_freed();
+            match self.replies.register(xid, deadline.map(|d| d.at), waker) {
+                Ok(waiter) => break waiter,
+                Err(Lost::Full) => {
+                    Deadline::bound(deadline, async {
+                        slot_freed.await;
+                        Ok(())
+                    })
+                    .await?
+                }
+                Err(lost) => return Ok(Err(lost)),
+            }
         };
         let (_, message) = match sent {
             Some(sent) => sent,

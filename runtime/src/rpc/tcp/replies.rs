@@ -18,7 +18,6 @@
 //! Only the holder of the role polls the socket (tokio wakes only the last task that polled
 //! it), and it checks that it holds the role while holding the socket's lock.
 
-use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -29,7 +28,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 
+use super::config::TcpConfig;
 use super::deadlines::Expire;
 use super::sink::RecordSink;
 use super::stream::{poll_record, try_record, ReadError};
@@ -48,9 +50,12 @@ pub(super) enum Lost {
     XidInUse,
     /// The call passed its deadline (see [`deadlines`](super::deadlines)).
     TimedOut,
+    /// As many calls as allowed wait already: wait for [`Replies::slot_freed`], then try again.
+    Full,
 }
 
 /// Which XID a call registers with.
+#[derive(Clone, Copy)]
 pub(super) enum Xid<'a> {
     /// The next of this counter not waiting on the connection.
     Fresh(&'a AtomicU32),
@@ -88,6 +93,11 @@ pub(super) struct Replies {
     read: Mutex<ReadSide>,
     /// Closed when the connection ends, so that nothing more is written.
     sink: RecordSink,
+    /// The most calls registered at once ([`TcpConfig::max_in_flight`](super::TcpConfig)).
+    max_calls: usize,
+    /// Wakes the calls waiting for a slot when one frees up from full (or the connection
+    /// ends).
+    slot_freed: Notify,
 }
 
 struct ReadSide {
@@ -130,7 +140,7 @@ impl Replies {
     pub(super) fn new(
         peer: SocketAddr,
         stream: OwnedReadHalf,
-        max_record: usize,
+        config: &TcpConfig,
         sink: RecordSink,
     ) -> Replies {
         Replies {
@@ -145,10 +155,29 @@ impl Replies {
             reader: AtomicU64::new(Reader::Free.encode()),
             read: Mutex::new(ReadSide {
                 stream,
-                records: RecordReader::new(max_record),
+                records: RecordReader::new(config.max_record),
             }),
             sink,
+            max_calls: config.slots() as usize,
+            slot_freed: Notify::new(),
         }
+    }
+
+    /// A future that is ready once a slot frees up after it was created (see
+    /// [`Lost::Full`]).
+    pub(super) fn slot_freed(&self) -> Notified<'_> {
+        self.slot_freed.notified()
+    }
+
+    /// Forgets call `xid` (which must be there), waking the calls waiting for a slot when all
+    /// were taken.
+    fn forget(&self, pending: &mut Pending, xid: u32) -> Option<Waiting> {
+        let full = pending.calls.len() >= self.max_calls;
+        let call = pending.calls.remove(&xid);
+        if full && call.is_some() {
+            self.slot_freed.notify_waiters();
+        }
+        call
     }
 
     pub(super) fn is_open(&self) -> bool {
@@ -168,6 +197,9 @@ impl Replies {
             let mut pending = self.lock();
             if !pending.open {
                 return Err(Lost::BeforeSending);
+            }
+            if pending.calls.len() >= self.max_calls {
+                return Err(Lost::Full);
             }
             let xid = match xid {
                 Xid::Same(xid) if pending.calls.contains_key(&xid) => return Err(Lost::XidInUse),
@@ -527,19 +559,18 @@ impl Future for Waiter<'_> {
         }
         // Not (or no longer) the reader: the answer comes from whoever reads.
         let mut pending = this.replies.lock();
-        let Entry::Occupied(mut entry) = pending.calls.entry(this.xid) else {
+        let Some(call) = pending.calls.get_mut(&this.xid) else {
             // Not reachable: only this waiter removes its call, but for its own reply.
             this.armed = false;
             return Poll::Ready(Err(Lost::AfterSending));
         };
-        let call = entry.get_mut();
         let Some(answer) = call.answer.take() else {
             if !call.waker.will_wake(cx.waker()) {
                 call.waker = cx.waker().clone();
             }
             return Poll::Pending;
         };
-        entry.remove();
+        this.replies.forget(&mut pending, this.xid);
         this.armed = false;
         Poll::Ready(match answer {
             Answer::Reply(reply) => Ok(reply),
@@ -556,7 +587,7 @@ impl Drop for Waiter<'_> {
         }
         let replies = self.replies;
         let mut pending = replies.lock();
-        if let Some(call) = pending.calls.remove(&self.xid) {
+        if let Some(call) = replies.forget(&mut pending, self.xid) {
             if call.answer.is_none() {
                 pending.unanswered -= 1;
             }
