@@ -857,6 +857,38 @@ async fn late_duplicate_and_stray_replies_are_dropped() {
     assert!(a != b && b != c && a != c, "XIDs are unique: {a} {b} {c}");
 }
 
+/// A server that breaks the record marking (a record over the client's bound, whether the
+/// call reads alone or the reply task reads for two) loses its connection; the calls fail.
+#[tokio::test]
+async fn a_server_sending_a_record_over_the_clients_bound_loses_the_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = tokio::spawn(async move {
+        // One call alone: its answer announces 2 GiB.
+        let (mut s, _) = listener.accept().await.unwrap();
+        read_record(&mut s).await.unwrap();
+        s.write_all(&0xffff_ffffu32.to_be_bytes()).await.unwrap();
+        let first = closed_by_peer(&mut s).await;
+        // Two calls: fragments that add up over the bound.
+        let (mut s, _) = listener.accept().await.unwrap();
+        read_record(&mut s).await.unwrap();
+        read_record(&mut s).await.unwrap();
+        let mut out = 1000u32.to_be_bytes().to_vec();
+        out.extend_from_slice(&[0; 1000]);
+        out.extend_from_slice(&(0x8000_0000u32 | 100).to_be_bytes());
+        s.write_all(&out).await.unwrap();
+        first && closed_by_peer(&mut s).await
+    });
+    let c = client(addr, TcpConfig::new().max_record(1024).retransmits(0)).await;
+    let closed = |r: Result<u32, rpc::Error>| {
+        matches!(r, Err(rpc::Error::Transport(TransportError::Closed)))
+    };
+    assert!(closed(c.call::<Add>(&(1, 2)).await));
+    let (a, b) = tokio::join!(c.call::<Add>(&(1, 2)), c.call::<Add>(&(3, 4)));
+    assert!(closed(a) && closed(b));
+    assert!(peer.await.unwrap(), "the client closed both connections");
+}
+
 #[tokio::test]
 async fn a_client_that_closes_its_sending_side_still_gets_its_reply() {
     let (server, _) = start(TcpConfig::new()).await;
