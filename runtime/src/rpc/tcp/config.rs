@@ -111,7 +111,8 @@ impl TcpConfig {
         self
     }
 
-    /// `max_in_flight` as a semaphore size: at least 1, at most what one `acquire_many` takes.
+    /// `max_in_flight` as a count of slots: at least 1, at most what one `acquire_many` takes
+    /// (the server's semaphore; the client bounds its map of waiting calls with it).
     pub(super) fn slots(&self) -> u32 {
         self.max_in_flight.clamp(1, u32::MAX as usize >> 3) as u32
     }
