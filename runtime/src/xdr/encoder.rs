@@ -129,6 +129,11 @@ impl Encoder {
         self.len() == 0
     }
 
+    /// How many bytes the buffer holds before it must grow (written ones included).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Opaque payload bytes that were copied into the encoder's buffer (items below the
     /// gather threshold, or given as slices). Gathered items do not count.
     pub fn copied_opaque_bytes(&self) -> usize {

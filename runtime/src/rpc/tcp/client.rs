@@ -14,13 +14,14 @@ use tokio::task::JoinHandle;
 
 use super::config::TcpConfig;
 use super::deadlines::{self, Expire};
+use super::encoding::encode_message;
 use super::replies::{Lost, Replies, Xid};
 use super::sink::RecordSink;
 use crate::rpc::{
     BoxFuture, BufferSource, Call, CallTransport, Client, Error, HeapBuffers, Reply,
     TransportError, TransportKind,
 };
-use crate::xdr::{Encoded, Encoder};
+use crate::xdr::Encoded;
 
 /// A [`CallTransport`] over one TCP connection with record marking (RFC 5531 section 11).
 ///
@@ -175,9 +176,7 @@ impl Inner {
         // Whoever reads the reply wakes this task.
         let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let encode = |xid: u32| {
-            let mut enc = Encoder::new();
-            call.encode(xid, &mut enc).map_err(Error::Encode)?;
-            let message = enc.finish();
+            let message = encode_message(|enc| call.encode(xid, enc)).map_err(Error::Encode)?;
             if message.len() > self.config.max_record {
                 return Err(Error::from(TransportError::TooLarge {
                     len: message.len() as u64,

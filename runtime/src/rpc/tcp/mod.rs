@@ -71,9 +71,12 @@
 mod client;
 mod config;
 mod deadlines;
+mod encoding;
 mod replies;
 mod server;
+mod signal;
 mod sink;
+mod slots;
 mod stream;
 
 pub use client::{connect, connect_with, TcpTransport};

@@ -14,8 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes};
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
+use tokio::sync::{watch, Notify};
 
+use super::signal::Signal;
+use super::slots::Slot;
 use crate::rpc::record::{RecordWriter, FRAGMENT_HEADER_LEN, LAST_FRAGMENT};
 
 /// The most buffers given to one vectored write (Linux's IOV_MAX is 1024; a record is a
@@ -43,7 +45,10 @@ struct Shared {
     is_closed: AtomicBool,
     /// Wakes the writer task when a sender hands it a blocked batch.
     handover: Notify,
+    /// Tells the writer task that the sink closed.
     closed: watch::Sender<bool>,
+    /// Tells the connection's owner (the one task that waits in [`RecordSink::closed`]).
+    owner_closed: Signal,
 }
 
 struct State {
@@ -61,7 +66,7 @@ struct Queued {
     parts: Vec<Bytes>,
     next: usize,
     /// Released once the record has been written (or dropped with the connection).
-    _permit: Option<OwnedSemaphorePermit>,
+    _slot: Option<Slot>,
 }
 
 /// Records taken out of the queue by the writer of the moment.
@@ -94,18 +99,15 @@ impl RecordSink {
             is_closed: AtomicBool::new(false),
             handover: Notify::new(),
             closed: watch::Sender::new(false),
+            owner_closed: Signal::default(),
         });
         tokio::spawn(writer_task(shared.clone()));
         RecordSink { shared }
     }
 
     /// Frames `parts` as one record and sends it (at once when the connection is idle);
-    /// `permit` is released when the record has been written. Never waits.
-    pub(super) fn send(
-        &self,
-        parts: &[Bytes],
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> Result<(), SinkClosed> {
+    /// `slot` is given back when the record has been written. Never waits.
+    pub(super) fn send(&self, parts: &[Bytes], slot: Option<Slot>) -> Result<(), SinkClosed> {
         let mut state = self.shared.lock();
         let Some(stream) = state.stream.clone() else {
             return Err(SinkClosed);
@@ -118,7 +120,7 @@ impl RecordSink {
         {
             state.busy = true;
             drop(state);
-            self.send_now(&stream, parts, total, permit);
+            self.send_now(&stream, parts, total, slot);
             return Ok(());
         }
         let mut framed = Vec::with_capacity(parts.len() + 1);
@@ -126,7 +128,7 @@ impl RecordSink {
         state.queue.push_back(Queued {
             parts: framed,
             next: 0,
-            _permit: permit,
+            _slot: slot,
         });
         if state.busy {
             return Ok(());
@@ -146,13 +148,7 @@ impl RecordSink {
     /// written at once (from the caller's buffers, or for a small record from one copy of
     /// it); only what the socket does not take is queued (framed as usual). Framing and
     /// queueing every record cost three allocations and four lock round trips per message.
-    fn send_now(
-        &self,
-        stream: &OwnedWriteHalf,
-        parts: &[Bytes],
-        total: usize,
-        permit: Option<OwnedSemaphorePermit>,
-    ) {
+    fn send_now(&self, stream: &OwnedWriteHalf, parts: &[Bytes], total: usize, slot: Option<Slot>) {
         let header = (total as u32 | LAST_FRAGMENT).to_be_bytes();
         let written = if total <= SMALL_RECORD {
             // One buffer, copied here: a gather list of the header and the message cost the
@@ -201,7 +197,7 @@ impl RecordSink {
             batch.records.push_back(Queued {
                 parts: framed,
                 next: 0,
-                _permit: permit,
+                _slot: slot,
             });
             batch.advance(written);
         }
@@ -219,10 +215,15 @@ impl RecordSink {
         self.shared.close();
     }
 
-    /// Waits until the sink is closed (by its owner, or because writing failed).
+    /// Waits until the sink is closed (by its owner, or because writing failed). For the
+    /// connection's owner: one task at a time waits.
     pub(super) async fn closed(&self) {
-        let mut closed = self.shared.closed.subscribe();
-        let _ = closed.wait_for(|c| *c).await;
+        self.shared.owner_closed.raised().await
+    }
+
+    /// [`closed`](Self::closed) as a poll, cheap enough to look at on every wake-up.
+    pub(super) fn poll_closed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.shared.owner_closed.poll_raised(cx)
     }
 }
 
@@ -292,6 +293,7 @@ impl Shared {
         drop(state);
         drop(queue);
         self.closed.send_replace(true);
+        self.owner_closed.raise();
     }
 }
 

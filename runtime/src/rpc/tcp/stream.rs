@@ -33,17 +33,9 @@ pub(super) enum ReadError {
     Io(#[from] io::Error),
 }
 
-/// Reads from `stream` until `reader` yields a record; `Ok(None)` when the peer closed the
-/// stream between records. Cancel-safe: bytes read are kept in `reader`.
-pub(super) async fn next_record<R: AsyncRead + Unpin>(
-    stream: &mut R,
-    reader: &mut RecordReader,
-) -> Result<Option<Bytes>, ReadError> {
-    std::future::poll_fn(|cx| poll_record(cx, stream, reader)).await
-}
-
-/// [`next_record`] as a poll: `Pending` (with `cx` woken when the socket has more) until a
-/// record is complete.
+/// Reads from `stream` until `reader` yields a record (`Ok(None)` when the peer closed the
+/// stream between records): `Pending`, with `cx` woken when the socket has more, until a
+/// record is complete. Cancel-safe: bytes read are kept in `reader`.
 ///
 /// (`poll_read` straight into the buffer rather than waiting for readiness and then
 /// `try_read`: tokio takes a short read as the end of the available data, which saves a
