@@ -27,6 +27,13 @@ const MAX_IOV: usize = 64;
 const MAX_BATCH: usize = 64;
 /// Records up to this long are copied into one buffer for the write (on the stack).
 const SMALL_RECORD: usize = 256;
+/// The most bytes given to one write. A 1 MiB record written in one `writev` (the socket
+/// takes it all) moved at 0.86x libtirpc's speed, whose records go out in fragments of about
+/// 64 KiB, one `write` each; written 64 KiB at a time it moves at 1.05-1.07x (loopback, two
+/// processes across CPUs, medians of 12 interleaved rounds of 64 x 1 MiB, READ and WRITE).
+/// A sender holding the socket for one long copy leaves the peer's acknowledgements queued
+/// behind it until the end.
+const MAX_WRITE: usize = 64 << 10;
 
 /// The connection is closed: nothing more is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,12 +170,8 @@ impl RecordSink {
             stream.try_write(&record[..at])
         } else {
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            iov[0] = IoSlice::new(&header);
-            let mut count = 1;
-            for part in parts.iter().filter(|p| !p.is_empty()) {
-                iov[count] = IoSlice::new(part);
-                count += 1;
-            }
+            let pieces = std::iter::once(&header[..]).chain(parts.iter().map(|p| &p[..]));
+            let count = io_slices(pieces, &mut iov);
             stream.try_write_vectored(&iov[..count])
         };
         let written = match written {
@@ -301,12 +304,7 @@ impl Batch {
     /// Fills `out` with the batch's next buffers; returns how many.
     fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         let parts = self.records.iter().flat_map(|r| &r.parts[r.next..]);
-        let mut count = 0;
-        for (slot, part) in out.iter_mut().zip(parts) {
-            *slot = IoSlice::new(part);
-            count += 1;
-        }
-        count
+        io_slices(parts.map(|p| &p[..]), out)
     }
 
     /// Forgets the first `n` bytes, which were written.
@@ -358,5 +356,50 @@ async fn writer_task(shared: Arc<Shared>) {
                 }
             }
         }
+    }
+}
+
+/// Fills `out` with the non-empty `pieces`, at most [`MAX_WRITE`] bytes in all (the last one
+/// cut short if need be); returns how many.
+fn io_slices<'a>(pieces: impl Iterator<Item = &'a [u8]>, out: &mut [IoSlice<'a>]) -> usize {
+    let mut count = 0;
+    let mut budget = MAX_WRITE;
+    for piece in pieces.filter(|p| !p.is_empty()) {
+        if budget == 0 || count == out.len() {
+            break;
+        }
+        let n = piece.len().min(budget);
+        out[count] = IoSlice::new(&piece[..n]);
+        budget -= n;
+        count += 1;
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lengths(iov: &[IoSlice<'_>]) -> Vec<usize> {
+        iov.iter().map(|s| s.len()).collect()
+    }
+
+    #[test]
+    fn one_write_takes_at_most_max_write_bytes_cutting_the_last_piece() {
+        let big = vec![1u8; MAX_WRITE];
+        let pieces = [&[0u8; 4][..], &[][..], &big[..], &big[..]];
+        let mut iov = [IoSlice::new(&[]); MAX_IOV];
+        let count = io_slices(pieces.into_iter(), &mut iov);
+        assert_eq!(lengths(&iov[..count]), [4, MAX_WRITE - 4]);
+    }
+
+    #[test]
+    fn small_pieces_all_go_up_to_the_gather_lists_length() {
+        let piece = [7u8; 10];
+        let pieces = std::iter::repeat_n(&piece[..], MAX_IOV + 5);
+        let mut iov = [IoSlice::new(&[]); MAX_IOV];
+        let count = io_slices(pieces, &mut iov);
+        assert_eq!(count, MAX_IOV);
+        assert!(lengths(&iov).iter().all(|&n| n == 10));
     }
 }
