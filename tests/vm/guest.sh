@@ -456,6 +456,16 @@ kernel_mount_session() {
   else
     row "$label: rm -r; umount" - FAILED; ok=0
   fi
+  if [ "$ok" != 1 ] && [ "${KERNEL_SESSION_RETRIES:-0}" -gt 0 ]; then
+    # A baseline only (knfsd): the kernel's own client and server over rxe once timed out on
+    # the kernel's fast registration ("rxe_reg_fast_mr: mr->lkey ... not free" in dmesg),
+    # nothing of ours in the path. Said in the table, and run once more; a second failure
+    # fails the run.
+    row "$label: session failed; once more" - "(dmesg: $(dmesg | grep -c 'rxe_reg_fast_mr') rxe_reg_fast_mr lines)"
+    umount -f -l "$mnt" 2>/dev/null
+    KERNEL_SESSION_RETRIES=$((KERNEL_SESSION_RETRIES - 1)) kernel_mount_session "$label" "$opts" "$export"
+    return
+  fi
   [ "$ok" = 1 ] || failures=$((failures + 1))
   echo "$(mbps "$bytes" "$wt") $(mbps "$bytes" "$rt")" >"$R/throughput-$label"
 }
@@ -545,7 +555,7 @@ kernel_client() {
   }
   KERNEL_SESSION_HOOK=stop_capture kernel_mount_session ours \
     port=20050,mountproto=tcp,mountport=20051 /export
-  kernel_mount_session knfsd port=20049 "$NFS_EXPORT"
+  KERNEL_SESSION_RETRIES=1 kernel_mount_session knfsd port=20049 "$NFS_EXPORT"
   perf_rounds | tee "$R/nfs-perf-rounds.txt"
   kill "$spid" 2>/dev/null
   wait "$spid" 2>/dev/null

@@ -65,7 +65,7 @@ pub struct Percentiles {
     pub max: f64,
 }
 
-/// What a load run measured (after every client made [`WARM_UP`] calls, not counted).
+/// What a load run measured (after every client made `WARM_UP` calls, not counted).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadReport {
     /// Calls completed with the right result.

@@ -1,5 +1,5 @@
 //! Version 1 (seed 004 section 5.6): the types xdrgen generates from `specs/rpcrdma-v1.x`, and
-//! their mapping to and from [`Header`](super::Header).
+//! their mapping to and from [`Header`].
 
 #![allow(missing_docs, clippy::all)]
 

@@ -1,5 +1,5 @@
 //! Version 2 (seed 003 sections 3, 5 and 6): the types xdrgen generates from `specs/common.x`
-//! with `specs/baseops.x`, and their mapping to and from [`Header`](super::Header).
+//! with `specs/baseops.x`, and their mapping to and from [`Header`].
 //!
 //! A version 2 header is the `rpcrdma2_hdr_prefix` (the four fixed words and `rdma_flags`)
 //! followed by the body its `rdma_htype` names (seed 003 section 5.1); the RPC message of an
