@@ -81,6 +81,9 @@ impl Gates {
 }
 
 /// A hand-written service standing in for generated code.
+/// Calls of procedure 9 the server has dispatched (one test uses it).
+static COUNTED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 struct Lab {
     version: u32,
     gates: Arc<Gates>,
@@ -144,6 +147,11 @@ impl Service for Lab {
                 Ok(handler(
                     async move { Ok(Bytes::from(vec![0xab; len as usize])) },
                 ))
+            }
+            9 => {
+                // Counted where the server runs it, on the server's runtime thread.
+                COUNTED_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(handler(async { Ok(()) }))
             }
             _ => Err(DispatchError::ProcUnavail),
         }
@@ -999,4 +1007,145 @@ async fn records_larger_than_the_socket_buffers_go_out_whole_and_in_order() {
     for (v, add) in adds.into_iter().enumerate() {
         assert_eq!(add.await.unwrap().unwrap(), 2 * v as u32);
     }
+}
+
+/// A client pipelining calls faster than they are answered does not keep a current-thread
+/// runtime to itself: the connection's task gives way every so many calls (tokio's budget),
+/// so other tasks run while the flood is being answered, even when thousands of calls are
+/// already waiting in the socket.
+#[tokio::test]
+async fn a_client_pipelining_calls_does_not_keep_the_runtime_to_itself() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const FLOOD: usize = 20_000;
+    let (server, _gates) = start(TcpConfig::new()).await;
+    let mut flood = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    let record_len = frame(&call_message(0, 9, &()), usize::MAX).len();
+    let calls: Vec<u8> = (0..FLOOD as u32)
+        .flat_map(|xid| frame(&call_message(xid, 9, &()), usize::MAX))
+        .collect();
+    // As many calls as the socket takes before the server reads any (this task holds the
+    // runtime's only thread until its first await), the rest from a thread.
+    flood.set_nonblocking(true).unwrap();
+    let buffered = flood.write(&calls).unwrap_or(0);
+    flood.set_nonblocking(false).unwrap();
+    let mut replies_in = flood.try_clone().unwrap();
+    let writing = std::thread::spawn(move || {
+        flood.write_all(&calls[buffered..]).unwrap();
+        flood
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    // Replies read as they come, so that the server never waits for the socket.
+    let counting = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut head = [0u8; 4];
+            let mut body = [0u8; 64];
+            for _ in 0..FLOOD {
+                replies_in.read_exact(&mut head).unwrap();
+                let len = (u32::from_be_bytes(head) & 0x7fff_ffff) as usize;
+                replies_in.read_exact(&mut body[..len]).unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+        }
+    });
+    // Another task of the runtime: the most calls the server dispatched between two of its
+    // turns.
+    let start = COUNTED_CALLS.load(Ordering::SeqCst);
+    let ticker = tokio::spawn({
+        let done = done.clone();
+        async move {
+            let (mut last, mut longest) = (start, 0);
+            while !done.load(Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+                let now = COUNTED_CALLS.load(Ordering::SeqCst);
+                longest = longest.max(now - last);
+                last = now;
+            }
+            longest
+        }
+    });
+    tokio::task::spawn_blocking(move || counting.join().unwrap())
+        .await
+        .unwrap();
+    let longest = ticker.await.unwrap();
+    let _flood = writing.join().unwrap();
+    // tokio's budget is 128 units per turn; without giving way per call the task answered
+    // everything the socket held in one turn.
+    assert!(
+        longest <= 1000,
+        "the server answered {longest} pipelined calls in a row without letting another task run \
+         ({} calls were waiting in the socket at the start)",
+        buffered / record_len
+    );
+}
+
+/// A server that sends nothing but stray replies, without end, before and after the call,
+/// neither keeps the call from being sent and timing out nor holds the client's thread: the
+/// call reads only a few records before it is sent, and gives way to other tasks between the
+/// ones it reads after.
+#[test]
+fn a_server_flooding_stray_replies_does_not_hold_the_client() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    // The peer: replies for no call (XIDs counting from 7), written as long as the client
+    // reads them; and how much of them it had written when the call came.
+    let call_came = std::thread::spawn({
+        let written = written.clone();
+        move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut calls = s.try_clone().unwrap();
+            let counter = written.clone();
+            std::thread::spawn(move || {
+                let strays: Vec<u8> = (7..1007u32)
+                    .flat_map(|xid| frame(&reply_message(xid, &()), usize::MAX))
+                    .collect();
+                while s.write_all(&strays).is_ok() {
+                    counter.fetch_add(strays.len(), Ordering::SeqCst);
+                }
+            });
+            let mut head = [0u8; 4];
+            calls.read_exact(&mut head).unwrap();
+            written.load(Ordering::SeqCst)
+        }
+    });
+    let (outcome, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let result = runtime.block_on(async {
+            let client = client(addr, TcpConfig::new()).await;
+            // Strays pile up while no call waits.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            client
+                .call_with::<Null>(&(), CallOptions::new().timeout(Duration::from_millis(300)))
+                .await
+        });
+        let _ = outcome.send(result);
+    });
+    // Before the call went out, the client read at most what the sockets' buffers held
+    // (about 4 MiB here) and a few records more; reading on while strays came, it read tens
+    // of megabytes to gigabytes, however long the socket did not run dry.
+    let before_the_call = call_came.join().unwrap();
+    assert!(
+        before_the_call < 16 << 20,
+        "the client read {before_the_call} bytes of stray replies before sending its call"
+    );
+    let result = ended
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the call never ended: the client's thread kept reading stray replies");
+    assert!(
+        matches!(
+            result,
+            Err(rpc::Error::Transport(TransportError::TimedOut(_)))
+        ),
+        "{result:?}"
+    );
 }

@@ -39,6 +39,10 @@ use crate::id_map::IdMap;
 use crate::rpc::msg::MsgType;
 use crate::rpc::record::RecordReader;
 
+/// The most records a call taking the reading role reads before it is sent (see
+/// [`Replies::drain_idle`]).
+const MAX_IDLE_DRAIN: usize = 64;
+
 /// Why a call got no reply from a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lost {
@@ -262,8 +266,12 @@ impl Replies {
             return Ok(());
         }
         // With the socket held: once another call came, the reply task reads (and must stay
-        // the one the socket wakes).
-        while self.role() == Reader::Caller(xid) {
+        // the one the socket wakes). At most a few records here: what a server keeps sending
+        // is read later, by the call's waiter, which gives way to other tasks as it goes.
+        for _ in 0..MAX_IDLE_DRAIN {
+            if self.role() != Reader::Caller(xid) {
+                break;
+            }
             match try_record(stream, records) {
                 Poll::Pending => return Ok(()),
                 Poll::Ready(Ok(Some(record))) => tracing::debug!(
@@ -309,6 +317,12 @@ impl Replies {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(Some(record))) => {
                     self.route(record, None);
+                    // A unit of the task's budget per record, so that a server sending a
+                    // flood (of stray replies, say) does not keep the runtime's thread.
+                    match tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(budget) => budget.made_progress(),
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
                 Poll::Ready(end) => {
                     drop(read);
@@ -536,6 +550,17 @@ impl Waiter<'_> {
                     if let Some(reply) = replies.route(record, Some(self.xid)) {
                         self.armed = false;
                         return Poll::Ready(Some(Ok(reply)));
+                    }
+                    // A record for no call (late or stray): a unit of the task's budget each,
+                    // as the reply task does.
+                    if let Poll::Ready(budget) = tokio::task::coop::poll_proceed(cx) {
+                        budget.made_progress();
+                    } else {
+                        if !self.waker.will_wake(cx.waker()) {
+                            drop(read);
+                            replies.update_waker(self.xid, cx.waker());
+                        }
+                        return Poll::Pending;
                     }
                 }
                 Poll::Ready(end) => {

@@ -233,6 +233,10 @@ async fn serve_connection(
         // `select!` over a `watch` and a `Semaphore`, the looking cost ~1500 instructions per
         // NULL call).
         let next = std::future::poll_fn(|cx| {
+            // A unit of the task's budget per call: a client pipelining calls faster than
+            // they are answered would otherwise keep the runtime's thread until its socket
+            // ran dry (reads of buffered records ask tokio nothing).
+            let budget = ready!(tokio::task::coop::poll_proceed(cx));
             if stop.poll_raised(cx).is_ready() {
                 return Poll::Ready(Next::Stop);
             }
@@ -245,7 +249,10 @@ async fn serve_connection(
                 None => ready!(slots.poll_take(cx)),
             };
             match poll_record(cx, &mut stream, &mut reader) {
-                Poll::Ready(record) => Poll::Ready(Next::Record(record, held)),
+                Poll::Ready(record) => {
+                    budget.made_progress();
+                    Poll::Ready(Next::Record(record, held))
+                }
                 Poll::Pending => {
                     slot = Some(held);
                     Poll::Pending
