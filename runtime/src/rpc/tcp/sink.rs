@@ -28,11 +28,11 @@ const MAX_BATCH: usize = 64;
 /// Records up to this long are copied into one buffer for the write (on the stack).
 const SMALL_RECORD: usize = 256;
 /// The most bytes given to one write. A 1 MiB record written in one `writev` (the socket
-/// takes it all) moved at 0.86x libtirpc's speed, whose records go out in fragments of about
-/// 64 KiB, one `write` each; written 64 KiB at a time it moves at 1.05-1.07x (loopback, two
-/// processes across CPUs, medians of 12 interleaved rounds of 64 x 1 MiB, READ and WRITE).
-/// A sender holding the socket for one long copy leaves the peer's acknowledgements queued
-/// behind it until the end. (The soft provider measured the same: its `GATHER_WINDOW`.)
+/// takes it all) moved at 0.79x (READ) and 0.89x (WRITE) of libtirpc's speed, whose records
+/// go out in fragments of about 64 KiB, one `write` each; written 64 KiB at a time, at
+/// 0.95-1.01x (the transports bench, two processes across CPUs, two runs). A sender holding
+/// the socket for one long copy leaves the peer's acknowledgements queued behind it until
+/// the end. (The soft provider measured the same: its `GATHER_WINDOW`.)
 const MAX_WRITE: usize = 64 << 10;
 
 /// The connection is closed: nothing more is written.
