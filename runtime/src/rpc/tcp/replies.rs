@@ -539,13 +539,7 @@ impl Waiter<'_> {
         let ReadSide { stream, records } = &mut *read;
         while replies.role() == me {
             match poll_record(cx, stream, records) {
-                Poll::Pending => {
-                    if !self.waker.will_wake(cx.waker()) {
-                        drop(read);
-                        replies.update_waker(self.xid, cx.waker());
-                    }
-                    return Poll::Pending;
-                }
+                Poll::Pending => return self.pending(read, cx),
                 Poll::Ready(Ok(Some(record))) => {
                     if let Some(reply) = replies.route(record, Some(self.xid)) {
                         self.armed = false;
@@ -553,14 +547,9 @@ impl Waiter<'_> {
                     }
                     // A record for no call (late or stray): a unit of the task's budget each,
                     // as the reply task does.
-                    if let Poll::Ready(budget) = tokio::task::coop::poll_proceed(cx) {
-                        budget.made_progress();
-                    } else {
-                        if !self.waker.will_wake(cx.waker()) {
-                            drop(read);
-                            replies.update_waker(self.xid, cx.waker());
-                        }
-                        return Poll::Pending;
+                    match tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(budget) => budget.made_progress(),
+                        Poll::Pending => return self.pending(read, cx),
                     }
                 }
                 Poll::Ready(end) => {
@@ -571,6 +560,16 @@ impl Waiter<'_> {
             }
         }
         Poll::Ready(None)
+    }
+
+    /// `Pending` from the reading caller, the socket released, with `cx`'s waker the one its
+    /// answer wakes.
+    fn pending<T>(&self, read: MutexGuard<'_, ReadSide>, cx: &Context<'_>) -> Poll<T> {
+        drop(read);
+        if !self.waker.will_wake(cx.waker()) {
+            self.replies.update_waker(self.xid, cx.waker());
+        }
+        Poll::Pending
     }
 }
 

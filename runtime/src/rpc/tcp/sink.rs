@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes};
@@ -48,14 +47,15 @@ pub(super) struct RecordSink {
 
 struct Shared {
     state: Mutex<State>,
-    /// Set with `state.stream` cleared; read without the lock by a writer between writes.
-    is_closed: AtomicBool,
+    /// Raised with `state.stream` cleared: read without the lock by a writer between
+    /// writes, and waited for by the connection's owner (the one task in
+    /// [`RecordSink::closed`]).
+    closed: Signal,
     /// Wakes the writer task when a sender hands it a blocked batch.
     handover: Notify,
-    /// Tells the writer task that the sink closed.
-    closed: watch::Sender<bool>,
-    /// Tells the connection's owner (the one task that waits in [`RecordSink::closed`]).
-    owner_closed: Signal,
+    /// Tells the writer task that the sink closed (a second waiter, which `closed` cannot
+    /// have).
+    writer_closed: watch::Sender<bool>,
 }
 
 struct State {
@@ -103,10 +103,9 @@ impl RecordSink {
                 queue: VecDeque::new(),
                 busy: false,
             }),
-            is_closed: AtomicBool::new(false),
+            closed: Signal::default(),
             handover: Notify::new(),
-            closed: watch::Sender::new(false),
-            owner_closed: Signal::default(),
+            writer_closed: watch::Sender::new(false),
         });
         tokio::spawn(writer_task(shared.clone()));
         RecordSink { shared }
@@ -221,12 +220,12 @@ impl RecordSink {
     /// Waits until the sink is closed (by its owner, or because writing failed). For the
     /// connection's owner: one task at a time waits.
     pub(super) async fn closed(&self) {
-        self.shared.owner_closed.raised().await
+        self.shared.closed.raised().await
     }
 
     /// [`closed`](Self::closed) as a poll, cheap enough to look at on every wake-up.
     pub(super) fn poll_closed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        self.shared.owner_closed.poll_raised(cx)
+        self.shared.closed.poll_raised(cx)
     }
 }
 
@@ -244,7 +243,7 @@ impl Shared {
             return Drain::Closed;
         };
         loop {
-            if self.is_closed.load(Ordering::Acquire) {
+            if self.closed.is_raised() {
                 return Drain::Closed;
             }
             if batch.records.is_empty() {
@@ -292,11 +291,10 @@ impl Shared {
         let mut state = self.lock();
         state.stream = None;
         let queue = std::mem::take(&mut state.queue);
-        self.is_closed.store(true, Ordering::Release);
+        self.closed.raise();
         drop(state);
         drop(queue);
-        self.closed.send_replace(true);
-        self.owner_closed.raise();
+        self.writer_closed.send_replace(true);
     }
 }
 
@@ -328,7 +326,7 @@ impl Batch {
 
 /// Writes what senders hand over when the socket was full, until the sink closes.
 async fn writer_task(shared: Arc<Shared>) {
-    let mut closed = shared.closed.subscribe();
+    let mut closed = shared.writer_closed.subscribe();
     loop {
         tokio::select! {
             _ = shared.handover.notified() => {}
