@@ -30,7 +30,10 @@
 //!   and server; all pinned with `taskset`, client on CPU 0 and server on CPU 0 (*same CPU*)
 //!   or CPU 1 (*across CPUs*). The mixed pairs (our client with the C server, the C client
 //!   with our server) are shown too. **Our TCP against libtirpc is judged here**, same CPU and
-//!   across CPUs: the only fair comparison with a two-process baseline.
+//!   across CPUs: the only fair comparison with a two-process baseline. The C clients of the
+//!   calls-in-flight rows go to a second C server, so that the one judged has only ever had
+//!   one client at a time, as ours (after 64 clients at once libtirpc's server stays ~0.2 us
+//!   slower per call: it keeps polling every slot they used).
 //! * **one process**: our client and server in this process on one runtime (two workers;
 //!   `TRANSPORTS_RUNTIME=current` for a current-thread runtime), as an application embedding
 //!   both, or our other benches, run them. **RPC-over-RDMA against our TCP is judged here**:
