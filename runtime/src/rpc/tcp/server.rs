@@ -228,6 +228,8 @@ async fn serve_connection(
     tracing::debug!(%peer, "connection accepted");
     // Taken before reading, kept while no record is complete.
     let mut slot: Option<Slot> = None;
+    // The wakers last registered with the stop and closed signals.
+    let (mut stop_waker, mut closed_waker) = (None, None);
     let answer_running = loop {
         // Everything the task waits for, looked at with atomics on each wake-up (with
         // `select!` over a `watch` and a `Semaphore`, the looking cost ~1500 instructions per
@@ -237,10 +239,10 @@ async fn serve_connection(
             // they are answered would otherwise keep the runtime's thread until its socket
             // ran dry (reads of buffered records ask tokio nothing).
             let budget = ready!(tokio::task::coop::poll_proceed(cx));
-            if stop.poll_raised(cx).is_ready() {
+            if stop.poll_raised_with(cx, &mut stop_waker).is_ready() {
                 return Poll::Ready(Next::Stop);
             }
-            if sink.poll_closed(cx).is_ready() {
+            if sink.poll_closed_with(cx, &mut closed_waker).is_ready() {
                 return Poll::Ready(Next::Closed);
             }
             // Wait for a slot before reading: a client at the limit is not read from.

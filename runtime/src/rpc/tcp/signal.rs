@@ -6,7 +6,7 @@
 //! server, callgrind); here it is one atomic load while nothing happens.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use atomic_waker::AtomicWaker;
 
@@ -32,10 +32,26 @@ impl Signal {
     /// `Ready` once raised; otherwise `cx` is woken when it is. Only one task may wait: a
     /// second one takes the place of the first.
     pub(super) fn poll_raised(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_raised_with(cx, &mut None)
+    }
+
+    /// [`poll_raised`](Self::poll_raised) for a waiter that polls on every wake-up, mostly
+    /// with the same waker: `registered` keeps the waker it registered last. While the flag is
+    /// down that waker stays registered (only `raise` takes it out), so it is not registered
+    /// again (two compare-and-swaps per look saved).
+    pub(super) fn poll_raised_with(
+        &self,
+        cx: &mut Context<'_>,
+        registered: &mut Option<Waker>,
+    ) -> Poll<()> {
         if self.is_raised() {
             return Poll::Ready(());
         }
+        if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return Poll::Pending;
+        }
         self.waiter.register(cx.waker());
+        *registered = Some(cx.waker().clone());
         // Raised between the look and the registration: `raise` may have found no waker.
         if self.is_raised() {
             return Poll::Ready(());
@@ -73,6 +89,45 @@ mod tests {
             .unwrap();
         // Stays raised.
         signal.raised().await;
+    }
+
+    /// A waker that notes it was woken.
+    #[derive(Default)]
+    struct Woken(AtomicBool);
+
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_remembered_waker_is_woken_and_a_new_one_takes_its_place() {
+        let poll = |signal: &Signal, waker: &Waker, registered: &mut Option<Waker>| {
+            signal.poll_raised_with(&mut Context::from_waker(waker), registered)
+        };
+        let (a, b) = (Arc::new(Woken::default()), Arc::new(Woken::default()));
+        let (waker_a, waker_b) = (Waker::from(a.clone()), Waker::from(b.clone()));
+
+        // Polled again and again by the same task: still woken when raised.
+        let signal = Signal::default();
+        let mut registered = None;
+        for _ in 0..3 {
+            assert!(poll(&signal, &waker_a, &mut registered).is_pending());
+        }
+        signal.raise();
+        assert!(a.0.load(Ordering::SeqCst));
+        assert!(poll(&signal, &waker_a, &mut registered).is_ready());
+
+        // The waiter moved to another task: that one is woken, not the first.
+        a.0.store(false, Ordering::SeqCst);
+        let signal = Signal::default();
+        let mut registered = None;
+        assert!(poll(&signal, &waker_a, &mut registered).is_pending());
+        assert!(poll(&signal, &waker_b, &mut registered).is_pending());
+        signal.raise();
+        assert!(b.0.load(Ordering::SeqCst));
+        assert!(!a.0.load(Ordering::SeqCst));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

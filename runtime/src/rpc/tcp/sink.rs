@@ -227,6 +227,16 @@ impl RecordSink {
     pub(super) fn poll_closed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         self.shared.closed.poll_raised(cx)
     }
+
+    /// [`poll_closed`](Self::poll_closed) remembering the waker registered last (see
+    /// [`Signal::poll_raised_with`]).
+    pub(super) fn poll_closed_with(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        registered: &mut Option<std::task::Waker>,
+    ) -> std::task::Poll<()> {
+        self.shared.closed.poll_raised_with(cx, registered)
+    }
 }
 
 impl Shared {

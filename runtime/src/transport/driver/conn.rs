@@ -73,7 +73,7 @@ pub(crate) struct Conn<C: Connection> {
     close_notify: Notify,
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
-    backchannel: Mutex<Option<Client>>,
+    backchannel: Mutex<Option<Arc<Client>>>,
     /// A server in the 2004 mode: its program number and the server that answers the
     /// configuration calls (seed 000 section 6).
     configuration: std::sync::OnceLock<(u32, Server)>,
@@ -181,7 +181,7 @@ impl<C: Connection> Conn<C> {
             let client = Client::new(super::client::Backchannel {
                 conn: Arc::downgrade(&shared),
             });
-            *shared.backchannel.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+            *shared.backchannel.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(client));
         }
         {
             // A version 2 client's offer goes before anything else (seed 003 section 7).
