@@ -38,7 +38,8 @@ impl Signal {
     /// [`poll_raised`](Self::poll_raised) for a waiter that polls on every wake-up, mostly
     /// with the same waker: `registered` keeps the waker it registered last. While the flag is
     /// down that waker stays registered (only `raise` takes it out), so it is not registered
-    /// again (two compare-and-swaps per look saved).
+    /// again (two compare-and-swaps per look saved). Only for a signal with that one waiter:
+    /// a waiter displaced by another task's registration would not know it.
     pub(super) fn poll_raised_with(
         &self,
         cx: &mut Context<'_>,
