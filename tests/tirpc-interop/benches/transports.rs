@@ -855,11 +855,8 @@ fn main() -> ExitCode {
     let exe: PathBuf = std::env::current_exe().expect("this bench's path");
     let programs: CPrograms = c::programs().unwrap_or_else(|why| panic!("{why}"));
     let c_server = CServer::start(&programs).expect("start the C server");
-    // The calls-in-flight rows' C clients (up to 64 processes at once, a connection each) go
-    // to a server of their own: libtirpc's `svc_run` keeps polling every pollfd slot it has
-    // ever used (51 after one burst of 64 clients, dead ones set to -1; seen with strace),
-    // which made the shared server's NULL round trip ~0.2 us slower for every later round
-    // and put our TCP NULL rows 1.5-2 % ahead of a baseline that a fresh server beats.
+    // For the calls-in-flight rows' C clients (see "Process structure": after 64 of them at
+    // once, libtirpc's `svc_run` polls 51 slots instead of 2, seen with strace).
     let c_server_many = CServer::start(&programs).expect("start a second C server");
     let our_server = OurServer::start(&exe);
     let placements = placements();

@@ -3,14 +3,17 @@
 //! `tokio_null_floor PORT CALLS` makes CALLS NULL calls of `interop.x` (after a tenth as many
 //! unmeasured) to a server on 127.0.0.1:PORT, one at a time, from a spawned task on a
 //! current-thread runtime, as the transports bench's `--client tcp` does; and prints
-//! `mean_us=...` as the C client does. Each call is one prepared record written with
-//! `write_all` and a reply read until its 28 bytes are in: no XID matching, no decoding, no
-//! timeout, no reconnecting. So what it costs is tokio's and the kernel's part of a round
+//! `mean_us=...` as the C client does. Each call is one prepared record (its XID set) written
+//! with `write_all` and a reply read until its 28 bytes are in: no XID matching, no decoding,
+//! no timeout, no reconnecting. So what it costs is tokio's and the kernel's part of a round
 //! trip, and our client's cost above it is our own (`scripts/tcp-profile` compares the three).
 
 use std::time::Instant;
 
-use tirpc_interop::interop::interop_prog::{interop_vers::VERSION, PROGRAM};
+use rpcrdma::rpc::{encode_call_header, Credentials, RecordWriter};
+use rpcrdma::xdr::Encoder;
+use rpcrdma::xdr::Procedure;
+use tirpc_interop::interop::interop_prog::interop_vers::InteropNull;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -18,32 +21,34 @@ use tokio::net::TcpStream;
 /// length, SUCCESS.
 const REPLY_LEN: usize = 28;
 
-/// The NULL call with XID `xid` as one record (one fragment).
-fn null_call(xid: u32) -> [u8; 44] {
-    let words: [u32; 11] = [
-        0x8000_0000 | 40, // the last fragment, 40 bytes
-        xid,
-        0, // CALL
-        2, // RPC version
-        PROGRAM,
-        VERSION,
-        0, // procedure NULL
-        0, // AUTH_NONE credential, empty
+/// The NULL call as one record (one fragment), encoded once by our header encoder; each call
+/// writes its XID (bytes 4..8) into it.
+fn null_call_record() -> Vec<u8> {
+    let none = Credentials::None
+        .to_opaque_auth()
+        .expect("AUTH_NONE encodes");
+    let mut enc = Encoder::new();
+    encode_call_header(
+        &mut enc,
         0,
-        0, // AUTH_NONE verifier, empty
-        0,
-    ];
-    let mut record = [0u8; 44];
-    for (bytes, word) in record.chunks_exact_mut(4).zip(words) {
-        bytes.copy_from_slice(&word.to_be_bytes());
-    }
-    record
+        InteropNull::PROGRAM,
+        InteropNull::VERSION,
+        InteropNull::PROCEDURE,
+        &none,
+        &none,
+    )
+    .expect("a call header");
+    let mut pieces = Vec::new();
+    RecordWriter::default().frame(enc.finish().parts(), &mut pieces);
+    pieces.concat()
 }
 
 async fn calls(stream: &mut TcpStream, first_xid: u32, n: u32) -> std::io::Result<()> {
+    let mut record = null_call_record();
     let mut reply = [0u8; 256];
     for xid in first_xid..first_xid + n {
-        stream.write_all(&null_call(xid)).await?;
+        record[4..8].copy_from_slice(&xid.to_be_bytes());
+        stream.write_all(&record).await?;
         let mut got = 0;
         while got < REPLY_LEN {
             match stream.read(&mut reply[got..]).await? {

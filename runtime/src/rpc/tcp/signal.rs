@@ -32,7 +32,10 @@ impl Signal {
     /// `Ready` once raised; otherwise `cx` is woken when it is. Only one task may wait: a
     /// second one takes the place of the first.
     pub(super) fn poll_raised(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.poll_raised_with(cx, &mut None)
+        if self.is_raised() {
+            return Poll::Ready(());
+        }
+        self.register(cx.waker())
     }
 
     /// [`poll_raised`](Self::poll_raised) for a waiter that polls on every wake-up, mostly
@@ -51,8 +54,13 @@ impl Signal {
         if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             return Poll::Pending;
         }
-        self.waiter.register(cx.waker());
         *registered = Some(cx.waker().clone());
+        self.register(cx.waker())
+    }
+
+    /// Registers `waker`, then looks at the flag again.
+    fn register(&self, waker: &Waker) -> Poll<()> {
+        self.waiter.register(waker);
         // Raised between the look and the registration: `raise` may have found no waker.
         if self.is_raised() {
             return Poll::Ready(());
