@@ -449,7 +449,9 @@ async fn a_caller_waiting_for_a_slot_times_out_or_learns_the_connection_is_gone(
     .await;
     let first = {
         let c = c.clone();
-        tokio::spawn(async move { c.call::<Gated>(&1).await })
+        // A timeout of its own, longer: the slot stays taken past the next call's deadline.
+        let options = CallOptions::new().timeout(Duration::from_secs(60));
+        tokio::spawn(async move { c.call_with::<Gated>(&1, options).await })
     };
     gates.until_waiting(1).await;
     // The one slot is taken: the next call waits for it until its deadline.

@@ -25,9 +25,14 @@
 //! come in two structures, each compared only with its own kind:
 //!
 //! * **two processes**, as libtirpc runs: this bench binary started again as a client
-//!   (`--client`) and as a server (`--serve`, our TCP and RPC-over-RDMA servers), each on a
-//!   current-thread runtime (one thread per process, as the C programs), against the C client
-//!   and server; all pinned with `taskset`, client on CPU 0 and server on CPU 0 (*same CPU*)
+//!   (`--client`) and as servers (`--serve tcp`, our TCP server alone; `--serve rdma`, our
+//!   RPC-over-RDMA server and the raw TCP server), each on a current-thread runtime, against
+//!   the C client and server. Our TCP processes have one thread each for their work, as the C
+//!   programs: a second thread sharing a process's descriptor table makes each of its system
+//!   calls on a socket dearer (Linux then takes a reference on the file per call), 0.8 % of a
+//!   NULL round trip, so our TCP server no longer shares a process with the other servers'
+//!   threads (and our client times calls out without a thread: `rpc::tcp`'s `deadlines`).
+//!   All are pinned with `taskset`, client on CPU 0 and server on CPU 0 (*same CPU*)
 //!   or CPU 1 (*across CPUs*). The mixed pairs (our client with the C server, the C client
 //!   with our server) are shown too. **Our TCP against libtirpc is judged here**, same CPU and
 //!   across CPUs: the only fair comparison with a two-process baseline. The C clients of the
@@ -48,8 +53,8 @@
 //!
 //! The bulk target is judged in two processes on two CPUs (the *across CPUs* placement), as a
 //! client and a server on two machines run: our client process (`--client rdma|raw`) against
-//! our server process (`--serve`, which also runs a raw TCP server of blocking sockets). In one
-//! process the raw TCP baseline is bimodal: when tokio runs its sender and its receiver on
+//! our server process (`--serve rdma`, which also runs a raw TCP server of blocking sockets).
+//! In one process the raw TCP baseline is bimodal: when tokio runs its sender and its receiver on
 //! different workers, both CPUs copy one transfer (7.2-7.8 GB/s on a 2-vCPU VM), otherwise
 //! 3.3-3.7 GB/s, round to round; RPC-over-RDMA's four tasks (two applications, two provider
 //! connections) measured 3.0-3.4 GB/s there either way. Those one-process ratios are shown,
@@ -228,24 +233,61 @@ fn serving_server() -> Server {
     b.build()
 }
 
-/// `--serve`: our TCP and RPC-over-RDMA servers of [`serving_server`] on a current-thread
-/// runtime, and the raw TCP server of blocking sockets ([`raw_blocking_server`]); prints
-/// `TCP_PORT RDMA_PORT RAW_PORT` and serves until its standard input closes.
-fn serve_main() -> ExitCode {
-    let raw_port = raw_blocking_server();
+/// `--serve tcp`: our TCP server of [`serving_server`] alone on a current-thread runtime, the
+/// process's one thread (as libtirpc's server; see "Process structure"); prints its port.
+/// `--serve rdma`: our RPC-over-RDMA server of [`serving_server`] on a current-thread runtime
+/// and the raw TCP server of blocking sockets ([`raw_blocking_server`]); prints
+/// `RDMA_PORT RAW_PORT`. Either serves until its standard input closes.
+fn serve_main(what: Option<&str>) -> ExitCode {
+    let tcp = match what {
+        Some("tcp") => true,
+        Some("rdma") => false,
+        _ => {
+            eprintln!("usage: --serve tcp|rdma");
+            return ExitCode::FAILURE;
+        }
+    };
     current_thread().block_on(async {
-        let tcp = TcpServer::bind((Ipv4Addr::LOCALHOST, 0), serving_server(), TcpConfig::new())
-            .await
-            .unwrap();
-        let rdma = rdma_server(serving_server()).await;
-        println!("{} {} {raw_port}", tcp.local_addr().port(), rdma.port());
+        let _server = if tcp {
+            let tcp = TcpServer::bind((Ipv4Addr::LOCALHOST, 0), serving_server(), TcpConfig::new())
+                .await
+                .unwrap();
+            println!("{}", tcp.local_addr().port());
+            Some(tcp)
+        } else {
+            let raw_port = raw_blocking_server();
+            let rdma = rdma_server(serving_server()).await;
+            println!("{} {raw_port}", rdma.port());
+            None
+        };
         std::io::stdout().flush().unwrap();
-        let mut stdin = tokio::io::stdin();
-        let mut byte = [0u8; 1];
-        while matches!(stdin.read(&mut byte).await, Ok(n) if n > 0) {}
-        drop(tcp);
+        stdin_closed().await;
     });
     ExitCode::SUCCESS
+}
+
+/// Waits until standard input closes (whoever started this process went away), read by the
+/// runtime itself when it is a pipe: tokio's `stdin` reads on a thread of its blocking pool,
+/// a second thread in the process (see "Process structure"). Otherwise waits forever.
+async fn stdin_closed() {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok();
+    let Some(stdin) = stdin.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok()) else {
+        return std::future::pending().await;
+    };
+    let mut buffer = [0u8; 64];
+    loop {
+        if stdin.readable().await.is_err() {
+            return;
+        }
+        match stdin.try_read(&mut buffer) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// The raw TCP server of [`raw_server`]'s protocol on blocking sockets, a thread per
@@ -452,9 +494,10 @@ async fn null_us(client: &TestversClient, calls: usize) -> f64 {
         .unwrap()
 }
 
-/// Our servers in a process of their own (see [`serve_main`]), stopped when dropped.
+/// Our servers, in two processes (see [`serve_main`]): TCP alone in one, RPC-over-RDMA and raw
+/// TCP in the other; stopped when dropped.
 struct OurServer {
-    child: Child,
+    children: [Child; 2],
     tcp_port: u16,
     rdma_port: u16,
     raw_port: u16,
@@ -462,8 +505,28 @@ struct OurServer {
 
 impl OurServer {
     fn start(exe: &Path) -> OurServer {
+        let (tcp, tcp_ports) = Self::process(exe, "tcp");
+        let (rdma, rdma_ports) = Self::process(exe, "rdma");
+        let port = |ports: &[u16], i: usize| *ports.get(i).expect("a port per server");
+        OurServer {
+            tcp_port: port(&tcp_ports, 0),
+            rdma_port: port(&rdma_ports, 0),
+            raw_port: port(&rdma_ports, 1),
+            children: [tcp, rdma],
+        }
+    }
+
+    /// Pins both processes as `placement` wants its servers.
+    fn pin(&self, placement: Placement) {
+        for child in &self.children {
+            placement.pin_server(child.id());
+        }
+    }
+
+    /// Starts `--serve WHAT`; returns it and the ports it printed.
+    fn process(exe: &Path, what: &str) -> (Child, Vec<u16>) {
         let mut child = Command::new(exe)
-            .arg("--serve")
+            .args(["--serve", what])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -472,22 +535,20 @@ impl OurServer {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let mut ports = line.split_whitespace().map(|p| p.parse().unwrap());
-        let mut port = || ports.next().expect("three ports");
-        let (tcp_port, rdma_port, raw_port) = (port(), port(), port());
-        OurServer {
-            child,
-            tcp_port,
-            rdma_port,
-            raw_port,
-        }
+        let ports = line
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        (child, ports)
     }
 }
 
 impl Drop for OurServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -840,8 +901,8 @@ impl Ratio {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--serve") {
-        return serve_main();
+    if let Some(i) = args.iter().position(|a| a == "--serve") {
+        return serve_main(args.get(i + 1).map(String::as_str));
     }
     if let Some(i) = args.iter().position(|a| a == "--client") {
         return client_main(&args[i + 1..]);
@@ -918,7 +979,7 @@ fn main() -> ExitCode {
         eprint!("\rround {}/{rounds}", round + 1);
         for &p in &placements {
             p.pin_server(c_server.pid());
-            p.pin_server(our_server.child.id());
+            our_server.pin(p);
             let tag = p.label();
             push(
                 format!("{tag}/libtirpc"),
@@ -984,7 +1045,7 @@ fn main() -> ExitCode {
         // Calls in flight: the servers where the bulk rows had them (across CPUs where there
         // are two), the client processes where that placement puts clients.
         bulk_placement.pin_server(c_server_many.pid());
-        bulk_placement.pin_server(our_server.child.id());
+        our_server.pin(bulk_placement);
         for n in IN_FLIGHT {
             let each = (calls / n).max(20);
             rt.block_on(async {

@@ -50,9 +50,10 @@ pub struct TcpConfig {
     /// included, unless [`CallOptions::timeout`](crate::rpc::CallOptions::timeout) says
     /// otherwise; `None` waits forever. A call that runs out of time fails with
     /// [`TransportError::TimedOut`](crate::rpc::TransportError::TimedOut) and its XID is
-    /// forgotten (a reply arriving later is dropped). No timer per call: a thread of the
-    /// process looks for calls past this deadline every eighth of it (between 10 ms and a
-    /// second), so such a call fails at most that much later; a call's own timeout is exact.
+    /// forgotten (a reply arriving later is dropped). No timer per call: a task of the
+    /// connection looks for calls past this deadline every eighth of it (between 10 ms and a
+    /// second), so such a call fails at most that much later (and a kernel tick, a few ms); a
+    /// call's own timeout is exact.
     pub timeout: Option<Duration>,
     /// Client: how many times a call whose connection was lost before its reply arrived is
     /// sent again, with the same XID, on a new connection (like the RPC-over-RDMA transport

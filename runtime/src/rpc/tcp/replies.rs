@@ -24,15 +24,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::net::tcp::OwnedReadHalf;
-use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use super::config::TcpConfig;
-use super::deadlines::Expire;
+use super::deadlines::{CoarseInstant, Expire};
 use super::sink::RecordSink;
 use super::stream::{poll_record, try_record, ReadError};
 use crate::id_map::IdMap;
@@ -126,7 +124,7 @@ struct Waiting {
     waker: Waker,
     /// When the sweeper fails the call; `None`: the caller has a timer of its own, or waits
     /// forever.
-    deadline: Option<Instant>,
+    deadline: Option<CoarseInstant>,
 }
 
 /// What a waiting call gets.
@@ -167,10 +165,19 @@ impl Replies {
         }
     }
 
-    /// A future that is ready once a slot frees up after it was created (see
-    /// [`Lost::Full`]).
-    pub(super) fn slot_freed(&self) -> Notified<'_> {
-        self.slot_freed.notified()
+    /// Waits until a slot is free (see [`Lost::Full`]) or the connection has ended.
+    pub(super) async fn slot_freed(&self) {
+        let notified = self.slot_freed.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Listening before looking, so that a slot freed in between is not missed.
+        notified.as_mut().enable();
+        {
+            let pending = self.lock();
+            if !pending.open || pending.calls.len() < self.max_calls {
+                return;
+            }
+        }
+        notified.await
     }
 
     /// Forgets call `xid` (which must be there), waking the calls waiting for a slot when all
@@ -189,14 +196,14 @@ impl Replies {
     }
 
     /// Registers a call, before it is sent, with an XID chosen per `xid`; its reply (or its
-    /// deadline `deadline`, or the end of the connection) is then awaited on the [`Waiter`],
-    /// which wakes `waker`'s task.
-    pub(super) fn register<'a>(
-        &'a self,
+    /// deadline `deadline`, or the end of the connection) then wakes `waker`'s task, and is
+    /// polled for with the [`Ticket`].
+    pub(super) fn register(
+        &self,
         xid: Xid<'_>,
-        deadline: Option<Instant>,
-        waker: &'a Waker,
-    ) -> Result<Waiter<'a>, Lost> {
+        deadline: Option<CoarseInstant>,
+        waker: &Waker,
+    ) -> Result<Ticket, Lost> {
         let (xid, first) = {
             let mut pending = self.lock();
             if !pending.open {
@@ -240,17 +247,19 @@ impl Replies {
             wake(task);
             (xid, first)
         };
-        let waiter = Waiter {
-            replies: self,
+        let mut ticket = Ticket {
             xid,
-            waker,
+            waker: waker.clone(),
             armed: true,
         };
         if first {
             // Nobody read while no call waited: take in what came meanwhile.
-            self.drain_idle(xid)?;
+            if let Err(lost) = self.drain_idle(xid) {
+                self.cancel(&mut ticket);
+                return Err(lost);
+            }
         }
-        Ok(waiter)
+        Ok(ticket)
     }
 
     /// Reads what arrived while no call waited, without waiting for more. Nothing of it is for
@@ -489,7 +498,7 @@ fn wake(waker: Option<Waker>) {
 }
 
 impl Expire for Replies {
-    fn expire(&self, now: Instant) {
+    fn expire(&self, now: CoarseInstant) {
         let mut wakers = Vec::new();
         let task = {
             let mut pending = self.lock();
@@ -511,50 +520,89 @@ impl Expire for Replies {
     }
 }
 
-/// A registered call waiting for its reply; dropping it forgets the call (however it ends:
-/// a timeout of its own, cancellation, a lost connection).
-pub(super) struct Waiter<'a> {
-    replies: &'a Replies,
+/// A call registered with [`Replies::register`]: its XID, and the waker its answer wakes.
+/// Whoever holds it polls for the reply with [`Replies::poll_reply`] and, giving up before
+/// the reply (a timeout of its own, cancellation), hands it to [`Replies::cancel`];
+/// [`Waiter`] does both for a borrowed `Replies`.
+pub(super) struct Ticket {
     xid: u32,
     /// The waker registered with the call (kept current when the future moves to another
     /// task).
-    waker: &'a Waker,
+    waker: Waker,
+    /// Still registered: not answered, not cancelled.
     armed: bool,
 }
 
-impl Waiter<'_> {
+impl Ticket {
     /// The call's XID.
     pub(super) fn xid(&self) -> u32 {
         self.xid
     }
+}
 
-    /// Reads replies while this call holds the role; `Ready(Some)` with its own.
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Lost>>> {
-        let replies = self.replies;
-        let me = Reader::Caller(self.xid);
-        if replies.role() != me {
+impl Replies {
+    /// The answer to `ticket`'s call: its reply, or why there is none. `Pending` until then,
+    /// with `cx` woken when it comes. Must not be polled again once `Ready`.
+    pub(super) fn poll_reply(
+        &self,
+        ticket: &mut Ticket,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Bytes, Lost>> {
+        if let Some(done) = std::task::ready!(self.poll_read(ticket, cx)) {
+            return Poll::Ready(done);
+        }
+        // Not (or no longer) the reader: the answer comes from whoever reads.
+        let mut pending = self.lock();
+        let Some(call) = pending.calls.get_mut(&ticket.xid) else {
+            // Not reachable: only the ticket's holder removes its call, but for its own reply.
+            ticket.armed = false;
+            return Poll::Ready(Err(Lost::AfterSending));
+        };
+        let Some(answer) = call.answer.take() else {
+            if !call.waker.will_wake(cx.waker()) {
+                call.waker = cx.waker().clone();
+            }
+            return Poll::Pending;
+        };
+        self.forget(&mut pending, ticket.xid);
+        ticket.armed = false;
+        Poll::Ready(match answer {
+            Answer::Reply(reply) => Ok(reply),
+            Answer::TimedOut => Err(Lost::TimedOut),
+            Answer::Lost => Err(Lost::AfterSending),
+        })
+    }
+
+    /// Reads replies while `ticket`'s call holds the role; `Ready(Some)` with its own.
+    fn poll_read(
+        &self,
+        ticket: &mut Ticket,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Lost>>> {
+        let me = Reader::Caller(ticket.xid);
+        if self.role() != me {
             return Poll::Ready(None);
         }
-        let mut read = replies.lock_read();
+        let mut read = self.lock_read();
         let ReadSide { stream, records } = &mut *read;
-        while replies.role() == me {
+        while self.role() == me {
             match poll_record(cx, stream, records) {
-                Poll::Pending => return self.pending(read, cx),
+                Poll::Pending => return self.pending(read, ticket, cx),
                 Poll::Ready(Ok(Some(record))) => {
-                    if let Some(reply) = replies.route(record, Some(self.xid)) {
-                        self.armed = false;
+                    if let Some(reply) = self.route(record, Some(ticket.xid)) {
+                        ticket.armed = false;
                         return Poll::Ready(Some(Ok(reply)));
                     }
                     // A record for no call (late or stray): a unit of the task's budget each,
                     // as the reply task does.
                     match tokio::task::coop::poll_proceed(cx) {
                         Poll::Ready(budget) => budget.made_progress(),
-                        Poll::Pending => return self.pending(read, cx),
+                        Poll::Pending => return self.pending(read, ticket, cx),
                     }
                 }
                 Poll::Ready(end) => {
                     drop(read);
-                    replies.end(end);
+                    self.end(end);
                     break;
                 }
             }
@@ -564,12 +612,53 @@ impl Waiter<'_> {
 
     /// `Pending` from the reading caller, the socket released, with `cx`'s waker the one its
     /// answer wakes.
-    fn pending<T>(&self, read: MutexGuard<'_, ReadSide>, cx: &Context<'_>) -> Poll<T> {
+    fn pending<T>(
+        &self,
+        read: MutexGuard<'_, ReadSide>,
+        ticket: &mut Ticket,
+        cx: &Context<'_>,
+    ) -> Poll<T> {
         drop(read);
-        if !self.waker.will_wake(cx.waker()) {
-            self.replies.update_waker(self.xid, cx.waker());
+        if !ticket.waker.will_wake(cx.waker()) {
+            ticket.waker = cx.waker().clone();
+            self.update_waker(ticket.xid, cx.waker());
         }
         Poll::Pending
+    }
+
+    /// Forgets `ticket`'s call if it is still registered (its holder gave up waiting).
+    pub(super) fn cancel(&self, ticket: &mut Ticket) {
+        if !std::mem::replace(&mut ticket.armed, false) {
+            return;
+        }
+        let mut pending = self.lock();
+        if let Some(call) = self.forget(&mut pending, ticket.xid) {
+            if call.answer.is_none() {
+                pending.unanswered -= 1;
+            }
+        }
+        let task = self.settle(&mut pending);
+        drop(pending);
+        wake(task);
+    }
+}
+
+/// A registered call's reply as a future, from a borrowed [`Replies`]; dropping it forgets
+/// the call (however it ends: a timeout of its own, cancellation, a lost connection).
+pub(super) struct Waiter<'a> {
+    replies: &'a Replies,
+    ticket: Ticket,
+}
+
+impl<'a> Waiter<'a> {
+    /// Waits for the answer to `ticket`'s call, registered with `replies`.
+    pub(super) fn new(replies: &'a Replies, ticket: Ticket) -> Waiter<'a> {
+        Waiter { replies, ticket }
+    }
+
+    /// The call's XID.
+    pub(super) fn xid(&self) -> u32 {
+        self.ticket.xid
     }
 }
 
@@ -578,46 +667,12 @@ impl Future for Waiter<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let Some(done) = std::task::ready!(this.poll_read(cx)) {
-            return Poll::Ready(done);
-        }
-        // Not (or no longer) the reader: the answer comes from whoever reads.
-        let mut pending = this.replies.lock();
-        let Some(call) = pending.calls.get_mut(&this.xid) else {
-            // Not reachable: only this waiter removes its call, but for its own reply.
-            this.armed = false;
-            return Poll::Ready(Err(Lost::AfterSending));
-        };
-        let Some(answer) = call.answer.take() else {
-            if !call.waker.will_wake(cx.waker()) {
-                call.waker = cx.waker().clone();
-            }
-            return Poll::Pending;
-        };
-        this.replies.forget(&mut pending, this.xid);
-        this.armed = false;
-        Poll::Ready(match answer {
-            Answer::Reply(reply) => Ok(reply),
-            Answer::TimedOut => Err(Lost::TimedOut),
-            Answer::Lost => Err(Lost::AfterSending),
-        })
+        this.replies.poll_reply(&mut this.ticket, cx)
     }
 }
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let replies = self.replies;
-        let mut pending = replies.lock();
-        if let Some(call) = replies.forget(&mut pending, self.xid) {
-            if call.answer.is_none() {
-                pending.unanswered -= 1;
-            }
-        }
-        let task = replies.settle(&mut pending);
-        drop(pending);
-        wake(task);
+        self.replies.cancel(&mut self.ticket);
     }
 }

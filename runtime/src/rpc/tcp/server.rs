@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::TcpConfig;
-use super::encoding::encode_message;
+use super::encoding::with_message;
 use super::signal::Signal;
-use super::sink::RecordSink;
+use super::sink::{RecordSink, SinkClosed};
 use super::slots::{Slot, Slots};
 use super::stream::{poll_record, ReadError};
 use crate::rpc::record::RecordReader;
@@ -25,6 +25,7 @@ use crate::rpc::{
     encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
     HeapBuffers, Incoming, ReplyError, Server, TransportKind,
 };
+use crate::xdr::Encoder;
 
 /// How long to wait before accepting again after an error that is not about one connection
 /// (out of file descriptors, memory).
@@ -363,7 +364,7 @@ struct Replier {
 
 impl Replier {
     fn send(&self, xid: u32, result: &HandlerResult, slot: Slot) {
-        let encoded: crate::xdr::Result<_> = encode_message(|enc| {
+        let encode = |enc: &mut Encoder| -> crate::xdr::Result<()> {
             encode_reply(enc, xid, result)?;
             if enc.len() > self.max_record {
                 tracing::warn!(
@@ -377,16 +378,15 @@ impl Replier {
                 encode_reply_header(enc, xid, Err(ReplyError::SystemErr))?;
             }
             Ok(())
-        });
-        let message = match encoded {
-            Ok(message) => message,
+        };
+        match with_message(encode, |reply| self.sink.send(reply, Some(slot))) {
+            Ok(Ok(())) => {}
             Err(error) => {
                 tracing::error!(peer = %self.peer, xid, %error, "the reply header does not encode");
-                return;
             }
-        };
-        if self.sink.send(message.parts(), Some(slot)).is_err() {
-            tracing::debug!(peer = %self.peer, xid, "the connection closed before the reply");
+            Ok(Err(SinkClosed)) => {
+                tracing::debug!(peer = %self.peer, xid, "the connection closed before the reply");
+            }
         }
     }
 }

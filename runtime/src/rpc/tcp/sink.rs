@@ -38,6 +38,35 @@ const MAX_WRITE: usize = 64 << 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct SinkClosed;
 
+/// What [`RecordSink::send`] sends as one record.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Record<'a> {
+    /// Bytes lent for the call: written from where they are when the socket takes them at
+    /// once, copied when they have to wait.
+    Slice(&'a [u8]),
+    /// Shared buffers, in order: queued without a copy when they have to wait.
+    Parts(&'a [Bytes]),
+}
+
+/// A piece of a record: lent bytes or a shared buffer.
+trait Part: AsRef<[u8]> + Sized {
+    /// Runs `f` on `parts` as shared buffers (copied when lent).
+    fn shared<R>(parts: &[Self], f: impl FnOnce(&[Bytes]) -> R) -> R;
+}
+
+impl Part for Bytes {
+    fn shared<R>(parts: &[Bytes], f: impl FnOnce(&[Bytes]) -> R) -> R {
+        f(parts)
+    }
+}
+
+impl Part for &[u8] {
+    fn shared<R>(parts: &[&[u8]], f: impl FnOnce(&[Bytes]) -> R) -> R {
+        let copies: Vec<Bytes> = parts.iter().map(|p| Bytes::copy_from_slice(p)).collect();
+        f(&copies)
+    }
+}
+
 /// The writing side of a connection; clones share it. The owner of the connection calls
 /// [`close`](Self::close) when it ends (the writer task runs until then).
 #[derive(Clone)]
@@ -111,14 +140,22 @@ impl RecordSink {
         RecordSink { shared }
     }
 
-    /// Frames `parts` as one record and sends it (at once when the connection is idle);
-    /// `slot` is given back when the record has been written. Never waits.
-    pub(super) fn send(&self, parts: &[Bytes], slot: Option<Slot>) -> Result<(), SinkClosed> {
+    /// Sends `record` (at once when the connection is idle); `slot` is given back when it has
+    /// been written. Never waits.
+    pub(super) fn send(&self, record: Record<'_>, slot: Option<Slot>) -> Result<(), SinkClosed> {
+        match record {
+            Record::Slice(slice) => self.send_parts(&[slice], slot),
+            Record::Parts(parts) => self.send_parts(parts, slot),
+        }
+    }
+
+    /// Frames `parts` as one record and sends it.
+    fn send_parts<P: Part>(&self, parts: &[P], slot: Option<Slot>) -> Result<(), SinkClosed> {
         let mut state = self.shared.lock();
         let Some(stream) = state.stream.clone() else {
             return Err(SinkClosed);
         };
-        let total: usize = parts.iter().map(Bytes::len).sum();
+        let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();
         if !state.busy
             && state.queue.is_empty()
             && total <= state.framer.max_fragment()
@@ -130,7 +167,7 @@ impl RecordSink {
             return Ok(());
         }
         let mut framed = Vec::with_capacity(parts.len() + 1);
-        state.framer.frame(parts, &mut framed);
+        P::shared(parts, |parts| state.framer.frame(parts, &mut framed));
         state.queue.push_back(Queued {
             parts: framed,
             next: 0,
@@ -154,7 +191,13 @@ impl RecordSink {
     /// written at once (from the caller's buffers, or for a small record from one copy of
     /// it); only what the socket does not take is queued (framed as usual). Framing and
     /// queueing every record cost three allocations and four lock round trips per message.
-    fn send_now(&self, stream: &OwnedWriteHalf, parts: &[Bytes], total: usize, slot: Option<Slot>) {
+    fn send_now<P: Part>(
+        &self,
+        stream: &OwnedWriteHalf,
+        parts: &[P],
+        total: usize,
+        slot: Option<Slot>,
+    ) {
         let header = (total as u32 | LAST_FRAGMENT).to_be_bytes();
         let written = if total <= SMALL_RECORD {
             // One buffer, copied here: a gather list of the header and the message cost the
@@ -163,13 +206,14 @@ impl RecordSink {
             record[..FRAGMENT_HEADER_LEN].copy_from_slice(&header);
             let mut at = FRAGMENT_HEADER_LEN;
             for part in parts {
+                let part = part.as_ref();
                 record[at..at + part.len()].copy_from_slice(part);
                 at += part.len();
             }
             stream.try_write(&record[..at])
         } else {
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            let pieces = std::iter::once(&header[..]).chain(parts.iter().map(|p| &p[..]));
+            let pieces = std::iter::once(&header[..]).chain(parts.iter().map(|p| p.as_ref()));
             let count = io_slices(pieces, &mut iov);
             stream.try_write_vectored(&iov[..count])
         };
@@ -195,7 +239,9 @@ impl RecordSink {
         if written < header.len() + total {
             let mut framed = Vec::with_capacity(parts.len() + 1);
             framed.push(Bytes::copy_from_slice(&header));
-            framed.extend(parts.iter().filter(|p| !p.is_empty()).cloned());
+            P::shared(parts, |parts| {
+                framed.extend(parts.iter().filter(|p| !p.is_empty()).cloned())
+            });
             batch.records.push_back(Queued {
                 parts: framed,
                 next: 0,
