@@ -73,13 +73,16 @@
 //! do not share workers.
 //!
 //! Rounds are interleaved so that every measurement sees the same conditions; each figure is
-//! the median of its rounds, each ratio the median of the per-round ratios. A missed target
-//! is marked `MISSED`; with `--check` (or `BENCH_CHECK=1`) the bench then exits non-zero.
+//! the median of its rounds (or runs), each ratio the median of the per-round (per-run)
+//! ratios. A missed target is marked `MISSED`; with `--check` (or `BENCH_CHECK=1`) the bench
+//! then exits non-zero.
 //!
 //! `cargo bench -p tirpc-interop --bench transports [-- --check]`; `TRANSPORTS_ROUNDS` and
 //! `TRANSPORTS_CALLS` change the rounds (default 9, 3 with `BENCH_QUICK=1`) and calls per
-//! latency round (default 5000, 2000 quick). Every ratio and the calls-in-flight curves are
-//! also written as records for `scripts/bench`'s report (`bench_report`).
+//! latency round (default 5000, 2000 quick), `TRANSPORTS_NULL_REPEATS` how many times each
+//! two-process NULL pair runs per round (default 3, 1 quick). Every ratio and the
+//! calls-in-flight curves are also written as records for `scripts/bench`'s report
+//! (`bench_report`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -912,6 +915,9 @@ fn main() -> ExitCode {
     let quick = bench_report::quick();
     let rounds = env_or("TRANSPORTS_ROUNDS", if quick { 3 } else { 9 }).max(1);
     let calls = env_or("TRANSPORTS_CALLS", if quick { 2000 } else { 5000 }).max(10);
+    // Runs of each two-process NULL pair per round: across CPUs a run varies by +-10 % (the
+    // wake-ups between CPUs), too much for 9 samples to judge a 1 % difference.
+    let null_repeats = env_or("TRANSPORTS_NULL_REPEATS", if quick { 1 } else { 3 }).max(1);
     let bulk_ops = if quick { 16 } else { 64 };
     let exe: PathBuf = std::env::current_exe().expect("this bench's path");
     let programs: CPrograms = c::programs().unwrap_or_else(|why| panic!("{why}"));
@@ -981,26 +987,34 @@ fn main() -> ExitCode {
             p.pin_server(c_server.pid());
             our_server.pin(p);
             let tag = p.label();
-            push(
-                format!("{tag}/libtirpc"),
-                p.client_mean_us(&programs.client, &c_args(&c_port)),
-            );
-            push(
-                format!("{tag}/tcp"),
-                p.client_mean_us(&exe, &ours("tcp", our_server.tcp_port, calls, "null", 1)),
-            );
-            push(
-                format!("{tag}/rdma"),
-                p.client_mean_us(&exe, &ours("rdma", our_server.rdma_port, calls, "null", 1)),
-            );
-            push(
-                format!("{tag}/C client, our server"),
-                p.client_mean_us(&programs.client, &c_args(&our_server.tcp_port.to_string())),
-            );
-            push(
-                format!("{tag}/our client, C server"),
-                p.client_mean_us(&exe, &ours("tcp", c_server.port(), calls, "null", 1)),
-            );
+            for repeat in 0..null_repeats {
+                // Which pair runs first alternates, so that neither always follows the other
+                // (or the bulk rows of the round before).
+                let c_pair = || p.client_mean_us(&programs.client, &c_args(&c_port));
+                let our_pair =
+                    || p.client_mean_us(&exe, &ours("tcp", our_server.tcp_port, calls, "null", 1));
+                let (c, tcp) = if (round * null_repeats + repeat) % 2 == 0 {
+                    let c = c_pair();
+                    (c, our_pair())
+                } else {
+                    let tcp = our_pair();
+                    (c_pair(), tcp)
+                };
+                push(format!("{tag}/libtirpc"), c);
+                push(format!("{tag}/tcp"), tcp);
+                push(
+                    format!("{tag}/rdma"),
+                    p.client_mean_us(&exe, &ours("rdma", our_server.rdma_port, calls, "null", 1)),
+                );
+                push(
+                    format!("{tag}/C client, our server"),
+                    p.client_mean_us(&programs.client, &c_args(&our_server.tcp_port.to_string())),
+                );
+                push(
+                    format!("{tag}/our client, C server"),
+                    p.client_mean_us(&exe, &ours("tcp", c_server.port(), calls, "null", 1)),
+                );
+            }
             if p == bulk_placement {
                 for op in ["read", "write"] {
                     push(
@@ -1364,8 +1378,10 @@ fn main() -> ExitCode {
     rec.note(
         NULL_GROUP,
         format!(
-            "{rounds} interleaved rounds of {calls} calls, one at a time; each ratio is the \
-             median of the per-round ratios [range]. libtirpc's client and server are rpcgen \
+            "{rounds} rounds of {calls} calls, one at a time, each two-process pair run \
+             {null_repeats} times per round (which of libtirpc's pair and ours runs first \
+             alternates); each ratio is the median of the per-run ratios [range]. \
+             libtirpc's client and server are rpcgen \
              C programs, one process each, so our TCP is judged against it in the same \
              structure (two processes, {placement_note}); RPC-over-RDMA (soft iWARP \
              provider) is judged against our TCP in one process, where no process wake-up \
