@@ -518,7 +518,7 @@ impl Connection {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         let (read, write) = stream.into_split();
-        let sink = RecordSink::new(Arc::new(write), config.max_fragment);
+        let sink = RecordSink::new(write, config.max_fragment);
         let replies = Arc::new(Replies::new(peer, read, config, sink.clone()));
         let sweeper = match config.timeout {
             Some(timeout) => {

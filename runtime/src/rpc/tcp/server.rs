@@ -212,7 +212,7 @@ async fn serve_connection(
         tracing::debug!(%peer, %error, "TCP_NODELAY refused");
     }
     let (mut stream, write) = stream.into_split();
-    let sink = RecordSink::new(Arc::new(write), context.config.max_fragment);
+    let sink = RecordSink::new(write, context.config.max_fragment);
     let _close = CloseOnDrop(sink.clone());
     let slots = Slots::new(context.config.slots() as usize);
     let connection = ConnectionContext {

@@ -6,9 +6,21 @@
 //! socket is full, the rest is handed to the connection's writer task, which waits for the
 //! socket; so a sender never waits for the peer, and a caller that is cancelled never leaves a
 //! record half-written.
+//!
+//! Who writes is one flag, `busy`, taken with a compare-and-swap: a lone sender takes the
+//! socket, writes and gives it back without a lock (two lock round trips and a reference
+//! count per record before; the queue's lock is only for records that have to wait). The one
+//! rule that makes giving it back without the lock safe: a sender that queues a record
+//! publishes the queue's length, then tries to take the flag; the writer that gives the flag
+//! back then looks at that length, and takes the flag again if a record came meanwhile. One
+//! of the two sees the other (both in sequentially consistent order), so no record is left
+//! in the queue with nobody to write it.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+#[cfg(unix)]
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes};
@@ -75,10 +87,18 @@ pub(super) struct RecordSink {
 }
 
 struct Shared {
+    /// The sending side; shut down (not dropped) when the sink closes, so that the peer sees
+    /// the end at once.
+    stream: OwnedWriteHalf,
+    /// A writer (a sender, or the writer task) owns the socket's sending side.
+    busy: AtomicBool,
+    /// `state.queue`'s length, set with the queue (see the module's doc).
+    queued: AtomicUsize,
+    /// The framer's largest fragment: a record up to this long is written as one.
+    max_fragment: usize,
     state: Mutex<State>,
-    /// Raised with `state.stream` cleared: read without the lock by a writer between
-    /// writes, and waited for by the connection's owner (the one task in
-    /// [`RecordSink::closed`]).
+    /// Raised when the sink closes: read without the lock by a writer between writes, and
+    /// waited for by the connection's owner (the one task in [`RecordSink::closed`]).
     closed: Signal,
     /// Wakes the writer task when a sender hands it a blocked batch.
     handover: Notify,
@@ -88,13 +108,9 @@ struct Shared {
 }
 
 struct State {
-    /// `None` once closed (dropping the last reference shuts the sending side down).
-    stream: Option<Arc<OwnedWriteHalf>>,
     framer: RecordWriter,
     /// Framed records not yet taken by a writer, in order.
     queue: VecDeque<Queued>,
-    /// A writer (a sender, or the writer task) owns the socket's sending side.
-    busy: bool,
 }
 
 /// One framed record, partly written when `next > 0` or its `parts[next]` was advanced.
@@ -115,7 +131,7 @@ enum Drain {
     /// Everything was written; the socket is free (`busy` cleared).
     Idle,
     /// The socket is full: wait until it is writable, then drain again.
-    Blocked(Arc<OwnedWriteHalf>),
+    Blocked,
     /// Writing failed.
     Failed(io::Error),
     /// The connection was closed meanwhile.
@@ -124,13 +140,16 @@ enum Drain {
 
 impl RecordSink {
     /// Starts the writing side `stream`, writing fragments of at most `max_fragment` bytes.
-    pub(super) fn new(stream: Arc<OwnedWriteHalf>, max_fragment: usize) -> RecordSink {
+    pub(super) fn new(stream: OwnedWriteHalf, max_fragment: usize) -> RecordSink {
+        let framer = RecordWriter::new(max_fragment);
         let shared = Arc::new(Shared {
+            stream,
+            busy: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+            max_fragment: framer.max_fragment(),
             state: Mutex::new(State {
-                stream: Some(stream),
-                framer: RecordWriter::new(max_fragment),
+                framer,
                 queue: VecDeque::new(),
-                busy: false,
             }),
             closed: Signal::default(),
             handover: Notify::new(),
@@ -151,20 +170,25 @@ impl RecordSink {
 
     /// Frames `parts` as one record and sends it.
     fn send_parts<P: Part>(&self, parts: &[P], slot: Option<Slot>) -> Result<(), SinkClosed> {
-        let mut state = self.shared.lock();
-        let Some(stream) = state.stream.clone() else {
+        let shared = &*self.shared;
+        if shared.closed.is_raised() {
             return Err(SinkClosed);
-        };
+        }
         let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();
-        if !state.busy
-            && state.queue.is_empty()
-            && total <= state.framer.max_fragment()
+        if total <= shared.max_fragment
             && parts.len() < MAX_IOV
+            && shared
+                .busy
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok()
         {
-            state.busy = true;
-            drop(state);
-            self.send_now(&stream, parts, total, slot);
+            self.send_now(parts, total, slot);
             return Ok(());
+        }
+        let mut state = shared.lock();
+        // Checked again under the lock: `close` empties the queue under it.
+        if shared.closed.is_raised() {
+            return Err(SinkClosed);
         }
         let mut framed = Vec::with_capacity(parts.len() + 1);
         P::shared(parts, |parts| state.framer.frame(parts, &mut framed));
@@ -173,16 +197,11 @@ impl RecordSink {
             next: 0,
             _slot: slot,
         });
-        if state.busy {
-            return Ok(());
-        }
-        state.busy = true;
+        shared.queued.store(state.queue.len(), SeqCst);
         drop(state);
-        let mut batch = Batch::default();
-        match self.shared.drain(&mut batch) {
-            Drain::Idle | Drain::Closed => {}
-            Drain::Blocked(_) => self.shared.hand_over(batch),
-            Drain::Failed(e) => self.shared.fail(&e),
+        // Whoever owns the socket gives it back only after looking at `queued`.
+        if !shared.busy.swap(true, SeqCst) {
+            shared.write_queued(Batch::default());
         }
         Ok(())
     }
@@ -191,13 +210,8 @@ impl RecordSink {
     /// written at once (from the caller's buffers, or for a small record from one copy of
     /// it); only what the socket does not take is queued (framed as usual). Framing and
     /// queueing every record cost three allocations and four lock round trips per message.
-    fn send_now<P: Part>(
-        &self,
-        stream: &OwnedWriteHalf,
-        parts: &[P],
-        total: usize,
-        slot: Option<Slot>,
-    ) {
+    fn send_now<P: Part>(&self, parts: &[P], total: usize, slot: Option<Slot>) {
+        let stream = &self.shared.stream;
         let header = (total as u32 | LAST_FRAGMENT).to_be_bytes();
         let written = if total <= SMALL_RECORD {
             // One buffer, copied here: a gather list of the header and the message cost the
@@ -228,10 +242,9 @@ impl RecordSink {
             Err(e) => return self.shared.fail(&e),
         };
         if written == header.len() + total {
-            // All out: release the socket, unless others queued records meanwhile.
-            let mut state = self.shared.lock();
-            if state.queue.is_empty() {
-                state.busy = false;
+            // All out: give the socket back, unless others queued records meanwhile.
+            self.shared.busy.store(false, SeqCst);
+            if self.shared.queued.load(SeqCst) == 0 || self.shared.busy.swap(true, SeqCst) {
                 return;
             }
         }
@@ -250,11 +263,7 @@ impl RecordSink {
             batch.advance(written);
         }
         // Whatever is left of the record, then whatever others queued meanwhile.
-        match self.shared.drain(&mut batch) {
-            Drain::Idle | Drain::Closed => {}
-            Drain::Blocked(_) => self.shared.hand_over(batch),
-            Drain::Failed(e) => self.shared.fail(&e),
-        }
+        self.shared.write_queued(batch);
     }
 
     /// Closes the connection's sending side: queued records are dropped, later sends fail,
@@ -286,6 +295,16 @@ impl RecordSink {
 }
 
 impl Shared {
+    /// Writes `batch`, then the queue, as the socket's owner; hands what the socket does not
+    /// take to the writer task.
+    fn write_queued(&self, mut batch: Batch) {
+        match self.drain(&mut batch) {
+            Drain::Idle | Drain::Closed => {}
+            Drain::Blocked => self.hand_over(batch),
+            Drain::Failed(e) => self.fail(&e),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state inconsistent (each update
         // is one assignment or one queue operation), so a poisoned lock is still usable.
@@ -295,9 +314,6 @@ impl Shared {
     /// Writes queued records until the queue is empty, the socket is full, or writing fails.
     /// The caller owns the sending side (`busy`).
     fn drain(&self, batch: &mut Batch) -> Drain {
-        let Some(stream) = self.lock().stream.clone() else {
-            return Drain::Closed;
-        };
         loop {
             if self.closed.is_raised() {
                 return Drain::Closed;
@@ -305,19 +321,21 @@ impl Shared {
             if batch.records.is_empty() {
                 let mut state = self.lock();
                 if state.queue.is_empty() {
-                    state.busy = false;
+                    // Under the lock: a sender queueing next finds the flag down and writes.
+                    self.busy.store(false, SeqCst);
                     return Drain::Idle;
                 }
                 let n = state.queue.len().min(MAX_BATCH);
                 batch.records.extend(state.queue.drain(..n));
+                self.queued.store(state.queue.len(), SeqCst);
             }
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
             let count = batch.io_slices(&mut iov);
-            match stream.try_write_vectored(&iov[..count]) {
+            match self.stream.try_write_vectored(&iov[..count]) {
                 Ok(0) => return Drain::Failed(io::ErrorKind::WriteZero.into()),
                 Ok(n) => batch.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return Drain::Blocked(stream);
+                    return Drain::Blocked;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Drain::Failed(e),
@@ -328,12 +346,13 @@ impl Shared {
     /// Gives a blocked batch to the writer task: back at the head of the queue, still `busy`.
     fn hand_over(&self, batch: Batch) {
         let mut state = self.lock();
-        if state.stream.is_none() {
+        if self.closed.is_raised() {
             return;
         }
         for record in batch.records.into_iter().rev() {
             state.queue.push_front(record);
         }
+        self.queued.store(state.queue.len(), SeqCst);
         drop(state);
         self.handover.notify_one();
     }
@@ -345,11 +364,22 @@ impl Shared {
 
     fn close(&self) {
         let mut state = self.lock();
-        state.stream = None;
         let queue = std::mem::take(&mut state.queue);
+        self.queued.store(0, SeqCst);
+        let first = !self.closed.is_raised();
         self.closed.raise();
         drop(state);
         drop(queue);
+        if first {
+            // The peer sees the end now, whoever still holds the sink (elsewhere than Unix,
+            // when the last holder drops it). A write racing with this fails, and closes
+            // again.
+            #[cfg(unix)]
+            // SAFETY: the descriptor is the stream's own, open while `self.stream` lives.
+            unsafe {
+                libc::shutdown(self.stream.as_ref().as_raw_fd(), libc::SHUT_WR)
+            };
+        }
         self.writer_closed.send_replace(true);
     }
 }
@@ -397,9 +427,9 @@ async fn writer_task(shared: Arc<Shared>) {
                     shared.fail(&e);
                     return;
                 }
-                Drain::Blocked(stream) => {
+                Drain::Blocked => {
                     tokio::select! {
-                        writable = stream.writable() => {
+                        writable = shared.stream.writable() => {
                             if let Err(e) = writable {
                                 shared.fail(&e);
                                 return;
@@ -455,5 +485,68 @@ mod tests {
         let count = io_slices(pieces, &mut iov);
         assert_eq!(count, MAX_IOV);
         assert!(lengths(&iov).iter().all(|&n| n == 10));
+    }
+
+    /// Many senders on several threads, small records (the lock-free path) mixed with large
+    /// ones (queued, handed to the writer task when the socket fills), in rounds: every
+    /// record of a round arrives whole before the next round starts (so a record left in the
+    /// queue with nobody to write it hangs the test), and each sender's records keep their
+    /// order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_senders_lose_and_mix_no_record() {
+        use super::super::stream::poll_record;
+        use crate::rpc::record::RecordReader;
+
+        const SENDERS: u32 = 8;
+        const ROUNDS: u32 = 400;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), async {
+            listener.accept().await.unwrap().0
+        });
+        let (_keep, write) = client.unwrap().into_split();
+        let sink = RecordSink::new(write, 1 << 20);
+        // Sender `s`'s record of round `i`: both numbers, then filler up to a size that
+        // cycles from a few bytes to 200 KiB (past what loopback's socket takes at once).
+        let record = |s: u32, i: u32| {
+            let len = [8usize, 40, 100, 8, 3000, 200_000][((s + i) % 6) as usize];
+            let mut r = vec![(s as u8) ^ (i as u8); len];
+            r[..4].copy_from_slice(&s.to_be_bytes());
+            r[4..8].copy_from_slice(&i.to_be_bytes());
+            r
+        };
+        let (mut read, _) = accepted.into_split();
+        let mut records = RecordReader::new(1 << 20);
+        for i in 0..ROUNDS {
+            let senders: Vec<_> = (0..SENDERS)
+                .map(|s| {
+                    let sink = sink.clone();
+                    tokio::spawn(async move {
+                        let r = record(s, i);
+                        sink.send(Record::Slice(&r), None).unwrap();
+                    })
+                })
+                .collect();
+            let mut seen = [false; SENDERS as usize];
+            let reading = async {
+                for _ in 0..SENDERS {
+                    let got = std::future::poll_fn(|cx| poll_record(cx, &mut read, &mut records))
+                        .await
+                        .unwrap()
+                        .expect("a record, not the end");
+                    let s = u32::from_be_bytes(got[..4].try_into().unwrap());
+                    let round = u32::from_be_bytes(got[4..8].try_into().unwrap());
+                    assert_eq!(round, i, "sender {s}'s record of this round");
+                    assert_eq!(&got[..], &record(s, i)[..], "sender {s}'s record whole");
+                    assert!(!std::mem::replace(&mut seen[s as usize], true));
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(20), reading)
+                .await
+                .unwrap_or_else(|_| panic!("round {i}: a record was left unwritten"));
+            for sender in senders {
+                sender.await.unwrap();
+            }
+        }
     }
 }
