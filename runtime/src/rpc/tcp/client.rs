@@ -394,10 +394,9 @@ impl<'a> Exchange<'a> {
                 return Ok(());
             }
             Err(lost) => {
-                let xid = None;
                 self.slow(Some(Attempt {
                     connection,
-                    xid,
+                    xid: None,
                     lost,
                 }));
                 return Ok(());
