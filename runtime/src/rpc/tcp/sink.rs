@@ -175,8 +175,11 @@ impl RecordSink {
             return Err(SinkClosed);
         }
         let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();
+        // Not past records still queued (a sender's records go out in the order it sent
+        // them).
         if total <= shared.max_fragment
             && parts.len() < MAX_IOV
+            && shared.queued.load(SeqCst) == 0
             && shared
                 .busy
                 .compare_exchange(false, true, SeqCst, SeqCst)
@@ -488,10 +491,10 @@ mod tests {
     }
 
     /// Many senders on several threads, small records (the lock-free path) mixed with large
-    /// ones (queued, handed to the writer task when the socket fills), in rounds: every
-    /// record of a round arrives whole before the next round starts (so a record left in the
-    /// queue with nobody to write it hangs the test), and each sender's records keep their
-    /// order.
+    /// ones (queued, handed to the writer task when the socket fills), in rounds of two
+    /// records per sender: every record of a round arrives whole before the next round
+    /// starts (so a record left in the queue with nobody to write it hangs the test), and
+    /// each sender's two arrive in the order it sent them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_senders_lose_and_mix_no_record() {
         use super::super::stream::poll_record;
@@ -506,13 +509,13 @@ mod tests {
         });
         let (_keep, write) = client.unwrap().into_split();
         let sink = RecordSink::new(write, 1 << 20);
-        // Sender `s`'s record of round `i`: both numbers, then filler up to a size that
-        // cycles from a few bytes to 200 KiB (past what loopback's socket takes at once).
-        let record = |s: u32, i: u32| {
-            let len = [8usize, 40, 100, 8, 3000, 200_000][((s + i) % 6) as usize];
-            let mut r = vec![(s as u8) ^ (i as u8); len];
+        // Sender `s`'s record `k`: both numbers, then filler up to a size that cycles from a
+        // few bytes to 200 KiB (past what loopback's socket takes at once).
+        let record = |s: u32, k: u32| {
+            let len = [8usize, 40, 100, 8, 3000, 200_000][((s + k) % 6) as usize];
+            let mut r = vec![(s as u8) ^ (k as u8); len];
             r[..4].copy_from_slice(&s.to_be_bytes());
-            r[4..8].copy_from_slice(&i.to_be_bytes());
+            r[4..8].copy_from_slice(&k.to_be_bytes());
             r
         };
         let (mut read, _) = accepted.into_split();
@@ -522,23 +525,25 @@ mod tests {
                 .map(|s| {
                     let sink = sink.clone();
                     tokio::spawn(async move {
-                        let r = record(s, i);
-                        sink.send(Record::Slice(&r), None).unwrap();
+                        for k in [2 * i, 2 * i + 1] {
+                            let r = record(s, k);
+                            sink.send(Record::Slice(&r), None).unwrap();
+                        }
                     })
                 })
                 .collect();
-            let mut seen = [false; SENDERS as usize];
+            let mut next = [2 * i; SENDERS as usize];
             let reading = async {
-                for _ in 0..SENDERS {
+                for _ in 0..2 * SENDERS {
                     let got = std::future::poll_fn(|cx| poll_record(cx, &mut read, &mut records))
                         .await
                         .unwrap()
                         .expect("a record, not the end");
                     let s = u32::from_be_bytes(got[..4].try_into().unwrap());
-                    let round = u32::from_be_bytes(got[4..8].try_into().unwrap());
-                    assert_eq!(round, i, "sender {s}'s record of this round");
-                    assert_eq!(&got[..], &record(s, i)[..], "sender {s}'s record whole");
-                    assert!(!std::mem::replace(&mut seen[s as usize], true));
+                    let k = u32::from_be_bytes(got[4..8].try_into().unwrap());
+                    assert_eq!(k, next[s as usize], "sender {s}'s records in order");
+                    assert_eq!(&got[..], &record(s, k)[..], "sender {s}'s record whole");
+                    next[s as usize] += 1;
                 }
             };
             tokio::time::timeout(std::time::Duration::from_secs(20), reading)
