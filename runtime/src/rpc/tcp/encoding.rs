@@ -36,8 +36,10 @@ pub(super) fn with_message<E, R>(
             return Ok(send_from(&mut enc, send));
         };
         let enc = kept.get_or_insert_with(|| Encoder::with_capacity(CAPACITY));
-        // Left over if an earlier `encode` or `send` panicked.
-        enc.clear();
+        // Every message leaves the encoder cleared, unless its `encode` or `send` panicked.
+        if !enc.is_empty() {
+            enc.clear();
+        }
         encode(enc)?;
         let sent = send_from(enc, send);
         if enc.capacity() > MAX_KEPT {
