@@ -16,7 +16,8 @@
 //! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency`, `-- throughput`,
 //! `-- processes` or `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
 //! round trips; `-- profile read crc-on` runs one bulk variant for `PROFILE_SECS` seconds,
-//! default 10, to record with `perf`). Every figure is also written as a record for `scripts/bench`'s report
+//! default 10, to record with `perf`; `-- ping confirmed 10000` runs one round-trip variant
+//! for callgrind, see `scripts/soft-profile --round-trip`). Every figure is also written as a record for `scripts/bench`'s report
 //! (`bench_report`); `BENCH_QUICK=1` runs fewer, shorter rounds.
 //! Baseline and provider run on the same tokio runtime (two workers; the round trips also on a
 //! current-thread runtime) with the same sizes; rounds alternate baseline and provider. On the
@@ -28,7 +29,10 @@
 //! Each target is judged on the median of the per-round ratios and marked `met` or `MISSED`;
 //! with `-- --check` (or `BENCH_CHECK=1`) a missed target makes the bench exit non-zero. The
 //! round-trip target applies to the default, confirmed completions, in every placement; local
-//! completions are shown for reference.
+//! completions are shown for reference. The same target is also judged for a machine with fast
+//! loopback (issue 12's, raw TCP 4.1 us): the provider's time above raw TCP in each round,
+//! measured here, added to that machine's 4.1 us. This machine's own ratio can pass where that
+//! one fails (a slow loopback hides the provider's cost), so both are judged.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -265,6 +269,13 @@ fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
 /// this fraction of the best single TCP stream's rate, with CRC off and with CRC on (one more
 /// pass over the data each way: hardware CRC32c runs at several times the copy speed).
 const LATENCY_TARGET: f64 = 1.3;
+
+/// Raw tokio TCP's 64-byte round trip on the fast-loopback machine of issue 12 (2-vCPU VM),
+/// where the provider measured 1.56x. The round-trip target must hold there too: the
+/// provider's time above raw TCP, measured here, is judged as if added to this loopback
+/// ([`latency`]). That assumes the provider's own cost does not shrink on the faster machine,
+/// so meeting it here is enough, not necessary.
+const FAST_LOOPBACK_US: f64 = 4.1;
 const THROUGHPUT_TARGET: f64 = 0.85;
 const THROUGHPUT_TARGET_CRC: f64 = 0.70;
 
@@ -366,6 +377,38 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client) -> Vec<Strin
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
     let mut missed = Vec::new();
+    // The provider's own time per round trip (above raw TCP, same round), carried over to the
+    // fast-loopback machine: (4.1 us + overhead) / 4.1 us.
+    let overhead: Vec<f64> = soft.iter().zip(tcp).map(|(s, t)| s - t).collect();
+    let (o, olo, ohi) = stats(&overhead);
+    let projected: Vec<f64> = overhead
+        .iter()
+        .map(|o| (FAST_LOOPBACK_US + o) / FAST_LOOPBACK_US)
+        .collect();
+    let (p, plo, phi) = stats(&projected);
+    let met = p <= LATENCY_TARGET;
+    if !met {
+        missed.push(format!(
+            "{runtime}, {place}, over a {FAST_LOOPBACK_US} us loopback: {p:.2}x"
+        ));
+    }
+    let budget = (LATENCY_TARGET - 1.0) * FAST_LOOPBACK_US;
+    let overhead_line = format!(
+        "  confirmed, time above raw TCP          {o:7.2} us [{olo:.2} .. {ohi:.2}]   over a {FAST_LOOPBACK_US} us loopback {p:.2}x [{plo:.2} .. {phi:.2}] (target <= {LATENCY_TARGET}x: {budget:.2} us) {}",
+        verdict(met)
+    );
+    rec.figure(
+        GROUP,
+        &format!(
+            "64 B Send/Recv round trip, confirmed completions, time above raw TCP carried over to a {FAST_LOOPBACK_US} us loopback, {runtime}, {place}"
+        ),
+        o,
+        "us",
+    )
+    .baseline("raw TCP 64 B ping-pong on the fast-loopback machine", FAST_LOOPBACK_US)
+    .ratio(p, "(baseline + value) / baseline")
+    .ratio_range(plo, phi)
+    .target(Target::at_most(LATENCY_TARGET));
     for (name, v, judged) in [
         ("soft Send/recv, confirmed completions", soft, true),
         ("soft Send/recv, local completions    ", local, false),
@@ -395,6 +438,7 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client) -> Vec<Strin
             judged.then(|| Target::at_most(LATENCY_TARGET)),
         );
     }
+    println!("{overhead_line}");
     missed
 }
 
@@ -767,6 +811,27 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
 
 /// Runs one bulk variant (named by a word of [`BULK`]'s names, e.g. `profile write crc-on`)
 /// over and over for about `secs` seconds, for `perf record`: no rounds, no records.
+/// `-- ping raw|confirmed|local [N]`: N (default 10,000) 64-byte round trips of one variant of
+/// [`latency`], in a task on the two-worker runtime, for a profiler: `scripts/soft-profile
+/// --round-trip` counts the instructions per round trip under callgrind from two values of N
+/// (which cancels the setup), a measure of the provider's own cost that, unlike the time,
+/// does not move with the machine's load or its loopback.
+async fn ping(args: &[String]) -> ExitCode {
+    let iters = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let run = match args.first().map(String::as_str) {
+        Some("raw") => tokio::spawn(tcp_round_trip(iters, 64)),
+        Some("confirmed") => tokio::spawn(soft_round_trip(iters, 64, true)),
+        Some("local") => tokio::spawn(soft_round_trip(iters, 64, false)),
+        _ => {
+            eprintln!("usage: rdma_soft ping raw|confirmed|local [ROUND_TRIPS]");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dt = run.await.unwrap();
+    println!("{iters} round trips, {:.2} us each", dt.as_secs_f64() * 1e6);
+    ExitCode::SUCCESS
+}
+
 async fn profile(args: &[String]) {
     let words: Vec<String> = args.iter().map(|a| a.replace('-', " ")).collect();
     let v = (0..BULK.len())
@@ -941,6 +1006,9 @@ fn main() -> ExitCode {
     if filter.first().is_some_and(|f| f == "serve") {
         two_workers.block_on(serve(&filter[1..]));
         return ExitCode::SUCCESS;
+    }
+    if filter.first().is_some_and(|f| f == "ping") {
+        return two_workers.block_on(ping(&filter[1..]));
     }
     if filter.first().is_some_and(|f| f == "profile") {
         two_workers.block_on(profile(&filter[1..]));

@@ -102,6 +102,11 @@ struct Input {
     confirmations: bool,
     completions: bool,
     established: bool,
+    /// A tagged segment's payload is to be read straight into its registration next
+    /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
+    /// the core again to learn it (a lock just after waking a poller on another thread would
+    /// meet that poller).
+    direct: bool,
 }
 
 impl Input {
@@ -112,6 +117,7 @@ impl Input {
             confirmations: core.owes_only_confirmations(),
             completions: core.has_completions(),
             established: core.state() == State::Established,
+            direct: core.direct_placement().is_some_and(|d| d.remaining > 0),
         }
     }
 }
@@ -192,6 +198,7 @@ impl Shared {
             confirmations,
             completions,
             established,
+            direct: _,
         } = input;
         if !established {
             self.transmit_now();
@@ -342,17 +349,23 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
 async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
     let mut buf = vec![0u8; RX_BUF];
     let (mut start, mut end) = (0usize, 0usize);
+    // What the last input left: a direct placement to read into.
+    let mut direct_next = false;
     loop {
         // Direct placement: the payload of a tagged segment goes from the socket straight
         // into the registered memory, under the region's lock, without a bounce buffer.
         if start == end {
             start = 0;
             end = 0;
-            let direct = shared
-                .core()
-                .direct_placement()
-                .filter(|d| d.remaining > 0)
-                .cloned();
+            let direct = if direct_next {
+                shared
+                    .core()
+                    .direct_placement()
+                    .filter(|d| d.remaining > 0)
+                    .cloned()
+            } else {
+                None
+            };
             if let Some(d) = direct {
                 if let Err(e) = rd.readable().await {
                     tracing::debug!(error = %e, "receive failed");
@@ -370,6 +383,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
                             Input::of(core)
                         };
                         let established = input.established;
+                        direct_next = input.direct;
                         if shared.after_input(input) {
                             flusher::watch(&shared);
                         }
@@ -414,6 +428,7 @@ async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             Input::of(core)
         };
         let established = input.established;
+        direct_next = input.direct;
         if shared.after_input(input) {
             flusher::watch(&shared);
         }
