@@ -323,6 +323,12 @@ impl Drop for Waiting<'_> {
     /// Leaves the list, if still on it.
     fn drop(&mut self) {
         let Some(mine) = &self.waker else { return };
+        // Usually a wake-up took the whole list (see `Shared::wake_pollers`). `pollers` is the
+        // list's length, stored under its lock after every change; this thread's own push
+        // stored at least 1, so 0 means a later change emptied the list, waker and all.
+        if self.shared.pollers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let mut list = self
             .shared
             .cq_waiters
