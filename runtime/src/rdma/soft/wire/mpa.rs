@@ -288,7 +288,7 @@ impl FpduWriter {
     }
 
     /// Appends one FPDU carrying the ULPDU `parts` (concatenated) to `out`.
-    pub fn write<B: BufMut + AsRef<[u8]>>(&mut self, parts: &[&[u8]], out: &mut B) {
+    pub fn write<B: BufMut + AsRef<[u8]> + AsMut<[u8]>>(&mut self, parts: &[&[u8]], out: &mut B) {
         let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
         debug_assert!(ulpdu_len <= u16::MAX as usize);
         let fpdu_start = self.pos;
@@ -300,10 +300,13 @@ impl FpduWriter {
         if !framing.markers {
             let len = ULPDU_LEN_LEN + ulpdu_len + pad.len() + CRC_LEN;
             if len <= SMALL_FPDU {
-                // Small FPDUs (control messages, short Sends) are put together on the stack
-                // and appended at once: a `put_slice` per piece cost ~800 instructions per
-                // 64-byte round trip (callgrind).
-                let mut frame = [0u8; SMALL_FPDU];
+                // Small FPDUs (control messages, short Sends) are put together in place: the
+                // frame is grown once, zeroed (pad and CRC field), and the pieces copied in. A
+                // `put_slice` per piece cost ~800 instructions per 64-byte round trip, a frame
+                // on the stack copied in afterwards ~100 more than this (callgrind).
+                let start = out.as_ref().len();
+                out.put_bytes(0, len);
+                let frame = &mut out.as_mut()[start..start + len];
                 frame[..ULPDU_LEN_LEN].copy_from_slice(&len_field);
                 let mut at = ULPDU_LEN_LEN;
                 for part in parts {
@@ -316,7 +319,6 @@ impl FpduWriter {
                     let crc = crc_bytes(crc32c::crc32c(&frame[..at]));
                     frame[at..at + CRC_LEN].copy_from_slice(&crc);
                 }
-                out.put_slice(&frame[..len]);
                 self.pos += len as u64;
                 return;
             }
