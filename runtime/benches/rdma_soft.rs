@@ -132,6 +132,78 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
     dt / iters as u32
 }
 
+/// The round trip of [`soft_round_trip`] between two sans-IO cores in memory: the same work
+/// requests and the same bytes, without a socket, the driver's tasks and locks, or tokio. For
+/// `-- ping core-confirmed` (callgrind): what the protocol engine itself costs per round trip.
+fn core_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
+    use rpcrdma::rdma::soft::core::{Core, CoreConfig, Transmit};
+    use rpcrdma::rdma::soft::tags::TagTable;
+    use rpcrdma::rdma::soft::wire::mpa::Framing;
+    use std::sync::Arc;
+
+    let framing = Framing {
+        markers: false,
+        crc: false,
+    };
+    let cfg = CoreConfig {
+        version: 1,
+        tx: framing,
+        rx: framing,
+        mulpdu: 65000,
+        sq_depth: 64,
+        rq_depth: 64,
+        ord: 4,
+        ird: 4,
+        confirm,
+    };
+    let (tc, ts) = (Arc::new(TagTable::default()), Arc::new(TagTable::default()));
+    let (mut c, mut s) = (Core::new(cfg, tc.clone()), Core::new(cfg, ts.clone()));
+    // Everything a core has to send, handed to the other core as one read would (each side
+    // keeps its transmit queue, as the driver does).
+    let (mut tx_c, mut tx_s) = (Transmit::new(), Transmit::new());
+    let mut wire = Vec::new();
+    let mut pass = |from: &mut Core, t: &mut Transmit, to: &mut Core| {
+        from.poll_transmit(t);
+        wire.clear();
+        t.write_all_to(&mut wire);
+        from.transmitted(t);
+        assert_eq!(to.handle_input(&wire), wire.len());
+    };
+    let (c_rbuf, c_sbuf) = (
+        tc.register(vec![0; size], Access::LOCAL_WRITE).unwrap(),
+        tc.register(vec![7; size], Access::NONE).unwrap(),
+    );
+    let (s_rbuf, s_sbuf) = (
+        ts.register(vec![0; size], Access::LOCAL_WRITE).unwrap(),
+        ts.register(vec![1; size], Access::NONE).unwrap(),
+    );
+    s.post_recv(RecvWr::new(0, Sge::whole(&s_rbuf))).unwrap();
+    let t = Instant::now();
+    for i in 0..iters as u64 {
+        c.post_recv(RecvWr::new(i, Sge::whole(&c_rbuf))).unwrap();
+        c.post_send(SendWr::send(i, vec![Sge::whole(&c_sbuf)]))
+            .unwrap();
+        pass(&mut c, &mut tx_c, &mut s);
+        let mut received = false;
+        while let Some(done) = s.poll_completion() {
+            assert!(done.is_success(), "{done:?}");
+            received |= done.opcode == WcOpcode::Recv;
+        }
+        assert!(received, "the server's receive did not complete");
+        s.post_recv(RecvWr::new(0, Sge::whole(&s_rbuf))).unwrap();
+        s.post_send(SendWr::send(1, vec![Sge::whole(&s_sbuf)]))
+            .unwrap();
+        pass(&mut s, &mut tx_s, &mut c);
+        let mut received = false;
+        while let Some(done) = c.poll_completion() {
+            assert!(done.is_success(), "{done:?}");
+            received |= done.opcode == WcOpcode::Recv;
+        }
+        assert!(received, "the client's receive did not complete");
+    }
+    t.elapsed() / iters as u32
+}
+
 /// A transfer's rate and cost.
 #[derive(Clone, Copy)]
 struct Transfer {
@@ -812,7 +884,8 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
 /// Runs one bulk variant (named by a word of [`BULK`]'s names, e.g. `profile write crc-on`)
 /// over and over for about `secs` seconds, for `perf record`: no rounds, no records.
 /// `-- ping raw|confirmed|local [N]`: N (default 10,000) 64-byte round trips of one variant of
-/// [`latency`], in a task on the two-worker runtime, for a profiler: `scripts/soft-profile
+/// [`latency`], in a task on the two-worker runtime (or `core-confirmed`, `core-local`: the
+/// provider's sans-IO core alone, [`core_round_trip`]), for a profiler: `scripts/soft-profile
 /// --round-trip` counts the instructions per round trip under callgrind from two values of N
 /// (which cancels the setup), a measure of the provider's own cost that, unlike the time,
 /// does not move with the machine's load or its loopback.
@@ -822,8 +895,12 @@ async fn ping(args: &[String]) -> ExitCode {
         Some("raw") => tokio::spawn(tcp_round_trip(iters, 64)),
         Some("confirmed") => tokio::spawn(soft_round_trip(iters, 64, true)),
         Some("local") => tokio::spawn(soft_round_trip(iters, 64, false)),
+        Some("core-confirmed") => tokio::spawn(async move { core_round_trip(iters, 64, true) }),
+        Some("core-local") => tokio::spawn(async move { core_round_trip(iters, 64, false) }),
         _ => {
-            eprintln!("usage: rdma_soft ping raw|confirmed|local [ROUND_TRIPS]");
+            eprintln!(
+                "usage: rdma_soft ping raw|confirmed|local|core-confirmed|core-local [ROUND_TRIPS]"
+            );
             return ExitCode::FAILURE;
         }
     };
