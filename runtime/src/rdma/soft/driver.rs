@@ -104,8 +104,7 @@ struct Input {
     established: bool,
     /// A tagged segment's payload is to be read straight into its registration next
     /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
-    /// the core again to learn it (a lock just after waking a poller on another thread would
-    /// meet that poller).
+    /// the core again to learn it (one lock fewer per input).
     direct: bool,
 }
 
