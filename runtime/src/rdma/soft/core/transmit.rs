@@ -155,10 +155,11 @@ impl Transmit {
         self.queued += bytes.len() as u64;
     }
 
-    /// Frames one FPDU with `writer` (markers and CRC as it says), copying `parts`.
-    pub(super) fn put_fpdu(&mut self, writer: &mut FpduWriter, parts: &[&[u8]]) {
+    /// Frames one FPDU with `writer` (markers and CRC as it says), copying `head` and
+    /// `payload`.
+    pub(super) fn put_fpdu(&mut self, writer: &mut FpduWriter, head: &[u8], payload: &[u8]) {
         let before = self.staging.len();
-        writer.write(parts, &mut self.staging);
+        writer.write_message(head, payload, &mut self.staging);
         self.queued += (self.staging.len() - before) as u64;
     }
 

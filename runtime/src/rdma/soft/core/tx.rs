@@ -11,7 +11,7 @@ impl Core {
     /// Queues one FPDU carrying `hdr` and `payload`, copied.
     pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[u8], out: &mut Transmit) {
         let head = hdr.to_bytes();
-        out.put_fpdu(&mut self.writer, &[&head[..hdr.len()], payload]);
+        out.put_fpdu(&mut self.writer, &head[..hdr.len()], payload);
     }
 
     /// Queues one FPDU carrying `hdr` and `n` bytes of `sg` from `start`: gathered from the
@@ -33,13 +33,13 @@ impl Core {
         match locate_single(sg, start, n) {
             Some((mr, off)) => {
                 let writer = &mut self.writer;
-                mr.with_slice(|s| out.put_fpdu(writer, &[head, &s[off..off + n]]));
+                mr.with_slice(|s| out.put_fpdu(writer, head, &s[off..off + n]));
             }
             None => {
                 let mut buf = std::mem::take(&mut self.scratch);
                 buf.clear();
                 gather(sg, start, n, &mut buf);
-                out.put_fpdu(&mut self.writer, &[head, &buf]);
+                out.put_fpdu(&mut self.writer, head, &buf);
                 self.scratch = buf;
             }
         }

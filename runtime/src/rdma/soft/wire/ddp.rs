@@ -1,6 +1,6 @@
 //! DDP segment headers (RFC 5041 section 4) with the RDMAP control byte (RFC 5040 section 4.2).
 
-use super::{be32, be64, WireError};
+use super::WireError;
 
 /// DDP control: Tagged flag.
 const T: u8 = 0x80;
@@ -88,33 +88,36 @@ impl DdpHeader {
         }
     }
 
-    /// Parses the header at the start of a ULPDU; returns it and the header length.
+    /// Parses the header at the start of a ULPDU.
     pub fn parse(b: &[u8]) -> Result<DdpHeader, WireError> {
-        let need = match b.first() {
-            Some(&b0) => DdpHeader::len_for(b0),
-            None => 2,
+        let truncated = |need| WireError::Truncated {
+            what: "DDP header",
+            got: b.len(),
+            need,
         };
-        if b.len() < need {
-            return Err(WireError::Truncated {
-                what: "DDP header",
-                got: b.len(),
-                need,
-            });
-        }
-        let (c0, c1) = (b[0], b[1]);
+        let &c0 = b.first().ok_or_else(|| truncated(2))?;
+        // Fixed-size views, so the fields below are read without further bounds checks (this
+        // runs for every FPDU received).
         let buffer = if c0 & T != 0 {
+            let h = b
+                .first_chunk::<TAGGED_LEN>()
+                .ok_or_else(|| truncated(TAGGED_LEN))?;
             Buffer::Tagged {
-                stag: be32(b, 2),
-                to: be64(b, 6),
+                stag: u32::from_be_bytes([h[2], h[3], h[4], h[5]]),
+                to: u64::from_be_bytes([h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13]]),
             }
         } else {
+            let h = b
+                .first_chunk::<UNTAGGED_LEN>()
+                .ok_or_else(|| truncated(UNTAGGED_LEN))?;
             Buffer::Untagged {
-                rsvd_ulp: be32(b, 2),
-                qn: be32(b, 6),
-                msn: be32(b, 10),
-                mo: be32(b, 14),
+                rsvd_ulp: u32::from_be_bytes([h[2], h[3], h[4], h[5]]),
+                qn: u32::from_be_bytes([h[6], h[7], h[8], h[9]]),
+                msn: u32::from_be_bytes([h[10], h[11], h[12], h[13]]),
+                mo: u32::from_be_bytes([h[14], h[15], h[16], h[17]]),
             }
         };
+        let c1 = b[1];
         Ok(DdpHeader {
             last: c0 & L != 0,
             ddp_version: c0 & DV,
