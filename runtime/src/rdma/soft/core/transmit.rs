@@ -58,8 +58,13 @@ const TAIL_MAX: usize = 3 + mpa::CRC_LEN;
 /// back with [`Core::transmitted`](super::Core::transmitted).
 #[derive(Default)]
 pub struct Transmit {
-    /// Owned bytes not yet sealed into a part.
-    staging: BytesMut,
+    /// Owned bytes not yet sealed into a part: `staging[staged_from..]` (the bytes before it
+    /// are written). A plain vector, emptied once written, rather than a `BytesMut` advanced
+    /// and reclaimed: ~90 instructions less per write of small messages (callgrind). It keeps
+    /// its capacity, at most a batch (`TX_BATCH`, or `READ_RESPONSE_BATCH` with markers, when
+    /// every FPDU is copied) and one FPDU.
+    staging: Vec<u8>,
+    staged_from: usize,
     parts: VecDeque<Part>,
     /// Bytes queued since creation (written or not).
     queued: u64,
@@ -151,7 +156,7 @@ impl Transmit {
 
     /// Appends owned bytes.
     pub(super) fn put(&mut self, bytes: &[u8]) {
-        self.staging.put_slice(bytes);
+        self.staging.extend_from_slice(bytes);
         self.queued += bytes.len() as u64;
     }
 
@@ -216,10 +221,12 @@ impl Transmit {
     }
 
     fn seal(&mut self) {
-        if !self.staging.is_empty() {
-            let b = self.staging.split().freeze();
+        if self.staged_from < self.staging.len() {
+            let b = Bytes::from(std::mem::take(&mut self.staging)).slice(self.staged_from..);
             self.parts.push_back(Part::Owned(b));
         }
+        self.staging.clear();
+        self.staged_from = 0;
     }
 
     /// Offers the next queued bytes to `write` as slices (owned bytes and registered memory,
@@ -232,8 +239,13 @@ impl Transmit {
     {
         if self.parts.is_empty() {
             // Owned bytes only (small messages): straight from the staging buffer.
-            let n = write(&[IoSlice::new(&self.staging)])?.min(self.staging.len());
-            self.staging.advance(n);
+            let staged = &self.staging[self.staged_from..];
+            let n = write(&[IoSlice::new(staged)])?.min(staged.len());
+            self.staged_from += n;
+            if self.staged_from == self.staging.len() {
+                self.staging.clear();
+                self.staged_from = 0;
+            }
             self.written += n as u64;
             return Ok(n);
         }

@@ -1,7 +1,7 @@
 //! MPA (RFC 5044): the Request/Reply startup frames, the RFC 6581 enhanced private data, and
 //! FPDU framing with optional markers and CRC32c.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 
 use super::{be16, WireError};
 
@@ -289,7 +289,7 @@ impl FpduWriter {
 
     /// [`FpduWriter::write`] of a ULPDU made of a header and a payload, the shape of every
     /// message the core sends.
-    pub fn write_message(&mut self, head: &[u8], payload: &[u8], out: &mut BytesMut) {
+    pub fn write_message(&mut self, head: &[u8], payload: &[u8], out: &mut Vec<u8>) {
         let ulpdu_len = head.len() + payload.len();
         let len = self.framing.fpdu_len(ulpdu_len);
         if self.framing.markers || len > SMALL_FPDU {
@@ -664,7 +664,7 @@ mod tests {
             for crc in [false, true] {
                 let framing = Framing { markers, crc };
                 let (mut a, mut b) = (FpduWriter::new(framing), FpduWriter::new(framing));
-                let (mut by_parts, mut by_message) = (Vec::new(), BytesMut::new());
+                let (mut by_parts, mut by_message) = (Vec::new(), Vec::new());
                 for i in 0..60usize {
                     let head = vec![0x41; [14, 18, 0, 3][i % 4]];
                     let payload: Vec<u8> = (0..i * 37 % 400).map(|b| b as u8).collect();
