@@ -26,8 +26,14 @@ impl Core {
                 at += n;
                 continue;
             }
-            // The ULPDU is a slice of `buf` (or, with markers, of the scratch buffer).
-            let mut scratch = std::mem::take(&mut self.rx_scratch);
+            // The ULPDU is a slice of `buf` (or, with markers, of the scratch buffer, taken
+            // only then: this runs for every FPDU).
+            let markers = self.cfg.rx.markers;
+            let mut scratch = if markers {
+                std::mem::take(&mut self.rx_scratch)
+            } else {
+                Vec::new()
+            };
             let step = match self.reader.next_in(&buf[at..], &mut scratch) {
                 Ok(Some(fpdu)) => {
                     at += fpdu.consumed;
@@ -42,7 +48,9 @@ impl Core {
                     true
                 }
             };
-            self.rx_scratch = scratch;
+            if markers {
+                self.rx_scratch = scratch;
+            }
             if !step {
                 break;
             }
