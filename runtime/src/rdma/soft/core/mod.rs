@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::tags::TagTable;
 use super::wire::ddp::{self, Buffer, DdpHeader};
 use super::wire::mpa::{FpduReader, FpduWriter, Framing};
-use super::wire::rdmap::{Opcode, ReadRequest, TermCode, TermLayer, Terminate};
+use super::wire::rdmap::{self, Opcode, ReadRequest, TermCode, TermLayer, Terminate};
 use super::wire::WireError;
 use crate::rdma::{
     Access, Completion, Error, MemoryRegion, RecvWr, Result, SendOp, SendWr, Sge, WcOpcode,

@@ -160,11 +160,17 @@ impl Transmit {
         self.queued += bytes.len() as u64;
     }
 
-    /// Frames one FPDU with `writer` (markers and CRC as it says), copying `head` and
-    /// `payload`.
-    pub(super) fn put_fpdu(&mut self, writer: &mut FpduWriter, head: &[u8], payload: &[u8]) {
+    /// Frames one FPDU with `writer` (markers and CRC as it says), copying the headers in
+    /// `head` (its first `head_len` bytes) and `payload`.
+    pub(super) fn put_fpdu<const N: usize>(
+        &mut self,
+        writer: &mut FpduWriter,
+        head: &[u8; N],
+        head_len: usize,
+        payload: &[u8],
+    ) {
         let before = self.staging.len();
-        writer.write_message(head, payload, &mut self.staging);
+        writer.write_message(head, head_len, payload, &mut self.staging);
         self.queued += (self.staging.len() - before) as u64;
     }
 

@@ -11,7 +11,7 @@ impl Core {
     /// Queues one FPDU carrying `hdr` and `payload`, copied.
     pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[u8], out: &mut Transmit) {
         let head = hdr.to_bytes();
-        out.put_fpdu(&mut self.writer, &head[..hdr.len()], payload);
+        out.put_fpdu(&mut self.writer, &head, hdr.len(), payload);
     }
 
     /// Queues one FPDU carrying `hdr` and `n` bytes of `sg` from `start`: gathered from the
@@ -24,22 +24,21 @@ impl Core {
         n: usize,
         out: &mut Transmit,
     ) {
-        let head = hdr.to_bytes();
-        let head = &head[..hdr.len()];
+        let (head, head_len) = (hdr.to_bytes(), hdr.len());
         if !self.cfg.tx.markers && n >= GATHER_MIN {
-            out.put_gathered(&mut self.writer, head, ranges(sg, start, n));
+            out.put_gathered(&mut self.writer, &head[..head_len], ranges(sg, start, n));
             return;
         }
         match locate_single(sg, start, n) {
             Some((mr, off)) => {
                 let writer = &mut self.writer;
-                mr.with_slice(|s| out.put_fpdu(writer, head, &s[off..off + n]));
+                mr.with_slice(|s| out.put_fpdu(writer, &head, head_len, &s[off..off + n]));
             }
             None => {
                 let mut buf = std::mem::take(&mut self.scratch);
                 buf.clear();
                 gather(sg, start, n, &mut buf);
-                out.put_fpdu(&mut self.writer, head, &buf);
+                out.put_fpdu(&mut self.writer, &head, head_len, &buf);
                 self.scratch = buf;
             }
         }
@@ -226,7 +225,11 @@ impl Core {
         let msn = self.tx_msn[1];
         self.tx_msn[1] = msn.wrapping_add(1);
         let hdr = self.untagged(Opcode::ReadRequest, ddp::QN_READ_REQUEST, msn, 0, true, 0);
-        self.emit(&hdr, &req.to_bytes(), out);
+        // The whole ULPDU is headers: rendered in one fixed-size buffer.
+        let mut head = [0; ddp::UNTAGGED_LEN + rdmap::READ_REQUEST_LEN];
+        head[..ddp::UNTAGGED_LEN].copy_from_slice(&hdr.to_bytes());
+        head[ddp::UNTAGGED_LEN..].copy_from_slice(&req.to_bytes());
+        out.put_fpdu(&mut self.writer, &head, head.len(), &[]);
         let confirms_upto = self.inflight_base + self.inflight.len() as u64;
         self.pending_reads.push_back(PendingRead {
             seq,
