@@ -89,6 +89,7 @@ impl DdpHeader {
     }
 
     /// Parses the header at the start of a ULPDU.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<DdpHeader, WireError> {
         let truncated = |need| WireError::Truncated {
             what: "DDP header",

@@ -511,6 +511,7 @@ impl FpduReader {
 
     /// [`FpduReader::next`] without copying: the ULPDU is a slice of `b` when there are no
     /// markers, else of `scratch` (cleared first), where the markers are taken out.
+    #[inline]
     pub fn next_in<'a>(
         &mut self,
         b: &'a [u8],
