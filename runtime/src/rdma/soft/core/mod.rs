@@ -278,10 +278,12 @@ impl Core {
         }
         match &wr.op {
             SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => {
+                let mut total = 0u64;
                 for sge in sg {
                     self.check_sge(sge, Access::NONE)?;
+                    total += sge.len as u64;
                 }
-                if wr.byte_len() > u32::MAX as u64 {
+                if total > u32::MAX as u64 {
                     return Err(Error::InvalidWorkRequest(
                         "message longer than 4 GiB".into(),
                     ));

@@ -68,23 +68,12 @@ impl Core {
         if self.cfg.rx.crc || self.cfg.rx.markers {
             return None;
         }
-        if buf.len() < 3 {
-            return None;
-        }
-        if buf[2] & 0x80 == 0 {
-            return None;
-        }
         let head_len = 2 + ddp::TAGGED_LEN;
-        if buf.len() < head_len {
-            return None;
-        }
-        let ulpdu_len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
-        if ulpdu_len < ddp::TAGGED_LEN {
-            return None;
-        }
-        let payload = ulpdu_len - ddp::TAGGED_LEN;
-        // Small segments are cheaper through the FPDU path.
-        if payload < 4096 {
+        let head = buf.first_chunk::<{ 2 + ddp::TAGGED_LEN }>()?;
+        let ulpdu_len = u16::from_be_bytes([head[0], head[1]]) as usize;
+        // Small segments are cheaper through the FPDU path (checked first: most are small).
+        let payload = ulpdu_len.checked_sub(ddp::TAGGED_LEN)?;
+        if payload < 4096 || head[2] & 0x80 == 0 {
             return None;
         }
         let hdr = match DdpHeader::parse(&buf[2..head_len]) {
