@@ -119,9 +119,9 @@ enum Emitted {
     Write { stag: u32, to: u64, len: u64 },
 }
 
+/// Progress of the Send or RDMA Write at the front of the send queue.
 struct TxJob {
     seq: u64,
-    wr: SendWr,
     msn: u32,
     sent: usize,
     total: usize,
@@ -269,7 +269,8 @@ impl Core {
         if self.state != State::Established {
             return Err(Error::Closed);
         }
-        let outstanding = self.sq.len() + self.inflight.len();
+        // The request being emitted is on both queues.
+        let outstanding = self.sq.len() + self.inflight.len() - self.cur_tx.is_some() as usize;
         if outstanding >= self.cfg.sq_depth {
             return Err(Error::QueueFull {
                 queue: "send",
@@ -431,7 +432,10 @@ impl Core {
                 e.status = Some(first_error.take().unwrap_or(WcStatus::Flushed));
             }
         }
-        self.cur_tx = None;
+        if self.cur_tx.take().is_some() {
+            // Flushed below as an inflight request.
+            self.sq.pop_front();
+        }
         self.unconfirmed = 0;
         self.pending_reads.clear();
         self.inbound_reads.clear();

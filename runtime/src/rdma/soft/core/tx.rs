@@ -15,9 +15,11 @@ impl Core {
     }
 
     /// Queues one FPDU carrying `hdr` and `n` bytes of `sg` from `start`: gathered from the
-    /// registrations when it is large enough and there are no markers, copied otherwise.
+    /// registrations when it is large enough and there are no markers, copied otherwise. Takes
+    /// the parts of the core it uses, so that `sg` may be a request still on the send queue.
     fn emit_payload(
-        &mut self,
+        writer: &mut FpduWriter,
+        scratch: &mut Vec<u8>,
         hdr: &DdpHeader,
         sg: &[Sge],
         start: usize,
@@ -25,21 +27,18 @@ impl Core {
         out: &mut Transmit,
     ) {
         let (head, head_len) = (hdr.to_bytes(), hdr.len());
-        if !self.cfg.tx.markers && n >= GATHER_MIN {
-            out.put_gathered(&mut self.writer, &head[..head_len], ranges(sg, start, n));
+        if !writer.framing().markers && n >= GATHER_MIN {
+            out.put_gathered(writer, &head[..head_len], ranges(sg, start, n));
             return;
         }
         match locate_single(sg, start, n) {
             Some((mr, off)) => {
-                let writer = &mut self.writer;
                 mr.with_slice(|s| out.put_fpdu(writer, &head, head_len, &s[off..off + n]));
             }
             None => {
-                let mut buf = std::mem::take(&mut self.scratch);
-                buf.clear();
-                gather(sg, start, n, &mut buf);
-                out.put_fpdu(&mut self.writer, &head, head_len, &buf);
-                self.scratch = buf;
+                scratch.clear();
+                gather(sg, start, n, scratch);
+                out.put_fpdu(writer, &head, head_len, scratch);
             }
         }
     }
@@ -130,57 +129,58 @@ impl Core {
         let Some(front) = self.sq.front() else {
             return false;
         };
+        let byte_len = front.byte_len() as u32;
         match &front.op {
-            SendOp::RdmaRead { .. } if self.pending_reads.len() >= self.cfg.ord.max(1) => false,
-            _ => {
-                let wr = self.sq.pop_front().expect("front exists");
-                let byte_len = wr.byte_len() as u32;
-                match wr.op {
-                    SendOp::Send { .. } | SendOp::RdmaWrite { .. } => {
-                        let opcode = opcode_of(&wr.op);
-                        let seq = self.push_inflight(wr.wr_id, opcode, byte_len);
-                        let msn = if opcode == WcOpcode::Send {
-                            let m = self.tx_msn[0];
-                            self.tx_msn[0] = m.wrapping_add(1);
-                            m
-                        } else {
-                            0
-                        };
-                        self.cur_tx = Some(TxJob {
-                            seq,
-                            msn,
-                            sent: 0,
-                            total: byte_len as usize,
-                            wr,
-                        });
-                    }
-                    SendOp::RdmaRead { sink, remote } => {
-                        let seq = self.push_inflight(wr.wr_id, WcOpcode::RdmaRead, byte_len);
-                        let sink_stag = sink.mr.rkey();
-                        let sink_to = sink.mr.addr().wrapping_add(sink.offset as u64);
-                        self.emit_read_request(
-                            Some(seq),
-                            Some(sink),
-                            sink_stag,
-                            sink_to,
-                            remote.rkey,
-                            remote.addr,
-                            out,
-                        );
-                    }
-                    SendOp::LocalInvalidate { rkey } => {
-                        let seq = self.push_inflight(wr.wr_id, WcOpcode::LocalInvalidate, 0);
-                        let status = if self.tags.invalidate(rkey) {
-                            WcStatus::Success
-                        } else {
-                            WcStatus::LocalProtectionError
-                        };
-                        self.finish(seq, status);
-                    }
-                }
-                true
+            SendOp::Send { .. } | SendOp::RdmaWrite { .. } => {
+                // Segmented from where it is: it leaves the send queue once emitted.
+                let opcode = opcode_of(&front.op);
+                let seq = self.push_inflight(front.wr_id, opcode, byte_len);
+                let msn = if opcode == WcOpcode::Send {
+                    let m = self.tx_msn[0];
+                    self.tx_msn[0] = m.wrapping_add(1);
+                    m
+                } else {
+                    0
+                };
+                self.cur_tx = Some(TxJob {
+                    seq,
+                    msn,
+                    sent: 0,
+                    total: byte_len as usize,
+                });
+            }
+            SendOp::RdmaRead { .. } if self.pending_reads.len() >= self.cfg.ord.max(1) => {
+                return false;
+            }
+            &SendOp::RdmaRead { ref sink, remote } => {
+                let (wr_id, sink) = (front.wr_id, sink.clone());
+                self.sq.pop_front();
+                let seq = self.push_inflight(wr_id, WcOpcode::RdmaRead, byte_len);
+                let sink_stag = sink.mr.rkey();
+                let sink_to = sink.mr.addr().wrapping_add(sink.offset as u64);
+                self.emit_read_request(
+                    Some(seq),
+                    Some(sink),
+                    sink_stag,
+                    sink_to,
+                    remote.rkey,
+                    remote.addr,
+                    out,
+                );
+            }
+            &SendOp::LocalInvalidate { rkey } => {
+                let wr_id = front.wr_id;
+                self.sq.pop_front();
+                let seq = self.push_inflight(wr_id, WcOpcode::LocalInvalidate, 0);
+                let status = if self.tags.invalidate(rkey) {
+                    WcStatus::Success
+                } else {
+                    WcStatus::LocalProtectionError
+                };
+                self.finish(seq, status);
             }
         }
+        true
     }
 
     /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
@@ -242,12 +242,15 @@ impl Core {
         });
     }
 
-    /// Emits the next segment of the current Send or RDMA Write.
+    /// Emits the next segment of the current Send or RDMA Write (the front of the send queue).
     pub(super) fn emit_segment(&mut self, out: &mut Transmit) {
-        let Some(job) = self.cur_tx.take() else {
+        let Some(mut job) = self.cur_tx.take() else {
             return;
         };
-        let hdr_len = match &job.wr.op {
+        let Some(wr) = self.sq.front() else {
+            return;
+        };
+        let hdr_len = match &wr.op {
             SendOp::Send { .. } => ddp::UNTAGGED_LEN,
             SendOp::RdmaWrite { .. } => ddp::TAGGED_LEN,
             _ => return,
@@ -255,7 +258,7 @@ impl Core {
         let room = self.cfg.mulpdu - hdr_len;
         let n = room.min(job.total - job.sent);
         let last = job.sent + n == job.total;
-        let hdr = match &job.wr.op {
+        let (hdr, emitted) = match &wr.op {
             SendOp::Send {
                 solicited,
                 invalidate,
@@ -267,49 +270,58 @@ impl Core {
                     (true, false) => Opcode::SendSolicited,
                     (true, true) => Opcode::SendSolicitedInvalidate,
                 };
-                self.untagged(
+                let hdr = self.untagged(
                     opcode,
                     ddp::QN_SEND,
                     job.msn,
                     job.sent as u32,
                     last,
                     invalidate.unwrap_or(0),
-                )
+                );
+                (hdr, Emitted::Send { msn: job.msn })
             }
-            SendOp::RdmaWrite { remote, .. } => self.tagged(
-                Opcode::RdmaWrite,
-                remote.rkey,
-                remote.addr.wrapping_add(job.sent as u64),
-                last,
-            ),
+            SendOp::RdmaWrite { remote, .. } => {
+                let hdr = self.tagged(
+                    Opcode::RdmaWrite,
+                    remote.rkey,
+                    remote.addr.wrapping_add(job.sent as u64),
+                    last,
+                );
+                let emitted = Emitted::Write {
+                    stag: remote.rkey,
+                    to: remote.addr,
+                    len: job.total as u64,
+                };
+                (hdr, emitted)
+            }
             _ => return,
         };
-        if let SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } = &job.wr.op {
-            self.emit_payload(&hdr, sg, job.sent, n, out);
+        if let SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } = &wr.op {
+            Self::emit_payload(
+                &mut self.writer,
+                &mut self.scratch,
+                &hdr,
+                sg,
+                job.sent,
+                n,
+                out,
+            );
         }
-        let mut job = job;
         job.sent += n;
-        if last {
-            if self.cfg.confirm {
-                let emitted = match &job.wr.op {
-                    SendOp::RdmaWrite { remote, .. } => Emitted::Write {
-                        stag: remote.rkey,
-                        to: remote.addr,
-                        len: job.total as u64,
-                    },
-                    _ => Emitted::Send { msn: job.msn },
-                };
-                if let Some(e) = self.seq_entry(job.seq) {
-                    e.emitted = Some(emitted);
-                }
-                self.unconfirmed += 1;
-            } else {
-                // Completes once the driver has written its bytes (`Core::transmitted`): the
-                // payload is read from the registrations until then.
-                out.complete_when_written(job.seq);
-            }
-        } else {
+        if !last {
             self.cur_tx = Some(job);
+            return;
+        }
+        self.sq.pop_front();
+        if self.cfg.confirm {
+            if let Some(e) = self.seq_entry(job.seq) {
+                e.emitted = Some(emitted);
+            }
+            self.unconfirmed += 1;
+        } else {
+            // Completes once the driver has written its bytes (`Core::transmitted`): the
+            // payload is read from the registrations until then.
+            out.complete_when_written(job.seq);
         }
     }
 
@@ -333,7 +345,15 @@ impl Core {
                     offset: r.src_off,
                     len: r.size,
                 }];
-                self.emit_payload(&hdr, &sg, r.sent, n, out);
+                Self::emit_payload(
+                    &mut self.writer,
+                    &mut self.scratch,
+                    &hdr,
+                    &sg,
+                    r.sent,
+                    n,
+                    out,
+                );
             }
             None => self.emit(&hdr, &[], out),
         }
