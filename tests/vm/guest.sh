@@ -44,6 +44,9 @@ pair() {
     [ "$crc" -eq 0 ] && break
     grep -qiE "reject|refused|Unexpected CM event|Couldn't connect" "$R/$name.log" || break
     cp "$R/$name.log" "$R/$name.attempt-$try.log"
+    # What was listening when the connect failed (siw's listeners are kernel sockets; a refused
+    # connect after the server printed "listening" was seen late in long `all` boots).
+    ss -ltn >>"$R/$name.attempt-$try.log" 2>&1 || true
     kill "$spid" 2>/dev/null
     wait "$spid" 2>/dev/null
   done
