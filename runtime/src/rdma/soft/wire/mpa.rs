@@ -297,11 +297,10 @@ impl FpduWriter {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) {
-        let head = (head, &head[..head_len]);
         let ulpdu_len = head_len + payload.len();
         let len = self.framing.fpdu_len(ulpdu_len);
         if self.framing.markers || len > SMALL_FPDU {
-            return self.write(&[head.1, payload], out);
+            return self.write(&[&head[..head_len], payload], out);
         }
         // Grown once, then the pieces in order, the fixed-size ones (header, pad and CRC field)
         // copied whole and cut back: per FPDU ~50 instructions less than zeroing the frame and
@@ -310,7 +309,7 @@ impl FpduWriter {
         let start = out.len();
         out.reserve(len + N + 3);
         out.extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
-        out.extend_from_slice(head.0);
+        out.extend_from_slice(head);
         out.truncate(start + ULPDU_LEN_LEN + head_len);
         out.extend_from_slice(payload);
         // Pad and the CRC field (zero without CRCs, see [`Framing::crc`]).
