@@ -23,39 +23,66 @@ step() {
     failures=$((failures + 1))
   fi
 }
-# pair NAME SECONDS SERVER-CMD -- CLIENT-CMD: server in the background, client after it listens.
+# elapsed START: seconds since START (an $EPOCHREALTIME), to a tenth.
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'; }
+# pair NAME SECONDS [--ready REGEX] SERVER-CMD -- CLIENT-CMD: server in the background, client
+# after it listens. With --ready, "listens" means the server's log matched REGEX (our tools print
+# "listening on ADDR" once the listener exists); without it, a fixed wait that grows per attempt.
 pair() {
-  local name="$1" secs="$2"
+  local name="$1" secs="$2" ready=""
   shift 2
+  if [ "$1" = --ready ]; then
+    ready="$2"
+    shift 2
+  fi
   local server=() client=()
   while [ "$1" != -- ]; do server+=("$1"); shift; done
   shift
   client=("$@")
-  # The server may not be listening yet on a loaded guest: the client then fails to connect and
-  # is retried, each time against a fresh server (perftest's server, having seen the failed
-  # attempt, hung the retried client until its time limit) and after a longer wait.
-  local try crc=1 spid
+  # The server may not be listening yet on a loaded guest (starting a binary over 9p under TCG
+  # took more than the 4 s of the last fixed wait late in long `all` boots, and the client was
+  # refused four times): the client then fails to connect and is retried, each time against a
+  # fresh server (perftest's server, having seen the failed attempt, hung the retried client
+  # until its time limit) and after a longer wait.
+  local try crc=1 spid start waited
+  [ -z "$ready" ] || : >"$R/$name.waits"
+  rm -f "$R/$name".attempt-*.log
   for try in 1 2 3 4; do
     timeout "$secs" "${server[@]}" >"$R/$name.server.log" 2>&1 &
     spid=$!
-    sleep "$try"
+    if [ -n "$ready" ]; then
+      start=$EPOCHREALTIME
+      until grep -qE "$ready" "$R/$name.server.log" || ! kill -0 "$spid" 2>/dev/null; do
+        waited="$(elapsed "$start")"
+        [ "${waited%.*}" -ge 30 ] && break
+        sleep 0.1
+      done
+      waited="$(elapsed "$start")"
+      echo "attempt $try: server ready (or gone) after $waited s" >>"$R/$name.waits"
+    else
+      sleep "$try"
+    fi
     timeout "$secs" "${client[@]}" >"$R/$name.log" 2>&1
     crc=$?
     [ "$crc" -eq 0 ] && break
     grep -qiE "reject|refused|Unexpected CM event|Couldn't connect" "$R/$name.log" || break
     cp "$R/$name.log" "$R/$name.attempt-$try.log"
-    # What was listening when the connect failed (siw's listeners are kernel sockets; a refused
-    # connect after the server printed "listening" was seen late in long `all` boots).
+    # What was listening when the connect failed (siw's listeners are kernel sockets).
     ss -ltn >>"$R/$name.attempt-$try.log" 2>&1 || true
     kill "$spid" 2>/dev/null
     wait "$spid" 2>/dev/null
   done
   if [ "$crc" -eq 0 ] && wait "$spid"; then
-    echo "PASS $name"
+    echo "PASS $name${ready:+ (attempt $try; the server listened after $waited s)}"
   else
     echo "FAIL $name (client exit $crc, attempt $try); last lines (client, then server):"
     tail -n 15 "$R/$name.log" | sed 's/^/  | /'
     tail -n 15 "$R/$name.server.log" | sed 's/^/  S| /'
+    [ -z "$ready" ] || sed 's/^/  W| /' "$R/$name.waits"
+    local a
+    for a in "$R/$name".attempt-*.log; do
+      [ -f "$a" ] && sed "s/^/  A| $(basename "$a" .log | sed 's/.*\.//'): /" "$a"
+    done
     failures=$((failures + 1))
     kill "$spid" 2>/dev/null
     wait "$spid" 2>/dev/null
@@ -111,7 +138,7 @@ provider() {
     else
       local port=7471 op
       for op in send write read; do
-        pair "rdma-ping-$op" 60 "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
+        pair "rdma-ping-$op" 60 --ready "^listening on" "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
           "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op "$op" --size 4096 --count 20
         grep -- '^---' "$R/rdma-ping-$op.log" | sed 's/^/TEST /'
         port=$((port + 1))
@@ -266,7 +293,7 @@ siw() {
   local port=7491 op crc
   for crc in "" --crc; do
     for op in send write read; do
-      pair "siw-$op${crc:+-crc}" 60 \
+      pair "siw-$op${crc:+-crc}" 60 --ready "^listening on" \
         "$VM_RDMA_PING" --provider soft --listen "$siw_addr:$port" $crc -- \
         "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 262144 --count 20
       grep -E "^(negotiated|---|target buffer)" "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
@@ -279,7 +306,7 @@ siw() {
     for op in send write read; do
       name="siw-server-$op-$(echo "$mpa" | tr -d ' -')"
       # shellcheck disable=SC2086 # $mpa is a list of options
-      pair "$name" 60 \
+      pair "$name" 60 --ready "^listening on" \
         "$VM_RDMA_PING" --provider verbs --listen "$siw_addr:$port" -- \
         "$VM_RDMA_PING" --provider soft --connect "$siw_addr:$port" $mpa --op "$op" --size 262144 --count 20 --pcap "$R/$name.pcap"
       grep -E "^(negotiated|---|target buffer)" "$R/$name.log" "$R/$name.server.log" | sed 's/^/TEST /'
