@@ -117,6 +117,8 @@ fn post_recv(conn: &VerbsConnection, rbuf: &MemoryRegion, slot: u64) -> Result<(
 async fn server(addr: SocketAddr) -> Result<(), BoxError> {
     let provider = VerbsProvider::new();
     let listener = provider.listen(addr).await?;
+    // The guest harness starts the client once it reads this line.
+    println!("listening on {}", listener.local_addr()?);
     let request = listener.next_request().await?;
     // The target region must exist before accepting, but regions belong to a connection; so
     // accept first and advertise the target in a Send.

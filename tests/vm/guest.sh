@@ -235,7 +235,7 @@ perf() {
     # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20)
     awk '$1 == 1048576 && NF >= 4 {print "bw", $4}' "$R/perf-$r-ib_write_bw.log" >>"$R/rounds.txt"
     if [ -n "${VM_BENCH:-}" ]; then
-      pair "perf-$r-verbs-bench" 180 "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
+      pair "perf-$r-verbs-bench" 180 --ready "^listening on" "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
         "$VM_BENCH" --connect "$ADDR:$((7480 + r))"
       log="$R/perf-$r-verbs-bench.log"
       sed -n 's/^BENCH //p' "$log" | tr ' ' '\n' | tr '=' ' ' >>"$R/rounds.txt"
