@@ -23,17 +23,24 @@ step() {
     failures=$((failures + 1))
   fi
 }
-# elapsed START: seconds since START (an $EPOCHREALTIME), to a tenth.
-elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'; }
-# pair NAME SECONDS [--ready REGEX] SERVER-CMD -- CLIENT-CMD: server in the background, client
-# after it listens. With --ready, "listens" means the server's log matched REGEX (our tools print
-# "listening on ADDR" once the listener exists); without it, a fixed wait that grows per attempt.
+# until_listening LOG PID: waits (at most 30 s) until LOG has the "listening ..." line our servers
+# print once their listener exists, or until process PID is gone.
+until_listening() {
+  local deadline=$((SECONDS + 30))
+  until grep -q "^listening" "$1" || ! kill -0 "$2" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do
+    sleep 0.1
+  done
+}
+# pair NAME SECONDS [--listening] SERVER-CMD -- CLIENT-CMD: server in the background, client
+# after it listens. With --listening (our tools: rdma-ping, verbs-bench), once the server printed
+# "listening on ADDR", which it does when its listener exists; without it, after a fixed wait
+# that grows per attempt.
 pair() {
   local name="$1" secs="$2" ready=""
   shift 2
-  if [ "$1" = --ready ]; then
-    ready="$2"
-    shift 2
+  if [ "$1" = --listening ]; then
+    ready=1
+    shift
   fi
   local server=() client=()
   while [ "$1" != -- ]; do server+=("$1"); shift; done
@@ -52,12 +59,8 @@ pair() {
     spid=$!
     if [ -n "$ready" ]; then
       start=$EPOCHREALTIME
-      until grep -qE "$ready" "$R/$name.server.log" || ! kill -0 "$spid" 2>/dev/null; do
-        waited="$(elapsed "$start")"
-        [ "${waited%.*}" -ge 30 ] && break
-        sleep 0.1
-      done
-      waited="$(elapsed "$start")"
+      until_listening "$R/$name.server.log" "$spid"
+      waited="$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')"
       echo "attempt $try: server ready (or gone) after $waited s" >>"$R/$name.waits"
     else
       sleep "$try"
@@ -79,9 +82,11 @@ pair() {
     tail -n 15 "$R/$name.log" | sed 's/^/  | /'
     tail -n 15 "$R/$name.server.log" | sed 's/^/  S| /'
     [ -z "$ready" ] || sed 's/^/  W| /' "$R/$name.waits"
-    local a
+    local a tag
     for a in "$R/$name".attempt-*.log; do
-      [ -f "$a" ] && sed "s/^/  A| $(basename "$a" .log | sed 's/.*\.//'): /" "$a"
+      [ -f "$a" ] || continue
+      tag="${a%.log}"
+      sed "s/^/  A| ${tag##*.}: /" "$a"
     done
     failures=$((failures + 1))
     kill "$spid" 2>/dev/null
@@ -138,7 +143,7 @@ provider() {
     else
       local port=7471 op
       for op in send write read; do
-        pair "rdma-ping-$op" 60 --ready "^listening on" "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
+        pair "rdma-ping-$op" 60 --listening "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" -- \
           "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op "$op" --size 4096 --count 20
         grep -- '^---' "$R/rdma-ping-$op.log" | sed 's/^/TEST /'
         port=$((port + 1))
@@ -161,7 +166,7 @@ killed_peer() {
   local log="$R/rpc-peer.server.log"
   "$VM_RPC_PEER" --provider verbs serve --listen "$ADDR:$port" >"$log" 2>&1 &
   spid=$!
-  for i in $(seq 1 30); do grep -q "^listening" "$log" && break; sleep 1; done
+  until_listening "$log" "$spid"
   timeout 120 "$VM_RPC_PEER" --provider verbs call --connect "$ADDR:$port" --calls 2 --bulk 65536 \
     >"$R/rpc-peer-warm.log" 2>&1
   sleep 2
@@ -235,7 +240,7 @@ perf() {
     # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20)
     awk '$1 == 1048576 && NF >= 4 {print "bw", $4}' "$R/perf-$r-ib_write_bw.log" >>"$R/rounds.txt"
     if [ -n "${VM_BENCH:-}" ]; then
-      pair "perf-$r-verbs-bench" 180 --ready "^listening on" "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
+      pair "perf-$r-verbs-bench" 180 --listening "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
         "$VM_BENCH" --connect "$ADDR:$((7480 + r))"
       log="$R/perf-$r-verbs-bench.log"
       sed -n 's/^BENCH //p' "$log" | tr ' ' '\n' | tr '=' ' ' >>"$R/rounds.txt"
@@ -293,7 +298,7 @@ siw() {
   local port=7491 op crc
   for crc in "" --crc; do
     for op in send write read; do
-      pair "siw-$op${crc:+-crc}" 60 --ready "^listening on" \
+      pair "siw-$op${crc:+-crc}" 60 --listening \
         "$VM_RDMA_PING" --provider soft --listen "$siw_addr:$port" $crc -- \
         "$VM_RDMA_PING" --provider verbs --connect "$siw_addr:$port" --op "$op" --size 262144 --count 20
       grep -E "^(negotiated|---|target buffer)" "$R/siw-$op${crc:+-crc}.server.log" "$R/siw-$op${crc:+-crc}.log" |
@@ -306,7 +311,7 @@ siw() {
     for op in send write read; do
       name="siw-server-$op-$(echo "$mpa" | tr -d ' -')"
       # shellcheck disable=SC2086 # $mpa is a list of options
-      pair "$name" 60 --ready "^listening on" \
+      pair "$name" 60 --listening \
         "$VM_RDMA_PING" --provider verbs --listen "$siw_addr:$port" -- \
         "$VM_RDMA_PING" --provider soft --connect "$siw_addr:$port" $mpa --op "$op" --size 262144 --count 20 --pcap "$R/$name.pcap"
       grep -E "^(negotiated|---|target buffer)" "$R/$name.log" "$R/$name.server.log" | sed 's/^/TEST /'
@@ -565,8 +570,8 @@ kernel_client() {
   head -c 67108864 /dev/urandom >/tmp/src64
   "$VM_NFS3_SERVER" --log --provider verbs --listen "$WIRE_SERVER" --rdma-port 20050 \
     --mount-port 20051 --export /export --capacity-mib 512 >"$R/nfs3-server.log" 2>&1 &
-  local spid=$! i cap
-  for i in $(seq 1 30); do grep -q "^listening" "$R/nfs3-server.log" && break; sleep 1; done
+  local spid=$! cap
+  until_listening "$R/nfs3-server.log" "$spid"
   dumpcap -q -B 256 -i n0 -w /tmp/nfs-kernel.pcapng >>"$R/dumpcap.log" 2>&1 &
   cap=$!
   sleep 3
