@@ -39,12 +39,12 @@
 //! `read_direct`).
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -93,6 +93,13 @@ pub(crate) struct Shared {
     /// The connection is on the flusher's list.
     flush_listed: AtomicBool,
     tap: Option<ConnTap>,
+    /// The socket's read half and what was read from it, once the driver has started (lock
+    /// order: this, then `tx`, then `core`).
+    rx: Mutex<Option<Rx>>,
+    /// Who the socket's read readiness wakes ([`ReadWake`]).
+    read_wake: Arc<ReadWake>,
+    /// `read_wake` as a waker: the one the socket is ever given for reading.
+    read_waker: Waker,
 }
 
 /// What the receive task found after feeding the core.
@@ -135,6 +142,7 @@ struct TxStep {
 
 impl Shared {
     pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
+        let read_wake = Arc::new(ReadWake::default());
         Arc::new(Shared {
             core: Mutex::new(core),
             tx: Mutex::new(Transmit::new()),
@@ -145,6 +153,9 @@ impl Shared {
             deferred: AtomicBool::new(false),
             flush_listed: AtomicBool::new(false),
             tap,
+            rx: Mutex::new(None),
+            read_waker: Waker::from(read_wake.clone()),
+            read_wake,
         })
     }
 
@@ -152,6 +163,10 @@ impl Shared {
     /// design, and a panic elsewhere must not wedge the connection).
     pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn rx(&self) -> MutexGuard<'_, Option<Rx>> {
+        self.rx.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wakes whoever may have work after a core update.
@@ -189,9 +204,9 @@ impl Shared {
         }
     }
 
-    /// Wakes whoever has work after the receive task fed the core (`input`, see
-    /// [`Input::of`]); true when a due reply was left to whoever posts next.
-    fn after_input(&self, input: Input) -> bool {
+    /// Wakes whoever has work after `reader` fed the core (`input`, see [`Input::of`]); true
+    /// when a due reply was left to whoever posts next.
+    fn after_input(&self, input: Input, reader: Reader) -> bool {
         let Input {
             transmit,
             confirmations,
@@ -207,15 +222,12 @@ impl Shared {
         if completions {
             // See the module documentation. A reply left last time and still unsent goes out
             // now, with this one.
-            if confirmations
-                && !self.deferred.load(Ordering::SeqCst)
-                && self.pollers.load(Ordering::SeqCst) > 0
-            {
+            if confirmations && !self.deferred.load(Ordering::SeqCst) && self.poller_waits(reader) {
                 self.deferred.store(true, Ordering::SeqCst);
-                self.wake_pollers();
+                self.wake_pollers_after(reader);
                 return true;
             }
-            self.wake_pollers();
+            self.wake_pollers_after(reader);
         }
         if transmit {
             self.transmit_now();
@@ -252,17 +264,28 @@ impl Shared {
         res.map(|()| step)
     }
 
-    /// The next completion.
-    pub(crate) async fn next_completion(&self) -> Completion {
+    /// The next completion. While it waits, the poller reads the socket itself when no one
+    /// else does ([`Waiting::receive`]).
+    pub(crate) async fn next_completion(self: &Arc<Self>) -> Completion {
         let mut waiting = Waiting {
             shared: self,
             waker: None,
+            reader: false,
         };
         std::future::poll_fn(|cx| {
             if let Some(c) = self.core().poll_completion() {
                 return Poll::Ready(c);
             }
-            waiting.register(cx.waker());
+            if self.read_wake.take_reader(cx.waker(), waiting.token()) {
+                // Woken by the socket or by completions ([`Shared::wake_pollers`]).
+                waiting.reader = true;
+                if let Poll::Ready(c) = waiting.receive(cx) {
+                    return Poll::Ready(c);
+                }
+            } else {
+                // Another poller reads; it wakes the others.
+                waiting.register(cx.waker());
+            }
             // A completion that came before the registration found no waker to wake.
             match self.core().poll_completion() {
                 Some(c) => Poll::Ready(c),
@@ -272,11 +295,38 @@ impl Shared {
         .await
     }
 
+    /// A poller waits for completions: the one that read the input, one on the list, or the
+    /// one that reads the socket ([`ReadWake`]).
+    fn poller_waits(&self, reader: Reader) -> bool {
+        matches!(reader, Reader::Poller)
+            || self.pollers.load(Ordering::SeqCst) > 0
+            || self.read_wake.targets().poller.is_some()
+    }
+
+    /// Wakes the pollers after input read by `reader`: the poller that read it finds the
+    /// completions itself, so only the others need a wake-up.
+    fn wake_pollers_after(&self, reader: Reader) {
+        match reader {
+            Reader::Task => self.wake_pollers(),
+            Reader::Poller => self.wake_listed(),
+        }
+    }
+
     /// Wakes every poller waiting for completions (the core has some, or changed state).
     /// Always under the list's lock, after the core was updated: a poller registers under that
     /// lock before it looks at the core once more, so either it is on the list or it sees the
     /// update.
     fn wake_pollers(&self) {
+        self.read_wake.wake_poller();
+        self.wake_listed();
+    }
+
+    /// Wakes the pollers on the list (all but the one reading the socket, see [`ReadWake`]).
+    fn wake_listed(&self) {
+        // Nobody on the list (see `Waiting::drop` on reading `pollers` without the lock).
+        if self.pollers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
         match list.len() {
             0 => {}
@@ -298,12 +348,20 @@ impl Shared {
 
 /// A poller waiting in [`Shared::next_completion`]: its waker is on the list while it waits.
 struct Waiting<'a> {
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     /// The waker last put on the list.
     waker: Option<Waker>,
+    /// This poller has been the reader ([`ReadWake::poller`]) and must say so when it leaves.
+    reader: bool,
 }
 
 impl Waiting<'_> {
+    /// Names this poller to [`ReadWake`]: its address, which does not change while its future
+    /// is polled (pinned) and until it is dropped.
+    fn token(&self) -> usize {
+        self as *const Self as usize
+    }
+
     fn register(&mut self, waker: &Waker) {
         let mut list = self
             .shared
@@ -316,11 +374,75 @@ impl Waiting<'_> {
         }
         self.waker = Some(waker.clone());
     }
+
+    /// Reads the socket in the receive task's place while no other poller does, until input
+    /// completes something this poller can return (`Ready`). Then the socket's readiness wakes
+    /// this poller instead of the receive task ([`ReadWake`]), which saves a task wake-up per
+    /// message: the socket wakes the poller, not a task that wakes the poller.
+    fn receive(&mut self, cx: &mut Context<'_>) -> Poll<Completion> {
+        if self.shared.read_wake.armed.load(Ordering::SeqCst) {
+            // Nothing came since the socket last had nothing to read.
+            return Poll::Pending;
+        }
+        let mut found = None;
+        let mut budget = RECEIVE_BUDGET;
+        loop {
+            if budget == 0 {
+                // Input keeps coming: let others run, then go on.
+                cx.waker().wake_by_ref();
+                break;
+            }
+            budget -= 1;
+            let mut guard = match self.shared.rx.try_lock() {
+                Ok(guard) => guard,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                // The receive task is reading: it wakes the pollers, and the socket wakes this
+                // one when there is more.
+                Err(TryLockError::WouldBlock) => return Poll::Pending,
+            };
+            let Some(rx) = guard.as_mut() else {
+                return Poll::Pending;
+            };
+            if rx.done {
+                return Poll::Pending;
+            }
+            // Read until the socket is empty, as the receive task does.
+            let input = match rx.receive(self.shared) {
+                Poll::Pending => break,
+                Poll::Ready(Received::Closed) => {
+                    rx.done = true;
+                    drop(guard);
+                    closed(self.shared);
+                    self.shared.read_wake.wake_task();
+                    break;
+                }
+                Poll::Ready(Received::Input(input)) => input,
+            };
+            let established = input.established;
+            rx.done = !established;
+            drop(guard);
+            if self.shared.after_input(input, Reader::Poller) {
+                flusher::watch(self.shared);
+            }
+            if found.is_none() {
+                found = self.shared.core().poll_completion();
+            }
+            if !established {
+                self.shared.read_wake.wake_task();
+                break;
+            }
+        }
+        found.map_or(Poll::Pending, Poll::Ready)
+    }
 }
 
 impl Drop for Waiting<'_> {
-    /// Leaves the list, if still on it.
+    /// Gives the socket back to the receive task if this poller was reading it, and leaves the
+    /// list, if still on it.
     fn drop(&mut self) {
+        if self.reader {
+            self.shared.read_wake.leave(self.token());
+        }
         let Some(mine) = &self.waker else { return };
         // Usually a wake-up took the whole list (see `Shared::wake_pollers`). `pollers` is the
         // list's length, stored under its lock after every change; this thread's own push
@@ -346,101 +468,283 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     if shared.wr.set(wr).is_err() {
         unreachable!("a connection's driver starts once");
     }
-    let rx = tokio::spawn(rx_loop(shared.clone(), rd));
+    *shared.rx() = Some(Rx {
+        rd,
+        buf: vec![0u8; RX_BUF],
+        start: 0,
+        end: 0,
+        direct_next: false,
+        done: false,
+    });
+    let rx = tokio::spawn(receive_task(shared.clone()));
     let tx = tokio::spawn(tx_loop(shared));
     (rx, tx)
 }
 
-async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
-    let mut buf = vec![0u8; RX_BUF];
-    let (mut start, mut end) = (0usize, 0usize);
-    // What the last input left: a direct placement to read into.
-    let mut direct_next = false;
-    loop {
-        // Direct placement: the payload of a tagged segment goes from the socket straight
-        // into the registered memory, under the region's lock, without a bounce buffer.
-        if start == end {
-            start = 0;
-            end = 0;
-            let direct = if direct_next {
-                shared
-                    .core()
-                    .direct_placement()
-                    .filter(|d| d.remaining > 0)
-                    .cloned()
-            } else {
-                None
+/// The receive task: reads the socket into the core whenever the socket's readiness wakes it
+/// (no poller reads in its place, see [`ReadWake`]), until the stream ends or the connection
+/// leaves Full Operation.
+async fn receive_task(shared: Arc<Shared>) {
+    std::future::poll_fn(|cx| {
+        shared.read_wake.set_task(cx.waker());
+        for _ in 0..RECEIVE_BUDGET {
+            let mut guard = shared.rx();
+            let Some(rx) = guard.as_mut() else {
+                return Poll::Ready(());
             };
-            if let Some(d) = direct {
-                if let Err(e) = rd.readable().await {
-                    tracing::debug!(error = %e, "receive failed");
+            if rx.done {
+                return Poll::Ready(());
+            }
+            let input = match rx.receive(&shared) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Received::Closed) => {
+                    rx.done = true;
+                    drop(guard);
                     closed(&shared);
-                    break;
+                    return Poll::Ready(());
                 }
-                match read_direct(&shared, &rd, &d, &mut buf) {
-                    Ok(Some(n)) => {
-                        end = n;
-                        let input = {
-                            let mut core = shared.core();
-                            if end > 0 {
-                                start = core.handle_input(&buf[..end]);
-                            }
-                            Input::of(core)
-                        };
-                        let established = input.established;
-                        direct_next = input.direct;
-                        if shared.after_input(input) {
-                            flusher::watch(&shared);
-                        }
-                        if !established {
-                            break;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        if e.kind() != io::ErrorKind::UnexpectedEof {
-                            tracing::debug!(error = %e, "receive failed");
-                        }
-                        closed(&shared);
-                        break;
-                    }
-                }
-                continue;
+                Poll::Ready(Received::Input(input)) => input,
+            };
+            let established = input.established;
+            rx.done = !established;
+            drop(guard);
+            if shared.after_input(input, Reader::Task) {
+                flusher::watch(&shared);
             }
-        } else if end == buf.len() {
-            buf.copy_within(start..end, 0);
-            end -= start;
-            start = 0;
-        }
-        let n = match rd.read(&mut buf[end..]).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::debug!(error = %e, "receive failed");
-                0
+            if !established {
+                return Poll::Ready(());
             }
-        };
-        if n == 0 {
-            closed(&shared);
-            break;
         }
-        if let Some(tap) = &shared.tap {
-            tap.record(Direction::Received, &buf[end..end + n]);
+        // Give the worker to other tasks now and then under a stream of input.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Reads the socket a task does before it lets others run (see [`receive_task`]).
+const RECEIVE_BUDGET: usize = 64;
+
+/// The receiving half of a connection, shared by the receive task and a completion poller
+/// reading in its place. Whoever holds it reads.
+pub(crate) struct Rx {
+    rd: OwnedReadHalf,
+    buf: Vec<u8>,
+    /// `buf[start..end]` is read and not yet taken by the core.
+    start: usize,
+    end: usize,
+    /// The last input set up a direct placement to read into next.
+    direct_next: bool,
+    /// The stream ended or the connection left Full Operation: nothing more is read.
+    done: bool,
+}
+
+/// The one waker the socket is given for reading, which passes the readiness on to the poller
+/// reading in the receive task's place, if one waits, or else to the receive task.
+///
+/// tokio keeps one waker per direction for `poll_read_ready`; giving it the poller's waker
+/// and the task's in turn cost a registration (lock and waker clone) each way per message.
+/// This one never changes, so the socket's slot is only refilled, and choosing the reader is a
+/// small lock here.
+#[derive(Default)]
+pub(crate) struct ReadWake {
+    to: Mutex<ReadTargets>,
+    /// The socket had nothing to read when last asked and has not woken this since: a poller
+    /// need not ask again.
+    armed: AtomicBool,
+}
+
+#[derive(Default)]
+struct ReadTargets {
+    /// The poller reading in the receive task's place; taken by the wake-up it gets.
+    poller: Option<Waker>,
+    /// Which poller that is ([`Waiting::token`]); 0 for none. Kept when its waker is taken.
+    reader: usize,
+    /// The receive task.
+    task: Option<Waker>,
+}
+
+impl ReadWake {
+    fn targets(&self) -> MutexGuard<'_, ReadTargets> {
+        self.to.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the poller `token` (whose waker is `waker`) the reader, unless another poller
+    /// is; true if it is the reader now.
+    fn take_reader(&self, waker: &Waker, token: usize) -> bool {
+        let mut to = self.targets();
+        if to.reader != token && to.poller.is_some() {
+            return false;
         }
-        end += n;
-        let input = {
-            let mut core = shared.core();
-            start += core.handle_input(&buf[start..end]);
-            Input::of(core)
-        };
-        let established = input.established;
-        direct_next = input.direct;
-        if shared.after_input(input) {
-            flusher::watch(&shared);
+        to.reader = token;
+        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            to.poller = Some(waker.clone());
         }
-        if !established {
-            break;
+        true
+    }
+
+    /// The poller `token` leaves. If a wake-up took its waker since it last read, there may
+    /// be input nobody reads: the receive task is woken for it.
+    fn leave(&self, token: usize) {
+        let mut to = self.targets();
+        if to.reader != token {
+            return;
+        }
+        to.reader = 0;
+        if to.poller.take().is_none() {
+            let task = to.task.clone();
+            drop(to);
+            task.into_iter().for_each(Waker::wake);
         }
     }
+
+    /// Records the receive task's waker.
+    fn set_task(&self, waker: &Waker) {
+        let mut to = self.targets();
+        if !to.task.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            to.task = Some(waker.clone());
+        }
+    }
+
+    /// Wakes the receive task (to end it: nothing more is read).
+    fn wake_task(&self) {
+        let task = self.targets().task.clone();
+        task.into_iter().for_each(Waker::wake);
+    }
+
+    /// Wakes the reading poller, if one waits, for completions.
+    fn wake_poller(&self) {
+        let poller = self.targets().poller.take();
+        poller.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl std::task::Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.armed.store(false, Ordering::SeqCst);
+        let mut to = self.targets();
+        let next = match to.poller.take() {
+            Some(poller) => poller,
+            None => match &to.task {
+                Some(task) => task.clone(),
+                // The task has not run yet; it reads when it does.
+                None => return,
+            },
+        };
+        drop(to);
+        next.wake();
+    }
+}
+
+/// What one [`Rx::receive`] step did.
+enum Received {
+    /// The core took input; what it has now.
+    Input(Input),
+    /// The peer closed the stream or it failed.
+    Closed,
+}
+
+/// Who reads the socket (see [`Shared::after_input`]).
+#[derive(Clone, Copy)]
+enum Reader {
+    /// The receive task.
+    Task,
+    /// A completion poller, in the receive task's place.
+    Poller,
+}
+
+impl Rx {
+    /// Reads once from the socket (straight into registered memory where a direct placement is
+    /// due) and feeds the core; `Pending`, with the socket's readiness to wake [`ReadWake`],
+    /// when there is nothing to read.
+    fn receive(&mut self, shared: &Shared) -> Poll<Received> {
+        let cx = &mut Context::from_waker(&shared.read_waker);
+        loop {
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+                let direct = if self.direct_next {
+                    shared
+                        .core()
+                        .direct_placement()
+                        .filter(|d| d.remaining > 0)
+                        .cloned()
+                } else {
+                    None
+                };
+                // Direct placement: the payload of a tagged segment goes from the socket
+                // straight into the registered memory, under the region's lock, without a
+                // bounce buffer.
+                if let Some(d) = direct {
+                    match read_direct(shared, &self.rd, &d, &mut self.buf) {
+                        Ok(Some(n)) => {
+                            self.end = n;
+                            let mut core = shared.core();
+                            if n > 0 {
+                                self.start = core.handle_input(&self.buf[..n]);
+                            }
+                            return Poll::Ready(Received::Input(self.took(core)));
+                        }
+                        Ok(None) => match self.rd.as_ref().poll_read_ready(cx) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(Ok(())) => continue,
+                            Poll::Ready(Err(e)) => return Poll::Ready(failed(e)),
+                        },
+                        Err(e) => return Poll::Ready(failed(e)),
+                    }
+                }
+            } else if self.end == self.buf.len() {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            // `poll_read`, not `try_read`: a short read tells tokio the socket is drained, so
+            // the next call waits for readiness without a read that finds nothing.
+            let mut space = ReadBuf::new(&mut self.buf[self.end..]);
+            // Set before asking: a wake-up in between clears it, and a stale one only costs a
+            // read that finds nothing.
+            shared.read_wake.armed.store(true, Ordering::SeqCst);
+            let res = Pin::new(&mut self.rd).poll_read(cx, &mut space);
+            if res.is_ready() {
+                shared.read_wake.armed.store(false, Ordering::SeqCst);
+            }
+            match res {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(failed(e)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = space.filled().len();
+            if n == 0 {
+                return Poll::Ready(Received::Closed);
+            }
+            if let Some(tap) = &shared.tap {
+                tap.record(Direction::Received, &self.buf[self.end..self.end + n]);
+            }
+            self.end += n;
+            let mut core = shared.core();
+            self.start += core.handle_input(&self.buf[self.start..self.end]);
+            return Poll::Ready(Received::Input(self.took(core)));
+        }
+    }
+
+    /// What the core has after input (see [`Input::of`]), noting a direct placement due.
+    fn took(&mut self, core: MutexGuard<'_, Core>) -> Input {
+        let input = Input::of(core);
+        self.direct_next = input.direct;
+        input
+    }
+}
+
+/// A read that failed: the connection is closed.
+fn failed(e: io::Error) -> Received {
+    if e.kind() != io::ErrorKind::UnexpectedEof {
+        tracing::debug!(error = %e, "receive failed");
+    }
+    Received::Closed
 }
 
 /// One non-blocking read for the direct placement `d`: the rest of its payload into the
