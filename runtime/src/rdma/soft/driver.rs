@@ -388,8 +388,13 @@ impl Waiting<'_> {
         let mut budget = RECEIVE_BUDGET;
         loop {
             if budget == 0 {
-                // Input keeps coming: let others run, then go on.
-                cx.waker().wake_by_ref();
+                // Input keeps coming: let others run, then go on; the receive task goes on if
+                // this poller leaves with a completion (the socket has not been asked to wake
+                // anyone).
+                match found {
+                    None => cx.waker().wake_by_ref(),
+                    Some(_) => self.shared.read_wake.wake_task(),
+                }
                 break;
             }
             budget -= 1;
@@ -398,13 +403,13 @@ impl Waiting<'_> {
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
                 // The receive task is reading: it wakes the pollers, and the socket wakes this
                 // one when there is more.
-                Err(TryLockError::WouldBlock) => return Poll::Pending,
+                Err(TryLockError::WouldBlock) => break,
             };
             let Some(rx) = guard.as_mut() else {
-                return Poll::Pending;
+                break;
             };
             if rx.done {
-                return Poll::Pending;
+                break;
             }
             // Read until the socket is empty, as the receive task does.
             let input = match rx.receive(self.shared) {
