@@ -3,6 +3,13 @@
 //! placement of tagged payloads into registered memory) and transmit (core -> socket, with
 //! vectored writes straight from registered memory).
 //!
+//! A completion poller that finds nothing reads the socket itself, in the receive task's place
+//! ([`Waiting::receive`]), and the socket's readiness then wakes the poller rather than the
+//! receive task ([`ReadWake`]): per message the chain is socket -> poller instead of socket ->
+//! receive task -> poller, half the task wake-ups. The receive task reads whenever no poller
+//! waits (a connection nobody polls still answers RDMA Reads and confirmations), and a poller
+//! that leaves with input unread wakes it.
+//!
 //! Whoever gives the core something to send (a `post_send` caller, the receive task after an
 //! RDMA Read Request) writes it to the socket itself when no one else is writing and the
 //! socket has room ([`Shared::transmit_now`], non-blocking, one batch), as Linux siw does:
@@ -23,8 +30,9 @@
 //! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
 //! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
 //! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
-//! the whole round trip. Per message the chain is one wake-up per hop: socket -> receive task
-//! -> completion poller (-> the task it hands the completion to).
+//! the whole round trip. Per message the chain is one wake-up per hop: socket -> completion
+//! poller (-> the task it hands the completion to), or socket -> receive task -> poller when
+//! no poller was waiting.
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
 //! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
@@ -32,11 +40,14 @@
 //! NULL calls, where the poller is not the task that posts next, paid a third write and a
 //! cross-worker wake-up per call (28-30 us instead of 9 on two workers).
 //!
-//! Tried and left out: a completion poller reading the socket itself while it waits (the
-//! socket's readiness handed to it instead of the receive task, saving a task wake-up per
-//! message) measured no faster (5.25-5.6 us against 5.2-5.25 on the ping-pong) for the
-//! bookkeeping it needs; reading directly placed payloads one segment at a time (see
-//! `read_direct`).
+//! The poller reading the socket, measured with `benches/rdma_soft.rs` on a 2-vCPU VM (64-byte
+//! ping-pong, confirmed completions, three alternating runs each against the receive task
+//! reading everything): time above raw TCP 2.5 us instead of 2.9 on two workers, 2.3 instead of
+//! 2.9 on a current-thread runtime, 3.5 instead of 4.4 from `block_on`; instructions per round
+//! trip unchanged (13,419 against 13,392, callgrind): tokio's work for the wake-up saved
+//! (~600) goes to choosing the reader. An earlier attempt, which gave the socket the poller's
+//! waker and the task's in turn, measured no faster; reading directly placed payloads one
+//! segment at a time was left out too (see `read_direct`).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::{pin, Pin};
@@ -313,9 +324,9 @@ impl Shared {
     }
 
     /// Wakes every poller waiting for completions (the core has some, or changed state).
-    /// Always under the list's lock, after the core was updated: a poller registers under that
-    /// lock before it looks at the core once more, so either it is on the list or it sees the
-    /// update.
+    /// Always under the list's lock (or [`ReadWake`]'s, for the reading poller), after the core
+    /// was updated: a poller registers under that lock before it looks at the core once more,
+    /// so either it is woken or it sees the update.
     fn wake_pollers(&self) {
         self.read_wake.wake_poller();
         self.wake_listed();
@@ -346,7 +357,8 @@ impl Shared {
     }
 }
 
-/// A poller waiting in [`Shared::next_completion`]: its waker is on the list while it waits.
+/// A poller waiting in [`Shared::next_completion`]: its waker is with [`ReadWake`] while it
+/// reads the socket, or else on the list.
 struct Waiting<'a> {
     shared: &'a Arc<Shared>,
     /// The waker last put on the list.
