@@ -16,7 +16,8 @@
 //! Run with `cargo bench -p rpcrdma --bench rdma_soft` (`-- latency`, `-- throughput`,
 //! `-- processes` or `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
 //! round trips; `-- profile read crc-on` runs one bulk variant for `PROFILE_SECS` seconds,
-//! default 10, to record with `perf`; `-- ping confirmed 10000` runs one round-trip variant
+//! default 10, to record with `perf` (from `block_on`; with `PROFILE_TASK=1` from a spawned
+//! task, where the soft driver lets the completion poller read the socket); `-- ping confirmed 10000` runs one round-trip variant
 //! for callgrind, see `scripts/soft-profile --round-trip`). Every figure is also written as a record for `scripts/bench`'s report
 //! (`bench_report`); `BENCH_QUICK=1` runs fewer, shorter rounds.
 //! Baseline and provider run on the same tokio runtime (two workers; the round trips also on a
@@ -929,7 +930,11 @@ async fn profile(args: &[String]) {
     let t = Instant::now();
     let (mut rates, mut cpu) = (Vec::new(), Vec::new());
     while t.elapsed().as_secs_f64() < secs {
-        let run = bulk(v, 256 * MIB, MIB).await;
+        let run = if std::env::var("PROFILE_TASK").is_ok() {
+            tokio::spawn(bulk(v, 256 * MIB, MIB)).await.unwrap()
+        } else {
+            bulk(v, 256 * MIB, MIB).await
+        };
         rates.push(run.rate / 1e6);
         cpu.push(run.cpu_ns_per_byte);
     }

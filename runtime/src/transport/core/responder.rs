@@ -351,7 +351,7 @@ impl<B: Buf> Responder<B> {
         self.exposures.len()
     }
 
-    /// RDMA_DONE for `xid` (seed 000 section 3.8: "the client ... signal[s] the server that
+    /// RDMA_DONE for `xid` (seed 000 section 3.8: "the client ... signal\[s\] the server that
     /// it has received the chunks, so the server can de-register and free the memory"). False
     /// when nothing awaited it.
     pub(super) fn done(&mut self, xid: u32, out: &mut Outbox<B>, stats: &mut Stats) -> bool {

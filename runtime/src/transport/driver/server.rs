@@ -1,4 +1,4 @@
-//! The responder side: accepting connections and serving an [`rpc::Server`] on them.
+//! The responder side: accepting connections and serving an [`rpc::Server`](crate::rpc::Server) on them.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
