@@ -34,6 +34,11 @@
 //! loopback (issue 12's, raw TCP 4.1 us): the provider's time above raw TCP in each round,
 //! measured here, added to that machine's 4.1 us. This machine's own ratio can pass where that
 //! one fails (a slow loopback hides the provider's cost), so both are judged.
+//!
+//! With `-- --floor` the bench exits non-zero when a 1 MiB transfer falls below its regression
+//! floor (75 % of the best TCP stream with CRC off, 60 % with CRC on), well under the targets:
+//! CI runs `-- throughput --floor`, which catches a bulk regression without failing on a few
+//! points of noise.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -350,6 +355,15 @@ const LATENCY_TARGET: f64 = 1.3;
 const THROUGHPUT_TARGET: f64 = 0.85;
 const THROUGHPUT_TARGET_CRC: f64 = 0.70;
 
+/// Regression floors for the 1 MiB transfers, judged with `-- --floor` (CI runs
+/// `-- throughput --floor`): well below the targets, which a shared or slower machine may miss
+/// by a few points, but above what a real regression costs. A completion poller that read 1 MiB
+/// RDMA Reads on `block_on`'s thread measured 72 % (CRC off) and 44-48 % (CRC on) where the
+/// receive task measured 86-95 % and 73-78 % (2-vCPU VM, alternating runs); benches are only
+/// built by the tests, so that passed CI.
+const THROUGHPUT_FLOOR: f64 = 0.75;
+const THROUGHPUT_FLOOR_CRC: f64 = 0.60;
+
 /// Raw tokio TCP's 64-byte round trip on the fast-loopback machine of issue 12 (2-vCPU VM),
 /// where the provider measured 1.56x. The round-trip target must hold there too: the
 /// provider's time above raw TCP, measured here, is judged as if added to this loopback
@@ -543,8 +557,8 @@ async fn bulk(v: usize, total: usize, size: usize) -> Transfer {
 
 /// 1 MiB RDMA Write and RDMA Read, CRC off and on, against the best single TCP stream of
 /// 1 MiB writes measured in the same round (raw blocking sockets or tokio). Returns the
-/// targets missed.
-async fn throughput(rec: &mut Recorder) -> Vec<String> {
+/// targets missed; the variants below their regression floor go to `below_floor`.
+async fn throughput(rec: &mut Recorder, below_floor: &mut Vec<String>) -> Vec<String> {
     let rounds = rounds();
     // Long enough for TCP to leave slow start and the socket buffers to grow: a single
     // loopback stream of blocking sockets moved 4.3 GB/s over 128 MiB and 5.1-5.5 over 2 GiB
@@ -588,10 +602,10 @@ async fn throughput(rec: &mut Recorder) -> Vec<String> {
     let mut missed = Vec::new();
     for v in 2..BULK.len() {
         let name = BULK[v];
-        let target = if name.ends_with("CRC on") {
-            THROUGHPUT_TARGET_CRC
+        let (target, floor) = if name.ends_with("CRC on") {
+            (THROUGHPUT_TARGET_CRC, THROUGHPUT_FLOOR_CRC)
         } else {
-            THROUGHPUT_TARGET
+            (THROUGHPUT_TARGET, THROUGHPUT_FLOOR)
         };
         let (m, lo, hi) = stats(&mbs[v]);
         let (r, rlo, rhi) = stats(&ratios(&mbs[v], &best));
@@ -599,13 +613,21 @@ async fn throughput(rec: &mut Recorder) -> Vec<String> {
         if !met {
             missed.push(format!("1 MiB {name}: {:.0}%", 100.0 * r));
         }
+        if r < floor {
+            below_floor.push(format!(
+                "1 MiB {name}: {:.0}% (floor {:.0}%)",
+                100.0 * r,
+                100.0 * floor
+            ));
+        }
         println!(
-            "  {name:<24} {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of best TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}   CPU {:.3} ns/B ({:.2}x raw TCP's)",
+            "  {name:<24} {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of best TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}{}   CPU {:.3} ns/B ({:.2}x raw TCP's)",
             100.0 * r,
             100.0 * rlo,
             100.0 * rhi,
             100.0 * target,
             verdict(met),
+            if r < floor { ", BELOW the regression floor" } else { "" },
             stats(&cpu[v]).0,
             stats(&ratios(&cpu[v], &cpu[0])).0,
         );
@@ -1078,6 +1100,8 @@ fn main() -> ExitCode {
     // `task`, `block_on`, `current`) runs one part.
     let check = std::env::args().any(|a| a == "--check")
         || std::env::var("BENCH_CHECK").is_ok_and(|v| v == "1");
+    let floor = std::env::args().any(|a| a == "--floor");
+    let mut below_floor = Vec::new();
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -1127,7 +1151,7 @@ fn main() -> ExitCode {
         )));
     }
     if wants("throughput") {
-        missed.extend(two_workers.block_on(throughput(&mut rec)));
+        missed.extend(two_workers.block_on(throughput(&mut rec, &mut below_floor)));
     }
     if wants("processes") {
         missed.extend(two_workers.block_on(two_processes(&mut rec)));
@@ -1137,6 +1161,12 @@ fn main() -> ExitCode {
     }
     if let Err(e) = rec.save() {
         eprintln!("rdma_soft: records not written: {e}");
+    }
+    if !below_floor.is_empty() {
+        println!("BELOW the regression floor: {}", below_floor.join("; "));
+        if floor {
+            return ExitCode::FAILURE;
+        }
     }
     if missed.is_empty() {
         println!("every target met");
