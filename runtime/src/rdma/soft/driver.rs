@@ -976,3 +976,29 @@ mod flusher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::poller_may_read;
+
+    /// The poller reads the socket only where the socket's readiness reaches it without a
+    /// thread hop (see [`poller_may_read`]).
+    #[test]
+    fn poller_reads_only_in_a_task_or_on_a_current_thread_runtime() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        assert!(!multi.block_on(async { poller_may_read() }));
+        let in_task = multi.spawn(async { poller_may_read() });
+        assert!(multi.block_on(in_task).unwrap());
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(current.block_on(async { poller_may_read() }));
+        let in_task = current.spawn(async { poller_may_read() });
+        assert!(current.block_on(in_task).unwrap());
+        // Outside any runtime (another executor): the receive task reads.
+        assert!(!poller_may_read());
+    }
+}
