@@ -15,6 +15,7 @@
 mod auth;
 mod buffer;
 mod client;
+pub(crate) mod deadlines;
 mod error;
 mod header;
 mod local;

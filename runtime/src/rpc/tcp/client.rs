@@ -14,10 +14,10 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::task::JoinHandle;
 
 use super::config::TcpConfig;
-use super::deadlines::{self, CoarseInstant, Expire};
 use super::encoding::with_message;
 use super::replies::{Lost, Replies, Ticket, Waiter, Xid};
 use super::sink::{RecordSink, SinkClosed};
+use crate::rpc::deadlines::{self, CoarseInstant, Expire};
 use crate::rpc::header::encode_call_header;
 use crate::rpc::msg::OpaqueAuth;
 use crate::rpc::{

@@ -70,7 +70,6 @@
 
 mod client;
 mod config;
-mod deadlines;
 mod encoding;
 mod replies;
 mod server;

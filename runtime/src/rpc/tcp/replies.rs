@@ -22,7 +22,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -30,10 +30,10 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::Notify;
 
 use super::config::TcpConfig;
-use super::deadlines::{CoarseInstant, Expire};
 use super::sink::RecordSink;
 use super::stream::{poll_record, try_record, ReadError};
 use crate::id_map::IdMap;
+use crate::rpc::deadlines::{CoarseInstant, Expire};
 use crate::rpc::msg::MsgType;
 use crate::rpc::record::RecordReader;
 
@@ -50,7 +50,7 @@ pub(super) enum Lost {
     AfterSending,
     /// Another call on the connection has this XID (only after 2^32 XIDs).
     XidInUse,
-    /// The call passed its deadline (see [`deadlines`](super::deadlines)).
+    /// The call passed its deadline (see [`deadlines`](crate::rpc::deadlines)).
     TimedOut,
     /// As many calls as allowed wait already: wait for [`Replies::slot_freed`], then try again.
     Full,
@@ -498,7 +498,7 @@ fn wake(waker: Option<Waker>) {
 }
 
 impl Expire for Replies {
-    fn expire(&self, now: CoarseInstant) {
+    fn expire(self: Arc<Self>, now: CoarseInstant) {
         let mut wakers = Vec::new();
         let task = {
             let mut pending = self.lock();

@@ -338,7 +338,43 @@ where
         ),
         "a slow call: {err:?}"
     );
-    echo(&s, 10_000, 2).await
+    echo(&s, 10_000, 2).await?;
+    // Under the connection's default timeout a call has no timer of its own: the
+    // connection's sweeper fails it (`rpc::deadlines`), and fences its memory at once, as a
+    // dropped call's (seed 004 section 5.4.1).
+    let limit = Duration::from_millis(100);
+    let s = setup_with(
+        put,
+        RdmaConfig::default(),
+        RdmaConfig::default().timeout(Some(limit)),
+    )
+    .await?;
+    s.client.test_null().await.step("NULL")?;
+    let before = s.transport.stats().revocations;
+    // SLOWECHO holds its Write chunk for 300 ms.
+    let err = s
+        .client
+        .test_slowecho(EchoArgs {
+            tag: 300,
+            data: pattern(50_000, 1),
+        })
+        .await
+        .err();
+    ensure!(
+        matches!(
+            err,
+            Some(rpc::Error::Transport(TransportError::TimedOut(t))) if t == limit
+        ),
+        "a slow call under the default timeout: {err:?}"
+    );
+    let after = s.transport.stats().revocations;
+    ensure!(
+        after >= before + 2,
+        "{} handles revoked for the timed-out call",
+        after - before
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    echo(&s, 50_000, 9).await
 }
 
 pub(super) async fn retransmit<T>(put: &T) -> Result<(), Failure>

@@ -24,6 +24,7 @@ use crate::rdma::{
     Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
     WcStatus,
 };
+use crate::rpc::deadlines::{self, CoarseInstant, Expire};
 use crate::rpc::{
     self, encode_reply, encode_reply_header, BufferSource, CatchPanic, Client, Dispatch, Incoming,
     Reply, Server, TransportError, TransportKind,
@@ -48,9 +49,17 @@ enum Posted {
     Invalidate(PoolBuf),
 }
 
+/// A call waiting for its reply.
+struct Waiter {
+    reply: oneshot::Sender<Result<Reply, TransportError>>,
+    /// When the connection's sweeper fails the call, and the limit to report (the default
+    /// timeout, see [`deadlines`]); `None` when the call has a timer of its own, or none.
+    deadline: Option<(CoarseInstant, Duration)>,
+}
+
 struct State {
     core: Core<PoolBuf>,
-    waiters: IdMap<CallId, oneshot::Sender<Result<Reply, TransportError>>>,
+    waiters: IdMap<CallId, Waiter>,
     posted: IdMap<OpId, Posted>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
@@ -81,6 +90,10 @@ pub(crate) struct Conn<C: Connection> {
     /// padding and the Read-Read model (no second lock per message otherwise).
     mode_2004: bool,
     timeout: Option<Duration>,
+    /// The task that fails calls past the default timeout ([`deadlines`]), started by the
+    /// first call that needs it; `None` inside if it could not start (calls then keep a timer
+    /// of their own).
+    sweeper: std::sync::OnceLock<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Registers `count` receive buffers of `size` bytes in one region and posts them: run in
@@ -169,6 +182,7 @@ impl<C: Connection> Conn<C> {
             configuration: std::sync::OnceLock::new(),
             mode_2004: config.mode_2004.is_some(),
             timeout: config.timeout,
+            sweeper: std::sync::OnceLock::new(),
         });
         if let (Role::Server, Some(program)) = (
             role,
@@ -225,7 +239,13 @@ impl<C: Connection> Conn<C> {
             let id = st
                 .core
                 .start_extension(htype, flags, body, Instant::now())?;
-            st.waiters.insert(id, tx);
+            st.waiters.insert(
+                id,
+                Waiter {
+                    reply: tx,
+                    deadline: None,
+                },
+            );
             self.flush(&mut st);
             id
         };
@@ -279,6 +299,9 @@ impl<C: Connection> Conn<C> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        if let Some(Some(sweeper)) = self.sweeper.get() {
+            sweeper.abort();
+        }
         st.core.close();
         self.deliver(st);
         self.close_notify.notify_one();
@@ -307,8 +330,8 @@ impl<C: Connection> Conn<C> {
         while let Some(event) = st.core.poll_event() {
             match event {
                 Event::Reply { call, result } => {
-                    if let Some(tx) = st.waiters.remove(&call) {
-                        let _ = tx.send(result);
+                    if let Some(waiter) = st.waiters.remove(&call) {
+                        let _ = waiter.reply.send(result);
                     }
                 }
                 Event::Call(call) => st.calls.push(call),
@@ -483,6 +506,16 @@ impl<C: Connection> Conn<C> {
         }
         call.encode(xid, &mut enc).map_err(rpc::Error::Encode)?;
         let (message, moved) = enc.finish_with_chunks();
+        // A timeout of the call's own gets an exact timer; the default one only a deadline
+        // the connection's sweeper enforces: a tokio timer per call costs every call (see
+        // `deadlines`).
+        let (timer, deadline) = match (timeout, self.timeout) {
+            (Some(own), _) => (Some(own), None),
+            (None, Some(limit)) if self.sweeping(limit) => {
+                (None, Some((CoarseInstant::after(limit), limit)))
+            }
+            (None, limit) => (limit, None),
+        };
         let (tx, rx) = oneshot::channel();
         let id = {
             let mut st = self.lock();
@@ -499,7 +532,13 @@ impl<C: Connection> Conn<C> {
                 Instant::now(),
                 &mut &self.pool,
             )?;
-            st.waiters.insert(id, tx);
+            st.waiters.insert(
+                id,
+                Waiter {
+                    reply: tx,
+                    deadline,
+                },
+            );
             self.flush(&mut st);
             id
         };
@@ -509,7 +548,7 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
-        let outcome = match timeout.or(self.timeout) {
+        let outcome = match timer {
             Some(t) => match tokio::time::timeout(t, rx).await {
                 Ok(r) => r,
                 Err(_) => return Err(TransportError::TimedOut(t).into()),
@@ -521,6 +560,22 @@ impl<C: Connection> Conn<C> {
             Ok(result) => result.map_err(rpc::Error::from),
             Err(_) => Err(TransportError::Closed.into()),
         }
+    }
+
+    /// Starts the sweeper for calls under the default timeout `limit` unless it runs; false if
+    /// it cannot run here (outside a runtime, or no timer could be made).
+    fn sweeping(self: &Arc<Self>, limit: Duration) -> bool {
+        self.sweeper
+            .get_or_init(|| {
+                tokio::runtime::Handle::try_current().ok()?;
+                let expire: Arc<dyn Expire> = self.clone();
+                deadlines::watch(Arc::downgrade(&expire), deadlines::period(limit))
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "no deadline sweeper: each call keeps a timer")
+                    })
+                    .ok()
+            })
+            .is_some()
     }
 
     /// The Write chunks to provide for a call, and the largest reply that can then come
@@ -587,6 +642,31 @@ impl<C: Connection> Conn<C> {
             })
             .collect();
         (targets, inline)
+    }
+}
+
+impl<C: Connection> Expire for Conn<C> {
+    /// Fails the calls past their default timeout as a dropped call is cancelled (see
+    /// [`Cancel`]): the core invalidates their handles at once.
+    fn expire(self: Arc<Self>, now: CoarseInstant) {
+        let mut st = self.lock();
+        let expired: Vec<CallId> = st
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.deadline.is_some_and(|(at, _)| at <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        for id in expired {
+            if let Some(waiter) = st.waiters.remove(&id) {
+                st.core.cancel(id);
+                let limit = waiter.deadline.map_or(Duration::ZERO, |(_, limit)| limit);
+                let _ = waiter.reply.send(Err(TransportError::TimedOut(limit)));
+            }
+        }
+        self.flush(&mut st);
     }
 }
 

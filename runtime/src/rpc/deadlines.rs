@@ -1,4 +1,5 @@
-//! The default call timeout without a timer per call.
+//! The default call timeout without a timer per call, for the TCP client and the
+//! RPC-over-RDMA connections.
 //!
 //! A tokio timer per call (registered when the call waits, cancelled when its reply comes)
 //! cost 0.3-0.5 us of a 15 us NULL call on loopback. So a call under the configured default
@@ -29,7 +30,7 @@ use std::io;
 use std::ops::Add;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 #[cfg(target_os = "linux")]
@@ -39,30 +40,30 @@ use tokio::io::Interest;
 use tokio::task::JoinHandle;
 
 /// Something with calls that may pass their deadline: a connection.
-pub(super) trait Expire: Send + Sync {
+pub(crate) trait Expire: Send + Sync {
     /// Fails the calls whose deadline is at or before `now`.
-    fn expire(&self, now: CoarseInstant);
+    fn expire(self: Arc<Self>, now: CoarseInstant);
 }
 
 /// A time on the coarse monotonic clock (`CLOCK_MONOTONIC_COARSE` on Linux; elsewhere the
 /// standard clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct CoarseInstant(Duration);
+pub(crate) struct CoarseInstant(Duration);
 
 impl CoarseInstant {
     /// Now, to within the clock's resolution (behind, never ahead).
-    pub(super) fn now() -> CoarseInstant {
+    pub(crate) fn now() -> CoarseInstant {
         CoarseInstant(coarse_clock())
     }
 
     /// A deadline `limit` from now that is never early: the reading may lag by up to a
     /// resolution, which is added.
-    pub(super) fn after(limit: Duration) -> CoarseInstant {
+    pub(crate) fn after(limit: Duration) -> CoarseInstant {
         CoarseInstant::now() + limit + resolution()
     }
 
     /// The same time on the standard clock (for a tokio timer).
-    pub(super) fn to_instant(self) -> Instant {
+    pub(crate) fn to_instant(self) -> Instant {
         Instant::now() + self.0.saturating_sub(coarse_clock())
     }
 }
@@ -121,13 +122,13 @@ fn resolution() -> Duration {
 }
 
 /// How often a connection whose calls time out after `timeout` is looked at.
-pub(super) fn period(timeout: Duration) -> Duration {
+pub(crate) fn period(timeout: Duration) -> Duration {
     (timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 /// Has `connection` looked at every `period` while it lives, by a task of the current
 /// runtime; the task ends once the connection is dropped (abort it to end it sooner).
-pub(super) fn watch(connection: Weak<dyn Expire>, period: Duration) -> io::Result<JoinHandle<()>> {
+pub(crate) fn watch(connection: Weak<dyn Expire>, period: Duration) -> io::Result<JoinHandle<()>> {
     let mut ticker = Ticker::new(period)?;
     Ok(tokio::spawn(async move {
         loop {
@@ -225,12 +226,11 @@ impl Ticker {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     struct Counting(AtomicUsize);
 
     impl Expire for Counting {
-        fn expire(&self, _now: CoarseInstant) {
+        fn expire(self: Arc<Self>, _now: CoarseInstant) {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
