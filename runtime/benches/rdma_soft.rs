@@ -17,7 +17,7 @@
 //! `-- processes` or `-- sweep` for one part, `-- task`, `-- block_on` or `-- current` for one placement of the
 //! round trips; `-- profile read crc-on` runs one bulk variant for `PROFILE_SECS` seconds,
 //! default 10, to record with `perf` (from `block_on`; with `PROFILE_TASK=1` from a spawned
-//! task, where the soft driver lets the completion poller read the socket); `-- ping confirmed 10000` runs one round-trip variant
+//! task); `-- ping confirmed 10000` runs one round-trip variant
 //! for callgrind, see `scripts/soft-profile --round-trip`). Every figure is also written as a record for `scripts/bench`'s report
 //! (`bench_report`); `BENCH_QUICK=1` runs fewer, shorter rounds.
 //! Baseline and provider run on the same tokio runtime (two workers; the round trips also on a

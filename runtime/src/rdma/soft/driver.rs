@@ -3,15 +3,6 @@
 //! placement of tagged payloads into registered memory) and transmit (core -> socket, with
 //! vectored writes straight from registered memory).
 //!
-//! A completion poller that finds nothing reads the socket itself, in the receive task's place
-//! ([`Waiting::receive`]), and the socket's readiness then wakes the poller rather than the
-//! receive task ([`ReadWake`]): per message the chain is socket -> poller instead of socket ->
-//! receive task -> poller, half the task wake-ups. Only a poller that the readiness reaches
-//! without a thread hop does so: one in a task, or on a current-thread runtime
-//! ([`poller_may_read`]). The receive task reads whenever no poller
-//! waits (a connection nobody polls still answers RDMA Reads and confirmations), and a poller
-//! that leaves with input unread wakes it.
-//!
 //! Whoever gives the core something to send (a `post_send` caller, the receive task after an
 //! RDMA Read Request) writes it to the socket itself when no one else is writing and the
 //! socket has room ([`Shared::transmit_now`], non-blocking, one batch), as Linux siw does:
@@ -32,9 +23,8 @@
 //! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
 //! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
 //! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
-//! the whole round trip. Per message the chain is one wake-up per hop: socket -> completion
-//! poller (-> the task it hands the completion to), or socket -> receive task -> poller when
-//! no poller was waiting.
+//! the whole round trip. Per message the chain is one wake-up per hop: socket -> receive task
+//! -> completion poller (-> the task it hands the completion to).
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
 //! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
@@ -42,22 +32,19 @@
 //! NULL calls, where the poller is not the task that posts next, paid a third write and a
 //! cross-worker wake-up per call (28-30 us instead of 9 on two workers).
 //!
-//! The poller reading the socket, measured with `benches/rdma_soft.rs` on a 2-vCPU VM (64-byte
-//! ping-pong, confirmed completions, three alternating runs each against the receive task
-//! reading everything): time above raw TCP 2.5 us instead of 2.9 on two workers, 2.3 instead of
-//! 2.9 on a current-thread runtime, 3.5 instead of 4.4 from `block_on`; instructions per round
-//! trip unchanged (13,419 against 13,392, callgrind): tokio's work for the wake-up saved
-//! (~600) goes to choosing the reader. An earlier attempt, which gave the socket the poller's
-//! waker and the task's in turn, measured no faster; reading directly placed payloads one
-//! segment at a time was left out too (see `read_direct`).
+//! Tried and left out: a completion poller reading the socket itself while it waits (the
+//! socket's readiness handed to it instead of the receive task, saving a task wake-up per
+//! message) measured no faster (5.25-5.6 us against 5.2-5.25 on the ping-pong) for the
+//! bookkeeping it needs; reading directly placed payloads one segment at a time (see
+//! `read_direct`).
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -106,13 +93,6 @@ pub(crate) struct Shared {
     /// The connection is on the flusher's list.
     flush_listed: AtomicBool,
     tap: Option<ConnTap>,
-    /// The socket's read half and what was read from it, once the driver has started (lock
-    /// order: this, then `tx`, then `core`).
-    rx: Mutex<Option<Rx>>,
-    /// Who the socket's read readiness wakes ([`ReadWake`]).
-    read_wake: Arc<ReadWake>,
-    /// `read_wake` as a waker: the one the socket is ever given for reading.
-    read_waker: Waker,
 }
 
 /// What the receive task found after feeding the core.
@@ -155,7 +135,6 @@ struct TxStep {
 
 impl Shared {
     pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
-        let read_wake = Arc::new(ReadWake::default());
         Arc::new(Shared {
             core: Mutex::new(core),
             tx: Mutex::new(Transmit::new()),
@@ -166,9 +145,6 @@ impl Shared {
             deferred: AtomicBool::new(false),
             flush_listed: AtomicBool::new(false),
             tap,
-            rx: Mutex::new(None),
-            read_waker: Waker::from(read_wake.clone()),
-            read_wake,
         })
     }
 
@@ -176,10 +152,6 @@ impl Shared {
     /// design, and a panic elsewhere must not wedge the connection).
     pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn rx(&self) -> MutexGuard<'_, Option<Rx>> {
-        self.rx.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wakes whoever may have work after a core update.
@@ -217,9 +189,9 @@ impl Shared {
         }
     }
 
-    /// Wakes whoever has work after `reader` fed the core (`input`, see [`Input::of`]); true
-    /// when a due reply was left to whoever posts next.
-    fn after_input(&self, input: Input, reader: Reader) -> bool {
+    /// Wakes whoever has work after the receive task fed the core (`input`, see
+    /// [`Input::of`]); true when a due reply was left to whoever posts next.
+    fn after_input(&self, input: Input) -> bool {
         let Input {
             transmit,
             confirmations,
@@ -235,12 +207,15 @@ impl Shared {
         if completions {
             // See the module documentation. A reply left last time and still unsent goes out
             // now, with this one.
-            if confirmations && !self.deferred.load(Ordering::SeqCst) && self.poller_waits(reader) {
+            if confirmations
+                && !self.deferred.load(Ordering::SeqCst)
+                && self.pollers.load(Ordering::SeqCst) > 0
+            {
                 self.deferred.store(true, Ordering::SeqCst);
-                self.wake_pollers_after(reader);
+                self.wake_pollers();
                 return true;
             }
-            self.wake_pollers_after(reader);
+            self.wake_pollers();
         }
         if transmit {
             self.transmit_now();
@@ -277,30 +252,17 @@ impl Shared {
         res.map(|()| step)
     }
 
-    /// The next completion. While it waits, the poller reads the socket itself when no one
-    /// else does and the socket's readiness reaches it without a thread hop
-    /// ([`poller_may_read`], [`Waiting::receive`]).
-    pub(crate) async fn next_completion(self: &Arc<Self>) -> Completion {
+    /// The next completion.
+    pub(crate) async fn next_completion(&self) -> Completion {
         let mut waiting = Waiting {
             shared: self,
             waker: None,
-            reader: false,
         };
-        let may_read = poller_may_read();
         std::future::poll_fn(|cx| {
             if let Some(c) = self.core().poll_completion() {
                 return Poll::Ready(c);
             }
-            if may_read && self.read_wake.take_reader(cx.waker(), waiting.token()) {
-                // Woken by the socket or by completions ([`Shared::wake_pollers`]).
-                waiting.reader = true;
-                if let Poll::Ready(c) = waiting.receive(cx) {
-                    return Poll::Ready(c);
-                }
-            } else {
-                // Another poller reads; it wakes the others.
-                waiting.register(cx.waker());
-            }
+            waiting.register(cx.waker());
             // A completion that came before the registration found no waker to wake.
             match self.core().poll_completion() {
                 Some(c) => Poll::Ready(c),
@@ -310,38 +272,11 @@ impl Shared {
         .await
     }
 
-    /// A poller waits for completions: the one that read the input, one on the list, or the
-    /// one that reads the socket ([`ReadWake`]).
-    fn poller_waits(&self, reader: Reader) -> bool {
-        matches!(reader, Reader::Poller)
-            || self.pollers.load(Ordering::SeqCst) > 0
-            || self.read_wake.targets().poller.is_some()
-    }
-
-    /// Wakes the pollers after input read by `reader`: the poller that read it finds the
-    /// completions itself, so only the others need a wake-up.
-    fn wake_pollers_after(&self, reader: Reader) {
-        match reader {
-            Reader::Task => self.wake_pollers(),
-            Reader::Poller => self.wake_listed(),
-        }
-    }
-
     /// Wakes every poller waiting for completions (the core has some, or changed state).
-    /// Always under the list's lock (or [`ReadWake`]'s, for the reading poller), after the core
-    /// was updated: a poller registers under that lock before it looks at the core once more,
-    /// so either it is woken or it sees the update.
+    /// Always under the list's lock, after the core was updated: a poller registers under that
+    /// lock before it looks at the core once more, so either it is on the list or it sees the
+    /// update.
     fn wake_pollers(&self) {
-        self.read_wake.wake_poller();
-        self.wake_listed();
-    }
-
-    /// Wakes the pollers on the list (all but the one reading the socket, see [`ReadWake`]).
-    fn wake_listed(&self) {
-        // Nobody on the list (see `Waiting::drop` on reading `pollers` without the lock).
-        if self.pollers.load(Ordering::SeqCst) == 0 {
-            return;
-        }
         let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
         match list.len() {
             0 => {}
@@ -361,36 +296,14 @@ impl Shared {
     }
 }
 
-/// Whether a poller running here reads the socket in the receive task's place: only in a
-/// task, or on a current-thread runtime's `block_on` (which drives the I/O itself). Elsewhere
-/// (`block_on` of a multi-thread runtime, another executor) every readiness would be passed
-/// from the worker polling the I/O driver to the poller's thread, and the reading and checking
-/// of bulk input would leave the workers for that thread: 1 MiB RDMA Reads with CRC measured
-/// 2.5 GB/s instead of 3.9 that way (`rdma_soft profile read crc-on`, 2-vCPU VM), while in a
-/// task they measured 4.0 against 3.8 with the receive task reading.
-fn poller_may_read() -> bool {
-    tokio::task::try_id().is_some()
-        || tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
-}
-
-/// A poller waiting in [`Shared::next_completion`]: its waker is with [`ReadWake`] while it
-/// reads the socket, or else on the list.
+/// A poller waiting in [`Shared::next_completion`]: its waker is on the list while it waits.
 struct Waiting<'a> {
-    shared: &'a Arc<Shared>,
+    shared: &'a Shared,
     /// The waker last put on the list.
     waker: Option<Waker>,
-    /// This poller has been the reader ([`ReadTargets::poller`]) and must say so when it leaves.
-    reader: bool,
 }
 
 impl Waiting<'_> {
-    /// Names this poller to [`ReadWake`]: its address, which does not change while its future
-    /// is polled (pinned) and until it is dropped.
-    fn token(&self) -> usize {
-        self as *const Self as usize
-    }
-
     fn register(&mut self, waker: &Waker) {
         let mut list = self
             .shared
@@ -403,80 +316,11 @@ impl Waiting<'_> {
         }
         self.waker = Some(waker.clone());
     }
-
-    /// Reads the socket in the receive task's place while no other poller does, until input
-    /// completes something this poller can return (`Ready`). Then the socket's readiness wakes
-    /// this poller instead of the receive task ([`ReadWake`]), which saves a task wake-up per
-    /// message: the socket wakes the poller, not a task that wakes the poller.
-    fn receive(&mut self, cx: &mut Context<'_>) -> Poll<Completion> {
-        if self.shared.read_wake.armed.load(Ordering::SeqCst) {
-            // Nothing came since the socket last had nothing to read.
-            return Poll::Pending;
-        }
-        let mut found = None;
-        let mut budget = RECEIVE_BUDGET;
-        loop {
-            if budget == 0 {
-                // Input keeps coming: let others run, then go on; the receive task goes on if
-                // this poller leaves with a completion (the socket has not been asked to wake
-                // anyone).
-                match found {
-                    None => cx.waker().wake_by_ref(),
-                    Some(_) => self.shared.read_wake.wake_task(),
-                }
-                break;
-            }
-            budget -= 1;
-            let mut guard = match self.shared.rx.try_lock() {
-                Ok(guard) => guard,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                // The receive task is reading: it wakes the pollers, and the socket wakes this
-                // one when there is more.
-                Err(TryLockError::WouldBlock) => break,
-            };
-            let Some(rx) = guard.as_mut() else {
-                break;
-            };
-            if rx.done {
-                break;
-            }
-            // Read until the socket is empty, as the receive task does.
-            let input = match rx.receive(self.shared) {
-                Poll::Pending => break,
-                Poll::Ready(Received::Closed) => {
-                    rx.done = true;
-                    drop(guard);
-                    closed(self.shared);
-                    self.shared.read_wake.wake_task();
-                    break;
-                }
-                Poll::Ready(Received::Input(input)) => input,
-            };
-            let established = input.established;
-            rx.done = !established;
-            drop(guard);
-            if self.shared.after_input(input, Reader::Poller) {
-                flusher::watch(self.shared);
-            }
-            if found.is_none() {
-                found = self.shared.core().poll_completion();
-            }
-            if !established {
-                self.shared.read_wake.wake_task();
-                break;
-            }
-        }
-        found.map_or(Poll::Pending, Poll::Ready)
-    }
 }
 
 impl Drop for Waiting<'_> {
-    /// Gives the socket back to the receive task if this poller was reading it, and leaves the
-    /// list, if still on it.
+    /// Leaves the list, if still on it.
     fn drop(&mut self) {
-        if self.reader {
-            self.shared.read_wake.leave(self.token());
-        }
         let Some(mine) = &self.waker else { return };
         // Usually a wake-up took the whole list (see `Shared::wake_pollers`). `pollers` is the
         // list's length, stored under its lock after every change; this thread's own push
@@ -502,283 +346,101 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     if shared.wr.set(wr).is_err() {
         unreachable!("a connection's driver starts once");
     }
-    *shared.rx() = Some(Rx {
-        rd,
-        buf: vec![0u8; RX_BUF],
-        start: 0,
-        end: 0,
-        direct_next: false,
-        done: false,
-    });
-    let rx = tokio::spawn(receive_task(shared.clone()));
+    let rx = tokio::spawn(rx_loop(shared.clone(), rd));
     let tx = tokio::spawn(tx_loop(shared));
     (rx, tx)
 }
 
-/// The receive task: reads the socket into the core whenever the socket's readiness wakes it
-/// (no poller reads in its place, see [`ReadWake`]), until the stream ends or the connection
-/// leaves Full Operation.
-async fn receive_task(shared: Arc<Shared>) {
-    std::future::poll_fn(|cx| {
-        shared.read_wake.set_task(cx.waker());
-        for _ in 0..RECEIVE_BUDGET {
-            let mut guard = shared.rx();
-            let Some(rx) = guard.as_mut() else {
-                return Poll::Ready(());
+async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
+    let mut buf = vec![0u8; RX_BUF];
+    let (mut start, mut end) = (0usize, 0usize);
+    // What the last input left: a direct placement to read into.
+    let mut direct_next = false;
+    loop {
+        // Direct placement: the payload of a tagged segment goes from the socket straight
+        // into the registered memory, under the region's lock, without a bounce buffer.
+        if start == end {
+            start = 0;
+            end = 0;
+            let direct = if direct_next {
+                shared
+                    .core()
+                    .direct_placement()
+                    .filter(|d| d.remaining > 0)
+                    .cloned()
+            } else {
+                None
             };
-            if rx.done {
-                return Poll::Ready(());
-            }
-            let input = match rx.receive(&shared) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Received::Closed) => {
-                    rx.done = true;
-                    drop(guard);
+            if let Some(d) = direct {
+                if let Err(e) = rd.readable().await {
+                    tracing::debug!(error = %e, "receive failed");
                     closed(&shared);
-                    return Poll::Ready(());
+                    break;
                 }
-                Poll::Ready(Received::Input(input)) => input,
-            };
-            let established = input.established;
-            rx.done = !established;
-            drop(guard);
-            if shared.after_input(input, Reader::Task) {
-                flusher::watch(&shared);
-            }
-            if !established {
-                return Poll::Ready(());
-            }
-        }
-        // Give the worker to other tasks now and then under a stream of input.
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
-}
-
-/// Reads the socket a task does before it lets others run (see [`receive_task`]).
-const RECEIVE_BUDGET: usize = 64;
-
-/// The receiving half of a connection, shared by the receive task and a completion poller
-/// reading in its place. Whoever holds it reads.
-pub(crate) struct Rx {
-    rd: OwnedReadHalf,
-    buf: Vec<u8>,
-    /// `buf[start..end]` is read and not yet taken by the core.
-    start: usize,
-    end: usize,
-    /// The last input set up a direct placement to read into next.
-    direct_next: bool,
-    /// The stream ended or the connection left Full Operation: nothing more is read.
-    done: bool,
-}
-
-/// The one waker the socket is given for reading, which passes the readiness on to the poller
-/// reading in the receive task's place, if one waits, or else to the receive task.
-///
-/// tokio keeps one waker per direction for `poll_read_ready`; giving it the poller's waker
-/// and the task's in turn cost a registration (lock and waker clone) each way per message.
-/// This one never changes, so the socket's slot is only refilled, and choosing the reader is a
-/// small lock here.
-#[derive(Default)]
-pub(crate) struct ReadWake {
-    to: Mutex<ReadTargets>,
-    /// The socket had nothing to read when last asked and has not woken this since: a poller
-    /// need not ask again.
-    armed: AtomicBool,
-}
-
-#[derive(Default)]
-struct ReadTargets {
-    /// The poller reading in the receive task's place; taken by the wake-up it gets.
-    poller: Option<Waker>,
-    /// Which poller that is ([`Waiting::token`]); 0 for none. Kept when its waker is taken.
-    reader: usize,
-    /// The receive task.
-    task: Option<Waker>,
-}
-
-impl ReadWake {
-    fn targets(&self) -> MutexGuard<'_, ReadTargets> {
-        self.to.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes the poller `token` (whose waker is `waker`) the reader, unless another poller
-    /// is; true if it is the reader now.
-    fn take_reader(&self, waker: &Waker, token: usize) -> bool {
-        let mut to = self.targets();
-        if to.reader != token && to.poller.is_some() {
-            return false;
-        }
-        to.reader = token;
-        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            to.poller = Some(waker.clone());
-        }
-        true
-    }
-
-    /// The poller `token` leaves. If a wake-up took its waker since it last read, there may
-    /// be input nobody reads: the receive task is woken for it.
-    fn leave(&self, token: usize) {
-        let mut to = self.targets();
-        if to.reader != token {
-            return;
-        }
-        to.reader = 0;
-        if to.poller.take().is_none() {
-            let task = to.task.clone();
-            drop(to);
-            task.into_iter().for_each(Waker::wake);
-        }
-    }
-
-    /// Records the receive task's waker.
-    fn set_task(&self, waker: &Waker) {
-        let mut to = self.targets();
-        if !to.task.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            to.task = Some(waker.clone());
-        }
-    }
-
-    /// Wakes the receive task (to end it: nothing more is read).
-    fn wake_task(&self) {
-        let task = self.targets().task.clone();
-        task.into_iter().for_each(Waker::wake);
-    }
-
-    /// Wakes the reading poller, if one waits, for completions.
-    fn wake_poller(&self) {
-        let poller = self.targets().poller.take();
-        poller.into_iter().for_each(Waker::wake);
-    }
-}
-
-impl std::task::Wake for ReadWake {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.armed.store(false, Ordering::SeqCst);
-        let mut to = self.targets();
-        let next = match to.poller.take() {
-            Some(poller) => poller,
-            None => match &to.task {
-                Some(task) => task.clone(),
-                // The task has not run yet; it reads when it does.
-                None => return,
-            },
-        };
-        drop(to);
-        next.wake();
-    }
-}
-
-/// What one [`Rx::receive`] step did.
-enum Received {
-    /// The core took input; what it has now.
-    Input(Input),
-    /// The peer closed the stream or it failed.
-    Closed,
-}
-
-/// Who reads the socket (see [`Shared::after_input`]).
-#[derive(Clone, Copy)]
-enum Reader {
-    /// The receive task.
-    Task,
-    /// A completion poller, in the receive task's place.
-    Poller,
-}
-
-impl Rx {
-    /// Reads once from the socket (straight into registered memory where a direct placement is
-    /// due) and feeds the core; `Pending`, with the socket's readiness to wake [`ReadWake`],
-    /// when there is nothing to read.
-    fn receive(&mut self, shared: &Shared) -> Poll<Received> {
-        let cx = &mut Context::from_waker(&shared.read_waker);
-        loop {
-            if self.start == self.end {
-                self.start = 0;
-                self.end = 0;
-                let direct = if self.direct_next {
-                    shared
-                        .core()
-                        .direct_placement()
-                        .filter(|d| d.remaining > 0)
-                        .cloned()
-                } else {
-                    None
-                };
-                // Direct placement: the payload of a tagged segment goes from the socket
-                // straight into the registered memory, under the region's lock, without a
-                // bounce buffer.
-                if let Some(d) = direct {
-                    match read_direct(shared, &self.rd, &d, &mut self.buf) {
-                        Ok(Some(n)) => {
-                            self.end = n;
+                match read_direct(&shared, &rd, &d, &mut buf) {
+                    Ok(Some(n)) => {
+                        end = n;
+                        let input = {
                             let mut core = shared.core();
-                            if n > 0 {
-                                self.start = core.handle_input(&self.buf[..n]);
+                            if end > 0 {
+                                start = core.handle_input(&buf[..end]);
                             }
-                            return Poll::Ready(Received::Input(self.took(core)));
+                            Input::of(core)
+                        };
+                        let established = input.established;
+                        direct_next = input.direct;
+                        if shared.after_input(input) {
+                            flusher::watch(&shared);
                         }
-                        Ok(None) => match self.rd.as_ref().poll_read_ready(cx) {
-                            Poll::Pending => return Poll::Pending,
-                            Poll::Ready(Ok(())) => continue,
-                            Poll::Ready(Err(e)) => return Poll::Ready(failed(e)),
-                        },
-                        Err(e) => return Poll::Ready(failed(e)),
+                        if !established {
+                            break;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        if e.kind() != io::ErrorKind::UnexpectedEof {
+                            tracing::debug!(error = %e, "receive failed");
+                        }
+                        closed(&shared);
+                        break;
                     }
                 }
-            } else if self.end == self.buf.len() {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
+                continue;
             }
-            // `poll_read`, not `try_read`: a short read tells tokio the socket is drained, so
-            // the next call waits for readiness without a read that finds nothing.
-            let mut space = ReadBuf::new(&mut self.buf[self.end..]);
-            // Set before asking: a wake-up in between clears it, and a stale one only costs a
-            // read that finds nothing.
-            shared.read_wake.armed.store(true, Ordering::SeqCst);
-            let res = Pin::new(&mut self.rd).poll_read(cx, &mut space);
-            if res.is_ready() {
-                shared.read_wake.armed.store(false, Ordering::SeqCst);
+        } else if end == buf.len() {
+            buf.copy_within(start..end, 0);
+            end -= start;
+            start = 0;
+        }
+        let n = match rd.read(&mut buf[end..]).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(error = %e, "receive failed");
+                0
             }
-            match res {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(failed(e)),
-                Poll::Ready(Ok(())) => {}
-            }
-            let n = space.filled().len();
-            if n == 0 {
-                return Poll::Ready(Received::Closed);
-            }
-            if let Some(tap) = &shared.tap {
-                tap.record(Direction::Received, &self.buf[self.end..self.end + n]);
-            }
-            self.end += n;
+        };
+        if n == 0 {
+            closed(&shared);
+            break;
+        }
+        if let Some(tap) = &shared.tap {
+            tap.record(Direction::Received, &buf[end..end + n]);
+        }
+        end += n;
+        let input = {
             let mut core = shared.core();
-            self.start += core.handle_input(&self.buf[self.start..self.end]);
-            return Poll::Ready(Received::Input(self.took(core)));
+            start += core.handle_input(&buf[start..end]);
+            Input::of(core)
+        };
+        let established = input.established;
+        direct_next = input.direct;
+        if shared.after_input(input) {
+            flusher::watch(&shared);
+        }
+        if !established {
+            break;
         }
     }
-
-    /// What the core has after input (see [`Input::of`]), noting a direct placement due.
-    fn took(&mut self, core: MutexGuard<'_, Core>) -> Input {
-        let input = Input::of(core);
-        self.direct_next = input.direct;
-        input
-    }
-}
-
-/// A read that failed: the connection is closed.
-fn failed(e: io::Error) -> Received {
-    if e.kind() != io::ErrorKind::UnexpectedEof {
-        tracing::debug!(error = %e, "receive failed");
-    }
-    Received::Closed
 }
 
 /// One non-blocking read for the direct placement `d`: the rest of its payload into the
@@ -974,31 +636,5 @@ mod flusher {
                 shared.send_left_reply();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::poller_may_read;
-
-    /// The poller reads the socket only where the socket's readiness reaches it without a
-    /// thread hop (see [`poller_may_read`]).
-    #[test]
-    fn poller_reads_only_in_a_task_or_on_a_current_thread_runtime() {
-        let multi = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .build()
-            .unwrap();
-        assert!(!multi.block_on(async { poller_may_read() }));
-        let in_task = multi.spawn(async { poller_may_read() });
-        assert!(multi.block_on(in_task).unwrap());
-        let current = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        assert!(current.block_on(async { poller_may_read() }));
-        let in_task = current.spawn(async { poller_may_read() });
-        assert!(current.block_on(in_task).unwrap());
-        // Outside any runtime (another executor): the receive task reads.
-        assert!(!poller_may_read());
     }
 }
