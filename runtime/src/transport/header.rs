@@ -334,6 +334,9 @@ pub fn parse_with(
     limits: &HeaderLimits,
     keep_padding: bool,
 ) -> Result<(Header, usize), HeaderError> {
+    if let Some(plain) = plain_msg(message) {
+        return Ok(plain);
+    }
     let Some((xid, version, _, _)) = fixed_words(message) else {
         return Err(HeaderError::Short);
     };
@@ -344,6 +347,55 @@ pub fn parse_with(
         VERSION_2 => v2::parse(message, limits),
         _ => Err(HeaderError::Version { xid, version }),
     }
+}
+
+/// The length of a version 1 RDMA_MSG without chunks: the fixed words and three empty lists
+/// (seed 004 section 5.6: `rdma_reads`, `rdma_writes`, `rdma_reply`).
+const PLAIN_MSG_LEN: usize = FIXED_LEN + 12;
+
+/// `rdma_proc` of RDMA_MSG (seed 004 section 5.6).
+const RDMA_MSG: u32 = 0;
+
+/// The most common header by far, a version 1 RDMA_MSG without chunks (every small call and
+/// reply), read without the generated decoder: what that decoder and [`check_chunks`] make of
+/// these 28 bytes, at a tenth of the instructions. Anything else is `None`, for the full parse.
+fn plain_msg(message: &[u8]) -> Option<(Header, usize)> {
+    let words: &[u8; PLAIN_MSG_LEN] = message.get(..PLAIN_MSG_LEN)?.try_into().ok()?;
+    let word = |i: usize| {
+        u32::from_be_bytes([
+            words[4 * i],
+            words[4 * i + 1],
+            words[4 * i + 2],
+            words[4 * i + 3],
+        ])
+    };
+    // An empty list and an absent Reply chunk are each a zero word (RFC 4506 section 4.19).
+    (word(1) == VERSION && word(3) == RDMA_MSG && word(4) == 0 && word(5) == 0 && word(6) == 0)
+        .then(|| {
+            (
+                Header::v1(word(0), word(2), Body::Msg(Chunks::default())),
+                PLAIN_MSG_LEN,
+            )
+        })
+}
+
+/// [`plain_msg`]'s counterpart: the 28 bytes of a version 1 RDMA_MSG without chunks, as the
+/// generated encoder writes them.
+fn encode_plain_msg(header: &Header) -> Option<Bytes> {
+    let Body::Msg(c) = &header.body else {
+        return None;
+    };
+    let plain =
+        header.version == VERSION && c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none();
+    if !plain {
+        return None;
+    }
+    let mut bytes = [0; PLAIN_MSG_LEN];
+    bytes[..4].copy_from_slice(&header.xid.to_be_bytes());
+    bytes[4..8].copy_from_slice(&VERSION.to_be_bytes());
+    bytes[8..12].copy_from_slice(&header.credit.to_be_bytes());
+    // rdma_proc (RDMA_MSG) and the three empty lists stay zero.
+    Some(Bytes::copy_from_slice(&bytes))
 }
 
 /// Groups and checks decoded chunk lists, naming the header in the error.
@@ -466,6 +518,9 @@ pub fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
 
 /// Encodes a header into fresh bytes.
 pub fn to_bytes(header: &Header) -> xdr::Result<Bytes> {
+    if let Some(bytes) = encode_plain_msg(header) {
+        return Ok(bytes);
+    }
     let mut enc = Encoder::with_capacity(encoded_len(header));
     encode(header, &mut enc)?;
     Ok(enc.finish().into_bytes())

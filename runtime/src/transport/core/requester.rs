@@ -25,7 +25,7 @@ use super::{
 use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
 use crate::rpc::{Reply, TransportError};
-use crate::xdr::{padding, ChunkTarget, Encoded, Encoder, MovedItem, ReceivedChunks};
+use crate::xdr::{padding, ChunkTarget, Encoded, MovedItem, ReceivedChunks};
 
 /// Room left for the transport header when the encoder decides what stays inline: the fixed
 /// words, the three list ends, and a Read, a Write and a Reply chunk of one segment each. A
@@ -1176,9 +1176,7 @@ fn invalidate_slices<B: Buf>(
 }
 
 fn encode_header(header: &Header) -> Result<Bytes, TransportError> {
-    let mut enc = Encoder::with_capacity(header::encoded_len(header));
-    header::encode(header, &mut enc).map_err(|e| TransportError::Protocol(e.to_string()))?;
-    Ok(enc.finish().into_bytes())
+    header::to_bytes(header).map_err(|e| TransportError::Protocol(e.to_string()))
 }
 
 /// A copy of `e` for one of several calls (its `Other` and `Io` cases become their text).

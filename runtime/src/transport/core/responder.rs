@@ -27,7 +27,7 @@ use super::{
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
-use crate::xdr::{ChunkTarget, Encoded, Encoder, MovedItem};
+use crate::xdr::{ChunkTarget, Encoded, MovedItem};
 
 enum Phase {
     /// Pulling Read chunks: `pending` Reads not yet complete.
@@ -733,7 +733,5 @@ fn filled(segments: &[Segment], len: usize) -> Vec<Segment> {
 }
 
 fn encode(header: &Header) -> Option<Bytes> {
-    let mut enc = Encoder::with_capacity(header::encoded_len(header));
-    header::encode(header, &mut enc).ok()?;
-    Some(enc.finish().into_bytes())
+    header::to_bytes(header).ok()
 }
