@@ -9,14 +9,16 @@
 //!
 //! Every field from the wire is validated before it touches memory; an invalid segment makes
 //! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
-//! and enter the error state, which flushes all outstanding work.
+//! and enter the error state, which flushes all outstanding work. Under CRC, a large tagged
+//! segment's payload is placed as it arrives and the FPDU's CRC checked at its end, as Linux
+//! siw does (see `rx::try_begin_direct`); every other FPDU is checked before it is used.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::tags::TagTable;
 use super::wire::ddp::{self, Buffer, DdpHeader};
-use super::wire::mpa::{FpduReader, FpduWriter, Framing};
+use super::wire::mpa::{self, FpduReader, FpduWriter, Framing};
 use super::wire::rdmap::{self, Opcode, ReadRequest, TermCode, TermLayer, Terminate};
 use super::wire::WireError;
 use crate::rdma::{
@@ -154,7 +156,7 @@ struct CurRecv {
 }
 
 /// Where the payload of the FPDU being received goes when the driver places it straight from
-/// the socket (tagged segments without CRC and markers).
+/// the socket (large tagged segments, without markers).
 #[derive(Debug, Clone)]
 pub struct DirectPlacement {
     /// Target registration.
@@ -163,8 +165,8 @@ pub struct DirectPlacement {
     pub offset: usize,
     /// Payload bytes still to read from the stream.
     pub remaining: usize,
-    /// Stream bytes after the payload up to the next FPDU: the pad and the CRC field (not
-    /// checked: direct placement only runs without CRCs).
+    /// Stream bytes after the payload up to the next FPDU: the pad and the CRC field (checked
+    /// once in when CRCs are in use).
     pub trailer: usize,
 }
 
@@ -201,6 +203,17 @@ struct DirectState {
     place: DirectPlacement,
     last: bool,
     read_response: bool,
+    /// Under CRC: the FPDU's CRC so far, checked once its trailer is in.
+    crc: Option<DirectCrc>,
+}
+
+/// The CRC of a directly placed FPDU (RFC 5044 section 4.1: over the ULPDU length, the ULPDU
+/// and the pad), computed over the bytes as they are placed, and the trailer (pad and CRC
+/// field) as it arrives.
+struct DirectCrc {
+    running: u32,
+    trailer: [u8; 3 + mpa::CRC_LEN],
+    got: usize,
 }
 
 impl Core {
