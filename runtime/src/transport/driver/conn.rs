@@ -711,6 +711,9 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             }
         };
         let first = tokio::select! {
+            // In this order, without drawing a random one to start with each round: completions
+            // first, and a close still ends the loop within a round.
+            biased;
             c = conn.conn.poll_completion() => Some(c),
             _ = timer => None,
             _ = closing.as_mut() => break,
