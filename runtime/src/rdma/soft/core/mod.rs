@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::tags::TagTable;
+use super::wire::crc;
 use super::wire::ddp::{self, Buffer, DdpHeader};
 use super::wire::mpa::{self, FpduReader, FpduWriter, Framing};
 use super::wire::rdmap::{self, Opcode, ReadRequest, TermCode, TermLayer, Terminate};

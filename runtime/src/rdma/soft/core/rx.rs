@@ -96,7 +96,7 @@ impl Core {
             Ok((Some(region), offset, read_response)) => {
                 self.reader.advance(head_len);
                 let crc = self.cfg.rx.crc.then(|| DirectCrc {
-                    running: crc32c::crc32c(&buf[..head_len]),
+                    running: crc::of(&buf[..head_len]),
                     trailer: [0; 3 + mpa::CRC_LEN],
                     got: 0,
                 });
@@ -142,7 +142,7 @@ impl Core {
                             .zip(buf[..n].chunks(COPY_CRC_BLOCK))
                         {
                             to.copy_from_slice(from);
-                            crc.running = crc32c::crc32c_append(crc.running, from);
+                            crc.running = crc::append(crc.running, from);
                         }
                     }
                     None => dst.copy_from_slice(&buf[..n]),
@@ -191,7 +191,7 @@ impl Core {
                 crc.running = d
                     .place
                     .region
-                    .with_slice(|s| crc32c::crc32c_append(crc.running, &s[at..at + n]));
+                    .with_slice(|s| crc::append(crc.running, &s[at..at + n]));
             }
             d.place.remaining -= n;
             d.place.offset += n;
@@ -208,7 +208,7 @@ impl Core {
         if let Some(d) = self.direct.take() {
             if let Some(crc) = d.crc {
                 let pad = crc.got.saturating_sub(mpa::CRC_LEN);
-                let computed = crc32c::crc32c_append(crc.running, &crc.trailer[..pad]);
+                let computed = crc::append(crc.running, &crc.trailer[..pad]);
                 let mut field = [0; mpa::CRC_LEN];
                 field.copy_from_slice(&crc.trailer[pad..pad + mpa::CRC_LEN]);
                 let received = mpa::crc_from_bytes(field);

@@ -24,8 +24,8 @@ use std::ops::Range;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::super::wire::ddp;
 use super::super::wire::mpa::{self, FpduWriter};
+use super::super::wire::{crc, ddp};
 use crate::rdma::mr::RegionReadGuard;
 use crate::rdma::MemoryRegion;
 
@@ -128,11 +128,11 @@ impl Gathered {
     /// The CRC32c over length field, ULPDU and pad (RFC 5044 section 4.1), from `data`.
     fn compute_crc(&mut self, data: &[&[u8]]) {
         let pad = self.tail_len - mpa::CRC_LEN;
-        let mut crc = crc32c::crc32c(&self.head[..self.head_len]);
+        let mut crc = crc::of(&self.head[..self.head_len]);
         for d in data {
-            crc = crc32c::crc32c_append(crc, d);
+            crc = crc::append(crc, d);
         }
-        crc = crc32c::crc32c_append(crc, &self.tail[..pad]);
+        crc = crc::append(crc, &self.tail[..pad]);
         self.tail[pad..self.tail_len].copy_from_slice(&mpa::crc_bytes(crc));
         self.crc_ready = true;
     }

@@ -5,6 +5,7 @@
 //! panics; errors are [`WireError`]s, which [`WireError::terminate`] maps onto the Terminate
 //! layer, type and code the peer is told.
 
+pub mod crc;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;

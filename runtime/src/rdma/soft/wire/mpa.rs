@@ -3,7 +3,7 @@
 
 use bytes::BufMut;
 
-use super::{be16, WireError};
+use super::{be16, crc, WireError};
 
 /// Key of the MPA Request frame (RFC 5044 section 7.1).
 pub const REQ_KEY: &[u8; 16] = b"MPA ID Req Frame";
@@ -317,7 +317,7 @@ impl FpduWriter {
         out.truncate(start + len);
         if self.framing.crc {
             let at = out.len() - CRC_LEN;
-            let crc = crc_bytes(crc32c::crc32c(&out[start..at]));
+            let crc = crc_bytes(crc::of(&out[start..at]));
             out[at..].copy_from_slice(&crc);
         }
         self.pos += len as u64;
@@ -343,7 +343,7 @@ impl FpduWriter {
             out.put_slice(pad);
             // The CRC field is there without CRCs too, zero (see [`Framing::crc`]).
             let trailer = if framing.crc {
-                crc_bytes(crc32c::crc32c(&out.as_ref()[start..]))
+                crc_bytes(crc::of(&out.as_ref()[start..]))
             } else {
                 [0; CRC_LEN]
             };
@@ -359,7 +359,7 @@ impl FpduWriter {
                     let ptr = (this.pos - fpdu_start) as u16;
                     let marker = [0, 0, (ptr >> 8) as u8, ptr as u8];
                     if framing.crc {
-                        *crc = crc32c::crc32c_append(*crc, &marker);
+                        *crc = crc::append(*crc, &marker);
                     }
                     out.put_slice(&marker);
                     this.pos += MARKER_LEN as u64;
@@ -371,7 +371,7 @@ impl FpduWriter {
                 };
                 let n = room.min(data.len());
                 if framing.crc {
-                    *crc = crc32c::crc32c_append(*crc, &data[..n]);
+                    *crc = crc::append(*crc, &data[..n]);
                 }
                 out.put_slice(&data[..n]);
                 this.pos += n as u64;
@@ -473,7 +473,7 @@ impl FpduReader {
                     return Err(WireError::BadMarker { at: pos });
                 }
                 if self.framing.crc {
-                    *crc = crc32c::crc32c_append(*crc, m);
+                    *crc = crc::append(*crc, m);
                 }
                 *at += MARKER_LEN;
                 continue;
@@ -489,7 +489,7 @@ impl FpduReader {
             }
             let chunk = &b[*at..*at + n];
             if self.framing.crc {
-                *crc = crc32c::crc32c_append(*crc, chunk);
+                *crc = crc::append(*crc, chunk);
             }
             dst.extend_from_slice(chunk);
             *at += n;
@@ -531,7 +531,7 @@ impl FpduReader {
             return Ok(None);
         };
         if self.framing.crc {
-            let computed = crc32c::crc32c(&fpdu[..covered]);
+            let computed = crc::of(&fpdu[..covered]);
             let mut trailer = [0u8; CRC_LEN];
             trailer.copy_from_slice(&fpdu[covered..]);
             let received = crc_from_bytes(trailer);
