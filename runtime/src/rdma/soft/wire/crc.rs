@@ -4,7 +4,7 @@
 //! The crate's per-call work (aligning the input, setting up its three-way parallel loops) is
 //! about 150 instructions whatever the length, which is most of the cost for the FPDUs of
 //! small messages: the six CRCs of an RPC-over-RDMA NULL call's FPDUs (a Send, a confirmation
-//! probe and their answers) took ~940 instructions per side (callgrind). Up to [`SHORT`] bytes
+//! probe and their answers) took ~940 instructions per side (callgrind). Up to 256 bytes
 //! the same CPU instruction runs over the input eight bytes at a time instead; longer inputs,
 //! where the crate's parallel loops pay off, go to the crate.
 
