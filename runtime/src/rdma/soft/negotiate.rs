@@ -38,7 +38,7 @@ impl Default for MpaConfig {
     ///
     /// CRC on is a choice for integrity, not speed: Linux siw asks for none unless told to
     /// (and complies when the peer asks), and TCP's 16-bit checksum is all that then guards the
-    /// data. CRC costs the 1 MiB transfers of `benches/rdma_soft.rs` 10-15 points of TCP's
+    /// data. CRC costs the 1 MiB transfers of `benches/rdma_soft.rs` 10-20 points of TCP's
     /// throughput on a 2-vCPU VM; set `crc: false` where TCP's checksum is judged enough.
     fn default() -> MpaConfig {
         MpaConfig {
