@@ -360,23 +360,18 @@ const RDMA_MSG: u32 = 0;
 /// reply), read without the generated decoder: what that decoder and [`check_chunks`] make of
 /// these 28 bytes, at a tenth of the instructions. Anything else is `None`, for the full parse.
 fn plain_msg(message: &[u8]) -> Option<(Header, usize)> {
-    let words: &[u8; PLAIN_MSG_LEN] = message.get(..PLAIN_MSG_LEN)?.try_into().ok()?;
-    let word = |i: usize| {
-        u32::from_be_bytes([
-            words[4 * i],
-            words[4 * i + 1],
-            words[4 * i + 2],
-            words[4 * i + 3],
-        ])
-    };
+    let w = |i| word(message, i);
     // An empty list and an absent Reply chunk are each a zero word (RFC 4506 section 4.19).
-    (word(1) == VERSION && word(3) == RDMA_MSG && word(4) == 0 && word(5) == 0 && word(6) == 0)
-        .then(|| {
-            (
-                Header::v1(word(0), word(2), Body::Msg(Chunks::default())),
-                PLAIN_MSG_LEN,
-            )
-        })
+    let plain = w(1) == Some(VERSION)
+        && w(3) == Some(RDMA_MSG)
+        && w(4) == Some(0)
+        && w(5) == Some(0)
+        && w(6) == Some(0);
+    if !plain {
+        return None;
+    }
+    let body = Body::Msg(Chunks::default());
+    Some((Header::v1(w(0)?, w(2)?, body), PLAIN_MSG_LEN))
 }
 
 /// [`plain_msg`]'s counterpart: the 28 bytes of a version 1 RDMA_MSG without chunks, as the

@@ -150,7 +150,7 @@ impl Core {
             });
         }
         let mut used = n;
-        self.placed_direct_inner(n, false);
+        self.placed_direct_inner(n);
         // Pad and CRC field after the payload.
         if let Some(d) = self.direct.as_mut() {
             if d.place.remaining == 0 {
@@ -174,7 +174,17 @@ impl Core {
     /// Records `n` payload bytes the driver placed straight from the socket into the region
     /// of [`Core::direct_placement`].
     pub fn placed_direct(&mut self, n: usize) {
-        self.placed_direct_inner(n, true);
+        // Under CRC the bytes are added from the region, where the driver put them.
+        if let Some(d) = self.direct.as_mut().filter(|_| n > 0) {
+            if let Some(crc) = &mut d.crc {
+                let at = d.place.offset;
+                crc.running = d
+                    .place
+                    .region
+                    .with_slice(|s| crc::append(crc.running, &s[at..at + n]));
+            }
+        }
+        self.placed_direct_inner(n);
         if let Some(d) = &self.direct {
             if d.place.remaining == 0 && d.place.trailer == 0 {
                 self.end_direct();
@@ -182,17 +192,9 @@ impl Core {
         }
     }
 
-    /// Accounts for `n` payload bytes placed; `from_socket`: placed by the driver, so the CRC
-    /// still has to take them from the region.
-    pub(super) fn placed_direct_inner(&mut self, n: usize, from_socket: bool) {
+    /// Accounts for `n` payload bytes placed (their CRC already taken).
+    pub(super) fn placed_direct_inner(&mut self, n: usize) {
         if let Some(d) = self.direct.as_mut() {
-            if let (Some(crc), true) = (&mut d.crc, from_socket && n > 0) {
-                let at = d.place.offset;
-                crc.running = d
-                    .place
-                    .region
-                    .with_slice(|s| crc::append(crc.running, &s[at..at + n]));
-            }
             d.place.remaining -= n;
             d.place.offset += n;
             self.reader.advance(n);
