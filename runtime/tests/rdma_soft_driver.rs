@@ -2,7 +2,7 @@
 //! placement, partial writes, CRC) arrive intact on both runtime flavours, a reply the
 //! receive task leaves to a completion poller goes out even when that poller turns to something
 //! else, and a confirmed ping-pong on the multi-thread runtime completes every Send whether
-//! the client polls from a task or from `block_on`.
+//! the client polls from a task or from `block_on`; a completion hook stands in for a poller.
 
 use std::time::Duration;
 
@@ -229,4 +229,61 @@ fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
     for client_in_task in [true, false] {
         two_workers().block_on(confirmed_ping_pong(client_in_task));
     }
+}
+
+/// A receiver with a completion hook and no poller: the hook is called as its Sends arrive,
+/// every receive can be taken with `try_completion` once it has been, and the sender's Sends
+/// are confirmed although the receiver never posts again (the confirmation the receive task
+/// left to the next poster goes out by itself). Only one hook can be set.
+async fn a_completion_hook_stands_in_for_the_poller() {
+    const SENDS: u64 = 8;
+    let (c, s) = pair(&provider(true, true)).await;
+    let rbuf = s
+        .register(vec![0; 64 * SENDS as usize], Access::LOCAL_WRITE)
+        .unwrap();
+    for i in 0..SENDS as usize {
+        s.post_recv(RecvWr::new(
+            i as u64,
+            Sge::new(&rbuf, i * 64..(i + 1) * 64).unwrap(),
+        ))
+        .unwrap();
+    }
+    let (hooked_tx, mut hooked_rx) = tokio::sync::mpsc::unbounded_channel();
+    assert!(s.set_completion_hook(Box::new(move || {
+        let _ = hooked_tx.send(());
+    })));
+    assert!(
+        !s.set_completion_hook(Box::new(|| {})),
+        "a second hook is refused"
+    );
+
+    let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
+    let mut received = Vec::new();
+    for i in 0..SENDS {
+        c.post_send(SendWr::send(100 + i, vec![Sge::whole(&sbuf)]))
+            .unwrap();
+        while received.len() as u64 <= i {
+            tokio::time::timeout(Duration::from_secs(5), hooked_rx.recv())
+                .await
+                .expect("the hook is called")
+                .unwrap();
+            received.extend(std::iter::from_fn(|| s.try_completion()));
+        }
+    }
+    for (i, done) in received.iter().enumerate() {
+        assert!(done.is_success(), "{done:?}");
+        assert_eq!((done.opcode, done.wr_id), (WcOpcode::Recv, i as u64));
+    }
+    for i in 0..SENDS {
+        let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+            .await
+            .expect("the Send is confirmed");
+        assert!(done.is_success(), "{done:?}");
+        assert_eq!(done.wr_id, 100 + i);
+    }
+}
+
+#[test]
+fn a_completion_hook_stands_in_for_the_poller_on_both_runtimes() {
+    on_both_runtimes(a_completion_hook_stands_in_for_the_poller);
 }

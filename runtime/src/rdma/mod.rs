@@ -47,6 +47,6 @@ pub use completion::{Completion, WcOpcode, WcStatus};
 pub use error::{Error, Result};
 pub use mr::{MemoryRegion, RegionKeys, WeakRegion};
 pub use provider::{
-    ConnectParams, ConnectRequest, Connection, Listener, Provider, MAX_PRIVATE_DATA,
+    CompletionHook, ConnectParams, ConnectRequest, Connection, Listener, Provider, MAX_PRIVATE_DATA,
 };
 pub use wr::{RecvWr, RemoteAddr, SendOp, SendWr, Sge, WrId};

@@ -188,6 +188,9 @@ pub trait ConnectRequest: Send + 'static {
     }
 }
 
+/// What a provider calls when completions may be ready ([`Connection::set_completion_hook`]).
+pub type CompletionHook = Box<dyn Fn() + Send + Sync>;
+
 /// A connected queue pair with its completion queue and its registrations.
 ///
 /// All methods take `&self`; share a connection between tasks with an `Arc`.
@@ -240,6 +243,22 @@ pub trait Connection: Send + Sync + 'static {
 
     /// The next completion if one is ready now.
     fn try_completion(&self) -> Option<Completion>;
+
+    /// Asks the provider to call `hook` whenever completions may have become ready, in
+    /// addition to waking [`poll_completion`](Connection::poll_completion)'s pollers, so that
+    /// a consumer can take them with [`try_completion`](Connection::try_completion) where the
+    /// provider learns of them instead of in a task the provider wakes (one task switch per
+    /// completion fewer). Returns false, dropping `hook`, when the provider has no such path
+    /// (the default) or a hook is already set; then poll as usual.
+    ///
+    /// The provider may call the hook from any thread, spuriously, and from inside this
+    /// connection's own methods (a `post_send` that completed work), so the hook must not
+    /// block: a consumer whose state is locked leaves the completions to a task of its own. It
+    /// is never called with the provider's own locks held.
+    fn set_completion_hook(&self, hook: CompletionHook) -> bool {
+        let _ = hook;
+        false
+    }
 
     /// The private data the peer sent while connecting (its request or its reply).
     fn peer_private_data(&self) -> &[u8];

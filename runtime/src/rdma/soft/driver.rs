@@ -24,7 +24,10 @@
 //! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
 //! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
 //! the whole round trip. Per message the chain is one wake-up per hop: socket -> receive task
-//! -> completion poller (-> the task it hands the completion to).
+//! -> completion poller (-> the task it hands the completion to). A consumer that set a
+//! completion hook (the RPC-over-RDMA transport does) takes the completions in the receive task
+//! itself, one hop fewer; a reply is then left to the next poster as it is for a waiting
+//! poller, since the hook usually posts or wakes the task that will.
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
 //! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
@@ -52,7 +55,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Core, DirectPlacement, State, Transmit};
 use super::tap::{ConnTap, Direction};
-use crate::rdma::Completion;
+use crate::rdma::{Completion, CompletionHook};
 
 /// About the longest a reply left to the next poster waits (see the module documentation)
 /// when nobody posts and no input arrives: the flusher's period. Only confirmations wait (never
@@ -88,6 +91,10 @@ pub(crate) struct Shared {
     cq_waiters: Mutex<Vec<Waker>>,
     /// How many wakers [`Shared::cq_waiters`] holds (read without its lock).
     pollers: AtomicUsize,
+    /// The consumer's hook, called with the pollers ([`Connection::set_completion_hook`]).
+    ///
+    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+    pub(crate) hook: OnceLock<CompletionHook>,
     /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
     /// The connection is on the flusher's list.
@@ -142,6 +149,7 @@ impl Shared {
             tx_notify: Notify::new(),
             cq_waiters: Mutex::new(Vec::new()),
             pollers: AtomicUsize::new(0),
+            hook: OnceLock::new(),
             deferred: AtomicBool::new(false),
             flush_listed: AtomicBool::new(false),
             tap,
@@ -209,7 +217,7 @@ impl Shared {
             // now, with this one.
             if confirmations
                 && !self.deferred.load(Ordering::SeqCst)
-                && self.pollers.load(Ordering::SeqCst) > 0
+                && (self.pollers.load(Ordering::SeqCst) > 0 || self.hook.get().is_some())
             {
                 self.deferred.store(true, Ordering::SeqCst);
                 self.wake_pollers();
@@ -276,10 +284,12 @@ impl Shared {
     /// Always under the list's lock, after the core was updated: a poller registers under that
     /// lock before it looks at the core once more, so either it is on the list or it sees the
     /// update.
+    ///
+    /// Then it calls the consumer's hook, if one is set, with no lock held.
     fn wake_pollers(&self) {
         let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
         match list.len() {
-            0 => {}
+            0 => drop(list),
             1 => {
                 let waker = list.pop();
                 self.pollers.store(0, Ordering::SeqCst);
@@ -292,6 +302,9 @@ impl Shared {
                 drop(list);
                 all.into_iter().for_each(Waker::wake);
             }
+        }
+        if let Some(hook) = self.hook.get() {
+            hook();
         }
     }
 }

@@ -17,8 +17,8 @@ use super::wire::mpa::{
     FrameKind, Framing, StartupFrame, ENHANCED_LEN, MAX_PRIVATE_DATA, STARTUP_HEADER_LEN,
 };
 use crate::rdma::{
-    Access, Completion, ConnectParams, ConnectRequest, Connection, Error, Listener, MemoryRegion,
-    Provider, RecvWr, Result, SendWr,
+    Access, Completion, CompletionHook, ConnectParams, ConnectRequest, Connection, Error, Listener,
+    MemoryRegion, Provider, RecvWr, Result, SendWr,
 };
 
 /// Settings of the software provider.
@@ -441,6 +441,12 @@ impl Connection for SoftConnection {
 
     fn try_completion(&self) -> Option<Completion> {
         self.shared.core().poll_completion()
+    }
+
+    /// The hook runs where the provider learns of completions: mostly in the connection's
+    /// receive task, right after it fed the core.
+    fn set_completion_hook(&self, hook: CompletionHook) -> bool {
+        self.shared.hook.set(hook).is_ok()
     }
 
     fn peer_private_data(&self) -> &[u8] {

@@ -6,6 +6,12 @@
 //! requests reach the provider in the order the core emitted them, with no task hop between a
 //! call and its Send. The completion task polls the provider, feeds the core, and delivers
 //! the core's events: replies to waiting callers, calls to handler tasks.
+//!
+//! A provider that can call a hook where it learns of completions (the software provider's
+//! receive task, [`Connection::set_completion_hook`]) has the completion task's work done
+//! there ([`Conn::on_completions`]): a reply reaches its caller, and a call its handler, one
+//! task switch sooner. The completion task then only runs the core's timers, the close, and
+//! the rounds the hook could not take because someone held the lock.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -65,6 +71,9 @@ struct State {
     send_buffers: Vec<MemoryRegion>,
     /// Calls the core handed over, for the completion task to dispatch.
     calls: Vec<IncomingCall>,
+    /// The core deadline the completion task sleeps until; the hook wakes the task when the
+    /// core's changes.
+    task_deadline: Option<Instant>,
 }
 
 /// One connection's shared state.
@@ -80,6 +89,17 @@ pub(crate) struct Conn<C: Connection> {
     peer: SocketAddr,
     closed: AtomicBool,
     close_notify: Notify,
+    /// Wakes the completion task of a hooked connection: the hook left it a round.
+    task_kick: Notify,
+    /// The calls the hook took from the core, being dispatched; locked only by the hook (a
+    /// hook that finds it locked is running inside another's dispatch, or beside it, and
+    /// leaves the round to the completion task).
+    hook_calls: Mutex<Vec<IncomingCall>>,
+    /// Where handlers that wait go on in tasks of their own (the hook may run outside the
+    /// runtime: in a `post_send` from any thread).
+    runtime: tokio::runtime::Handle,
+    /// The waker the hook polls handlers with (`Waker::noop` needs Rust 1.85).
+    no_waker: std::task::Waker,
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
     backchannel: Mutex<Option<Arc<Client>>>,
@@ -171,6 +191,7 @@ impl<C: Connection> Conn<C> {
                 posted: IdMap::default(),
                 send_buffers: Vec::new(),
                 calls: Vec::new(),
+                task_deadline: None,
             }),
             recv,
             recv_size,
@@ -178,6 +199,10 @@ impl<C: Connection> Conn<C> {
             versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
             close_notify: Notify::new(),
+            task_kick: Notify::new(),
+            hook_calls: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
+            no_waker: std::task::Waker::from(Arc::new(NoWake)),
             backchannel: Mutex::new(None),
             configuration: std::sync::OnceLock::new(),
             mode_2004: config.mode_2004.is_some(),
@@ -203,8 +228,58 @@ impl<C: Connection> Conn<C> {
             st.core.open(Instant::now());
             shared.flush(&mut st);
         }
-        tokio::spawn(completions(shared.clone()));
+        let weak = Arc::downgrade(&shared);
+        let hooked = shared.conn.set_completion_hook(Box::new(move || {
+            if let Some(conn) = weak.upgrade() {
+                conn.on_completions();
+            }
+        }));
+        tokio::spawn(completions(shared.clone(), hooked));
         shared
+    }
+
+    /// The provider's completion hook: takes the completions, feeds the core, and dispatches
+    /// the calls it hands over, right here, as a round of the completion task would. Never
+    /// blocks: when the state is locked (a caller or handler posting, or a hook already running
+    /// here or elsewhere), the completion task takes the round.
+    fn on_completions(self: &Arc<Self>) {
+        if self.is_closed() {
+            return;
+        }
+        let Some(mut calls) = try_lock(&self.hook_calls) else {
+            return self.task_kick.notify_one();
+        };
+        {
+            let Some(mut st) = try_lock(&self.state) else {
+                return self.task_kick.notify_one();
+            };
+            if !self.drain(&mut st, &mut calls) {
+                self.task_kick.notify_one();
+            }
+        }
+        if calls.is_empty() {
+            return;
+        }
+        // Handlers are polled once here, without a waker of their own: one that waits is
+        // polled again in its task. In the runtime's context, as in the completion task: the
+        // hook may run on the provider's flusher thread.
+        let _runtime = self.runtime.enter();
+        let mut cx = std::task::Context::from_waker(&self.no_waker);
+        for call in calls.drain(..) {
+            serve_call(self, call, &mut cx);
+        }
+    }
+
+    /// A round of completions: feeds the core what the provider has, posts what it emits,
+    /// delivers its events and takes the calls it handed over. False when the completion task
+    /// must look again (the core's deadline moved, or the connection closed).
+    fn drain(self: &Arc<Self>, st: &mut State, calls: &mut Vec<IncomingCall>) -> bool {
+        while let Some(c) = self.conn.try_completion() {
+            self.complete(st, c);
+        }
+        self.flush(st);
+        std::mem::swap(calls, &mut st.calls);
+        core_deadline(st) == st.task_deadline && !self.is_closed()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -689,20 +764,53 @@ impl<C: Connection> Drop for Cancel<'_, C> {
     }
 }
 
-/// The completion task: feeds the core until the connection closes.
-async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
+/// Wakes nothing: a handler polled by the hook that waits is polled again in a task.
+struct NoWake;
+
+impl std::task::Wake for NoWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Locks `mutex` if no one holds it (a poisoned lock is still usable, as in [`Conn::lock`]).
+fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+/// The core's deadlines the completion task keeps: a version 2 offer's, and a Read-Read
+/// reply's RDMA_DONE (calls time out in their callers).
+fn core_deadline(st: &State) -> Option<Instant> {
+    (st.core.negotiating() || st.core.exposed_replies() > 0)
+        .then(|| st.core.poll_timeout())
+        .flatten()
+}
+
+/// What wakes the completion task: a completion to take, or (`hooked`, see
+/// [`Conn::on_completions`]) a round the hook left to it.
+async fn woken<C: Connection>(conn: &Conn<C>, hooked: bool) -> Option<Completion> {
+    if hooked {
+        conn.task_kick.notified().await;
+        None
+    } else {
+        Some(conn.conn.poll_completion().await)
+    }
+}
+
+/// The completion task: feeds the core until the connection closes. With a hooked provider
+/// (`hooked`) it only takes the rounds the hook leaves it, and the timers.
+async fn completions<C: Connection>(conn: Arc<Conn<C>>, hooked: bool) {
     // Swapped with the state's list each round, so neither allocates once grown.
     let mut calls = Vec::new();
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
     let mut closing = std::pin::pin!(conn.close_notify.notified());
-    // The core's deadlines: a version 2 offer's, and a Read-Read reply's RDMA_DONE (calls
-    // time out in their callers).
-    let core_deadline = |st: &State| {
-        (st.core.negotiating() || st.core.exposed_replies() > 0)
-            .then(|| st.core.poll_timeout())
-            .flatten()
-    };
     let mut deadline = core_deadline(&conn.lock());
+    if hooked {
+        // Completions that came before the hook was set found no one to call.
+        conn.task_kick.notify_one();
+    }
     loop {
         let timer = async {
             match deadline {
@@ -710,30 +818,39 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
                 None => std::future::pending().await,
             }
         };
+        let mut timed_out = false;
         let first = tokio::select! {
             // In this order, without drawing a random one to start with each round: completions
             // first, and a close still ends the loop within a round.
             biased;
-            c = conn.conn.poll_completion() => Some(c),
-            _ = timer => None,
+            c = woken(&conn, hooked) => c,
+            _ = timer => {
+                timed_out = true;
+                None
+            }
             _ = closing.as_mut() => break,
         };
         {
             let mut st = conn.lock();
-            match first {
-                Some(first) => conn.complete(&mut st, first),
-                None => st.core.handle_timeout(Instant::now()),
+            if let Some(first) = first {
+                conn.complete(&mut st, first);
             }
-            while let Some(c) = conn.conn.try_completion() {
-                conn.complete(&mut st, c);
+            if timed_out {
+                st.core.handle_timeout(Instant::now());
             }
-            conn.flush(&mut st);
-            std::mem::swap(&mut calls, &mut st.calls);
+            conn.drain(&mut st, &mut calls);
             deadline = core_deadline(&st);
+            st.task_deadline = deadline;
         }
         // Handlers run without the lock: they may call back through the backchannel.
-        for call in calls.drain(..) {
-            serve_call(&conn, call).await;
+        if !calls.is_empty() {
+            std::future::poll_fn(|cx| {
+                for call in calls.drain(..) {
+                    serve_call(&conn, call, cx);
+                }
+                Poll::Ready(())
+            })
+            .await;
         }
         if conn.is_closed() {
             break;
@@ -744,10 +861,14 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     st.waiters.clear();
 }
 
-/// Routes one incoming call through the server. A handler is polled once right here, in the
-/// completion task: one that is done at once (NULL, a lookup in memory) is answered without a
-/// task switch; one that waits goes on in a task of its own.
-async fn serve_call<C: Connection>(conn: &Arc<Conn<C>>, call: IncomingCall) {
+/// Routes one incoming call through the server. A handler is polled once right here, with
+/// `cx`, in the completion task or the hook: one that is done at once (NULL, a lookup in
+/// memory) is answered without a task switch; one that waits goes on in a task of its own.
+fn serve_call<C: Connection>(
+    conn: &Arc<Conn<C>>,
+    call: IncomingCall,
+    cx: &mut std::task::Context<'_>,
+) {
     // A configuration call goes to the connection's own answer (2004 mode); its program
     // number is the call's fourth word (RFC 5531: xid, msg_type, rpcvers, prog).
     let program = crate::transport::header::word(&call.message, 3);
@@ -776,14 +897,13 @@ async fn serve_call<C: Connection>(conn: &Arc<Conn<C>>, call: IncomingCall) {
     match dispatch {
         Dispatch::Run { xid, future } => {
             let mut future = CatchPanic::new(future);
-            let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx)));
-            match first.await {
+            match Pin::new(&mut future).poll(cx) {
                 Poll::Ready(result) => {
                     conn.reply(id, &write_chunks, |enc| encode_reply(enc, xid, &result))
                 }
                 Poll::Pending => {
                     let conn = conn.clone();
-                    tokio::spawn(async move {
+                    conn.runtime.clone().spawn(async move {
                         let result = future.await;
                         conn.reply(id, &write_chunks, |enc| encode_reply(enc, xid, &result));
                     });
