@@ -301,7 +301,37 @@ where
         type Args = ();
         type Result = ();
     }
+    /// Arguments that fail to encode halfway, after some bytes went into the encoder.
+    struct HalfEncoded;
+    impl crate::xdr::Encode for HalfEncoded {
+        fn encode(&self, enc: &mut crate::xdr::Encoder) -> crate::xdr::Result<()> {
+            enc.put_u32(0xdead_beef);
+            enc.put_length(2, Some(1))
+        }
+    }
+    impl crate::xdr::Decode for HalfEncoded {
+        fn decode(_: &mut crate::xdr::Decoder) -> crate::xdr::Result<Self> {
+            Ok(HalfEncoded)
+        }
+    }
+    struct Unencodable;
+    impl crate::xdr::Procedure for Unencodable {
+        const PROGRAM: u32 = testprog::PROGRAM;
+        const VERSION: u32 = testvers::VERSION;
+        const PROCEDURE: u32 = testvers::TestNull::PROCEDURE;
+        const NAME: &'static str = "UNENCODABLE";
+        type Args = HalfEncoded;
+        type Result = ();
+    }
     let s = setup(put).await?;
+    // The arguments' error comes back as such, and the bytes already encoded go nowhere: the
+    // next call on the connection (whose encoder may be the same one) arrives intact.
+    let err = s.client.rpc().call::<Unencodable>(&HalfEncoded).await.err();
+    ensure!(
+        matches!(err, Some(rpc::Error::Encode(_))),
+        "arguments that do not encode: {err:?}"
+    );
+    echo(&s, 100, 9).await?;
     let err = s.client.rpc().call::<Missing>(&()).await.err();
     ensure!(
         matches!(err, Some(rpc::Error::ProcUnavail)),

@@ -100,6 +100,8 @@ pub(crate) struct Conn<C: Connection> {
     runtime: tokio::runtime::Handle,
     /// The waker the hook polls handlers with (`Waker::noop` needs Rust 1.85).
     no_waker: std::task::Waker,
+    /// Encoders kept for the next call and reply ([`Conn::encoder`]).
+    encoders: Mutex<Encoders>,
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
     backchannel: Mutex<Option<Arc<Client>>>,
@@ -203,6 +205,7 @@ impl<C: Connection> Conn<C> {
             hook_calls: Mutex::new(Vec::new()),
             runtime: tokio::runtime::Handle::current(),
             no_waker: std::task::Waker::from(Arc::new(NoWake)),
+            encoders: Mutex::new(Encoders::default()),
             backchannel: Mutex::new(None),
             configuration: std::sync::OnceLock::new(),
             mode_2004: config.mode_2004.is_some(),
@@ -571,16 +574,21 @@ impl<C: Connection> Conn<C> {
             });
             (st.core.call_policy(), reply_chunk, st.core.pad_threshold())
         };
-        let mut enc = if backward {
-            Encoder::new()
-        } else {
-            Encoder::for_call(policy)
+        let kept = !backward && pad_threshold.is_none();
+        let mut enc = match (kept, backward) {
+            (true, _) => self.encoder(EncoderUse::Call(policy)),
+            (false, true) => Encoder::new(),
+            (false, false) => Encoder::for_call(policy),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
         }
-        call.encode(xid, &mut enc).map_err(rpc::Error::Encode)?;
-        let (message, moved) = enc.finish_with_chunks();
+        let encoded = call.encode(xid, &mut enc);
+        let (message, moved) = enc.take_with_chunks();
+        if kept {
+            self.keep_encoder(EncoderUse::Call(policy), enc, message.len());
+        }
+        encoded.map_err(rpc::Error::Encode)?;
         // A timeout of the call's own gets an exact timer; the default one only a deadline
         // the connection's sweeper enforces: a tokio timer per call costs every call (see
         // `deadlines`).
@@ -761,6 +769,61 @@ impl<C: Connection> Drop for Cancel<'_, C> {
         st.waiters.remove(&self.id);
         st.core.cancel(self.id);
         self.conn.flush(&mut st);
+    }
+}
+
+/// The largest buffer a kept encoder may hold ([`Conn::keep_encoder`]).
+const KEPT_ENCODER_MAX: usize = 64 * 1024;
+
+/// What a kept encoder was made for.
+#[derive(Clone, Copy, PartialEq)]
+enum EncoderUse {
+    /// Forward calls under this policy.
+    Call(ThresholdPolicy),
+    /// Replies without Write chunks.
+    Reply,
+}
+
+/// The encoders a connection keeps between messages: each message is split off the encoder's
+/// buffer ([`Encoder::take_with_chunks`]) and the rest of the buffer, or all of it once the
+/// messages taken from it are gone, serves the next one. Two allocations fewer per message
+/// than a new encoder (its buffer, and the shared header `finish` gives the buffer).
+#[derive(Default)]
+struct Encoders {
+    call: Option<(ThresholdPolicy, Encoder)>,
+    reply: Option<Encoder>,
+}
+
+impl<C: Connection> Conn<C> {
+    /// An encoder for `usage`: the one kept, if it is free and made for the same use, else a
+    /// new one.
+    fn encoder(&self, usage: EncoderUse) -> Encoder {
+        let kept = try_lock(&self.encoders).and_then(|mut kept| match usage {
+            EncoderUse::Call(policy) => kept.call.take().filter(|(p, _)| *p == policy),
+            EncoderUse::Reply => kept.reply.take().map(|e| (ThresholdPolicy::default(), e)),
+        });
+        match (kept, usage) {
+            (Some((_, enc)), _) => enc,
+            (None, EncoderUse::Call(policy)) => Encoder::for_call(policy),
+            (None, EncoderUse::Reply) => Encoder::for_reply(ThresholdPolicy::default(), Vec::new()),
+        }
+    }
+
+    /// Keeps `enc`, emptied by `take_with_chunks` of a message of `len` bytes, for the next
+    /// message of its use; not one whose buffer grew for a large message, which a connection
+    /// would otherwise hold on to.
+    fn keep_encoder(&self, usage: EncoderUse, mut enc: Encoder, len: usize) {
+        if len + enc.capacity() > KEPT_ENCODER_MAX {
+            return;
+        }
+        // A failed encode may leave bytes behind.
+        enc.clear();
+        if let Some(mut kept) = try_lock(&self.encoders) {
+            match usage {
+                EncoderUse::Call(policy) => kept.call = Some((policy, enc)),
+                EncoderUse::Reply => kept.reply = Some(enc),
+            }
+        }
     }
 }
 
@@ -945,19 +1008,25 @@ impl<C: Connection> Conn<C> {
         } else {
             (None, None)
         };
+        // Without Write chunks (most replies) the connection's encoder serves.
+        let kept = write_chunks.is_empty() && !self.mode_2004;
         // Read-Read (2004 mode): DDP-eligible results stay here, exposed in Read chunks.
         let mut enc = match read_read {
             Some(policy) => Encoder::for_call(policy),
+            None if kept => self.encoder(EncoderUse::Reply),
             None => Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec()),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
         }
         let encoded = encode(&mut enc);
+        let (message, moved) = enc.take_with_chunks();
+        if kept {
+            self.keep_encoder(EncoderUse::Reply, enc, message.len());
+        }
         let mut st = self.lock();
         match encoded {
             Ok(()) => {
-                let (message, moved) = enc.finish_with_chunks();
                 st.core
                     .send_reply(id, message, moved, Instant::now(), &mut self.pool());
             }
