@@ -251,10 +251,13 @@ pub trait Connection: Send + Sync + 'static {
     /// completion fewer). Returns false, dropping `hook`, when the provider has no such path
     /// (the default) or a hook is already set; then poll as usual.
     ///
-    /// The provider may call the hook from any thread, spuriously, and from inside this
-    /// connection's own methods (a `post_send` that completed work), so the hook must not
-    /// block: a consumer whose state is locked leaves the completions to a task of its own. It
-    /// is never called with the provider's own locks held.
+    /// The provider may call the hook from any thread and spuriously, but never with its own
+    /// locks held and never from inside [`post_send`](Connection::post_send) or
+    /// [`post_recv`](Connection::post_recv): completions that become ready while those run (a
+    /// request that completes as it is written, [`SendWr::complete_locally`]) wake pollers
+    /// but are otherwise the poster's to take, with `try_completion` once it has posted. The
+    /// hook must not block: a consumer whose state is locked leaves the completions to a task
+    /// of its own.
     fn set_completion_hook(&self, hook: CompletionHook) -> bool {
         let _ = hook;
         false

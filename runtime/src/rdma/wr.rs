@@ -118,6 +118,9 @@ pub struct SendWr {
     pub wr_id: WrId,
     /// What to do.
     pub op: SendOp,
+    /// A Send or RDMA Write whose completion need only say that its buffers may be reused
+    /// ([`SendWr::complete_locally`]).
+    pub complete_locally: bool,
 }
 
 impl SendWr {
@@ -130,6 +133,7 @@ impl SendWr {
                 solicited: false,
                 invalidate: None,
             },
+            complete_locally: false,
         }
     }
 
@@ -138,6 +142,7 @@ impl SendWr {
         SendWr {
             wr_id,
             op: SendOp::RdmaWrite { sg, remote },
+            complete_locally: false,
         }
     }
 
@@ -146,6 +151,7 @@ impl SendWr {
         SendWr {
             wr_id,
             op: SendOp::RdmaRead { sink, remote },
+            complete_locally: false,
         }
     }
 
@@ -154,7 +160,24 @@ impl SendWr {
         SendWr {
             wr_id,
             op: SendOp::LocalInvalidate { rkey },
+            complete_locally: false,
         }
+    }
+
+    /// Lets a Send or RDMA Write complete as soon as its bytes have left this side's hands,
+    /// its buffers free for reuse, without the completion saying that the peer has them (no
+    /// effect on other operations). For a consumer that learns of delivery otherwise (an RPC
+    /// requester from the reply, a responder from the next call) and only needs its buffers
+    /// back.
+    ///
+    /// Completions still come in posting order. Providers whose completions confirm delivery
+    /// at no extra cost ignore it (verbs: the adapter's acknowledgement completes a request);
+    /// the software provider with confirmed completions (`SoftConfig::confirm_completions`)
+    /// otherwise spends a confirmation exchange on the request (an RDMA Read Request and its
+    /// Response on the wire), and completes it once its bytes are written to TCP instead.
+    pub fn complete_locally(mut self) -> SendWr {
+        self.complete_locally = matches!(self.op, SendOp::Send { .. } | SendOp::RdmaWrite { .. });
+        self
     }
 
     /// Marks a Send as "with Solicited Event" (no effect on other operations).

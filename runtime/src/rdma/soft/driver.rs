@@ -165,13 +165,26 @@ impl Shared {
     /// Wakes whoever may have work after a core update.
     pub(crate) fn kick(&self) {
         self.tx_notify.notify_one();
-        self.wake_pollers();
+        self.completions_ready();
     }
 
     /// Sends what the core has to send from the calling thread: one batch, without blocking,
     /// if no one else is writing. Whatever is left (the socket is full, more than a batch, a
     /// write error, the shutdown) goes to the transmit task.
     pub(crate) fn transmit_now(&self) {
+        self.transmit_from(true);
+    }
+
+    /// [`Shared::transmit_now`] for `post_send`: completions it makes ready (a request that
+    /// completes as it is written) wake pollers but do not call the consumer's hook; they are
+    /// the poster's to take ([`Connection::set_completion_hook`]).
+    ///
+    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+    pub(crate) fn transmit_posted(&self) {
+        self.transmit_from(false);
+    }
+
+    fn transmit_from(&self, hook: bool) {
         let Some(wr) = self.wr.get() else {
             return self.tx_notify.notify_one();
         };
@@ -185,8 +198,10 @@ impl Shared {
         drop(out);
         match step {
             Ok(step) => {
-                if step.completions {
-                    self.wake_pollers();
+                match (step.completions, hook) {
+                    (true, true) => self.completions_ready(),
+                    (true, false) => self.wake_pollers(),
+                    (false, _) => {}
                 }
                 if step.pending || step.shutdown || step.more {
                     self.tx_notify.notify_one();
@@ -220,10 +235,10 @@ impl Shared {
                 && (self.pollers.load(Ordering::SeqCst) > 0 || self.hook.get().is_some())
             {
                 self.deferred.store(true, Ordering::SeqCst);
-                self.wake_pollers();
+                self.completions_ready();
                 return true;
             }
-            self.wake_pollers();
+            self.completions_ready();
         }
         if transmit {
             self.transmit_now();
@@ -284,8 +299,6 @@ impl Shared {
     /// Always under the list's lock, after the core was updated: a poller registers under that
     /// lock before it looks at the core once more, so either it is on the list or it sees the
     /// update.
-    ///
-    /// Then it calls the consumer's hook, if one is set, with no lock held.
     fn wake_pollers(&self) {
         let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
         match list.len() {
@@ -303,6 +316,12 @@ impl Shared {
                 all.into_iter().for_each(Waker::wake);
             }
         }
+    }
+
+    /// Completions are ready, or the core changed state: wakes the pollers, then calls the
+    /// consumer's hook, if one is set, with no lock held.
+    fn completions_ready(&self) {
+        self.wake_pollers();
         if let Some(hook) = self.hook.get() {
             hook();
         }
@@ -515,7 +534,7 @@ async fn tx_loop(shared: Arc<Shared>) {
         };
         let mut step = step.inspect(|step| {
             if step.completions {
-                shared.wake_pollers();
+                shared.completions_ready();
             }
         });
         if let Ok(TxStep { pending: true, .. }) = step {

@@ -431,7 +431,7 @@ impl Connection for SoftConnection {
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
         self.shared.core().post_send(wr)?;
-        self.shared.transmit_now();
+        self.shared.transmit_posted();
         Ok(())
     }
 

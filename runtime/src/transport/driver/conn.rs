@@ -89,6 +89,8 @@ pub(crate) struct Conn<C: Connection> {
     peer: SocketAddr,
     closed: AtomicBool,
     close_notify: Notify,
+    /// The provider calls [`Conn::on_completions`] where it learns of completions.
+    hooked: AtomicBool,
     /// Wakes the completion task of a hooked connection: the hook left it a round.
     task_kick: Notify,
     /// The calls the hook took from the core, being dispatched; locked only by the hook (a
@@ -201,6 +203,7 @@ impl<C: Connection> Conn<C> {
             versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
             close_notify: Notify::new(),
+            hooked: AtomicBool::new(false),
             task_kick: Notify::new(),
             hook_calls: Mutex::new(Vec::new()),
             runtime: tokio::runtime::Handle::current(),
@@ -237,6 +240,7 @@ impl<C: Connection> Conn<C> {
                 conn.on_completions();
             }
         }));
+        shared.hooked.store(hooked, Ordering::Release);
         tokio::spawn(completions(shared.clone(), hooked));
         shared
     }
@@ -393,12 +397,31 @@ impl<C: Connection> Conn<C> {
         }
     }
 
-    /// Posts everything the core has emitted and delivers its events.
+    /// Posts everything the core has emitted, takes the completions that came while posting,
+    /// and delivers the core's events.
     fn flush(self: &Arc<Self>, st: &mut State) {
-        while let Some(op) = st.core.poll_op() {
-            if let Err(e) = self.post(st, op) {
-                tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
-                return self.close_locked(st);
+        loop {
+            let mut posted = false;
+            while let Some(op) = st.core.poll_op() {
+                posted = true;
+                if let Err(e) = self.post(st, op) {
+                    tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
+                    return self.close_locked(st);
+                }
+            }
+            // A Send that completed as it was written is the poster's to take: a provider's
+            // hook is not called from inside `post_send` (`Connection::set_completion_hook`).
+            // Without a hook the completion task takes every completion (and, taking them
+            // before it locks the state, would see them out of order if this did too).
+            let mut took = false;
+            if posted && self.hooked.load(Ordering::Acquire) {
+                while let Some(c) = self.conn.try_completion() {
+                    took = true;
+                    self.complete(st, c);
+                }
+            }
+            if !took {
+                break;
             }
         }
         self.deliver(st);
@@ -461,7 +484,9 @@ impl<C: Connection> Conn<C> {
                     }
                     at
                 });
-                let mut wr = SendWr::send(id, vec![Sge::new(&mr, 0..len)?]);
+                // The buffer is all this side needs back: a requester learns from the reply
+                // that its call arrived, and a responder needs no word of its reply's arrival.
+                let mut wr = SendWr::send(id, vec![Sge::new(&mr, 0..len)?]).complete_locally();
                 if let Some(handle) = invalidate {
                     wr = wr.with_invalidate(handle);
                 }

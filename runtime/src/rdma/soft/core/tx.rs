@@ -312,15 +312,16 @@ impl Core {
             self.cur_tx = Some(job);
             return;
         }
-        self.sq.pop_front();
-        if self.cfg.confirm {
+        let local = self.sq.pop_front().is_some_and(|wr| wr.complete_locally);
+        if self.cfg.confirm && !local {
             if let Some(e) = self.seq_entry(job.seq) {
                 e.emitted = Some(emitted);
             }
             self.unconfirmed += 1;
         } else {
             // Completes once the driver has written its bytes (`Core::transmitted`): the
-            // payload is read from the registrations until then.
+            // payload is read from the registrations until then. Behind a request still to be
+            // confirmed, it waits for that one (completions come in posting order).
             out.complete_when_written(job.seq);
         }
     }
