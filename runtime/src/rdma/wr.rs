@@ -166,9 +166,9 @@ impl SendWr {
 
     /// Lets a Send or RDMA Write complete as soon as its bytes have left this side's hands,
     /// its buffers free for reuse, without the completion saying that the peer has them (no
-    /// effect on other operations). For a consumer that learns of delivery otherwise (an RPC
-    /// requester from the reply, a responder from the next call) and only needs its buffers
-    /// back.
+    /// effect on other operations). For a consumer that only needs its buffers back: an RPC
+    /// requester learns from the reply that its call arrived, and a responder needs no word
+    /// of its reply's arrival.
     ///
     /// Completions still come in posting order. Providers whose completions confirm delivery
     /// at no extra cost ignore it (verbs: the adapter's acknowledgement completes a request);
