@@ -241,7 +241,7 @@ impl<C: Connection> Conn<C> {
             }
         }));
         shared.hooked.store(hooked, Ordering::Release);
-        tokio::spawn(completions(shared.clone(), hooked));
+        tokio::spawn(completions(shared.clone()));
         shared
     }
 
@@ -599,20 +599,17 @@ impl<C: Connection> Conn<C> {
             });
             (st.core.call_policy(), reply_chunk, st.core.pad_threshold())
         };
-        let kept = !backward && pad_threshold.is_none();
-        let mut enc = match (kept, backward) {
-            (true, _) => self.encoder(EncoderUse::Call(policy)),
-            (false, true) => Encoder::new(),
-            (false, false) => Encoder::for_call(policy),
+        let kept = (!backward && pad_threshold.is_none()).then_some(EncoderUse::Call(policy));
+        let mut enc = match kept {
+            Some(usage) => self.encoder(usage),
+            None if backward => Encoder::new(),
+            None => Encoder::for_call(policy),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
         }
         let encoded = call.encode(xid, &mut enc);
-        let (message, moved) = enc.take_with_chunks();
-        if kept {
-            self.keep_encoder(EncoderUse::Call(policy), enc, message.len());
-        }
+        let (message, moved) = self.finish_encoder(enc, kept);
         encoded.map_err(rpc::Error::Encode)?;
         // A timeout of the call's own gets an exact timer; the default one only a deadline
         // the connection's sweeper enforces: a tokio timer per call costs every call (see
@@ -797,7 +794,7 @@ impl<C: Connection> Drop for Cancel<'_, C> {
     }
 }
 
-/// The largest buffer a kept encoder may hold ([`Conn::keep_encoder`]).
+/// The largest buffer a kept encoder may hold ([`Conn::finish_encoder`]).
 const KEPT_ENCODER_MAX: usize = 64 * 1024;
 
 /// What a kept encoder was made for.
@@ -824,25 +821,41 @@ impl<C: Connection> Conn<C> {
     /// new one.
     fn encoder(&self, usage: EncoderUse) -> Encoder {
         let kept = try_lock(&self.encoders).and_then(|mut kept| match usage {
-            EncoderUse::Call(policy) => kept.call.take().filter(|(p, _)| *p == policy),
-            EncoderUse::Reply => kept.reply.take().map(|e| (ThresholdPolicy::default(), e)),
+            EncoderUse::Call(policy) => kept
+                .call
+                .take()
+                .filter(|(p, _)| *p == policy)
+                .map(|(_, enc)| enc),
+            EncoderUse::Reply => kept.reply.take(),
         });
-        match (kept, usage) {
-            (Some((_, enc)), _) => enc,
-            (None, EncoderUse::Call(policy)) => Encoder::for_call(policy),
-            (None, EncoderUse::Reply) => Encoder::for_reply(ThresholdPolicy::default(), Vec::new()),
-        }
+        kept.unwrap_or_else(|| match usage {
+            EncoderUse::Call(policy) => Encoder::for_call(policy),
+            EncoderUse::Reply => Encoder::for_reply(ThresholdPolicy::default(), Vec::new()),
+        })
     }
 
-    /// Keeps `enc`, emptied by `take_with_chunks` of a message of `len` bytes, for the next
-    /// message of its use; not one whose buffer grew for a large message, which a connection
-    /// would otherwise hold on to.
-    fn keep_encoder(&self, usage: EncoderUse, mut enc: Encoder, len: usize) {
-        if len + enc.capacity() > KEPT_ENCODER_MAX {
-            return;
+    /// Ends the message in `enc`. An encoder from [`Conn::encoder`] (`kept` names its use)
+    /// gives the message off its buffer and is kept for the next one of its use, unless its
+    /// buffer grew for a large message, which the connection would otherwise hold on to; any
+    /// other hands its buffer over whole.
+    fn finish_encoder(
+        &self,
+        mut enc: Encoder,
+        kept: Option<EncoderUse>,
+    ) -> (crate::xdr::Encoded, Vec<crate::xdr::MovedItem>) {
+        let Some(usage) = kept else {
+            return enc.finish_with_chunks();
+        };
+        // Also what a failed encode left: nothing stays behind in the encoder.
+        let (message, moved) = enc.take_with_chunks();
+        if message.len() + enc.capacity() <= KEPT_ENCODER_MAX {
+            self.keep_encoder(usage, enc);
         }
-        // A failed encode may leave bytes behind.
-        enc.clear();
+        (message, moved)
+    }
+
+    /// Keeps `enc`, empty, for the next message of its use.
+    fn keep_encoder(&self, usage: EncoderUse, enc: Encoder) {
         if let Some(mut kept) = try_lock(&self.encoders) {
             match usage {
                 EncoderUse::Call(policy) => kept.call = Some((policy, enc)),
@@ -888,8 +901,9 @@ async fn woken<C: Connection>(conn: &Conn<C>, hooked: bool) -> Option<Completion
 }
 
 /// The completion task: feeds the core until the connection closes. With a hooked provider
-/// (`hooked`) it only takes the rounds the hook leaves it, and the timers.
-async fn completions<C: Connection>(conn: Arc<Conn<C>>, hooked: bool) {
+/// ([`Conn::hooked`]) it only takes the rounds the hook leaves it, and the timers.
+async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
+    let hooked = conn.hooked.load(Ordering::Acquire);
     // Swapped with the state's list each round, so neither allocates once grown.
     let mut calls = Vec::new();
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
@@ -1034,21 +1048,18 @@ impl<C: Connection> Conn<C> {
             (None, None)
         };
         // Without Write chunks (most replies) the connection's encoder serves.
-        let kept = write_chunks.is_empty() && !self.mode_2004;
+        let kept = (write_chunks.is_empty() && !self.mode_2004).then_some(EncoderUse::Reply);
         // Read-Read (2004 mode): DDP-eligible results stay here, exposed in Read chunks.
-        let mut enc = match read_read {
-            Some(policy) => Encoder::for_call(policy),
-            None if kept => self.encoder(EncoderUse::Reply),
-            None => Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec()),
+        let mut enc = match (read_read, kept) {
+            (Some(policy), _) => Encoder::for_call(policy),
+            (None, Some(usage)) => self.encoder(usage),
+            (None, None) => Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec()),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
         }
         let encoded = encode(&mut enc);
-        let (message, moved) = enc.take_with_chunks();
-        if kept {
-            self.keep_encoder(EncoderUse::Reply, enc, message.len());
-        }
+        let (message, moved) = self.finish_encoder(enc, kept);
         let mut st = self.lock();
         match encoded {
             Ok(()) => {
