@@ -49,4 +49,4 @@ pub use mr::{MemoryRegion, RegionKeys, WeakRegion};
 pub use provider::{
     CompletionHook, ConnectParams, ConnectRequest, Connection, Listener, Provider, MAX_PRIVATE_DATA,
 };
-pub use wr::{RecvWr, RemoteAddr, SendOp, SendWr, Sge, WrId};
+pub use wr::{RecvWr, RemoteAddr, SendOp, SendWr, SgList, Sge, WrId};

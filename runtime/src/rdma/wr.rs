@@ -75,6 +75,57 @@ impl RemoteAddr {
     }
 }
 
+/// A work request's gather list. Most requests gather one element, which is kept inline:
+/// posting it allocates nothing.
+///
+/// Made from one [`Sge`], a `Vec<Sge>` or an array of them, and read as a slice.
+#[derive(Clone, Debug)]
+pub struct SgList(SgElements);
+
+#[derive(Clone, Debug)]
+enum SgElements {
+    One(Sge),
+    Many(Vec<Sge>),
+}
+
+impl std::ops::Deref for SgList {
+    type Target = [Sge];
+
+    fn deref(&self) -> &[Sge] {
+        match &self.0 {
+            SgElements::One(sge) => std::slice::from_ref(sge),
+            SgElements::Many(list) => list,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a SgList {
+    type Item = &'a Sge;
+    type IntoIter = std::slice::Iter<'a, Sge>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl From<Sge> for SgList {
+    fn from(sge: Sge) -> SgList {
+        SgList(SgElements::One(sge))
+    }
+}
+
+impl From<Vec<Sge>> for SgList {
+    fn from(list: Vec<Sge>) -> SgList {
+        SgList(SgElements::Many(list))
+    }
+}
+
+impl<const N: usize> From<[Sge; N]> for SgList {
+    fn from(list: [Sge; N]) -> SgList {
+        SgList(SgElements::Many(list.into()))
+    }
+}
+
 /// The operation of a send-queue work request.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -84,7 +135,7 @@ pub enum SendOp {
     /// invalidates its own steering tag before the receive completes (Send with Invalidate).
     Send {
         /// The bytes to send, gathered in order.
-        sg: Vec<Sge>,
+        sg: SgList,
         /// Send with Solicited Event.
         solicited: bool,
         /// Send with Invalidate: the peer's steering tag to invalidate.
@@ -93,7 +144,7 @@ pub enum SendOp {
     /// RDMA Write (RFC 5040 section 5.1): the gathered bytes are placed at `remote`.
     RdmaWrite {
         /// The bytes to write, gathered in order.
-        sg: Vec<Sge>,
+        sg: SgList,
         /// The target buffer of the peer (needs remote write access there).
         remote: RemoteAddr,
     },
@@ -125,11 +176,11 @@ pub struct SendWr {
 
 impl SendWr {
     /// A plain Send of the gathered bytes.
-    pub fn send(wr_id: WrId, sg: Vec<Sge>) -> SendWr {
+    pub fn send(wr_id: WrId, sg: impl Into<SgList>) -> SendWr {
         SendWr {
             wr_id,
             op: SendOp::Send {
-                sg,
+                sg: sg.into(),
                 solicited: false,
                 invalidate: None,
             },
@@ -138,10 +189,13 @@ impl SendWr {
     }
 
     /// An RDMA Write of the gathered bytes to `remote`.
-    pub fn write(wr_id: WrId, sg: Vec<Sge>, remote: RemoteAddr) -> SendWr {
+    pub fn write(wr_id: WrId, sg: impl Into<SgList>, remote: RemoteAddr) -> SendWr {
         SendWr {
             wr_id,
-            op: SendOp::RdmaWrite { sg, remote },
+            op: SendOp::RdmaWrite {
+                sg: sg.into(),
+                remote,
+            },
             complete_locally: false,
         }
     }
@@ -222,5 +276,48 @@ impl RecvWr {
     /// A receive into `sge`.
     pub fn new(wr_id: WrId, sge: Sge) -> RecvWr {
         RecvWr { wr_id, sge }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdma::{Access, RegionKeys};
+
+    fn region(len: usize) -> MemoryRegion {
+        let keys = RegionKeys {
+            lkey: 1,
+            rkey: 2,
+            addr: 0x1000,
+        };
+        MemoryRegion::register_with(vec![0; len], Access::LOCAL_WRITE, |_, _| Ok((keys, ())))
+            .unwrap()
+    }
+
+    fn ranges(sg: &[Sge]) -> Vec<(usize, usize)> {
+        sg.iter().map(|s| (s.offset, s.len)).collect()
+    }
+
+    #[test]
+    fn a_gather_list_reads_the_same_from_one_element_a_vec_or_an_array() {
+        let mr = region(64);
+        let one = SendWr::send(1, Sge::new(&mr, 8..24).unwrap());
+        let vec = SendWr::send(2, vec![Sge::new(&mr, 8..24).unwrap()]);
+        let two = SendWr::write(
+            3,
+            [Sge::new(&mr, 0..4).unwrap(), Sge::new(&mr, 32..64).unwrap()],
+            RemoteAddr::new(7, 0),
+        );
+        let sg = |wr: &SendWr| match &wr.op {
+            SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => ranges(sg),
+            _ => unreachable!("a Send or an RDMA Write"),
+        };
+        assert_eq!(sg(&one), [(8, 16)]);
+        assert_eq!(sg(&vec), sg(&one));
+        assert_eq!(sg(&two), [(0, 4), (32, 32)]);
+        assert_eq!(
+            (one.byte_len(), vec.byte_len(), two.byte_len()),
+            (16, 16, 36)
+        );
     }
 }

@@ -60,17 +60,17 @@ struct Marshaled<B> {
 
 enum Phase<B> {
     /// Waiting for a credit (or, for a version 2 client, for the version).
-    Queued(Ready),
+    Queued(Box<Ready>),
     /// Sent; waiting for the reply.
     Sent,
     /// Replied; waiting for `pending` invalidations before delivering the result.
     Fencing {
-        result: Result<Reply, TransportError>,
+        result: Box<Result<Reply, TransportError>>,
         pending: usize,
     },
     /// The responder reported a limit: the old registrations are being invalidated
     /// (`pending`), then `ready` goes again with the same XID (seed 003 section 5.3.3).
-    Resending { pending: usize, ready: Ready },
+    Resending { pending: usize, ready: Box<Ready> },
     /// Read-Read (seed 000 section 3.8): the reply came with Read chunks; `pending` RDMA Reads
     /// of them are not yet complete.
     Pulling(Box<Pull<B>>),
@@ -106,8 +106,9 @@ struct OutCall<B> {
     /// The handle offered for Send With Invalidate in version 2 (`rdma_inv_handle`), 0 for
     /// none.
     inv_handle: u32,
-    /// Version 2: how to send it again.
-    plan: Option<Plan>,
+    /// Version 2: how to send it again. Boxed, like the rare large parts of [`Phase`], to keep
+    /// a call small: it is moved into and out of the map of calls whole.
+    plan: Option<Box<Plan>>,
     phase: Phase<B>,
 }
 
@@ -246,12 +247,14 @@ impl<B: Buf> Requester<B> {
         }
         // A version 2 call keeps what it needs to be sent again in another shape when the
         // responder reports a limit (seed 003 section 5.3.3).
-        let plan = (self.version != VERSION || self.hold).then(|| Plan {
-            message: call.message.clone(),
-            moved: call.moved.clone(),
-            write_sizes: call.write_chunks.iter().map(WriteTarget::size).collect(),
-            reply_chunk: call.reply_chunk,
-            resent: false,
+        let plan = (self.version != VERSION || self.hold).then(|| {
+            Box::new(Plan {
+                message: call.message.clone(),
+                moved: call.moved.clone(),
+                write_sizes: call.write_chunks.iter().map(WriteTarget::size).collect(),
+                reply_chunk: call.reply_chunk,
+                resent: false,
+            })
         });
         let m = self.marshal(
             call.xid,
@@ -266,23 +269,38 @@ impl<B: Buf> Requester<B> {
         )?;
         self.next_id += 1;
         let id = self.next_id;
+        let mut new = OutCall {
+            xid: call.xid,
+            sent_seq: 0,
+            exposed: m.exposed,
+            write_sinks: m.write_sinks,
+            reply_sink: m.reply_sink,
+            deadline: call.timeout.map(|t| (now + t, t)),
+            inv_handle: m.inv_handle,
+            plan,
+            phase: Phase::Sent,
+        };
+        // Nothing ahead of it and a credit free (most calls): it goes at once, without a turn
+        // through the queue.
+        let direct = self.queue.is_empty()
+            && self.dones_waiting.is_empty()
+            && !self.hold
+            && self.in_flight < self.limit();
+        if direct {
+            let message = with_header(self.version, new.inv_handle, m.ready)?;
+            self.in_flight += 1;
+            self.sent += 1;
+            new.sent_seq = self.sent;
+            out.send(Owner::Nobody, message, None);
+        } else {
+            new.phase = Phase::Queued(Box::new(m.ready));
+            self.queue.push_back(id);
+        }
         self.by_xid.insert(call.xid, id);
-        self.calls.insert(
-            id,
-            OutCall {
-                xid: call.xid,
-                sent_seq: 0,
-                exposed: m.exposed,
-                write_sinks: m.write_sinks,
-                reply_sink: m.reply_sink,
-                deadline: call.timeout.map(|t| (now + t, t)),
-                inv_handle: m.inv_handle,
-                plan,
-                phase: Phase::Queued(m.ready),
-            },
-        );
-        self.queue.push_back(id);
-        self.pump(out);
+        self.calls.insert(id, new);
+        if !direct {
+            self.pump(out);
+        }
         Ok(id)
     }
 
@@ -320,10 +338,10 @@ impl<B: Buf> Requester<B> {
                 deadline: None,
                 inv_handle: 0,
                 plan: None,
-                phase: Phase::Queued(Ready {
+                phase: Phase::Queued(Box::new(Ready {
                     header,
                     message: vec![Bytes::new()],
-                }),
+                })),
             },
         );
         self.queue.push_back(id);
@@ -510,22 +528,11 @@ impl<B: Buf> Requester<B> {
             let Some(call) = self.calls.get_mut(&id) else {
                 continue;
             };
-            let Phase::Queued(Ready {
-                mut header,
-                mut message,
-            }) = std::mem::replace(&mut call.phase, Phase::Sent)
-            else {
+            let Phase::Queued(ready) = std::mem::replace(&mut call.phase, Phase::Sent) else {
                 continue;
             };
-            header.version = self.version;
-            if self.version != VERSION {
-                if let Body::Msg(c) | Body::NoMsg(c) = &mut header.body {
-                    c.inv_handle = call.inv_handle;
-                }
-            }
-            match encode_header(&header) {
-                Ok(bytes) => {
-                    message[0] = bytes;
+            match with_header(self.version, call.inv_handle, *ready) {
+                Ok(message) => {
                     self.in_flight += 1;
                     self.sent += 1;
                     call.sent_seq = self.sent;
@@ -769,13 +776,13 @@ impl<B: Buf> Requester<B> {
         // The first attempt's registrations are fenced before the second goes.
         let pending = invalidate_slices(Owner::Requester(id), &old, invalidated, out, stats);
         if pending == 0 {
-            call.phase = Phase::Queued(m.ready);
+            call.phase = Phase::Queued(Box::new(m.ready));
             self.queue.push_front(id);
             self.pump(out);
         } else {
             call.phase = Phase::Resending {
                 pending,
-                ready: m.ready,
+                ready: Box::new(m.ready),
             };
         }
         true
@@ -819,7 +826,10 @@ impl<B: Buf> Requester<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        if let (Some(call), Some(handle)) = (self.calls.get(&id), invalidated) {
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if let Some(handle) = invalidated {
             if call.inv_handle != 0 && handle != call.inv_handle {
                 // Seed 003 section 8.4: the requester "checks which handle was invalidated";
                 // the rest it invalidates itself below, whichever that was.
@@ -832,30 +842,17 @@ impl<B: Buf> Requester<B> {
                 stats.unexpected_invalidations += 1;
             }
         }
-        let pending = self.invalidate(id, invalidated, out, stats);
-        let Some(call) = self.calls.get_mut(&id) else {
-            return;
-        };
+        let owner = Owner::Requester(id);
+        let pending = invalidate_slices(owner, &call.exposed, invalidated, out, stats);
         if pending == 0 {
             self.remove(id);
             out.events.push_back(Event::Reply { call: id, result });
         } else {
-            call.phase = Phase::Fencing { result, pending };
+            call.phase = Phase::Fencing {
+                result: Box::new(result),
+                pending,
+            };
         }
-    }
-
-    /// Emits the invalidations of a call's handles; returns how many.
-    fn invalidate(
-        &mut self,
-        id: CallId,
-        skip: Option<u32>,
-        out: &mut Outbox<B>,
-        stats: &mut Stats,
-    ) -> usize {
-        let Some(call) = self.calls.get(&id) else {
-            return 0;
-        };
-        invalidate_slices(Owner::Requester(id), &call.exposed, skip, out, stats)
     }
 
     /// An invalidation of call `id` completed (successfully or not: a failed invalidation
@@ -870,7 +867,10 @@ impl<B: Buf> Requester<B> {
                 if *pending == 0 {
                     if let Some(call) = self.remove(id) {
                         if let Phase::Fencing { result, .. } = call.phase {
-                            out.events.push_back(Event::Reply { call: id, result });
+                            out.events.push_back(Event::Reply {
+                                call: id,
+                                result: *result,
+                            });
                         }
                     }
                 }
@@ -1173,6 +1173,23 @@ fn invalidate_slices<B: Buf>(
         n += 1;
     }
     n
+}
+
+/// A call's Send parts, its header (in `version`, offering `inv_handle` in version 2) in the
+/// first place.
+fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<Vec<Bytes>, TransportError> {
+    let Ready {
+        mut header,
+        mut message,
+    } = ready;
+    header.version = version;
+    if version != VERSION {
+        if let Body::Msg(c) | Body::NoMsg(c) = &mut header.body {
+            c.inv_handle = inv_handle;
+        }
+    }
+    message[0] = encode_header(&header)?;
+    Ok(message)
 }
 
 fn encode_header(header: &Header) -> Result<Bytes, TransportError> {

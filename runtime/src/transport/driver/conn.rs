@@ -486,7 +486,7 @@ impl<C: Connection> Conn<C> {
                 });
                 // The buffer is all this side needs back: a requester learns from the reply
                 // that its call arrived, and a responder needs no word of its reply's arrival.
-                let mut wr = SendWr::send(id, vec![Sge::new(&mr, 0..len)?]).complete_locally();
+                let mut wr = SendWr::send(id, Sge::new(&mr, 0..len)?).complete_locally();
                 if let Some(handle) = invalidate {
                     wr = wr.with_invalidate(handle);
                 }
@@ -500,7 +500,7 @@ impl<C: Connection> Conn<C> {
             ),
             Op::Write { id, source, remote } => SendWr::write(
                 id,
-                vec![sge(&source)],
+                sge(&source),
                 RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
             ),
             Op::Invalidate { id, buf } => {
@@ -602,8 +602,8 @@ impl<C: Connection> Conn<C> {
         let kept = (!backward && pad_threshold.is_none()).then_some(EncoderUse::Call(policy));
         let mut enc = match kept {
             Some(usage) => self.encoder(usage),
-            None if backward => Encoder::new(),
-            None => Encoder::for_call(policy),
+            None if backward => Box::new(Encoder::new()),
+            None => Box::new(Encoder::for_call(policy)),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
@@ -810,16 +810,18 @@ enum EncoderUse {
 /// buffer ([`Encoder::take_with_chunks`]) and the rest of the buffer, or all of it once the
 /// messages taken from it are gone, serves the next one. Two allocations fewer per message
 /// than a new encoder (its buffer, and the shared header `finish` gives the buffer).
+///
+/// Boxed: an encoder is a few hundred bytes, moved out of here and back per message.
 #[derive(Default)]
 struct Encoders {
-    call: Option<(ThresholdPolicy, Encoder)>,
-    reply: Option<Encoder>,
+    call: Option<(ThresholdPolicy, Box<Encoder>)>,
+    reply: Option<Box<Encoder>>,
 }
 
 impl<C: Connection> Conn<C> {
     /// An encoder for `usage`: the one kept, if it is free and made for the same use, else a
     /// new one.
-    fn encoder(&self, usage: EncoderUse) -> Encoder {
+    fn encoder(&self, usage: EncoderUse) -> Box<Encoder> {
         let kept = try_lock(&self.encoders).and_then(|mut kept| match usage {
             EncoderUse::Call(policy) => kept
                 .call
@@ -828,9 +830,11 @@ impl<C: Connection> Conn<C> {
                 .map(|(_, enc)| enc),
             EncoderUse::Reply => kept.reply.take(),
         });
-        kept.unwrap_or_else(|| match usage {
-            EncoderUse::Call(policy) => Encoder::for_call(policy),
-            EncoderUse::Reply => Encoder::for_reply(ThresholdPolicy::default(), Vec::new()),
+        kept.unwrap_or_else(|| {
+            Box::new(match usage {
+                EncoderUse::Call(policy) => Encoder::for_call(policy),
+                EncoderUse::Reply => Encoder::for_reply(ThresholdPolicy::default(), Vec::new()),
+            })
         })
     }
 
@@ -840,7 +844,7 @@ impl<C: Connection> Conn<C> {
     /// other hands its buffer over whole.
     fn finish_encoder(
         &self,
-        mut enc: Encoder,
+        mut enc: Box<Encoder>,
         kept: Option<EncoderUse>,
     ) -> (crate::xdr::Encoded, Vec<crate::xdr::MovedItem>) {
         let Some(usage) = kept else {
@@ -855,7 +859,7 @@ impl<C: Connection> Conn<C> {
     }
 
     /// Keeps `enc`, empty, for the next message of its use.
-    fn keep_encoder(&self, usage: EncoderUse, enc: Encoder) {
+    fn keep_encoder(&self, usage: EncoderUse, enc: Box<Encoder>) {
         if let Some(mut kept) = try_lock(&self.encoders) {
             match usage {
                 EncoderUse::Call(policy) => kept.call = Some((policy, enc)),
@@ -1051,9 +1055,12 @@ impl<C: Connection> Conn<C> {
         let kept = (write_chunks.is_empty() && !self.mode_2004).then_some(EncoderUse::Reply);
         // Read-Read (2004 mode): DDP-eligible results stay here, exposed in Read chunks.
         let mut enc = match (read_read, kept) {
-            (Some(policy), _) => Encoder::for_call(policy),
+            (Some(policy), _) => Box::new(Encoder::for_call(policy)),
             (None, Some(usage)) => self.encoder(usage),
-            (None, None) => Encoder::for_reply(ThresholdPolicy::default(), write_chunks.to_vec()),
+            (None, None) => Box::new(Encoder::for_reply(
+                ThresholdPolicy::default(),
+                write_chunks.to_vec(),
+            )),
         };
         if let Some(thresh) = pad_threshold {
             enc.record_pad_points(thresh);
