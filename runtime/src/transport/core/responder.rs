@@ -706,6 +706,13 @@ impl<B: Buf> Responder<B> {
             out.write(owner, source, remote);
             ops += 1;
         }
+        if ops == 0 && call.held.is_empty() && call.exposed.is_empty() {
+            // A Send alone, with no memory of the call's behind it (most replies): nothing
+            // waits for its completion, and the call is done.
+            out.send(Owner::Nobody, send, invalidate);
+            self.calls.remove(&id);
+            return Ok(());
+        }
         // RDMA ordering places every Write before the Send that follows them (seed 004
         // section 4.5).
         out.send(owner, send, invalidate);

@@ -106,7 +106,7 @@ pub(crate) struct Conn<C: Connection> {
     encoders: Mutex<Encoders>,
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
-    backchannel: Mutex<Option<Arc<Client>>>,
+    backchannel: std::sync::OnceLock<Arc<Client>>,
     /// A server in the 2004 mode: its program number and the server that answers the
     /// configuration calls (seed 000 section 6).
     configuration: std::sync::OnceLock<(u32, Server)>,
@@ -209,7 +209,7 @@ impl<C: Connection> Conn<C> {
             runtime: tokio::runtime::Handle::current(),
             no_waker: std::task::Waker::from(Arc::new(NoWake)),
             encoders: Mutex::new(Encoders::default()),
-            backchannel: Mutex::new(None),
+            backchannel: std::sync::OnceLock::new(),
             configuration: std::sync::OnceLock::new(),
             mode_2004: config.mode_2004.is_some(),
             timeout: config.timeout,
@@ -226,7 +226,7 @@ impl<C: Connection> Conn<C> {
             let client = Client::new(super::client::Backchannel {
                 conn: Arc::downgrade(&shared),
             });
-            *shared.backchannel.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(client));
+            let _ = shared.backchannel.set(Arc::new(client));
         }
         {
             // A version 2 client's offer goes before anything else (seed 003 section 7).
@@ -986,11 +986,7 @@ fn serve_call<C: Connection>(
         let mut st = conn.lock();
         return st.core.discard_call(call.id);
     };
-    let backchannel = conn
-        .backchannel
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let backchannel = conn.backchannel.get().cloned();
     let dispatch = server.dispatch(Incoming {
         message: call.message,
         chunks: call.chunks,

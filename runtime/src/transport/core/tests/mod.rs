@@ -316,6 +316,8 @@ struct Side {
     /// Handles reachable at the moment each reply event came out.
     reachable_at_reply: HashMap<CallId, Vec<u32>>,
     failed_ops: usize,
+    /// The responder's calls in progress just after each reply was handed to the core.
+    in_progress_after_reply: Vec<usize>,
 }
 
 impl Side {
@@ -328,6 +330,7 @@ impl Side {
             negotiated: Vec::new(),
             reachable_at_reply: HashMap::new(),
             failed_ops: 0,
+            in_progress_after_reply: Vec::new(),
         }
     }
 }
@@ -539,6 +542,8 @@ impl Pair {
                 let (message, moved) = enc.finish_with_chunks();
                 s.core
                     .send_reply(inc.id, message, moved, Instant::now(), &mut s.mem);
+                let in_progress = s.core.calls_in_progress();
+                s.in_progress_after_reply.push(in_progress);
             }
             Err(e) => s.core.reject_reply(inc.id, &e),
         }
@@ -729,6 +734,19 @@ fn ddp_results_come_back_in_write_chunks_with_round_up() {
         1001,
         "the reply's segment lengths are the bytes written"
     );
+}
+
+#[test]
+fn an_inline_reply_ends_its_call_at_once_and_one_with_a_write_chunk_once_its_operations_complete() {
+    let mut p = Pair::new();
+    p.call::<Null>(&(), vec![], None).unwrap();
+    let data = pattern(1001, 4);
+    p.call::<Echo>(&DdpData(data), vec![WriteTarget::Size(1001)], None)
+        .unwrap();
+    // The inline reply's Send needs no completion; the RDMA Write's source stays held until
+    // the Write and the Send behind it complete.
+    assert_eq!(p.sides[SERVER].in_progress_after_reply, [0, 1]);
+    assert_eq!(p.sides[SERVER].core.calls_in_progress(), 0);
 }
 
 #[test]
