@@ -13,6 +13,7 @@
 //! task switch sooner. The completion task then only runs the core's timers, the close, and
 //! the rounds the hook could not take because someone held the lock.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -66,7 +67,9 @@ struct Waiter {
 struct State {
     core: Core<PoolBuf>,
     waiters: IdMap<CallId, Waiter>,
-    posted: IdMap<OpId, Posted>,
+    /// What posted operations hold, in posting order, which is the order a send queue
+    /// completes in: a completion is almost always the first one's ([`State::take_posted`]).
+    posted: VecDeque<(OpId, Posted)>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
     /// Calls the core handed over, for the completion task to dispatch.
@@ -74,6 +77,18 @@ struct State {
     /// The core deadline the completion task sleeps until; the hook wakes the task when the
     /// core's changes.
     task_deadline: Option<Instant>,
+}
+
+impl State {
+    /// What operation `id` held, if anything. The core numbers operations in the order it
+    /// emits them and they are posted in that order, so `posted` is sorted.
+    fn take_posted(&mut self, id: OpId) -> Option<Posted> {
+        let at = match self.posted.front() {
+            Some((first, _)) if *first == id => 0,
+            _ => self.posted.binary_search_by_key(&id, |(op, _)| *op).ok()?,
+        };
+        self.posted.remove(at).map(|(_, held)| held)
+    }
 }
 
 /// One connection's shared state.
@@ -192,7 +207,7 @@ impl<C: Connection> Conn<C> {
             state: Mutex::new(State {
                 core: Core::new(core, first_xid),
                 waiters: IdMap::default(),
-                posted: IdMap::default(),
+                posted: VecDeque::new(),
                 send_buffers: Vec::new(),
                 calls: Vec::new(),
                 task_deadline: None,
@@ -490,7 +505,7 @@ impl<C: Connection> Conn<C> {
                 if let Some(handle) = invalidate {
                     wr = wr.with_invalidate(handle);
                 }
-                st.posted.insert(id, Posted::Send(mr));
+                st.posted.push_back((id, Posted::Send(mr)));
                 wr
             }
             Op::Read { id, sink, remote } => SendWr::read(
@@ -505,7 +520,7 @@ impl<C: Connection> Conn<C> {
             ),
             Op::Invalidate { id, buf } => {
                 let wr = SendWr::local_invalidate(id, crate::transport::core::Buf::handle(&buf));
-                st.posted.insert(id, Posted::Invalidate(buf));
+                st.posted.push_back((id, Posted::Invalidate(buf)));
                 wr
             }
             Op::Revoke { buf } => {
@@ -541,7 +556,7 @@ impl<C: Connection> Conn<C> {
             }
             return;
         }
-        match st.posted.remove(&c.wr_id) {
+        match st.take_posted(c.wr_id) {
             Some(Posted::Send(mr)) => st.send_buffers.push(mr),
             Some(Posted::Invalidate(buf)) if c.status == WcStatus::Success => {
                 crate::transport::core::Buf::mark_invalidated(&buf);
