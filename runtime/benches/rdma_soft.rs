@@ -110,8 +110,7 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
             assert!(done.is_success(), "{done:?}");
             if done.opcode == WcOpcode::Recv {
                 srv.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
-                srv.post_send(SendWr::send(1, vec![Sge::whole(&sbuf)]))
-                    .unwrap();
+                srv.post_send(SendWr::send(1, Sge::whole(&sbuf))).unwrap();
                 echoed += 1;
             }
         }
@@ -123,8 +122,7 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
     let t = Instant::now();
     for i in 0..iters as u64 {
         c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
-        c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
-            .unwrap();
+        c.post_send(SendWr::send(i, Sge::whole(&sbuf))).unwrap();
         loop {
             let done = c.poll_completion().await;
             assert!(done.is_success(), "{done:?}");
@@ -196,16 +194,14 @@ fn core_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
     let t = Instant::now();
     for i in 0..iters as u64 {
         c.post_recv(RecvWr::new(i, Sge::whole(&c_rbuf))).unwrap();
-        c.post_send(SendWr::send(i, vec![Sge::whole(&c_sbuf)]))
-            .unwrap();
+        c.post_send(SendWr::send(i, Sge::whole(&c_sbuf))).unwrap();
         pass(&mut c, &mut tx_c, &mut s);
         assert!(
             drain_received(&mut s),
             "the server's receive did not complete"
         );
         s.post_recv(RecvWr::new(0, Sge::whole(&s_rbuf))).unwrap();
-        s.post_send(SendWr::send(1, vec![Sge::whole(&s_sbuf)]))
-            .unwrap();
+        s.post_send(SendWr::send(1, Sge::whole(&s_sbuf))).unwrap();
         pass(&mut s, &mut tx_s, &mut c);
         assert!(
             drain_received(&mut c),
@@ -324,7 +320,7 @@ async fn soft_transfer(
             let wr = if read {
                 SendWr::read(posted as u64, Sge::whole(&local), remote)
             } else {
-                SendWr::write(posted as u64, vec![Sge::whole(&local)], remote)
+                SendWr::write(posted as u64, Sge::whole(&local), remote)
             };
             c.post_send(wr).unwrap();
             posted += 1;
