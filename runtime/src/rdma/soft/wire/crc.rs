@@ -68,20 +68,30 @@ unsafe fn short_sse42(crc: u32, data: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
+    /// Bytes that are no simple pattern.
+    fn data(len: u32) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect()
+    }
+
+    /// [`of`] and [`append`] agree with the crate on `data[start..start + len]`.
+    fn agrees(data: &[u8], start: usize, len: usize) {
+        let piece = &data[start..start + len];
+        assert_eq!(of(piece), crc32c::crc32c(piece), "{start}+{len}");
+        assert_eq!(
+            append(0x1234_5678, piece),
+            crc32c::crc32c_append(0x1234_5678, piece),
+            "{start}+{len}"
+        );
+    }
+
     #[test]
     fn agrees_with_the_crate_at_every_short_length_and_alignment() {
-        let data: Vec<u8> = (0..600u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
-            .collect();
+        let data = data(600);
         for start in 0..8 {
             for len in 0..=SHORT + 40 {
-                let piece = &data[start..start + len];
-                assert_eq!(of(piece), crc32c::crc32c(piece), "{start}+{len}");
-                assert_eq!(
-                    append(0x1234_5678, piece),
-                    crc32c::crc32c_append(0x1234_5678, piece),
-                    "{start}+{len}"
-                );
+                agrees(&data, start, len);
             }
         }
         // Split anywhere, the pieces add up to the whole.
@@ -97,19 +107,11 @@ mod tests {
 
     #[test]
     fn the_long_path_agrees_with_the_crate_around_its_threshold_and_in_pieces() {
-        let data: Vec<u8> = (0..70_000u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
-            .collect();
+        let data = data(70_000);
         let lengths = (LONG - 16..LONG + 80).chain([4096, 4097, 65_000, 69_993]);
         for len in lengths {
             for start in [0, 1, 3, 7] {
-                let piece = &data[start..start + len];
-                assert_eq!(of(piece), crc32c::crc32c(piece), "{start}+{len}");
-                assert_eq!(
-                    append(0xdead_beef, piece),
-                    crc32c::crc32c_append(0xdead_beef, piece),
-                    "{start}+{len}"
-                );
+                agrees(&data, start, len);
             }
         }
         // An FPDU's CRC as the provider takes it: a short header, then a long payload.
