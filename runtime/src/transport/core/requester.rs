@@ -216,6 +216,12 @@ impl<B: Buf> Requester<B> {
         self.granted.min(self.requested).max(1)
     }
 
+    /// A call may go now as far as credits and the version go (never past the limit, and a
+    /// version 2 client holds calls until the version is settled).
+    fn may_send(&self) -> bool {
+        !self.hold && self.in_flight < self.limit()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn start<M: Memory<Buf = B>>(
         &mut self,
@@ -282,10 +288,7 @@ impl<B: Buf> Requester<B> {
         };
         // Nothing ahead of it and a credit free (most calls): it goes at once, without a turn
         // through the queue.
-        let direct = self.queue.is_empty()
-            && self.dones_waiting.is_empty()
-            && !self.hold
-            && self.in_flight < self.limit();
+        let direct = self.queue.is_empty() && self.dones_waiting.is_empty() && self.may_send();
         if direct {
             let message = with_header(self.version, new.inv_handle, m.ready)?;
             self.in_flight += 1;
@@ -521,7 +524,7 @@ impl<B: Buf> Requester<B> {
                 out.send(Owner::Nobody, vec![bytes], None);
             }
         }
-        while !self.hold && self.in_flight < self.limit() {
+        while self.may_send() {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
