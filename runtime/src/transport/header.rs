@@ -9,6 +9,7 @@
 
 use bytes::Bytes;
 
+use crate::transport::core::SendBytes;
 use crate::xdr::{self, Encoder};
 
 pub mod props;
@@ -376,7 +377,7 @@ fn plain_msg(message: &[u8]) -> Option<(Header, usize)> {
 
 /// [`plain_msg`]'s counterpart: the 28 bytes of a version 1 RDMA_MSG without chunks, as the
 /// generated encoder writes them.
-fn encode_plain_msg(header: &Header) -> Option<Bytes> {
+fn encode_plain_msg(header: &Header) -> Option<[u8; PLAIN_MSG_LEN]> {
     let Body::Msg(c) = &header.body else {
         return None;
     };
@@ -390,7 +391,7 @@ fn encode_plain_msg(header: &Header) -> Option<Bytes> {
     bytes[4..8].copy_from_slice(&VERSION.to_be_bytes());
     bytes[8..12].copy_from_slice(&header.credit.to_be_bytes());
     // rdma_proc (RDMA_MSG) and the three empty lists stay zero.
-    Some(Bytes::copy_from_slice(&bytes))
+    Some(bytes)
 }
 
 /// Groups and checks decoded chunk lists, naming the header in the error.
@@ -514,8 +515,29 @@ pub fn encode(header: &Header, enc: &mut Encoder) -> xdr::Result<()> {
 /// Encodes a header into fresh bytes.
 pub fn to_bytes(header: &Header) -> xdr::Result<Bytes> {
     if let Some(bytes) = encode_plain_msg(header) {
-        return Ok(bytes);
+        return Ok(Bytes::copy_from_slice(&bytes));
     }
+    encode_long(header)
+}
+
+/// Encodes a header as the start of a Send: the common RDMA_MSG without chunks in place,
+/// any other in a buffer of its own.
+pub fn to_send(header: &Header) -> xdr::Result<SendBytes> {
+    let mut send = SendBytes::default();
+    encode_into(header, &mut send)?;
+    Ok(send)
+}
+
+/// Encodes a header as the header of `send` (see [`to_send`]), in place of the one it had.
+pub fn encode_into(header: &Header, send: &mut SendBytes) -> xdr::Result<()> {
+    match encode_plain_msg(header) {
+        Some(bytes) => send.set_head(&bytes),
+        None => send.set_head_bytes(encode_long(header)?),
+    }
+    Ok(())
+}
+
+fn encode_long(header: &Header) -> xdr::Result<Bytes> {
     let mut enc = Encoder::with_capacity(encoded_len(header));
     encode(header, &mut enc)?;
     Ok(enc.finish().into_bytes())

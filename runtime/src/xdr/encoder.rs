@@ -644,12 +644,12 @@ impl Encoded {
         }
     }
 
-    /// Appends the parts, in order, to `out` (without the list [`Encoded::into_parts`]
-    /// allocates for a single part).
-    pub fn append_parts_to(self, out: &mut Vec<Bytes>) {
+    /// Hands the parts, in order, to `f` (without the list [`Encoded::into_parts`] allocates
+    /// for a single part).
+    pub fn for_each_part(self, f: impl FnMut(Bytes)) {
         match self.parts {
-            Parts::One(one) => out.push(one),
-            Parts::Many(many) => out.extend(many),
+            Parts::One(one) => std::iter::once(one).for_each(f),
+            Parts::Many(many) => many.into_iter().for_each(f),
         }
     }
 

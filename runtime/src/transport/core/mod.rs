@@ -39,6 +39,7 @@ mod memory;
 mod msgp;
 mod requester;
 mod responder;
+mod send_bytes;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -60,6 +61,7 @@ use crate::xdr::{self, Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
 pub use memory::{gather, pair_up, Buf, Memory, MemoryError, Slice};
 use requester::Requester;
 use responder::Responder;
+pub use send_bytes::SendBytes;
 
 /// Identifies an operation the core emitted; its completion carries it back.
 pub type OpId = u64;
@@ -177,7 +179,7 @@ pub enum Op<B> {
         /// The operation.
         id: OpId,
         /// The bytes, in order; at most the peer's receive size in all.
-        message: Vec<Bytes>,
+        message: SendBytes,
         /// Send With Invalidate of this handle.
         invalidate: Option<u32>,
     },
@@ -345,7 +347,7 @@ impl<B> Outbox<B> {
         self.next_op
     }
 
-    fn send(&mut self, owner: Owner, message: Vec<Bytes>, invalidate: Option<u32>) {
+    fn send(&mut self, owner: Owner, message: SendBytes, invalidate: Option<u32>) {
         let id = self.id(owner);
         self.ops.push_back(Op::Send {
             id,
@@ -527,7 +529,8 @@ impl<B: Buf> Core<B> {
         let header = Header::v2(xid, self.requester.requested(), 0, Body::ConnProp(props));
         match header::to_bytes(&header) {
             Ok(bytes) if bytes.len() <= FIRST_MESSAGE_MAX => {
-                self.out.send(Owner::Nobody, vec![bytes], None);
+                self.out
+                    .send(Owner::Nobody, SendBytes::from_head(bytes), None);
                 self.negotiation = Negotiation::Offered {
                     xid,
                     deadline: now + self.config.negotiation_timeout,
@@ -1183,7 +1186,8 @@ impl<B: Buf> Core<B> {
                 Body::ConnProp(own),
             );
             if let Ok(bytes) = header::to_bytes(&reply) {
-                self.out.send(Owner::Nobody, vec![bytes], None);
+                self.out
+                    .send(Owner::Nobody, SendBytes::from_head(bytes), None);
             }
         }
     }
@@ -1229,7 +1233,9 @@ impl<B: Buf> Core<B> {
                     Body::Other { htype, body },
                 );
                 match header::to_bytes(&answer) {
-                    Ok(bytes) => self.out.send(Owner::Nobody, vec![bytes], None),
+                    Ok(bytes) => self
+                        .out
+                        .send(Owner::Nobody, SendBytes::from_head(bytes), None),
                     Err(e) => tracing::warn!(htype, error = %e, "an extension's answer"),
                 }
             }

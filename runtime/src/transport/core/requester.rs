@@ -20,7 +20,8 @@ use super::super::header::{
 };
 use super::memory::{pulled_message, read_sinks, Sinks};
 use super::{
-    Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, Slice, Stats, WriteTarget,
+    Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, SendBytes, Slice, Stats,
+    WriteTarget,
 };
 use crate::id_map::{IdMap, IdSet};
 use crate::rdma::Access;
@@ -35,8 +36,8 @@ pub(super) const CALL_HEADER_ALLOWANCE: usize = header::FIXED_LEN + 12 + 24 + 24
 /// A call's Send, ready but for its header's version (settled only when it goes).
 struct Ready {
     header: Header,
-    /// The Send's parts: the first is the header's place, filled when it goes.
-    message: Vec<Bytes>,
+    /// The Send: its header is filled in when it goes.
+    message: SendBytes,
 }
 
 /// What a version 2 call needs to be sent again in another shape.
@@ -343,7 +344,7 @@ impl<B: Buf> Requester<B> {
                 plan: None,
                 phase: Phase::Queued(Box::new(Ready {
                     header,
-                    message: vec![Bytes::new()],
+                    message: SendBytes::default(),
                 })),
             },
         );
@@ -441,13 +442,12 @@ impl<B: Buf> Requester<B> {
             }
         }
         let inline_len = message.len();
-        let mut send = Vec::with_capacity(1 + message.parts().len());
-        send.push(Bytes::new());
+        let mut send = SendBytes::default();
         let had_reads = !moved.is_empty();
         // Seed 004 section 5.1.4 and seed 002 section 4.1: the header and the RPC message
         // together must fit the peer's receive buffer.
         if header::encoded_len(&header) + header_extra + inline_len <= config.peer_recv_size {
-            message.append_parts_to(&mut send);
+            send.push_encoded(message);
             if had_reads {
                 stats.calls_read_chunks += 1;
             } else {
@@ -521,7 +521,7 @@ impl<B: Buf> Requester<B> {
                 self.dones_sent += 1;
                 self.sent += 1;
                 self.dones_unconfirmed.push_back(self.sent);
-                out.send(Owner::Nobody, vec![bytes], None);
+                out.send(Owner::Nobody, SendBytes::from_head(bytes), None);
             }
         }
         while self.may_send() {
@@ -1180,7 +1180,7 @@ fn invalidate_slices<B: Buf>(
 
 /// A call's Send parts, its header (in `version`, offering `inv_handle` in version 2) in the
 /// first place.
-fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<Vec<Bytes>, TransportError> {
+fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<SendBytes, TransportError> {
     let Ready {
         mut header,
         mut message,
@@ -1191,7 +1191,8 @@ fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<Vec<Bytes>
             c.inv_handle = inv_handle;
         }
     }
-    message[0] = encode_header(&header)?;
+    header::encode_into(&header, &mut message)
+        .map_err(|e| TransportError::Protocol(e.to_string()))?;
     Ok(message)
 }
 

@@ -23,7 +23,8 @@ use super::super::header::{
 use super::memory::{pulled_message, read_sinks, Sinks};
 use super::requester::revoke_slices;
 use super::{
-    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
+    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, SendBytes, Slice,
+    Stats,
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
@@ -132,7 +133,7 @@ impl<B: Buf> Responder<B> {
         };
         if let Some(bytes) = encode(&header) {
             stats.errors_sent += 1;
-            out.send(Owner::Nobody, vec![bytes], None);
+            out.send(Owner::Nobody, SendBytes::from_head(bytes), None);
         }
     }
 
@@ -570,7 +571,6 @@ impl<B: Buf> Responder<B> {
         let mut reply_returned = None;
         let mut reply_writes = Vec::new();
         let body_msg;
-        let mut send: Vec<Bytes>;
         if let Some(reply_chunk) = &call.chunks.reply {
             // Seed 004 section 4.6.3: "Responders SHOULD use a Long Message whenever a Reply
             // chunk has been provided by a requester."
@@ -592,10 +592,8 @@ impl<B: Buf> Responder<B> {
             reply_returned = Some(filled(reply_chunk, inline_len));
             call.held.extend(slices);
             body_msg = false;
-            send = Vec::with_capacity(1);
         } else {
             body_msg = true;
-            send = Vec::with_capacity(1 + message.parts().len());
         }
         let mut body_msg = body_msg;
         if let (true, Some(_)) = (body_msg, read_read) {
@@ -680,9 +678,10 @@ impl<B: Buf> Responder<B> {
                 "the reply's header alone exceeds the requester's receive size".into(),
             ));
         }
-        send.push(encode(&header).ok_or_else(|| system("the header does not encode".into()))?);
+        let mut send =
+            header::to_send(&header).map_err(|_| system("the header does not encode".into()))?;
         if body_msg {
-            message.append_parts_to(&mut send);
+            send.push_encoded(message);
         }
         let invalidate = if call.version == VERSION {
             // With the requester's agreement (RFC 8797), invalidate one of its handles for it.

@@ -489,11 +489,10 @@ impl<C: Connection> Conn<C> {
                 message,
                 invalidate,
             } => {
-                let len = message.iter().map(Bytes::len).sum();
-                let mr = self.send_buffer(st, len)?;
+                let mr = self.send_buffer(st, message.len())?;
                 let len = mr.with_mut_slice(|dst| {
                     let mut at = 0;
-                    for part in &message {
+                    for part in message.pieces() {
                         dst[at..at + part.len()].copy_from_slice(part);
                         at += part.len();
                     }

@@ -418,7 +418,7 @@ impl Pair {
                 invalidate,
                 ..
             } => {
-                let mut bytes: Vec<u8> = message.iter().flat_map(|p| p.iter().copied()).collect();
+                let mut bytes: Vec<u8> = message.to_bytes().to_vec();
                 assert!(
                     bytes.len() <= self.sides[to].core.config().recv_size,
                     "a Send of {} bytes overruns the peer's {}-byte receive buffer",

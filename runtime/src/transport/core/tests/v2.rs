@@ -152,7 +152,7 @@ fn an_unanswered_offer_settles_on_version_1_at_its_deadline() {
     let Some(Op::Send { message, .. }) = c.poll_op() else {
         panic!("the held call goes")
     };
-    assert_eq!(message[0][4..8], 1u32.to_be_bytes());
+    assert_eq!(message.head()[4..8], 1u32.to_be_bytes());
     assert!(matches!(
         c.poll_event(),
         Some(Event::Negotiated { version: 1 })
@@ -569,7 +569,7 @@ fn the_linux_kernels_err_vers_with_the_offers_version_settles_at_once() {
     let Some(Op::Send { message, .. }) = c.poll_op() else {
         panic!("the offer")
     };
-    let xid = &message[0][0..4];
+    let xid = &message.head()[0..4];
     let mut answer = xid.to_vec();
     for w in [2u32, 128, 4, 1, 1, 1] {
         answer.extend(w.to_be_bytes());
