@@ -1178,8 +1178,8 @@ fn invalidate_slices<B: Buf>(
     n
 }
 
-/// A call's Send parts, its header (in `version`, offering `inv_handle` in version 2) in the
-/// first place.
+/// A call's Send with its header filled in (in `version`, offering `inv_handle` in version
+/// 2).
 fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<SendBytes, TransportError> {
     let Ready {
         mut header,
