@@ -527,10 +527,9 @@ impl<B: Buf> Core<B> {
         // two (2) in the rdma_vers field" of at most 1024 bytes; section 5.3.4: RDMA2_CONNPROP
         // is "the first message after a connection is established".
         let header = Header::v2(xid, self.requester.requested(), 0, Body::ConnProp(props));
-        match header::to_bytes(&header) {
-            Ok(bytes) if bytes.len() <= FIRST_MESSAGE_MAX => {
-                self.out
-                    .send(Owner::Nobody, SendBytes::from_head(bytes), None);
+        match header::to_send(&header) {
+            Ok(send) if send.len() <= FIRST_MESSAGE_MAX => {
+                self.out.send(Owner::Nobody, send, None);
                 self.negotiation = Negotiation::Offered {
                     xid,
                     deadline: now + self.config.negotiation_timeout,
@@ -1185,9 +1184,8 @@ impl<B: Buf> Core<B> {
                 F_RESPONSE,
                 Body::ConnProp(own),
             );
-            if let Ok(bytes) = header::to_bytes(&reply) {
-                self.out
-                    .send(Owner::Nobody, SendBytes::from_head(bytes), None);
+            if let Ok(send) = header::to_send(&reply) {
+                self.out.send(Owner::Nobody, send, None);
             }
         }
     }
@@ -1232,10 +1230,8 @@ impl<B: Buf> Core<B> {
                     flags | F_RESPONSE,
                     Body::Other { htype, body },
                 );
-                match header::to_bytes(&answer) {
-                    Ok(bytes) => self
-                        .out
-                        .send(Owner::Nobody, SendBytes::from_head(bytes), None),
+                match header::to_send(&answer) {
+                    Ok(send) => self.out.send(Owner::Nobody, send, None),
                     Err(e) => tracing::warn!(htype, error = %e, "an extension's answer"),
                 }
             }

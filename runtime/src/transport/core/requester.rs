@@ -517,11 +517,11 @@ impl<B: Buf> Requester<B> {
             let Some(xid) = self.dones_waiting.pop_front() else {
                 break;
             };
-            if let Ok(bytes) = encode_header(&Header::v1(xid, self.requested, Body::Done)) {
+            if let Ok(send) = header::to_send(&Header::v1(xid, self.requested, Body::Done)) {
                 self.dones_sent += 1;
                 self.sent += 1;
                 self.dones_unconfirmed.push_back(self.sent);
-                out.send(Owner::Nobody, SendBytes::from_head(bytes), None);
+                out.send(Owner::Nobody, send, None);
             }
         }
         while self.may_send() {
@@ -1194,10 +1194,6 @@ fn with_header(version: u32, inv_handle: u32, ready: Ready) -> Result<SendBytes,
     header::encode_into(&header, &mut message)
         .map_err(|e| TransportError::Protocol(e.to_string()))?;
     Ok(message)
-}
-
-fn encode_header(header: &Header) -> Result<Bytes, TransportError> {
-    header::to_bytes(header).map_err(|e| TransportError::Protocol(e.to_string()))
 }
 
 /// A copy of `e` for one of several calls (its `Other` and `Io` cases become their text).

@@ -23,8 +23,7 @@ use super::super::header::{
 use super::memory::{pulled_message, read_sinks, Sinks};
 use super::requester::revoke_slices;
 use super::{
-    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, SendBytes, Slice,
-    Stats,
+    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
@@ -131,9 +130,9 @@ impl<B: Buf> Responder<B> {
             // rdma_vers fields"; the message answers the requester's, hence the flag.
             Header::v2(xid, credit, F_RESPONSE, Body::Error(error))
         };
-        if let Some(bytes) = encode(&header) {
+        if let Ok(send) = header::to_send(&header) {
             stats.errors_sent += 1;
-            out.send(Owner::Nobody, SendBytes::from_head(bytes), None);
+            out.send(Owner::Nobody, send, None);
         }
     }
 
@@ -736,8 +735,4 @@ fn filled(segments: &[Segment], len: usize) -> Vec<Segment> {
             }
         })
         .collect()
-}
-
-fn encode(header: &Header) -> Option<Bytes> {
-    header::to_bytes(header).ok()
 }

@@ -46,30 +46,17 @@ enum Rest {
 }
 
 impl SendBytes {
-    /// A Send of `head` alone (copied in place when short).
-    pub fn new(head: &[u8]) -> SendBytes {
-        let mut s = SendBytes::default();
-        s.set_head(head);
-        s
-    }
-
-    /// A Send of `head` alone, kept in its buffer.
-    pub fn from_head(head: Bytes) -> SendBytes {
-        SendBytes {
-            head: Head::Shared(head),
-            rest: Rest::None,
-        }
-    }
-
     /// Replaces the header with a copy of `head` (in place when short).
     pub fn set_head(&mut self, head: &[u8]) {
-        self.head = match u8::try_from(head.len()) {
-            Ok(len) if head.len() <= INLINE_HEAD => {
-                let mut bytes = [0; INLINE_HEAD];
-                bytes[..head.len()].copy_from_slice(head);
-                Head::Inline { bytes, len }
+        self.head = if head.len() <= INLINE_HEAD {
+            let mut bytes = [0; INLINE_HEAD];
+            bytes[..head.len()].copy_from_slice(head);
+            Head::Inline {
+                bytes,
+                len: head.len() as u8,
             }
-            _ => Head::Shared(Bytes::copy_from_slice(head)),
+        } else {
+            Head::Shared(Bytes::copy_from_slice(head))
         };
     }
 
@@ -88,14 +75,11 @@ impl SendBytes {
 
     /// Appends a piece after the header and the pieces before it.
     pub fn push(&mut self, piece: Bytes) {
-        self.rest = match std::mem::take(&mut self.rest) {
-            Rest::None => Rest::One(piece),
-            Rest::One(first) => Rest::Many(vec![first, piece]),
-            Rest::Many(mut all) => {
-                all.push(piece);
-                Rest::Many(all)
-            }
-        };
+        match &mut self.rest {
+            Rest::None => self.rest = Rest::One(piece),
+            Rest::One(first) => self.rest = Rest::Many(vec![first.clone(), piece]),
+            Rest::Many(all) => all.push(piece),
+        }
     }
 
     /// Appends the pieces of an encoded message.
@@ -143,8 +127,10 @@ mod tests {
     fn a_send_reads_the_same_whether_its_header_is_in_place_or_shared() {
         let long_head = [7u8; INLINE_HEAD + 1];
         for head in [&b"hdr"[..], &[1u8; INLINE_HEAD][..], &long_head[..]] {
-            let mut a = SendBytes::new(head);
-            let mut b = SendBytes::from_head(Bytes::copy_from_slice(head));
+            let mut a = SendBytes::default();
+            a.set_head(head);
+            let mut b = SendBytes::default();
+            b.set_head_bytes(Bytes::copy_from_slice(head));
             for s in [&mut a, &mut b] {
                 s.push(Bytes::from_static(b"one"));
                 s.push(Bytes::from_static(b"two"));
