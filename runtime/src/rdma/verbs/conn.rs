@@ -473,7 +473,7 @@ impl VerbsConnection {
         // libibverbs took the window's current key (the device's) from `*mw` while posting;
         // the device's is `rkey` once the bind executes, and the next bind must name that.
         slot.set_key(rkey);
-        self.bound.insert(rkey);
+        self.bound.insert(rkey, reg);
         Ok(seq)
     }
 
@@ -977,5 +977,9 @@ impl Drop for VerbsConnection {
         // The queue pair is destroyed right after this (field order): the event task must
         // not touch it any more.
         *alive = false;
+        drop(alive);
+        // No window may stay bound on the queue pair when it is destroyed (see
+        // `BoundWindows::revoke_all`): the peer loses those keys with the connection anyway.
+        self.bound.revoke_all();
     }
 }

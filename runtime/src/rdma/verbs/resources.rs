@@ -3,13 +3,16 @@
 //!
 //! Ownership mirrors the tree: every object holds an `Arc` of its parent and destroys itself in
 //! `Drop`, so children always go first (a registration outliving its connection keeps the
-//! protection domain and the device context alive, not the queue pair).
+//! protection domain and the device context alive, not the queue pair). The one exception is
+//! a memory window bound on a queue pair: the device holds the queue pair for it, so a
+//! connection deallocates the windows still bound on it before its queue pair goes (see
+//! [`BoundWindows::revoke_all`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rdma_sys::*;
 
@@ -328,18 +331,22 @@ impl Drop for QueuePair {
 /// Linux 6.1 rxe, `rxe_do_invalidate_mw` then puts the window's NULL queue pair: a kernel
 /// oops), so a window that may be bound is replaced rather than invalidated (see
 /// `VerbsConnection::rekey`).
+///
+/// Each key names its registration's window slot (weakly: the set keeps no registration
+/// alive), so that a connection going away can deallocate the windows still bound on it.
 #[derive(Default)]
 pub(super) struct BoundWindows {
-    keys: Mutex<HashSet<u32>>,
+    keys: Mutex<HashMap<u32, Weak<Mutex<Window>>>>,
 }
 
 impl BoundWindows {
-    fn keys(&self) -> MutexGuard<'_, HashSet<u32>> {
+    fn keys(&self) -> MutexGuard<'_, HashMap<u32, Weak<Mutex<Window>>>> {
         self.keys.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn insert(&self, rkey: u32) {
-        self.keys().insert(rkey);
+    /// Records that `reg`'s window is being bound with `rkey`.
+    pub(super) fn insert(&self, rkey: u32, reg: &Registration) {
+        self.keys().insert(rkey, Arc::downgrade(&reg.window));
     }
 
     pub(super) fn remove(&self, rkey: u32) {
@@ -347,7 +354,33 @@ impl BoundWindows {
     }
 
     pub(super) fn contains(&self, rkey: u32) -> bool {
-        self.keys().contains(&rkey)
+        self.keys().contains_key(&rkey)
+    }
+
+    /// Deallocates every window that may still be bound, which revokes its key at once; the
+    /// registrations live on without a window. The connection calls this when it goes, before
+    /// destroying its queue pair: a type-2 window bound on a queue pair
+    /// holds it in the device (rxe takes a reference on the queue pair per bound window), and
+    /// on Linux 6.1 rxe `ibv_destroy_qp` then blocks the calling thread for ~51 s before it
+    /// gives up waiting (measured in the Soft-RoCE guest: a registration the peer was given
+    /// outliving its connection).
+    pub(super) fn revoke_all(&self) {
+        // Taken out first: a registration being dropped meanwhile takes this lock with its
+        // window's held (dealloc_mw), so the window locks below are taken without it.
+        let keys = std::mem::take(&mut *self.keys());
+        for (rkey, slot) in keys {
+            let Some(slot) = slot.upgrade() else {
+                continue;
+            };
+            let mut window = slot.lock().unwrap_or_else(|e| e.into_inner());
+            if window.key() == Some(rkey) {
+                let mw = std::mem::replace(&mut window.raw, ptr::null_mut());
+                // SAFETY: the window is live (its slot named it) and the slot no longer
+                // does; the connection posts nothing more (a bind still queued for the
+                // window fails in the device, which looks the window up when it executes).
+                unsafe { dealloc_mw(mw, None) };
+            }
+        }
     }
 }
 
@@ -355,6 +388,9 @@ impl BoundWindows {
 pub(super) struct Window {
     raw: *mut ibv_mw,
 }
+
+// SAFETY: verbs objects may be used from any thread; the slot's mutex serialises access.
+unsafe impl Send for Window {}
 
 impl Window {
     /// The window, or null.
@@ -386,7 +422,8 @@ impl Window {
 /// hence the lock, which also serialises rekeys of one region.
 pub(super) struct Registration {
     mr: *mut ibv_mr,
-    window: Mutex<Window>,
+    /// Shared with the connection's [`BoundWindows`] (weakly) while the window may be bound.
+    window: Arc<Mutex<Window>>,
     /// The connection's bound windows, once this registration has a window.
     bound: Option<Arc<BoundWindows>>,
     pd: Arc<ProtectionDomain>,
@@ -444,9 +481,9 @@ impl Registration {
         LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
         Ok(Registration {
             mr,
-            window: Mutex::new(Window {
+            window: Arc::new(Mutex::new(Window {
                 raw: ptr::null_mut(),
-            }),
+            })),
             bound: None,
             pd: pd.clone(),
         })
@@ -456,7 +493,7 @@ impl Registration {
     /// tracked in `bound` (the connection's).
     pub(super) fn alloc_window(&mut self, bound: &Arc<BoundWindows>) -> io::Result<*mut ibv_mw> {
         let mw = alloc_mw(&self.pd)?;
-        self.window.get_mut().unwrap_or_else(|e| e.into_inner()).raw = mw;
+        self.window().raw = mw;
         self.bound = Some(bound.clone());
         Ok(mw)
     }
@@ -512,7 +549,9 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mw = self.window.get_mut().unwrap_or_else(|e| e.into_inner()).raw;
+        // Locked, not taken: a connection going away may be deallocating the window.
+        let mut window = self.window();
+        let mw = std::mem::replace(&mut window.raw, ptr::null_mut());
         // SAFETY: the window (bound over the region) goes first, then the region; no work
         // request names them any more (requests hold the MemoryRegion until completion).
         unsafe {
@@ -521,6 +560,7 @@ impl Drop for Registration {
             }
             ibv_dereg_mr(self.mr);
         }
+        drop(window);
         LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
     }
 }
