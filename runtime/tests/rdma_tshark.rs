@@ -118,8 +118,12 @@ async fn traffic(client_mpa: MpaConfig, server_mpa: MpaConfig) -> (Vec<u8>, Fram
 
 fn tshark(args: &[&str]) -> String {
     // The payloads are test patterns, not RPC-over-RDMA: keep its heuristic dissector off.
+    // MPA has no port of its own: Wireshark finds it by heuristics, which by default run only
+    // when no dissector claims the TCP port, and the connection's ports are real ephemeral
+    // ones (a client port of 48898 once made Beckhoff's AMS claim every segment).
     let out = Command::new("tshark")
         .args(["--disable-protocol", "rpcordma"])
+        .args(["-o", "tcp.try_heuristic_first:TRUE"])
         .args(args)
         .output()
         .expect("running tshark");
