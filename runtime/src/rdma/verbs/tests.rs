@@ -108,6 +108,32 @@ fn status_and_access_mapping() {
     }
 }
 
+/// A client connected to a new listener of `provider` on `addr`: (listener, client, server).
+async fn connected(
+    provider: &VerbsProvider,
+    addr: SocketAddr,
+) -> (VerbsListener, VerbsConnection, VerbsConnection) {
+    let listener = provider.listen(addr).await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let (client, server) = tokio::join!(
+        provider.connect(at, ConnectParams::new()),
+        listener.accept(ConnectParams::new())
+    );
+    (listener, client.unwrap(), server.unwrap())
+}
+
+/// Every registration and every verbs or rdma_cm object made since the counts were `before`
+/// and `objects_before` is gone.
+fn assert_all_released(before: usize, objects_before: usize) {
+    assert_eq!(live_registrations(), before, "registrations leaked");
+    assert_eq!(
+        live_objects(),
+        objects_before,
+        "verbs or rdma_cm objects leaked: {}",
+        live_objects_by_kind()
+    );
+}
+
 /// A small registered message on `conn`.
 #[cfg(feature = "conformance")]
 fn hello_of(conn: &VerbsConnection) -> crate::rdma::MemoryRegion {
@@ -141,13 +167,7 @@ fn conformance_on_a_real_device() {
     // (a window bound over a region) and a local one is dropped, the count is back.
     rt.block_on(async {
         let provider = VerbsProvider::new();
-        let listener = provider.listen(addr).await.unwrap();
-        let at = listener.local_addr().unwrap();
-        let (client, server) = tokio::join!(
-            provider.connect(at, ConnectParams::new()),
-            listener.accept(ConnectParams::new())
-        );
-        let (client, server) = (client.unwrap(), server.unwrap());
+        let (listener, client, server) = connected(&provider, addr).await;
         let a = server
             .register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .unwrap();
@@ -232,13 +252,7 @@ fn conformance_on_a_real_device() {
     // Dropping the runtime drops the connections' (aborted) event tasks, the last holders of
     // their rdma_cm identifiers.
     drop(rt);
-    assert_eq!(live_registrations(), before, "registrations leaked");
-    assert_eq!(
-        live_objects(),
-        objects_before,
-        "verbs or rdma_cm objects leaked: {}",
-        live_objects_by_kind()
-    );
+    assert_all_released(before, objects_before);
 }
 
 /// The next completion of `conn`, within 30 s.
@@ -288,13 +302,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
     let objects_before = live_objects();
     rt.block_on(async {
         let provider = VerbsProvider::new();
-        let listener = provider.listen(addr).await.unwrap();
-        let at = listener.local_addr().unwrap();
-        let (client, server) = tokio::join!(
-            provider.connect(at, ConnectParams::new()),
-            listener.accept(ConnectParams::new())
-        );
-        let (client, server) = (client.unwrap(), server.unwrap());
+        let (listener, client, server) = connected(&provider, addr).await;
         let target = server
             .register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .unwrap();
@@ -324,13 +332,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         drop((data, client, listener));
     });
     drop(rt);
-    assert_eq!(live_registrations(), before, "registrations leaked");
-    assert_eq!(
-        live_objects(),
-        objects_before,
-        "verbs or rdma_cm objects leaked: {}",
-        live_objects_by_kind()
-    );
+    assert_all_released(before, objects_before);
 }
 
 /// `rekey` on a device with memory windows (rxe in the guest): it must really rekey (a device
@@ -498,11 +500,5 @@ fn rekey_on_a_real_device() {
         drop((client, server, listener));
     });
     drop(rt);
-    assert_eq!(live_registrations(), before, "registrations leaked");
-    assert_eq!(
-        live_objects(),
-        objects_before,
-        "verbs or rdma_cm objects leaked: {}",
-        live_objects_by_kind()
-    );
+    assert_all_released(before, objects_before);
 }
