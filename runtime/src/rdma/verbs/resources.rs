@@ -359,11 +359,11 @@ impl BoundWindows {
 
     /// Deallocates every window that may still be bound, which revokes its key at once; the
     /// registrations live on without a window. The connection calls this when it goes, before
-    /// destroying its queue pair: a type-2 window bound on a queue pair
-    /// holds it in the device (rxe takes a reference on the queue pair per bound window), and
-    /// on Linux 6.1 rxe `ibv_destroy_qp` then blocks the calling thread for ~51 s before it
-    /// gives up waiting (measured in the Soft-RoCE guest: a registration the peer was given
-    /// outliving its connection).
+    /// destroying its queue pair: a type-2 window bound on a queue pair holds it in the device
+    /// (rxe takes a reference on the queue pair per bound window), and on Linux 6.1 rxe
+    /// `ibv_destroy_qp` then blocks the calling thread ~51 s before it gives up waiting
+    /// (measured in the Soft-RoCE guest: a registration the peer was given outliving its
+    /// connection).
     pub(super) fn revoke_all(&self) {
         // Taken out first: a registration being dropped meanwhile takes this lock with its
         // window's held (dealloc_mw), so the window locks below are taken without it.
