@@ -122,16 +122,34 @@ async fn connected(
     (listener, client.unwrap(), server.unwrap())
 }
 
-/// Every registration and every verbs or rdma_cm object made since the counts were `before`
-/// and `objects_before` is gone.
-fn assert_all_released(before: usize, objects_before: usize) {
-    assert_eq!(live_registrations(), before, "registrations leaked");
-    assert_eq!(
-        live_objects(),
-        objects_before,
-        "verbs or rdma_cm objects leaked: {}",
-        live_objects_by_kind()
-    );
+/// The process's live registrations and verbs or rdma_cm objects at the start of a test.
+struct Baseline {
+    registrations: usize,
+    objects: usize,
+}
+
+impl Baseline {
+    fn now() -> Baseline {
+        Baseline {
+            registrations: live_registrations(),
+            objects: live_objects(),
+        }
+    }
+
+    /// Everything made since [`Baseline::now`] is gone.
+    fn assert_all_released(&self) {
+        assert_eq!(
+            live_registrations(),
+            self.registrations,
+            "registrations leaked"
+        );
+        assert_eq!(
+            live_objects(),
+            self.objects,
+            "verbs or rdma_cm objects leaked: {}",
+            live_objects_by_kind()
+        );
+    }
 }
 
 /// A small registered message on `conn`.
@@ -151,8 +169,7 @@ fn conformance_on_a_real_device() {
         return;
     };
     let rt = runtime();
-    let before = live_registrations();
-    let objects_before = live_objects();
+    let baseline = Baseline::now();
     let report = rt.block_on(async {
         let harness = Harness::new(VerbsProvider::new(), addr);
         run_all(&harness).await
@@ -172,7 +189,11 @@ fn conformance_on_a_real_device() {
             .register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .unwrap();
         let b = client.register(vec![1; 4096], Access::NONE).unwrap();
-        assert_eq!(live_registrations(), before + 3, "region + window + region");
+        assert_eq!(
+            live_registrations(),
+            baseline.registrations + 3,
+            "region + window + region"
+        );
         assert_ne!(a.rkey(), a.lkey(), "the advertised rkey is the window's");
         drop((a, b));
 
@@ -252,7 +273,7 @@ fn conformance_on_a_real_device() {
     // Dropping the runtime drops the connections' (aborted) event tasks, the last holders of
     // their rdma_cm identifiers.
     drop(rt);
-    assert_all_released(before, objects_before);
+    baseline.assert_all_released();
 }
 
 /// The next completion of `conn`, within 30 s.
@@ -298,8 +319,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         return;
     };
     let rt = runtime();
-    let before = live_registrations();
-    let objects_before = live_objects();
+    let baseline = Baseline::now();
     rt.block_on(async {
         let provider = VerbsProvider::new();
         let (listener, client, server) = connected(&provider, addr).await;
@@ -332,7 +352,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         drop((data, client, listener));
     });
     drop(rt);
-    assert_all_released(before, objects_before);
+    baseline.assert_all_released();
 }
 
 /// `rekey` on a device with memory windows (rxe in the guest): it must really rekey (a device
@@ -350,8 +370,7 @@ fn rekey_on_a_real_device() {
         return;
     };
     let rt = runtime();
-    let before = live_registrations();
-    let objects_before = live_objects();
+    let baseline = Baseline::now();
     let replaced = || conn::WINDOW_REPLACEMENTS.load(Ordering::SeqCst);
     let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
     let mut rekeys = 0;
@@ -500,5 +519,5 @@ fn rekey_on_a_real_device() {
         drop((client, server, listener));
     });
     drop(rt);
-    assert_all_released(before, objects_before);
+    baseline.assert_all_released();
 }

@@ -101,18 +101,12 @@ impl<P: Provider> RdmaTransport<P> {
         (!latest.is_closed()).then_some(latest)
     }
 
-    /// The connection a call should use: the current one, or a new one if `failed` is the
-    /// current one and is gone.
+    /// The connection a call should use when [`Self::open_connection`] had none, or `failed`
+    /// broke: the current one if another caller reconnected meanwhile, else a new one.
     async fn connection_after(
         &self,
         failed: Option<&Arc<Conn<P::Conn>>>,
     ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
-        if failed.is_none() {
-            // The usual case, an open connection, without the reconnecting lock.
-            if let Some(conn) = self.open_connection() {
-                return Ok(conn);
-            }
-        }
         let mut current = self.current.lock().await;
         let stale = current.is_closed() || failed.is_some_and(|f| Arc::ptr_eq(f, &current));
         if stale {
@@ -134,7 +128,8 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
     fn call<'a>(&'a self, mut call: Call<'a>) -> BoxFuture<'a, Result<Reply, rpc::Error>> {
         Box::pin(async move {
             // Reconnecting is rare and its future large (it holds the provider's connect):
-            // boxed, it keeps this per-call future small (872 bytes less to move per call).
+            // boxed, it keeps this per-call future small (624 bytes instead of 2,368, moved
+            // into its box on every call).
             let mut conn = match self.open_connection() {
                 Some(conn) => conn,
                 None => Box::pin(self.connection_after(None)).await?,
