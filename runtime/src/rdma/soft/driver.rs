@@ -583,11 +583,11 @@ fn write_some(shared: &Shared, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::R
             Some(tap) => {
                 // The peer's answer cannot be recorded before what it answers.
                 let _order = tap.order();
-                let n = wr.try_write_vectored(slices)?;
+                let n = try_write(wr, slices)?;
                 record_prefix(tap, slices, n);
                 Ok(n)
             }
-            None => wr.try_write_vectored(slices),
+            None => try_write(wr, slices),
         });
         match res {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -597,6 +597,16 @@ fn write_some(shared: &Shared, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::R
         }
     }
     Ok(())
+}
+
+/// One non-blocking write of `slices`. A single slice (every small message: the transmit queue
+/// stages them in one buffer) goes out with `send`, which skips `writev`'s iovec import and
+/// VFS layer.
+fn try_write(wr: &OwnedWriteHalf, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    match slices {
+        [one] => wr.try_write(one),
+        _ => wr.try_write_vectored(slices),
+    }
 }
 
 /// Shows the first `n` bytes of `slices` to the tap (whose order the caller holds).
