@@ -179,29 +179,49 @@ impl FileServer {
     }
 
     async fn remove(&self, args: RemoveArgs) -> RemoveRes {
-        let mut removed = 0;
+        // The names up to the first bad one, checked before anything is removed; then one trip
+        // to the blocking pool for all of them (a trip per file made 300 names take 25 ms,
+        // almost all of it handing each removal to a pool thread and back).
+        let mut paths = Vec::with_capacity(args.names.len());
+        let mut bad_name = None;
         for name in &args.names {
-            let status = match self.path(name) {
-                Ok((name, path)) => match blocking(move || fs::remove_file(path)).await {
-                    Ok(()) => {
-                        let mut h = self.handles();
-                        if let Some(handle) = h.by_name.remove(&name) {
-                            h.names.remove(&handle);
-                        }
-                        removed += 1;
-                        continue;
-                    }
-                    Err(status) => status,
-                },
-                Err(status) => status,
+            match self.path(name) {
+                Ok(path) => paths.push(path),
+                Err(status) => {
+                    bad_name = Some(status);
+                    break;
+                }
+            }
+        }
+        let (removed, failed) =
+            match tokio::task::spawn_blocking(move || remove_in_order(paths)).await {
+                Ok(outcome) => outcome,
+                Err(_) => (Vec::new(), Some(FilesStatus::FilesErrIo)),
             };
-            return RemoveRes { status, removed };
+        let mut h = self.handles();
+        for name in &removed {
+            if let Some(handle) = h.by_name.remove(name) {
+                h.names.remove(&handle);
+            }
         }
         RemoveRes {
-            status: FilesStatus::FilesOk,
-            removed,
+            status: failed.or(bad_name).unwrap_or(FilesStatus::FilesOk),
+            removed: removed.len() as u32,
         }
     }
+}
+
+/// Removes the files in order, stopping at the first that cannot be removed: the names of
+/// those removed, and why the next one was not.
+fn remove_in_order(paths: Vec<(String, PathBuf)>) -> (Vec<String>, Option<FilesStatus>) {
+    let mut removed = Vec::with_capacity(paths.len());
+    for (name, path) in paths {
+        if let Err(e) = fs::remove_file(path) {
+            return (removed, Some(status_of(&e)));
+        }
+        removed.push(name);
+    }
+    (removed, None)
 }
 
 impl FilesV1Server for FileServer {
@@ -264,13 +284,18 @@ async fn blocking<T: Send + 'static>(
 ) -> Res<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(match e.kind() {
-            io::ErrorKind::NotFound => FilesStatus::FilesErrNoent,
-            io::ErrorKind::AlreadyExists => FilesStatus::FilesErrExist,
-            io::ErrorKind::InvalidInput => FilesStatus::FilesErrInval,
-            _ => FilesStatus::FilesErrIo,
-        }),
+        Ok(Err(e)) => Err(status_of(&e)),
         Err(_) => Err(FilesStatus::FilesErrIo),
+    }
+}
+
+/// The status that answers a failed file system call.
+fn status_of(e: &io::Error) -> FilesStatus {
+    match e.kind() {
+        io::ErrorKind::NotFound => FilesStatus::FilesErrNoent,
+        io::ErrorKind::AlreadyExists => FilesStatus::FilesErrExist,
+        io::ErrorKind::InvalidInput => FilesStatus::FilesErrInval,
+        _ => FilesStatus::FilesErrIo,
     }
 }
 

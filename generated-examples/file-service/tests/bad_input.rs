@@ -117,6 +117,15 @@ async fn names_that_leave_the_directory_are_inval() {
     assert!(!dir.path().join("root/c.txt").exists());
     assert!(dir.path().join("root/d.txt").exists());
     assert!(dir.path().join("secret").exists());
+    // It stops as well at the first name that cannot be removed.
+    std::fs::write(dir.path().join("root/e.txt"), b"e").unwrap();
+    let remove = RemoveArgs {
+        names: vec!["d.txt".into(), "gone.txt".into(), "e.txt".into()],
+    };
+    let res = f.typed().files_remove(remove).await.unwrap();
+    assert_eq!((res.status, res.removed), (FilesStatus::FilesErrNoent, 1));
+    assert!(!dir.path().join("root/d.txt").exists());
+    assert!(dir.path().join("root/e.txt").exists());
     still_serving(f).await;
 }
 
