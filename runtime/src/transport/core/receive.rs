@@ -398,16 +398,8 @@ impl<B: Buf> Core<B> {
                     VERSION
                 };
                 if self.config.role == Role::Server {
-                    tracing::debug!(xid, "ERR_VERS");
-                    self.responder.send_error(
-                        *xid,
-                        VERSION,
-                        RdmaError::Vers { low: VERSION, high },
-                        &self.config,
-                        &mut self.out,
-                        &mut self.stats,
-                    );
-                    return;
+                    let error = RdmaError::Vers { low: VERSION, high };
+                    return self.refuse(*xid, VERSION, error, "a version this side does not speak");
                 }
                 (*xid, VERSION)
             }
@@ -438,15 +430,7 @@ impl<B: Buf> Core<B> {
             (HeaderError::Limit { limit, .. }, VERSION_2) => limit.error(),
             _ => RdmaError::BadXdr,
         };
-        tracing::debug!(xid, %e, "RDMA_ERROR");
-        self.responder.send_error(
-            xid,
-            version,
-            error,
-            &self.config,
-            &mut self.out,
-            &mut self.stats,
-        );
+        self.refuse(xid, version, error, &e.to_string());
     }
 }
 
