@@ -400,9 +400,7 @@ nfs() {
   for i in $(seq 1 400); do : >"$NFS_EXPORT/many/a-file-with-a-rather-long-name-$i"; done
   # The whole session on the wire (port mapper and MOUNT over TCP, then RoCEv2), for tshark on
   # the host (tests/vm/nfs-wire).
-  dumpcap -q -B 256 -i n0 -w /tmp/nfs-client.pcapng >"$R/dumpcap.log" 2>&1 &
-  cap=$!
-  sleep 3
+  start_capture /tmp/nfs-client.pcapng
   # The client offers version 2 first: the kernel's svcrdma answers ERR_VERS and the session
   # goes on in version 1 (seed 003 section 7.2; nfs-wire checks both on the wire).
   step nfs3-client 300 "$VM_NFS3_CLIENT" --provider verbs --server "$WIRE_SERVER" \
@@ -558,6 +556,29 @@ perf_rounds() {
     }' "$R/perf-rounds.txt"
 }
 
+# Starts dumpcap on n0 writing to FILE, its pid in `cap`, and returns once it captures: when it
+# has said "Capturing on" (under TCG that took longer than a fixed 3 s once, and the capture
+# began mid-session, without the first calls: a CI failure), at most 60 s; then 1 s more.
+start_capture() {
+  local before
+  before=$(captures_started)
+  dumpcap -q -B 256 -i n0 -w "$1" >>"$R/dumpcap.log" 2>&1 &
+  cap=$!
+  for _ in $(seq 600); do
+    [ "$(captures_started)" -gt "$before" ] && break
+    kill -0 "$cap" 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 1
+}
+
+# How many captures dumpcap has said it started, in this run's log.
+captures_started() {
+  local n
+  n=$(grep -c "Capturing on" "$R/dumpcap.log" 2>/dev/null)
+  echo "${n:-0}"
+}
+
 # The kernel's client against our server (nfs3-server, files in memory, verbs provider) and,
 # as the baseline, against knfsd; the session with ours is captured for nfs-wire.
 kernel_client() {
@@ -572,9 +593,7 @@ kernel_client() {
     --mount-port 20051 --export /export --capacity-mib 512 >"$R/nfs3-server.log" 2>&1 &
   local spid=$! cap
   until_listening "$R/nfs3-server.log" "$spid"
-  dumpcap -q -B 256 -i n0 -w /tmp/nfs-kernel.pcapng >>"$R/dumpcap.log" 2>&1 &
-  cap=$!
-  sleep 3
+  start_capture /tmp/nfs-kernel.pcapng
   echo "TEST the Linux kernel's NFS client (operation, bytes, result):"
   # The capture keeps the session up to the 4 MiB round trip, not the 64 MiB ones.
   stop_capture() {
