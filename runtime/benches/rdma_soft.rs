@@ -905,7 +905,8 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
 }
 
 /// `-- ping raw|confirmed|local [N]`: N (default 10,000) 64-byte round trips of one variant of
-/// [`latency`], in a task on the two-worker runtime (or `core-confirmed`, `core-local`: the
+/// [`latency`], in a task on the two-worker runtime (with `PING_CURRENT=1` on a current-thread
+/// runtime; or `core-confirmed`, `core-local`: the
 /// provider's sans-IO core alone, [`core_round_trip`]), for a profiler: `scripts/soft-profile
 /// --round-trip` counts the instructions per round trip under callgrind from two values of N
 /// (which cancels the setup), a measure of the provider's own cost that, unlike the time,
@@ -1114,6 +1115,15 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if filter.first().is_some_and(|f| f == "ping") {
+        // `PING_CURRENT=1`: on a current-thread runtime, the `current` placement of the round
+        // trips (everything on one thread, so the whole cost is on the critical path).
+        if std::env::var("PING_CURRENT").is_ok_and(|v| v == "1") {
+            let one_thread = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            return one_thread.block_on(ping(&filter[1..]));
+        }
         return two_workers.block_on(ping(&filter[1..]));
     }
     if filter.first().is_some_and(|f| f == "profile") {

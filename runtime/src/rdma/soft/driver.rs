@@ -23,11 +23,13 @@
 //! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
 //! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
 //! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
-//! the whole round trip. Per message the chain is one wake-up per hop: socket -> receive task
-//! -> completion poller (-> the task it hands the completion to). A consumer that set a
+//! the whole round trip. A task waiting for completions reads the stream itself (see
+//! [`Receiver`]): per message the chain is socket -> completion poller, one wake-up, as for a
+//! plain TCP reader. Without a waiting poller the receive task reads, and wakes the poller that
+//! comes later or the task the consumer's hook hands the completion to. A consumer that set a
 //! completion hook (the RPC-over-RDMA transport does) takes the completions in the receive task
-//! itself, one hop fewer; a reply is then left to the next poster as it is for a waiting
-//! poller, since the hook usually posts or wakes the task that will.
+//! itself; a reply is then left to the next poster as it is for a waiting poller, since the hook
+//! usually posts or wakes the task that will.
 //!
 //! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
 //! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
@@ -35,19 +37,26 @@
 //! NULL calls, where the poller is not the task that posts next, paid a third write and a
 //! cross-worker wake-up per call (28-30 us instead of 9 on two workers).
 //!
-//! Tried and left out: a completion poller reading the socket itself while it waits (the
-//! socket's readiness handed to it instead of the receive task, saving a task wake-up per
-//! message) measured no faster (5.25-5.6 us against 5.2-5.25 on the ping-pong) for the
-//! bookkeeping it needs; reading directly placed payloads one segment at a time (see
+//! The poller reading the stream, with the fast paths of the core, took the provider's time
+//! above raw TCP per round trip from 1.72-1.84 us to 0.84-0.95 us in a task on two workers and
+//! from 1.88-2.01 us to 1.37-1.45 us on a current-thread runtime (`-- latency`, two
+//! alternating runs of each build, 2-vCPU VM); instructions per round trip, both ends, 12,973
+//! -> 10,989 and 11,908 -> 9,821 (`scripts/soft-profile --round-trip`). An earlier try of the
+//! same idea measured no faster: it handed the socket's readiness back and forth through
+//! tokio, two registrations per message; here the stream always holds one waker of the
+//! connection's own ([`ReadWake`]), which forwards each wake-up, and a poller whose waker is
+//! registered and not yet woken does not read at all.
+//!
+//! Tried and left out: reading directly placed payloads one segment at a time (see
 //! `read_direct`).
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
-use std::task::{Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
+use std::task::{Context, Poll, Waker};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -55,7 +64,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Core, DirectPlacement, State, Transmit};
 use super::tap::{ConnTap, Direction};
-use crate::rdma::{Completion, CompletionHook};
+use crate::rdma::{Completion, CompletionHook, SendWr};
 
 /// About the longest a reply left to the next poster waits (see the module documentation)
 /// when nobody posts and no input arrives: the flusher's period. Only confirmations wait (never
@@ -84,6 +93,13 @@ pub(crate) struct Shared {
     tx: Mutex<Transmit>,
     /// The socket's write half, once the driver has started.
     wr: OnceLock<OwnedWriteHalf>,
+    /// The socket's read half and what was read from it, once the driver has started; whoever
+    /// holds the lock reads (see [`Receiver`]).
+    rx: Mutex<Option<Receiver>>,
+    /// Where the stream's wake-ups go ([`Shared::read_waker`] wakes it).
+    read_wake: Arc<ReadWake>,
+    /// The waker the stream is given, made of [`Shared::read_wake`].
+    read_waker: Waker,
     tx_notify: Notify,
     /// The wakers of the pollers waiting in [`Shared::next_completion`], all woken when
     /// completions come ([`Shared::wake_pollers`]). A plain list: tokio's `Notify` cost about
@@ -99,6 +115,8 @@ pub(crate) struct Shared {
     deferred: AtomicBool,
     /// The connection is on the flusher's list.
     flush_listed: AtomicBool,
+    /// This connection, for the flusher's list.
+    me: Weak<Shared>,
     tap: Option<ConnTap>,
 }
 
@@ -142,16 +160,21 @@ struct TxStep {
 
 impl Shared {
     pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
-        Arc::new(Shared {
+        let read_wake = Arc::new(ReadWake::new());
+        Arc::new_cyclic(|me| Shared {
             core: Mutex::new(core),
             tx: Mutex::new(Transmit::new()),
             wr: OnceLock::new(),
+            rx: Mutex::new(None),
+            read_wake: read_wake.clone(),
+            read_waker: Waker::from(read_wake),
             tx_notify: Notify::new(),
             cq_waiters: Mutex::new(Vec::new()),
             pollers: AtomicUsize::new(0),
             hook: OnceLock::new(),
             deferred: AtomicBool::new(false),
             flush_listed: AtomicBool::new(false),
+            me: me.clone(),
             tap,
         })
     }
@@ -175,26 +198,43 @@ impl Shared {
         self.transmit_from(true);
     }
 
-    /// [`Shared::transmit_now`] for `post_send`: completions it makes ready (a request that
-    /// completes as it is written) wake pollers but do not call the consumer's hook; they are
-    /// the poster's to take ([`Connection::set_completion_hook`]).
-    ///
-    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
-    pub(crate) fn transmit_posted(&self) {
-        self.transmit_from(false);
+    fn transmit_from(&self, hook: bool) {
+        // Nothing to post: nothing to refuse.
+        let _ = self.transmit_with(hook, None);
     }
 
-    fn transmit_from(&self, hook: bool) {
+    /// Posts `wr` and sends it, with what else the core has to send, from the calling thread
+    /// ([`Shared::transmit_now`]), under one lock of the core. Completions this makes ready (a
+    /// request that completes as it is written) wake pollers but do not call the consumer's
+    /// hook; they are the poster's to take ([`Connection::set_completion_hook`]).
+    ///
+    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+    pub(crate) fn post_send(&self, wr: SendWr) -> crate::rdma::Result<()> {
+        self.transmit_with(false, Some(wr))
+    }
+
+    /// [`Shared::transmit_from`], posting `post` first if given (its refusal is returned).
+    fn transmit_with(&self, hook: bool, post: Option<SendWr>) -> crate::rdma::Result<()> {
+        let post_only = |post: Option<SendWr>| {
+            if let Some(wr) = post {
+                self.core().post_send(wr)?;
+            }
+            self.tx_notify.notify_one();
+            Ok(())
+        };
         let Some(wr) = self.wr.get() else {
-            return self.tx_notify.notify_one();
+            return post_only(post);
         };
         let mut out = match self.tx.try_lock() {
             Ok(out) => out,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             // The writer holding the lock is told to go round once more.
-            Err(TryLockError::WouldBlock) => return self.tx_notify.notify_one(),
+            Err(TryLockError::WouldBlock) => return post_only(post),
         };
-        let step = self.transmit_step(wr, &mut out);
+        let step = match post {
+            Some(post) => self.post_and_transmit(wr, &mut out, post)?,
+            None => self.transmit_step(wr, &mut out),
+        };
         drop(out);
         match step {
             Ok(step) => {
@@ -210,11 +250,13 @@ impl Shared {
             // The transmit task meets the error again and closes the connection.
             Err(_) => self.tx_notify.notify_one(),
         }
+        Ok(())
     }
 
-    /// Wakes whoever has work after the receive task fed the core (`input`, see
-    /// [`Input::of`]); true when a due reply was left to whoever posts next.
-    fn after_input(&self, input: Input) -> bool {
+    /// Wakes whoever has work after the receive task or a reading poller (`poller`, whose
+    /// waker is not woken: it is running) fed the core (`input`, see [`Input::of`]); true when
+    /// a due reply was left to whoever posts next.
+    fn after_input(&self, input: Input, poller: Option<&Waker>) -> bool {
         let Input {
             transmit,
             confirmations,
@@ -232,13 +274,15 @@ impl Shared {
             // now, with this one.
             if confirmations
                 && !self.deferred.load(Ordering::SeqCst)
-                && (self.pollers.load(Ordering::SeqCst) > 0 || self.hook.get().is_some())
+                && (poller.is_some()
+                    || self.pollers.load(Ordering::SeqCst) > 0
+                    || self.hook.get().is_some())
             {
                 self.deferred.store(true, Ordering::SeqCst);
-                self.completions_ready();
+                self.completions_ready_except(poller);
                 return true;
             }
-            self.completions_ready();
+            self.completions_ready_except(poller);
         }
         if transmit {
             self.transmit_now();
@@ -256,43 +300,60 @@ impl Shared {
     /// Completes what was written, queues one batch from the core, writes as much as the
     /// socket takes.
     fn transmit_step(&self, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::Result<TxStep> {
-        // Whatever was deferred is polled now.
-        self.deferred.store(false, Ordering::SeqCst);
-        let shutdown = {
-            let mut core = self.core();
-            core.transmitted(out);
-            core.poll_transmit(out)
-        };
-        let res = write_some(self, wr, out);
-        let mut core = self.core();
-        core.transmitted(out);
-        let step = TxStep {
-            pending: !out.is_empty(),
-            shutdown,
-            more: core.wants_transmit(),
-            completions: core.has_completions(),
-        };
-        res.map(|()| step)
+        self.transmit_locked(wr, out, self.core())
     }
 
-    /// The next completion.
-    pub(crate) async fn next_completion(&self) -> Completion {
-        let mut waiting = Waiting {
+    /// [`Shared::transmit_step`] after posting `post`, under the same lock of the core; the
+    /// outer error is the post's refusal.
+    fn post_and_transmit(
+        &self,
+        wr: &OwnedWriteHalf,
+        out: &mut Transmit,
+        post: SendWr,
+    ) -> crate::rdma::Result<io::Result<TxStep>> {
+        let mut core = self.core();
+        core.post_send(post)?;
+        Ok(self.transmit_locked(wr, out, core))
+    }
+
+    /// [`Shared::transmit_step`] with the core locked (`core`, released before the write).
+    fn transmit_locked(
+        &self,
+        wr: &OwnedWriteHalf,
+        out: &mut Transmit,
+        mut core: MutexGuard<'_, Core>,
+    ) -> io::Result<TxStep> {
+        // Whatever was deferred is polled now.
+        self.deferred.store(false, Ordering::SeqCst);
+        core.transmitted(out);
+        let shutdown = core.poll_transmit(out);
+        // More than a batch, or a Read the ORD holds back (which only input releases).
+        let more = core.wants_transmit();
+        let mut completions = core.has_completions();
+        drop(core);
+        let res = write_some(self, wr, out);
+        // Requests that complete as they are written (without confirmation) do so now.
+        if out.completes_when_written() {
+            let mut core = self.core();
+            core.transmitted(out);
+            completions = core.has_completions();
+        }
+        res.map(|()| TxStep {
+            pending: !out.is_empty(),
+            shutdown,
+            more,
+            completions,
+        })
+    }
+
+    /// The next completion. Without a completion hook, a poller that finds none reads the
+    /// stream itself when nobody else is reading (see [`Receiver`]).
+    pub(crate) fn next_completion(&self) -> NextCompletion<'_> {
+        NextCompletion {
             shared: self,
             waker: None,
-        };
-        std::future::poll_fn(|cx| {
-            if let Some(c) = self.core().poll_completion() {
-                return Poll::Ready(c);
-            }
-            waiting.register(cx.waker());
-            // A completion that came before the registration found no waker to wake.
-            match self.core().poll_completion() {
-                Some(c) => Poll::Ready(c),
-                None => Poll::Pending,
-            }
-        })
-        .await
+            reader: None,
+        }
     }
 
     /// Wakes every poller waiting for completions (the core has some, or changed state).
@@ -300,20 +361,36 @@ impl Shared {
     /// lock before it looks at the core once more, so either it is on the list or it sees the
     /// update.
     fn wake_pollers(&self) {
+        self.wake_pollers_except(None);
+    }
+
+    /// [`Shared::wake_pollers`], but `running` (a poller that is running: it looks at the core
+    /// before it waits again) only leaves the list.
+    fn wake_pollers_except(&self, running: Option<&Waker>) {
+        self.read_wake.wake_poller_except(running);
+        if self.pollers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let wake = |w: Waker| {
+            if !running.is_some_and(|r| r.will_wake(&w)) {
+                w.wake();
+            }
+        };
         match list.len() {
             0 => drop(list),
+            // The list keeps its allocation.
             1 => {
                 let waker = list.pop();
                 self.pollers.store(0, Ordering::SeqCst);
                 drop(list);
-                waker.into_iter().for_each(Waker::wake);
+                waker.into_iter().for_each(wake);
             }
             _ => {
                 let all = std::mem::take(&mut *list);
                 self.pollers.store(0, Ordering::SeqCst);
                 drop(list);
-                all.into_iter().for_each(Waker::wake);
+                all.into_iter().for_each(wake);
             }
         }
     }
@@ -321,21 +398,78 @@ impl Shared {
     /// Completions are ready, or the core changed state: wakes the pollers, then calls the
     /// consumer's hook, if one is set, with no lock held.
     fn completions_ready(&self) {
-        self.wake_pollers();
+        self.completions_ready_except(None);
+    }
+
+    /// [`Shared::completions_ready`] with [`Shared::wake_pollers_except`].
+    fn completions_ready_except(&self, running: Option<&Waker>) {
+        self.wake_pollers_except(running);
         if let Some(hook) = self.hook.get() {
             hook();
         }
     }
 }
 
-/// A poller waiting in [`Shared::next_completion`]: its waker is on the list while it waits.
-struct Waiting<'a> {
+/// A poller waiting in [`Shared::next_completion`]: its waker is on the list while it waits,
+/// or it is the stream's reader (see [`Receiver`]). A future written out rather than an
+/// `async fn`: a poll is then one call, not three.
+pub(crate) struct NextCompletion<'a> {
     shared: &'a Shared,
     /// The waker last put on the list.
     waker: Option<Waker>,
+    /// This poller's ticket as the stream's reader, once it has been it.
+    reader: Option<u64>,
 }
 
-impl Waiting<'_> {
+/// What a poller's read of the stream came to.
+enum Reading {
+    /// A completion.
+    Done(Completion),
+    /// Nothing more to read: the poller is the reader, woken when there is.
+    Waiting,
+    /// Someone else is reading.
+    Busy,
+}
+
+impl Shared {
+    /// Puts `waker` on the completion list (a reading poller that another displaced).
+    fn push_waiter(&self, waker: Waker) {
+        let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if !list.iter().any(|w| w.will_wake(&waker)) {
+            list.push(waker);
+            self.pollers.store(list.len(), Ordering::SeqCst);
+        }
+    }
+}
+
+impl std::future::Future for NextCompletion<'_> {
+    type Output = Completion;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion> {
+        let this = &mut *self;
+        let shared = this.shared;
+        if let Some(c) = shared.core().poll_completion() {
+            return Poll::Ready(c);
+        }
+        let reading = shared.hook.get().is_none()
+            && match this.read(cx) {
+                Reading::Done(c) => return Poll::Ready(c),
+                // The reader is woken by the stream and by [`Shared::wake_pollers`].
+                Reading::Waiting => true,
+                Reading::Busy => false,
+            };
+        if !reading {
+            this.register(cx.waker());
+        }
+        // A completion that came before the registration found no waker to wake.
+        match shared.core().poll_completion() {
+            Some(c) => Poll::Ready(c),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl NextCompletion<'_> {
     fn register(&mut self, waker: &Waker) {
         let mut list = self
             .shared
@@ -346,13 +480,63 @@ impl Waiting<'_> {
             list.push(waker.clone());
             self.shared.pollers.store(list.len(), Ordering::SeqCst);
         }
-        self.waker = Some(waker.clone());
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            self.waker = Some(waker.clone());
+        }
+    }
+
+    /// Reads the stream as the receive task would, when nobody else is reading, until a
+    /// completion comes (returned) or nothing is left to read; then this poller is the one the
+    /// stream's wake-ups go to (see [`Receiver`]).
+    fn read(&mut self, cx: &mut Context<'_>) -> Reading {
+        let shared = self.shared;
+        let (ticket, displaced) = shared.read_wake.set_poller(cx.waker());
+        self.reader = Some(ticket);
+        if let Some(other) = displaced {
+            shared.push_waiter(other);
+        }
+        // The stream will wake this poller (just made the target) when bytes come: no read
+        // can find any before.
+        if shared.read_wake.armed() {
+            return Reading::Waiting;
+        }
+        loop {
+            let step = {
+                // Someone else reading (the receive task, another poller) wakes the pollers
+                // with what it finds.
+                let Ok(mut guard) = shared.rx.try_lock() else {
+                    return Reading::Busy;
+                };
+                let Some(rx) = guard.as_mut() else {
+                    return Reading::Busy;
+                };
+                shared.receive_step(rx)
+            };
+            match step {
+                Poll::Pending => return Reading::Waiting,
+                Poll::Ready(None) => {
+                    shared.kick();
+                    return Reading::Busy;
+                }
+                Poll::Ready(Some(input)) => {
+                    if shared.after_input(input, Some(cx.waker())) {
+                        flusher::watch(shared);
+                    }
+                    if let Some(c) = shared.core().poll_completion() {
+                        return Reading::Done(c);
+                    }
+                }
+            }
+        }
     }
 }
 
-impl Drop for Waiting<'_> {
-    /// Leaves the list, if still on it.
+impl Drop for NextCompletion<'_> {
+    /// Leaves the list, if still on it, and stops being the stream's reader.
     fn drop(&mut self) {
+        if let Some(ticket) = self.reader {
+            self.shared.read_wake.clear_poller(ticket);
+        }
         let Some(mine) = &self.waker else { return };
         // Usually a wake-up took the whole list (see `Shared::wake_pollers`). `pollers` is the
         // list's length, stored under its lock after every change; this thread's own push
@@ -372,106 +556,336 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// The stream's read half and the bytes read from it that the core has not consumed.
+///
+/// # Who reads
+///
+/// The receive task reads whatever arrives, unless a poller waits for completions: then the
+/// poller reads the stream itself, in its own task, and the stream's wake-ups go to it rather
+/// than to the receive task. A message then costs one task wake-up (socket -> poller), as a
+/// plain TCP reader pays, instead of two (socket -> receive task -> poller). Whoever holds the
+/// lock of [`Shared::rx`] reads, without blocking; a poller that finds it taken waits on the
+/// completion list for what the holder finds. The stream (tokio keeps one waker per direction
+/// of a socket) always holds the connection's own waker, [`ReadWake`], which passes each
+/// wake-up on to the poller that reads, or else to the receive task. With a completion hook
+/// (which runs in the receive task, see [`Connection::set_completion_hook`]) pollers do not
+/// read.
+///
+/// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+pub(crate) struct Receiver {
+    rd: OwnedReadHalf,
+    buf: Vec<u8>,
+    /// `buf[start..end]`: read and not yet consumed by the core.
+    start: usize,
+    end: usize,
+    /// What the last input left: a direct placement to read into.
+    direct_next: bool,
+    /// The stream ended or failed, or the core left Full Operation: nothing more is read.
+    done: bool,
+}
+
+/// The waker the stream holds: passes its wake-ups on to the reader of the moment (see
+/// [`Receiver`]).
+pub(crate) struct ReadWake {
+    to: Mutex<ReadWakeTargets>,
+    /// A poller is the reader ([`ReadWakeTargets::poller`]); read without the lock.
+    poller_reads: AtomicBool,
+    /// A wake-up came and nobody has read since (see [`ReadWake::clear_poller`]).
+    woken: AtomicBool,
+    /// The stream holds this waker for its next wake-up: the last read found nothing more
+    /// (tokio registers a waker only then).
+    registered: AtomicBool,
+}
+
+#[derive(Default)]
+struct ReadWakeTargets {
+    /// The receive task's waker.
+    task: Option<Waker>,
+    /// The waker of the last poller that read, kept when it stops (the next is often the same
+    /// task: no clone then).
+    poller: Option<Waker>,
+    /// Changes with [`ReadWakeTargets::poller`]: who the reading poller is.
+    ticket: u64,
+}
+
+impl ReadWake {
+    fn new() -> ReadWake {
+        ReadWake {
+            to: Mutex::new(ReadWakeTargets::default()),
+            poller_reads: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    fn targets(&self) -> MutexGuard<'_, ReadWakeTargets> {
+        self.to.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The receive task's waker, when it changed.
+    fn set_task(&self, waker: &Waker) {
+        let mut to = self.targets();
+        if !to.task.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            to.task = Some(waker.clone());
+        }
+    }
+
+    /// The poller of `waker` reads from now on; returns its ticket, and the waker of the
+    /// reading poller it displaced, if any (which must then wait on the completion list).
+    fn set_poller(&self, waker: &Waker) -> (u64, Option<Waker>) {
+        let mut to = self.targets();
+        let mut displaced = None;
+        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            let old = to.poller.replace(waker.clone());
+            if self.poller_reads.load(Ordering::SeqCst) {
+                displaced = old;
+            }
+            to.ticket += 1;
+        }
+        self.poller_reads.store(true, Ordering::SeqCst);
+        (to.ticket, displaced)
+    }
+
+    /// The poller of `ticket` stops reading, if it still is the reader: the receive task reads
+    /// again, and is woken if a wake-up came that nobody has read yet.
+    fn clear_poller(&self, ticket: u64) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let to = self.targets();
+        if to.ticket == ticket {
+            self.poller_reads.store(false, Ordering::SeqCst);
+            if self.woken.load(Ordering::SeqCst) {
+                if let Some(task) = &to.task {
+                    task.wake_by_ref();
+                }
+            }
+        }
+    }
+
+    /// Wakes the reading poller, if there is one and it is not `running`.
+    fn wake_poller_except(&self, running: Option<&Waker>) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let to = self.targets();
+        if let Some(w) = &to.poller {
+            if self.poller_reads.load(Ordering::SeqCst) && !running.is_some_and(|r| r.will_wake(w))
+            {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// A reader is about to read: the wake-ups so far are taken care of.
+    fn reading(&self) {
+        if self.woken.load(Ordering::Relaxed) {
+            self.woken.store(false, Ordering::SeqCst);
+        }
+        if self.registered.load(Ordering::Relaxed) {
+            self.registered.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The stream holds this waker and has not woken it since: nothing has arrived to read.
+    fn armed(&self) -> bool {
+        self.registered.load(Ordering::SeqCst) && !self.woken.load(Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        let to = self.targets();
+        let target = if self.poller_reads.load(Ordering::SeqCst) {
+            to.poller.as_ref()
+        } else {
+            to.task.as_ref()
+        };
+        if let Some(w) = target {
+            w.wake_by_ref();
+        }
+    }
+}
+
 /// Starts the driver tasks; returns (receive task, transmit task).
 pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, JoinHandle<()>) {
     let (rd, wr) = stream.into_split();
     if shared.wr.set(wr).is_err() {
         unreachable!("a connection's driver starts once");
     }
-    let rx = tokio::spawn(rx_loop(shared.clone(), rd));
+    *shared.rx.lock().unwrap_or_else(|e| e.into_inner()) = Some(Receiver {
+        rd,
+        buf: vec![0u8; RX_BUF],
+        start: 0,
+        end: 0,
+        direct_next: false,
+        done: false,
+    });
+    let rx = tokio::spawn(rx_loop(shared.clone()));
     let tx = tokio::spawn(tx_loop(shared));
     (rx, tx)
 }
 
-async fn rx_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
-    let mut buf = vec![0u8; RX_BUF];
-    let (mut start, mut end) = (0usize, 0usize);
-    // What the last input left: a direct placement to read into.
-    let mut direct_next = false;
-    loop {
-        // Direct placement: the payload of a tagged segment goes from the socket straight
-        // into the registered memory, under the region's lock, without a bounce buffer.
-        if start == end {
-            start = 0;
-            end = 0;
-            let direct = if direct_next {
-                shared
-                    .core()
-                    .direct_placement()
-                    .filter(|d| d.remaining > 0)
-                    .cloned()
-            } else {
-                None
+/// The receive task: reads the stream into the core while no poller does (see [`Receiver`]).
+async fn rx_loop(shared: Arc<Shared>) {
+    std::future::poll_fn(|cx| {
+        shared.read_wake.set_task(cx.waker());
+        loop {
+            let step = {
+                let mut guard = shared.rx.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(rx) = guard.as_mut() else {
+                    return Poll::Ready(());
+                };
+                shared.receive_step(rx)
             };
-            if let Some(d) = direct {
-                if let Err(e) = rd.readable().await {
-                    tracing::debug!(error = %e, "receive failed");
-                    closed(&shared);
-                    break;
+            match step {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    shared.kick();
+                    return Poll::Ready(());
                 }
-                match read_direct(&shared, &rd, &d, &mut buf) {
-                    Ok(Some(n)) => {
-                        end = n;
-                        let input = {
-                            let mut core = shared.core();
-                            if end > 0 {
-                                start = core.handle_input(&buf[..end]);
-                            }
-                            Input::of(core)
-                        };
-                        let established = input.established;
-                        direct_next = input.direct;
-                        if shared.after_input(input) {
-                            flusher::watch(&shared);
-                        }
-                        if !established {
-                            break;
-                        }
+                Poll::Ready(Some(input)) => {
+                    let established = input.established;
+                    if shared.after_input(input, None) {
+                        flusher::watch(&shared);
                     }
-                    Ok(None) => {}
-                    Err(e) => {
-                        if e.kind() != io::ErrorKind::UnexpectedEof {
+                    if !established {
+                        return Poll::Ready(());
+                    }
+                }
+            }
+        }
+    })
+    .await
+}
+
+impl Shared {
+    /// One read from the stream, without blocking, fed to the core: what the core then holds
+    /// (the caller acts on it with [`Shared::after_input`] once the receiver's lock is
+    /// released). `Pending`: nothing to read; the stream wakes [`ReadWake`] when there is.
+    /// `Ready(None)`: the stream ended or failed (the core is closed; [`Shared::kick`] is the
+    /// caller's), or the core had already left Full Operation.
+    fn receive_step(&self, rx: &mut Receiver) -> Poll<Option<Input>> {
+        let cx = &mut Context::from_waker(&self.read_waker);
+        self.read_wake.reading();
+        loop {
+            if rx.done {
+                return Poll::Ready(None);
+            }
+            // Direct placement: the payload of a tagged segment goes from the socket straight
+            // into the registered memory, under the region's lock, without a bounce buffer.
+            if rx.start == rx.end {
+                rx.start = 0;
+                rx.end = 0;
+                let direct = if rx.direct_next {
+                    self.core()
+                        .direct_placement()
+                        .filter(|d| d.remaining > 0)
+                        .cloned()
+                } else {
+                    None
+                };
+                if let Some(d) = direct {
+                    let stream: &TcpStream = rx.rd.as_ref();
+                    match stream.poll_read_ready(cx) {
+                        Poll::Pending => {
+                            self.read_wake.registered.store(true, Ordering::SeqCst);
+                            return Poll::Pending;
+                        }
+                        Poll::Ready(Err(e)) => {
                             tracing::debug!(error = %e, "receive failed");
+                            return self.stream_ended(rx);
                         }
-                        closed(&shared);
-                        break;
+                        Poll::Ready(Ok(())) => {}
+                    }
+                    match read_direct(self, &rx.rd, &d, &mut rx.buf) {
+                        Ok(Some(n)) => {
+                            rx.end = n;
+                            self.wait_for_more(rx, cx);
+                            let mut core = self.core();
+                            if n > 0 {
+                                rx.start = core.handle_input(&rx.buf[..n]);
+                            }
+                            return Poll::Ready(Some(rx.took(Input::of(core))));
+                        }
+                        // Would block: tokio cleared the readiness; wait for more.
+                        Ok(None) => continue,
+                        Err(e) => {
+                            if e.kind() != io::ErrorKind::UnexpectedEof {
+                                tracing::debug!(error = %e, "receive failed");
+                            }
+                            return self.stream_ended(rx);
+                        }
                     }
                 }
-                continue;
+            } else if rx.end == rx.buf.len() {
+                rx.buf.copy_within(rx.start..rx.end, 0);
+                rx.end -= rx.start;
+                rx.start = 0;
             }
-        } else if end == buf.len() {
-            buf.copy_within(start..end, 0);
-            end -= start;
-            start = 0;
-        }
-        let n = match rd.read(&mut buf[end..]).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::debug!(error = %e, "receive failed");
-                0
+            let mut free = ReadBuf::new(&mut rx.buf[rx.end..]);
+            // `poll_read`, not `try_read`: after a read shorter than the buffer tokio clears
+            // the readiness itself, so the next wait needs no read that would block.
+            match Pin::new(&mut rx.rd).poll_read(cx, &mut free) {
+                Poll::Pending => {
+                    self.read_wake.registered.store(true, Ordering::SeqCst);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!(error = %e, "receive failed");
+                    return self.stream_ended(rx);
+                }
+                Poll::Ready(Ok(())) => {}
             }
-        };
-        if n == 0 {
-            closed(&shared);
-            break;
+            let n = free.filled().len();
+            if n == 0 {
+                return self.stream_ended(rx);
+            }
+            if let Some(tap) = &self.tap {
+                tap.record(Direction::Received, &rx.buf[rx.end..rx.end + n]);
+            }
+            rx.end += n;
+            self.wait_for_more(rx, cx);
+            let mut core = self.core();
+            rx.start += core.handle_input(&rx.buf[rx.start..rx.end]);
+            return Poll::Ready(Some(rx.took(Input::of(core))));
         }
-        if let Some(tap) = &shared.tap {
-            tap.record(Direction::Received, &buf[end..end + n]);
+    }
+
+    /// After a read: registers [`ReadWake`] for the stream's next wake-up, which tokio only
+    /// does when a wait finds nothing to read (a reader that stops at a completion would
+    /// otherwise leave nobody to wake). If more is there already, the reader of the moment
+    /// reads it (the receive task goes round; a poller's [`Waiting`] hands it on when done).
+    fn wait_for_more(&self, rx: &Receiver, cx: &mut Context<'_>) {
+        let stream: &TcpStream = rx.rd.as_ref();
+        if stream.poll_read_ready(cx).is_ready() {
+            self.read_wake.woken.store(true, Ordering::SeqCst);
+        } else {
+            self.read_wake.registered.store(true, Ordering::SeqCst);
         }
-        end += n;
-        let input = {
-            let mut core = shared.core();
-            start += core.handle_input(&buf[start..end]);
-            Input::of(core)
-        };
-        let established = input.established;
-        direct_next = input.direct;
-        if shared.after_input(input) {
-            flusher::watch(&shared);
+    }
+
+    /// The stream ended or failed: the core is closed, and nothing more is read.
+    fn stream_ended(&self, rx: &mut Receiver) -> Poll<Option<Input>> {
+        rx.done = true;
+        self.core().peer_closed();
+        Poll::Ready(None)
+    }
+}
+
+impl Receiver {
+    /// Records what input left for the next read.
+    fn took(&mut self, input: Input) -> Input {
+        self.direct_next = input.direct;
+        if !input.established {
+            self.done = true;
         }
-        if !established {
-            break;
-        }
+        input
     }
 }
 
@@ -515,12 +929,6 @@ fn read_direct(
     }
 }
 
-/// The peer closed the stream or it failed.
-fn closed(shared: &Shared) {
-    shared.core().peer_closed();
-    shared.kick();
-}
-
 async fn tx_loop(shared: Arc<Shared>) {
     let Some(wr) = shared.wr.get() else {
         return;
@@ -546,7 +954,8 @@ async fn tx_loop(shared: Arc<Shared>) {
         match step {
             Err(e) => {
                 tracing::debug!(error = %e, "send failed");
-                closed(&shared);
+                shared.core().peer_closed();
+                shared.kick();
                 let _ = shutdown_write(wr);
                 break;
             }
@@ -635,7 +1044,7 @@ fn record_prefix(tap: &ConnTap, slices: &[IoSlice<'_>], mut n: usize) {
 /// connection is listed (and the thread woken) about once per period.
 mod flusher {
     use std::sync::atomic::Ordering;
-    use std::sync::{Arc, Condvar, Mutex, Once, Weak};
+    use std::sync::{Condvar, Mutex, Once, Weak};
 
     use super::{Shared, REPLY_LIMIT};
 
@@ -644,7 +1053,7 @@ mod flusher {
     static START: Once = Once::new();
 
     /// Puts `shared` on the list, unless it is on it.
-    pub(super) fn watch(shared: &Arc<Shared>) {
+    pub(super) fn watch(shared: &Shared) {
         if shared.flush_listed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -657,7 +1066,7 @@ mod flusher {
             }
         });
         let mut listed = LISTED.lock().unwrap_or_else(|e| e.into_inner());
-        listed.push(Arc::downgrade(shared));
+        listed.push(shared.me.clone());
         if listed.len() == 1 {
             WAKE.notify_one();
         }

@@ -430,13 +430,11 @@ impl Connection for SoftConnection {
     }
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
-        self.shared.core().post_send(wr)?;
-        self.shared.transmit_posted();
-        Ok(())
+        self.shared.post_send(wr)
     }
 
-    async fn poll_completion(&self) -> Completion {
-        self.shared.next_completion().await
+    fn poll_completion(&self) -> impl std::future::Future<Output = Completion> + Send {
+        self.shared.next_completion()
     }
 
     fn try_completion(&self) -> Option<Completion> {

@@ -197,6 +197,9 @@ pub struct Core {
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
     unconfirmed: usize,
+    /// Small messages take the fast paths (see `fast.rs`); off only in the tests that compare
+    /// the two.
+    fast_paths: bool,
 }
 
 /// Progress of a direct placement.
@@ -245,6 +248,7 @@ impl Core {
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,
+            fast_paths: true,
         }
     }
 
@@ -535,11 +539,14 @@ fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
     }
 }
 
+mod fast;
 mod rx;
 mod transmit;
 mod tx;
 
 pub use transmit::Transmit;
 
+#[cfg(test)]
+mod fast_tests;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,12 @@ impl Core {
                 at += self.feed_direct(&buf[at..]);
                 continue;
             }
+            if self.fast_paths && !self.cfg.rx.markers {
+                if let Some(n) = self.fast_input(&buf[at..]) {
+                    at += n;
+                    continue;
+                }
+            }
             if let Some(n) = self.try_begin_direct(&buf[at..]) {
                 if n == 0 {
                     break;

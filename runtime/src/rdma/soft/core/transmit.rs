@@ -215,6 +215,11 @@ impl Transmit {
         self.completions.push_back((self.queued, seq));
     }
 
+    /// True when requests wait for their bytes to be written to complete.
+    pub fn completes_when_written(&self) -> bool {
+        !self.completions.is_empty()
+    }
+
     /// The next request whose bytes are all written.
     pub(super) fn take_completed(&mut self) -> Option<u64> {
         match self.completions.front() {

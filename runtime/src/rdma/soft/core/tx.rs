@@ -5,7 +5,7 @@ use super::*;
 
 /// Payloads shorter than this are copied into the transmit queue: a gathered FPDU costs a
 /// region lock and two more slices per write, more than copying a few bytes.
-const GATHER_MIN: usize = 2048;
+pub(super) const GATHER_MIN: usize = 2048;
 
 impl Core {
     /// Queues one FPDU carrying `hdr` and `payload`, copied.
@@ -95,6 +95,9 @@ impl Core {
         if !self.out_urgent.is_empty() {
             out.put(&self.out_urgent);
             self.out_urgent.clear();
+        }
+        if self.fast_paths && self.state == State::Established && !self.cfg.tx.markers {
+            self.fast_transmit(out);
         }
         while self.state == State::Established {
             let batch = if self.inbound_reads.is_empty() {
