@@ -131,17 +131,24 @@ struct Input {
     /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
     /// the core again to learn it (one lock fewer per input).
     direct: bool,
+    /// The completion a reading poller took under the same lock ([`Shared::receive_step`]).
+    taken: Option<Completion>,
 }
 
 impl Input {
-    /// Reads the core's state and unlocks it.
-    fn of(core: MutexGuard<'_, Core>) -> Input {
+    /// Reads the core's state, first taking a completion if `take`, and unlocks it.
+    fn of(mut core: MutexGuard<'_, Core>, take: bool) -> Input {
+        let taken = if take { core.poll_completion() } else { None };
+        let completions = core.has_completions();
+        // Only looked at with completions (see `Shared::after_input`).
+        let confirmations = completions && core.owes_only_confirmations();
         Input {
-            transmit: core.wants_transmit(),
-            confirmations: core.owes_only_confirmations(),
-            completions: core.has_completions(),
+            transmit: confirmations || core.wants_transmit(),
+            confirmations,
+            completions,
             established: core.state() == State::Established,
             direct: core.direct_placement().is_some_and(|d| d.remaining > 0),
+            taken,
         }
     }
 }
@@ -263,6 +270,7 @@ impl Shared {
             completions,
             established,
             direct: _,
+            taken: _,
         } = input;
         if !established {
             self.transmit_now();
@@ -448,8 +456,12 @@ impl std::future::Future for NextCompletion<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion> {
         let this = &mut *self;
         let shared = this.shared;
-        if let Some(c) = shared.core().poll_completion() {
-            return Poll::Ready(c);
+        // A poller that has been the reader reads first: what it reads comes after any
+        // completion already there, and it takes the oldest.
+        if this.reader.is_none() || shared.hook.get().is_some() {
+            if let Some(c) = shared.core().poll_completion() {
+                return Poll::Ready(c);
+            }
         }
         let reading = shared.hook.get().is_none()
             && match this.read(cx) {
@@ -510,7 +522,7 @@ impl NextCompletion<'_> {
                 let Some(rx) = guard.as_mut() else {
                     return Reading::Busy;
                 };
-                shared.receive_step(rx)
+                shared.receive_step(rx, true)
             };
             match step {
                 Poll::Pending => return Reading::Waiting,
@@ -518,11 +530,12 @@ impl NextCompletion<'_> {
                     shared.kick();
                     return Reading::Busy;
                 }
-                Poll::Ready(Some(input)) => {
+                Poll::Ready(Some(mut input)) => {
+                    let taken = input.taken.take();
                     if shared.after_input(input, Some(cx.waker())) {
                         flusher::watch(shared);
                     }
-                    if let Some(c) = shared.core().poll_completion() {
+                    if let Some(c) = taken {
                         return Reading::Done(c);
                     }
                 }
@@ -741,7 +754,7 @@ async fn rx_loop(shared: Arc<Shared>) {
                 let Some(rx) = guard.as_mut() else {
                     return Poll::Ready(());
                 };
-                shared.receive_step(rx)
+                shared.receive_step(rx, false)
             };
             match step {
                 Poll::Pending => return Poll::Pending,
@@ -770,7 +783,10 @@ impl Shared {
     /// released). `Pending`: nothing to read; the stream wakes [`ReadWake`] when there is.
     /// `Ready(None)`: the stream ended or failed (the core is closed; [`Shared::kick`] is the
     /// caller's), or the core had already left Full Operation.
-    fn receive_step(&self, rx: &mut Receiver) -> Poll<Option<Input>> {
+    ///
+    /// With `take` (a reading poller), the oldest completion is taken under the same lock of
+    /// the core ([`Input::taken`]).
+    fn receive_step(&self, rx: &mut Receiver, take: bool) -> Poll<Option<Input>> {
         let cx = &mut Context::from_waker(&self.read_waker);
         self.read_wake.reading();
         loop {
@@ -806,12 +822,14 @@ impl Shared {
                     match read_direct(self, &rx.rd, &d, &mut rx.buf) {
                         Ok(Some(n)) => {
                             rx.end = n;
-                            self.wait_for_more(rx, cx);
+                            if take {
+                                self.wait_for_more(rx, cx);
+                            }
                             let mut core = self.core();
                             if n > 0 {
                                 rx.start = core.handle_input(&rx.buf[..n]);
                             }
-                            return Poll::Ready(Some(rx.took(Input::of(core))));
+                            return Poll::Ready(Some(rx.took(Input::of(core, take))));
                         }
                         // Would block: tokio cleared the readiness; wait for more.
                         Ok(None) => continue,
@@ -850,17 +868,19 @@ impl Shared {
                 tap.record(Direction::Received, &rx.buf[rx.end..rx.end + n]);
             }
             rx.end += n;
-            self.wait_for_more(rx, cx);
+            if take {
+                self.wait_for_more(rx, cx);
+            }
             let mut core = self.core();
             rx.start += core.handle_input(&rx.buf[rx.start..rx.end]);
-            return Poll::Ready(Some(rx.took(Input::of(core))));
+            return Poll::Ready(Some(rx.took(Input::of(core, take))));
         }
     }
 
-    /// After a read: registers [`ReadWake`] for the stream's next wake-up, which tokio only
-    /// does when a wait finds nothing to read (a reader that stops at a completion would
-    /// otherwise leave nobody to wake). If more is there already, the reader of the moment
-    /// reads it (the receive task goes round; a poller's [`Waiting`] hands it on when done).
+    /// After a poller's read: registers [`ReadWake`] for the stream's next wake-up, which tokio
+    /// only does when a wait finds nothing to read (a poller that stops at a completion would
+    /// otherwise leave nobody to wake; the receive task reads on until that wait). If more is
+    /// there already, the poller's [`NextCompletion`] hands it to the receive task when done.
     fn wait_for_more(&self, rx: &Receiver, cx: &mut Context<'_>) {
         let stream: &TcpStream = rx.rd.as_ref();
         if stream.poll_read_ready(cx).is_ready() {
