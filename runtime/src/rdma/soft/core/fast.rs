@@ -72,9 +72,45 @@ impl Core {
                 .front()
                 .is_some_and(|p| p.size == 0 && p.sink_stag == stag);
         if answers_probe {
-            self.finish_read();
+            self.finish_probe();
         }
         answers_probe
+    }
+
+    /// [`Core::finish_read`] for the answer to a confirmation probe (the oldest outstanding
+    /// Read, of zero length): the Sends and Writes emitted before it complete, in order. When
+    /// something else stands among them (a Read still outstanding, a request already
+    /// finished), the general path sorts it out.
+    fn finish_probe(&mut self) {
+        let upto = match self.pending_reads.front() {
+            Some(p) if p.seq.is_none() => p.confirms_upto,
+            _ => return self.finish_read(),
+        };
+        // By index: a deque's iterator costs more than the usual one entry it looks at.
+        let confirmed = upto.saturating_sub(self.inflight_base) as usize;
+        let plain = (0..confirmed).all(|i| {
+            self.inflight
+                .get(i)
+                .is_some_and(|e| e.status.is_none() && e.emitted.is_some())
+        });
+        if !plain {
+            return self.finish_read();
+        }
+        self.pending_reads.pop_front();
+        // RFC 5040 section 5.5: the responder processed everything sent before the Read
+        // Request before it answered, so those Sends and Writes are confirmed.
+        while self.inflight_base < upto {
+            let Some(e) = self.inflight.pop_front() else {
+                break;
+            };
+            self.inflight_base += 1;
+            self.unconfirmed -= 1;
+            self.cq.push_back(
+                Completion::new(e.wr_id, e.opcode, WcStatus::Success).with_byte_len(e.byte_len),
+            );
+        }
+        // Requests behind them that finished already (completed once written) follow.
+        self.drain_inflight();
     }
 
     /// A Send in one segment into the next posted receive, or a zero-length RDMA Read
@@ -172,13 +208,15 @@ impl Core {
     /// in the order that loop would: the answers to zero-length RDMA Reads, then Sends that fit
     /// one segment and are copied (one element, shorter than the gather threshold), each
     /// followed by a confirmation probe where one is due. Stops at anything else, which the
-    /// general loop then takes in its turn.
-    pub(super) fn fast_transmit(&mut self, out: &mut Transmit) {
+    /// general loop then takes in its turn. True when nothing is left for that loop (the send
+    /// queue is empty, and so is the queue of Reads to answer).
+    pub(super) fn fast_transmit(&mut self, out: &mut Transmit) -> bool {
         debug_assert!(!self.cfg.tx.markers, "markers take the general path");
         let v = self.cfg.version;
+        let crc = self.cfg.tx.crc;
         while let Some(r) = self.inbound_reads.front() {
             if r.size != 0 {
-                return;
+                return false;
             }
             // RFC 5040 section 4.4: a Read Response of zero length is a bare tagged header.
             let mut h = [0; ddp::TAGGED_LEN];
@@ -186,7 +224,7 @@ impl Core {
             h[1] = ((v << 6) & 0xc0) | u8::from(Opcode::ReadResponse);
             h[2..6].copy_from_slice(&r.sink_stag.to_be_bytes());
             h[6..14].copy_from_slice(&r.sink_to.to_be_bytes());
-            out.put_fpdu(&mut self.writer, &h, ddp::TAGGED_LEN, &[]);
+            self.writer.skip(out.put_small(crc, &h, &[]));
             self.inbound_reads.pop_front();
         }
         while self.cur_tx.is_none() && out.len() < TX_BATCH {
@@ -194,7 +232,7 @@ impl Core {
                 self.emit_probe(out);
             }
             let Some(wr) = self.sq.front() else {
-                return;
+                return true;
             };
             let SendOp::Send {
                 sg,
@@ -202,14 +240,14 @@ impl Core {
                 invalidate,
             } = &wr.op
             else {
-                return;
+                return false;
             };
             let [sge] = &sg[..] else {
-                return;
+                return false;
             };
             let n = sge.len;
             if n >= GATHER_MIN || n > self.cfg.mulpdu - ddp::UNTAGGED_LEN {
-                return;
+                return false;
             }
             let opcode = match (solicited, invalidate.is_some()) {
                 (false, false) => Opcode::Send,
@@ -220,9 +258,11 @@ impl Core {
             let msn = self.tx_msn[0];
             self.tx_msn[0] = msn.wrapping_add(1);
             let h = untagged_last(v, opcode, invalidate.unwrap_or(0), ddp::QN_SEND, msn);
-            let (off, writer) = (sge.offset, &mut self.writer);
-            sge.mr
-                .with_slice(|s| out.put_fpdu(writer, &h, ddp::UNTAGGED_LEN, &s[off..off + n]));
+            let len = {
+                let memory = sge.mr.read_guard();
+                out.put_small(crc, &h, &memory[sge.offset..sge.offset + n])
+            };
+            self.writer.skip(len);
             let (wr_id, local) = (wr.wr_id, wr.complete_locally);
             self.sq.pop_front();
             let seq = self.push_inflight(wr_id, WcOpcode::Send, n as u32);
@@ -235,6 +275,7 @@ impl Core {
                 out.complete_when_written(seq);
             }
         }
+        false
     }
 
     /// A zero-length RDMA Read Request (a confirmation probe): what
@@ -251,7 +292,7 @@ impl Core {
             msn,
         ));
         // The Read Request's fields (sink and source STag, offsets, size) are all zero.
-        out.put_fpdu(&mut self.writer, &head, head.len(), &[]);
+        self.writer.skip(out.put_small(self.cfg.tx.crc, &head, &[]));
         let confirms_upto = self.inflight_base + self.inflight.len() as u64;
         self.pending_reads.push_back(PendingRead {
             seq: None,

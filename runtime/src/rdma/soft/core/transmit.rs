@@ -174,6 +174,36 @@ impl Transmit {
         self.queued += (self.staging.len() - before) as u64;
     }
 
+    /// Frames and copies one FPDU without markers whose ULPDU is `head` and `payload` (the fast
+    /// paths' small messages: the header copied whole, without a call), with its CRC if `crc`;
+    /// returns its length, which the caller reports to its [`FpduWriter`] (`skip`).
+    #[inline]
+    pub(super) fn put_small<const N: usize>(
+        &mut self,
+        crc: bool,
+        head: &[u8; N],
+        payload: &[u8],
+    ) -> usize {
+        let ulpdu_len = N + payload.len();
+        let len = mpa::ULPDU_LEN_LEN + ulpdu_len + mpa::pad_len(ulpdu_len) + mpa::CRC_LEN;
+        let s = &mut self.staging;
+        let start = s.len();
+        s.reserve(len + 3);
+        s.extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        s.extend_from_slice(head);
+        s.extend_from_slice(payload);
+        // Pad and the CRC field (zero without CRCs, see `mpa::Framing::crc`), cut back.
+        s.extend_from_slice(&[0; 3 + mpa::CRC_LEN]);
+        s.truncate(start + len);
+        if crc {
+            let at = start + len - mpa::CRC_LEN;
+            let sum = mpa::crc_bytes(crc::of(&s[start..at]));
+            s[at..].copy_from_slice(&sum);
+        }
+        self.queued += len as u64;
+        len
+    }
+
     /// Queues one FPDU without markers carrying the ULPDU `header` followed by `payload`, left
     /// in the registrations. The caller has checked every range against its region.
     pub(super) fn put_gathered(

@@ -96,8 +96,13 @@ impl Core {
             out.put(&self.out_urgent);
             self.out_urgent.clear();
         }
-        if self.fast_paths && self.state == State::Established && !self.cfg.tx.markers {
-            self.fast_transmit(out);
+        if self.fast_paths
+            && self.state == State::Established
+            && !self.cfg.tx.markers
+            && self.fast_transmit(out)
+        {
+            // Nothing left: the loop below would find that out.
+            return false;
         }
         while self.state == State::Established {
             let batch = if self.inbound_reads.is_empty() {
