@@ -2,7 +2,9 @@
 //! placement, partial writes, CRC) arrive intact on both runtime flavours, a reply the
 //! receive task leaves to a completion poller goes out even when that poller turns to something
 //! else, and a confirmed ping-pong on the multi-thread runtime completes every Send whether
-//! the client polls from a task or from `block_on`; a completion hook stands in for a poller.
+//! the client polls from a task or from `block_on`; a completion hook stands in for a poller;
+//! a poller that reads the stream and gives up hands it back to the receive task, and two
+//! pollers share one stream.
 
 use std::time::Duration;
 
@@ -286,4 +288,122 @@ async fn a_completion_hook_stands_in_for_the_poller() {
 #[test]
 fn a_completion_hook_stands_in_for_the_poller_on_both_runtimes() {
     on_both_runtimes(a_completion_hook_stands_in_for_the_poller);
+}
+
+/// A poller reads the stream itself while it waits (see the driver's `Receiver`); when it
+/// stops waiting, the receive task must read again. Here the server polls and gives up (its
+/// future dropped by a timeout) before anything arrives, then never polls again: the client's
+/// RDMA Write, its RDMA Read of the server's memory and its Send must still be processed (the
+/// Read answered, the Send received) by the receive task alone.
+async fn a_poller_that_gives_up_hands_the_stream_back() {
+    let (c, s) = pair(&provider(false, true)).await;
+    let target = s
+        .register(pattern(4096, 3), Access::REMOTE_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    s.post_recv(RecvWr::new(1, Sge::whole(&rbuf))).unwrap();
+    // The server waits as the stream's reader, then gives up.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), s.poll_completion())
+            .await
+            .is_err(),
+        "nothing has arrived yet"
+    );
+    let remote = RemoteAddr::new(target.rkey(), target.addr());
+    let data = c.register(pattern(2048, 9), Access::NONE).unwrap();
+    let sink = c.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    c.post_send(SendWr::write(1, vec![Sge::whole(&data)], remote))
+        .unwrap();
+    c.post_send(SendWr::read(2, Sge::whole(&sink), remote))
+        .unwrap();
+    c.post_send(SendWr::send(3, vec![Sge::new(&data, 0..64).unwrap()]))
+        .unwrap();
+    for want in 1..=3 {
+        let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+            .await
+            .expect("the server's receive task answers");
+        assert!(done.is_success(), "{done:?}");
+        assert_eq!(done.wr_id, want);
+    }
+    let mut expected = pattern(4096, 3);
+    expected[..2048].copy_from_slice(&pattern(2048, 9));
+    assert!(sink.to_vec(0..4096).unwrap() == expected);
+    // The Send arrived too, taken without waiting.
+    let recv = s.try_completion().expect("the receive completed");
+    assert_eq!((recv.wr_id, recv.byte_len), (1, 64));
+}
+
+#[test]
+fn a_poller_that_gives_up_hands_the_stream_back_on_both_runtimes() {
+    on_both_runtimes(a_poller_that_gives_up_hands_the_stream_back);
+}
+
+/// Two tasks wait for completions on one connection at once, without giving up: only one can
+/// be the stream's reader, the other waits on the completion list, and whichever the other
+/// displaces as the reader must still be woken. Together they take each receive of a series
+/// of Sends exactly once; a last Send for each tells it to stop.
+async fn two_pollers_share_the_stream() {
+    const SENDS: u64 = 40;
+    const POLLERS: u64 = 2;
+    let (c, s) = pair(&provider(false, true)).await;
+    let s = std::sync::Arc::new(s);
+    let total = (SENDS + POLLERS) as usize;
+    let rbuf = s
+        .register(vec![0; 64 * total], Access::LOCAL_WRITE)
+        .unwrap();
+    for i in 0..total {
+        s.post_recv(RecvWr::new(
+            i as u64,
+            Sge::new(&rbuf, i * 64..(i + 1) * 64).unwrap(),
+        ))
+        .unwrap();
+    }
+    let pollers: Vec<_> = (0..POLLERS)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut taken = Vec::new();
+                loop {
+                    // No timeout here: its timer would wake a poller nobody else wakes.
+                    let done = s.poll_completion().await;
+                    assert!(done.is_success(), "{done:?}");
+                    if done.wr_id >= SENDS {
+                        return taken;
+                    }
+                    taken.push(done.wr_id);
+                }
+            })
+        })
+        .collect();
+    let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
+    for i in 0..SENDS + POLLERS {
+        c.post_send(SendWr::send(100 + i, vec![Sge::whole(&sbuf)]))
+            .unwrap();
+        if i % 3 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for i in 0..SENDS + POLLERS {
+        let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+            .await
+            .expect("the Send is confirmed");
+        assert!(done.is_success(), "{done:?}");
+        assert_eq!(done.wr_id, 100 + i);
+    }
+    let mut got = Vec::new();
+    for p in pollers {
+        got.extend(
+            tokio::time::timeout(Duration::from_secs(15), p)
+                .await
+                .expect("both pollers finish: a waiting poller is always woken")
+                .unwrap(),
+        );
+    }
+    got.sort_unstable();
+    assert_eq!(got, (0..SENDS).collect::<Vec<_>>());
+}
+
+#[test]
+fn two_pollers_share_the_stream_on_both_runtimes() {
+    on_both_runtimes(two_pollers_share_the_stream);
 }
