@@ -49,6 +49,7 @@ mod receive;
 mod requester;
 mod responder;
 mod send_bytes;
+mod slab;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

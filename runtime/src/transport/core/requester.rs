@@ -19,6 +19,7 @@ use super::super::header::{
     self, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, VERSION,
 };
 use super::memory::{pulled_message, read_sinks, Sinks};
+use super::slab::CallSlab;
 use super::{
     Buf, CallId, CoreConfig, Event, Memory, Outbox, OutgoingCall, Owner, SendBytes, Slice, Stats,
     WriteTarget,
@@ -124,8 +125,7 @@ pub(super) struct Requester<B> {
     granted: u32,
     in_flight: u32,
     next_xid: u32,
-    next_id: CallId,
-    calls: IdMap<CallId, OutCall<B>>,
+    calls: CallSlab<OutCall<B>>,
     by_xid: IdMap<u32, CallId>,
     queue: VecDeque<CallId>,
     /// Read-Read: RDMA Reads of replies' Read chunks waiting for the responder's IRD, and
@@ -157,8 +157,7 @@ impl<B: Buf> Requester<B> {
             granted: 1,
             in_flight: 0,
             next_xid: first_xid,
-            next_id: 0,
-            calls: IdMap::default(),
+            calls: CallSlab::default(),
             by_xid: IdMap::default(),
             queue: VecDeque::new(),
             pulls_waiting: VecDeque::new(),
@@ -274,8 +273,6 @@ impl<B: Buf> Requester<B> {
             header_extra,
             stats,
         )?;
-        self.next_id += 1;
-        let id = self.next_id;
         let mut new = OutCall {
             xid: call.xid,
             sent_seq: 0,
@@ -298,11 +295,11 @@ impl<B: Buf> Requester<B> {
             out.send(Owner::Nobody, message, None);
         } else {
             new.phase = Phase::Queued(Box::new(m.ready));
-            self.queue.push_back(id);
         }
+        let id = self.calls.insert(new);
         self.by_xid.insert(call.xid, id);
-        self.calls.insert(id, new);
         if !direct {
+            self.queue.push_back(id);
             self.pump(out);
         }
         Ok(id)
@@ -328,26 +325,21 @@ impl<B: Buf> Requester<B> {
                 max: peer_recv_size as u64,
             });
         }
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = self.calls.insert(OutCall {
+            xid,
+            sent_seq: 0,
+            exposed: Vec::new(),
+            write_sinks: Vec::new(),
+            reply_sink: None,
+            deadline: None,
+            inv_handle: 0,
+            plan: None,
+            phase: Phase::Queued(Box::new(Ready {
+                header,
+                message: SendBytes::default(),
+            })),
+        });
         self.by_xid.insert(xid, id);
-        self.calls.insert(
-            id,
-            OutCall {
-                xid,
-                sent_seq: 0,
-                exposed: Vec::new(),
-                write_sinks: Vec::new(),
-                reply_sink: None,
-                deadline: None,
-                inv_handle: 0,
-                plan: None,
-                phase: Phase::Queued(Box::new(Ready {
-                    header,
-                    message: SendBytes::default(),
-                })),
-            },
-        );
         self.queue.push_back(id);
         self.pump(out);
         Ok(id)
@@ -528,7 +520,7 @@ impl<B: Buf> Requester<B> {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
-            let Some(call) = self.calls.get_mut(&id) else {
+            let Some(call) = self.calls.get_mut(id) else {
                 continue;
             };
             let Phase::Queued(ready) = std::mem::replace(&mut call.phase, Phase::Sent) else {
@@ -587,7 +579,7 @@ impl<B: Buf> Requester<B> {
             self.pump(out);
             return false;
         };
-        if let Some(call) = self.calls.get(&id) {
+        if let Some(call) = self.calls.get(id) {
             let seq = call.sent_seq;
             while self.dones_unconfirmed.front().is_some_and(|&d| d < seq) {
                 self.dones_unconfirmed.pop_front();
@@ -623,7 +615,7 @@ impl<B: Buf> Requester<B> {
             Body::Msg(c) | Body::NoMsg(c) => c.writes.iter().any(|w| header::total_len(w) > 0),
             _ => false,
         };
-        let result = match self.calls.get(&id) {
+        let result = match self.calls.get(id) {
             Some(call) => build_reply(call, header.body, inline).map(|mut reply| {
                 if let Some((pad, origin)) = alignment {
                     let chunks = reply.chunks.take().unwrap_or_default();
@@ -707,7 +699,7 @@ impl<B: Buf> Requester<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) -> bool {
-        let Some(call) = self.calls.get(&id) else {
+        let Some(call) = self.calls.get(id) else {
             return false;
         };
         let Some(plan) = call.plan.as_ref().filter(|p| !p.resent) else {
@@ -764,7 +756,7 @@ impl<B: Buf> Requester<B> {
         ) else {
             return false;
         };
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return false;
         };
         tracing::debug!(xid, %error, "sending the call again in the shape the responder asks for");
@@ -795,7 +787,7 @@ impl<B: Buf> Requester<B> {
     /// XID or a duplicate reply.
     fn take_reply(&mut self, header: &Header) -> Option<CallId> {
         let &id = self.by_xid.get(&header.xid)?;
-        let call = self.calls.get_mut(&id)?;
+        let call = self.calls.get_mut(id)?;
         match &mut call.phase {
             Phase::Sent => {}
             Phase::Abandoned {
@@ -829,7 +821,7 @@ impl<B: Buf> Requester<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         if let Some(handle) = invalidated {
@@ -861,7 +853,7 @@ impl<B: Buf> Requester<B> {
     /// An invalidation of call `id` completed (successfully or not: a failed invalidation
     /// means the connection is down, which fences the memory too).
     pub(super) fn completed(&mut self, id: CallId, _ok: bool, out: &mut Outbox<B>) {
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         match &mut call.phase {
@@ -930,7 +922,7 @@ impl<B: Buf> Requester<B> {
                 return self.fence(id, Err(memory_error(e)), invalidated, out, stats);
             }
         };
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         call.phase = Phase::Pulling(Box::new(Pull {
@@ -957,7 +949,7 @@ impl<B: Buf> Requester<B> {
                 return;
             };
             if !matches!(
-                self.calls.get(&id).map(|c| &c.phase),
+                self.calls.get(id).map(|c| &c.phase),
                 Some(Phase::Pulling(_))
             ) {
                 continue; // cancelled meanwhile
@@ -978,7 +970,7 @@ impl<B: Buf> Requester<B> {
     ) {
         self.pulls_in_flight = self.pulls_in_flight.saturating_sub(1);
         let mut all_in = false;
-        if let Some(Phase::Pulling(pull)) = self.calls.get_mut(&id).map(|c| &mut c.phase) {
+        if let Some(Phase::Pulling(pull)) = self.calls.get_mut(id).map(|c| &mut c.phase) {
             pull.pending = pull.pending.saturating_sub(1);
             pull.failed |= !ok;
             all_in = pull.pending == 0;
@@ -993,7 +985,7 @@ impl<B: Buf> Requester<B> {
     /// Every Read chunk of call `id`'s reply is in: RDMA_DONE goes, and the reply is
     /// delivered once the call's own handles are fenced.
     fn pulled_all(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         let Phase::Pulling(pull) = std::mem::replace(&mut call.phase, Phase::Sent) else {
@@ -1021,7 +1013,7 @@ impl<B: Buf> Requester<B> {
     }
 
     fn remove(&mut self, id: CallId) -> Option<OutCall<B>> {
-        let call = self.calls.remove(&id)?;
+        let call = self.calls.remove(id)?;
         if self.by_xid.get(&call.xid) == Some(&id) {
             self.by_xid.remove(&call.xid);
         }
@@ -1031,7 +1023,7 @@ impl<B: Buf> Requester<B> {
     /// Gives up on call `id`: a queued call is forgotten; a sent one has its handles revoked
     /// at once and keeps its credit until the reply comes.
     pub(super) fn cancel(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
-        let Some(call) = self.calls.get(&id) else {
+        let Some(call) = self.calls.get(id) else {
             return;
         };
         match &call.phase {
@@ -1041,7 +1033,7 @@ impl<B: Buf> Requester<B> {
             }
             Phase::Sent => {
                 revoke_slices(&call.exposed, out, stats);
-                if let Some(call) = self.calls.get_mut(&id) {
+                if let Some(call) = self.calls.get_mut(id) {
                     call.phase = Phase::Abandoned {
                         awaiting_reply: true,
                         pending: 0,
@@ -1050,7 +1042,7 @@ impl<B: Buf> Requester<B> {
             }
             Phase::Fencing { pending, .. } | Phase::Resending { pending, .. } => {
                 let pending = *pending;
-                if let Some(call) = self.calls.get_mut(&id) {
+                if let Some(call) = self.calls.get_mut(id) {
                     if matches!(call.phase, Phase::Resending { .. }) {
                         // The second attempt's registrations never reached the peer.
                         revoke_slices(&call.exposed, out, stats);
@@ -1083,7 +1075,7 @@ impl<B: Buf> Requester<B> {
         let Some(&id) = self.by_xid.get(&xid) else {
             return false;
         };
-        if !matches!(self.calls.get(&id).map(|c| &c.phase), Some(Phase::Sent)) {
+        if !matches!(self.calls.get(id).map(|c| &c.phase), Some(Phase::Sent)) {
             return false;
         }
         // The responder answered, so the credit is free again; its grant is unknown.
@@ -1107,7 +1099,7 @@ impl<B: Buf> Requester<B> {
             .calls
             .iter()
             .filter(|(_, c)| matches!(c.phase, Phase::Queued(_) | Phase::Sent))
-            .filter_map(|(id, c)| c.deadline.filter(|(d, _)| *d <= now).map(|(_, t)| (*id, t)))
+            .filter_map(|(id, c)| c.deadline.filter(|(d, _)| *d <= now).map(|(_, t)| (id, t)))
             .collect();
         for (id, timeout) in expired {
             self.cancel(id, out, stats);

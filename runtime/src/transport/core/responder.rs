@@ -22,6 +22,7 @@ use super::super::header::{
 };
 use super::memory::{pulled_message, read_sinks, Sinks};
 use super::requester::revoke_slices;
+use super::slab::CallSlab;
 use super::{
     pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
 };
@@ -68,8 +69,7 @@ struct Exposure<B> {
 }
 
 pub(super) struct Responder<B> {
-    next_id: CallId,
-    calls: IdMap<CallId, InCall<B>>,
+    calls: CallSlab<InCall<B>>,
     reads_waiting: VecDeque<(CallId, Slice<B>, Segment)>,
     reads_in_flight: usize,
     /// Calls received and not yet answered, per direction (forward, backward).
@@ -81,8 +81,7 @@ pub(super) struct Responder<B> {
 impl<B: Buf> Responder<B> {
     pub(super) fn new() -> Responder<B> {
         Responder {
-            next_id: 0,
-            calls: IdMap::default(),
+            calls: CallSlab::default(),
             reads_waiting: VecDeque::new(),
             reads_in_flight: 0,
             active: [0, 0],
@@ -207,8 +206,6 @@ impl<B: Buf> Responder<B> {
         if nomsg && chunks.reads.iter().skip(1).any(|r| r.position == 0) {
             return refuse(self, out, stats, "two Position-Zero Read chunks");
         }
-        self.next_id += 1;
-        let id = self.next_id;
         let (sinks, reads) = match read_sinks(&chunks.reads, mem) {
             Ok(r) => r,
             Err(e) => {
@@ -218,26 +215,23 @@ impl<B: Buf> Responder<B> {
         };
         self.active[direction] += 1;
         let pending = reads.len();
-        self.calls.insert(
-            id,
-            InCall {
-                xid,
-                version,
-                backward,
-                chunks,
-                inline,
-                alignment,
-                sinks,
-                held: Vec::new(),
-                exposed: Vec::new(),
-                done_deadline: None,
-                done_early: false,
-                phase: Phase::Reading {
-                    pending,
-                    failed: false,
-                },
+        let id = self.calls.insert(InCall {
+            xid,
+            version,
+            backward,
+            chunks,
+            inline,
+            alignment,
+            sinks,
+            held: Vec::new(),
+            exposed: Vec::new(),
+            done_deadline: None,
+            done_early: false,
+            phase: Phase::Reading {
+                pending,
+                failed: false,
             },
-        );
+        });
         if pending == 0 {
             self.dispatch(id, out);
             return;
@@ -255,7 +249,7 @@ impl<B: Buf> Responder<B> {
             let Some((id, sink, remote)) = self.reads_waiting.pop_front() else {
                 return;
             };
-            if !self.calls.contains_key(&id) {
+            if !self.calls.contains(id) {
                 continue;
             }
             self.reads_in_flight += 1;
@@ -265,7 +259,7 @@ impl<B: Buf> Responder<B> {
 
     /// Hands a call whose chunks are all here to the application.
     fn dispatch(&mut self, id: CallId, out: &mut Outbox<B>) {
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         call.phase = Phase::Dispatched;
@@ -294,7 +288,7 @@ impl<B: Buf> Responder<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        let Some(call) = self.calls.get_mut(&id) else {
+        let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         match &mut call.phase {
@@ -319,7 +313,7 @@ impl<B: Buf> Responder<B> {
             Phase::Replying { pending } => {
                 *pending = pending.saturating_sub(1);
                 if *pending == 0 {
-                    if let Some(call) = self.calls.remove(&id) {
+                    if let Some(call) = self.calls.remove(id) {
                         self.expose(call, out, stats);
                     }
                 }
@@ -404,14 +398,14 @@ impl<B: Buf> Responder<B> {
 
     /// The call no longer counts against the credits.
     fn finish(&mut self, id: CallId, backward: bool) {
-        self.calls.remove(&id);
+        self.calls.remove(id);
         let a = &mut self.active[backward as usize];
         *a = a.saturating_sub(1);
     }
 
     /// The XID, version and direction of call `id`, if it is waiting for its reply.
     fn dispatched(&self, id: CallId) -> Option<(u32, u32, bool)> {
-        let call = self.calls.get(&id)?;
+        let call = self.calls.get(id)?;
         matches!(call.phase, Phase::Dispatched).then_some((call.xid, call.version, call.backward))
     }
 
@@ -491,7 +485,7 @@ impl<B: Buf> Responder<B> {
         let system = |why: String| (RdmaError::System, why);
         let call = self
             .calls
-            .get_mut(&id)
+            .get_mut(id)
             .ok_or_else(|| system("no such call".into()))?;
         let owner = Owner::Responder(id);
         let mut ops = 0usize;
@@ -708,7 +702,7 @@ impl<B: Buf> Responder<B> {
             // A Send alone, with no memory of the call's behind it (most replies): nothing
             // waits for its completion, and the call is done.
             out.send(Owner::Nobody, send, invalidate);
-            self.calls.remove(&id);
+            self.calls.remove(id);
             return Ok(());
         }
         // RDMA ordering places every Write before the Send that follows them (seed 004
