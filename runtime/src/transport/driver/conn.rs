@@ -19,11 +19,11 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use super::config::{PeerVersions, RdmaConfig};
 use crate::id_map::IdMap;
@@ -56,12 +56,37 @@ enum Posted {
     Invalidate(PoolBuf),
 }
 
-/// A call waiting for its reply.
+/// A call waiting for its reply: the reply lands here, under the connection's lock, and the
+/// caller takes it from here ([`Conn::poll_reply`]). (A oneshot channel per call cost an
+/// allocation and its own synchronisation on top of the lock every call takes anyway.)
 struct Waiter {
-    reply: oneshot::Sender<Result<Reply, TransportError>>,
+    /// The reply or the failure, once the call is over.
+    outcome: Option<Result<Reply, TransportError>>,
+    /// The caller's waker, once it waited.
+    waker: Option<Waker>,
     /// When the connection's sweeper fails the call, and the limit to report (the default
     /// timeout, see [`deadlines`]); `None` when the call has a timer of its own, or none.
     deadline: Option<(CoarseInstant, Duration)>,
+}
+
+impl Waiter {
+    fn new(deadline: Option<(CoarseInstant, Duration)>) -> Waiter {
+        Waiter {
+            outcome: None,
+            waker: None,
+            deadline,
+        }
+    }
+
+    /// Ends the call with `outcome` and wakes its caller (a second outcome is ignored).
+    fn finish(&mut self, outcome: Result<Reply, TransportError>) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+            if let Some(waker) = self.waker.take() {
+                waker.wake();
+            }
+        }
+    }
 }
 
 struct State {
@@ -330,19 +355,12 @@ impl<C: Connection> Conn<C> {
         flags: u32,
         body: Bytes,
     ) -> Result<Bytes, TransportError> {
-        let (tx, rx) = oneshot::channel();
         let id = {
             let mut st = self.lock();
             let id = st
                 .core
                 .start_extension(htype, flags, body, Instant::now())?;
-            st.waiters.insert(
-                id,
-                Waiter {
-                    reply: tx,
-                    deadline: None,
-                },
-            );
+            st.waiters.insert(id, Waiter::new(None));
             self.flush(&mut st);
             id
         };
@@ -351,18 +369,16 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
+        let reply = std::future::poll_fn(|cx| self.poll_reply(id, cx));
         let outcome = match self.timeout {
-            Some(t) => match tokio::time::timeout(t, rx).await {
+            Some(t) => match tokio::time::timeout(t, reply).await {
                 Ok(r) => r,
                 Err(_) => return Err(TransportError::TimedOut(t)),
             },
-            None => rx.await,
+            None => reply.await,
         };
         guard.armed = false;
-        match outcome {
-            Ok(result) => result.map(|reply| reply.message),
-            Err(_) => Err(TransportError::Closed),
-        }
+        outcome.map(|reply| reply.message)
     }
 
     /// The pool's counters.
@@ -446,8 +462,8 @@ impl<C: Connection> Conn<C> {
         while let Some(event) = st.core.poll_event() {
             match event {
                 Event::Reply { call, result } => {
-                    if let Some(waiter) = st.waiters.remove(&call) {
-                        let _ = waiter.reply.send(result);
+                    if let Some(waiter) = st.waiters.get_mut(&call) {
+                        waiter.finish(result);
                     }
                 }
                 Event::Call(call) => st.calls.push(call),
@@ -635,7 +651,6 @@ impl<C: Connection> Conn<C> {
             }
             (None, limit) => (limit, None),
         };
-        let (tx, rx) = oneshot::channel();
         let id = {
             let mut st = self.lock();
             let id = st.core.start_call(
@@ -651,13 +666,7 @@ impl<C: Connection> Conn<C> {
                 Instant::now(),
                 &mut &self.pool,
             )?;
-            st.waiters.insert(
-                id,
-                Waiter {
-                    reply: tx,
-                    deadline,
-                },
-            );
+            st.waiters.insert(id, Waiter::new(deadline));
             self.flush(&mut st);
             id
         };
@@ -667,18 +676,37 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
+        let reply = std::future::poll_fn(|cx| self.poll_reply(id, cx));
         let outcome = match timer {
-            Some(t) => match tokio::time::timeout(t, rx).await {
+            Some(t) => match tokio::time::timeout(t, reply).await {
                 Ok(r) => r,
                 Err(_) => return Err(TransportError::TimedOut(t).into()),
             },
-            None => rx.await,
+            None => reply.await,
         };
         guard.armed = false;
-        match outcome {
-            Ok(result) => result.map_err(rpc::Error::from),
-            Err(_) => Err(TransportError::Closed.into()),
+        outcome.map_err(rpc::Error::from)
+    }
+
+    /// The outcome of call `id` once it has one (its waiter is then gone), else `cx` is woken
+    /// when it has. A call without a waiter was failed by the connection's end.
+    fn poll_reply(&self, id: CallId, cx: &mut Context<'_>) -> Poll<Result<Reply, TransportError>> {
+        let mut st = self.lock();
+        let Some(waiter) = st.waiters.get_mut(&id) else {
+            return Poll::Ready(Err(TransportError::Closed));
+        };
+        if waiter.outcome.is_none() {
+            if !waiter
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                waiter.waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
         }
+        let outcome = st.waiters.remove(&id).and_then(|w| w.outcome);
+        Poll::Ready(outcome.unwrap_or(Err(TransportError::Closed)))
     }
 
     /// Starts the sweeper for calls under the default timeout `limit` unless it runs; false if
@@ -779,10 +807,12 @@ impl<C: Connection> Expire for Conn<C> {
             return;
         }
         for id in expired {
-            if let Some(waiter) = st.waiters.remove(&id) {
-                st.core.cancel(id);
+            if let Some(waiter) = st.waiters.get_mut(&id) {
                 let limit = waiter.deadline.map_or(Duration::ZERO, |(_, limit)| limit);
-                let _ = waiter.reply.send(Err(TransportError::TimedOut(limit)));
+                // Swept once: the caller takes the outcome and removes the waiter.
+                waiter.deadline = None;
+                waiter.finish(Err(TransportError::TimedOut(limit)));
+                st.core.cancel(id);
             }
         }
         self.flush(&mut st);
@@ -978,7 +1008,10 @@ async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     }
     let mut st = conn.lock();
     conn.close_locked(&mut st);
-    st.waiters.clear();
+    // Every caller still waiting learns that the connection is gone.
+    for (_, mut waiter) in st.waiters.drain() {
+        waiter.finish(Err(TransportError::Closed));
+    }
 }
 
 /// Routes one incoming call through the server. A handler is polled once right here, with
