@@ -10,6 +10,7 @@
 //! * every handle is invalidated before the reply reaches the application, except the one the
 //!   peer invalidated with Send With Invalidate.
 
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -192,7 +193,7 @@ impl<B: Buf> Requester<B> {
     pub(super) fn fail_queued(&mut self, error: TransportError, out: &mut Outbox<B>) {
         let queued: Vec<CallId> = self.queue.drain(..).collect();
         for id in queued {
-            if self.remove(id).is_some() {
+            if self.discard(id) {
                 out.events.push_back(Event::Reply {
                     call: id,
                     result: Err(clone_error(&error)),
@@ -840,7 +841,7 @@ impl<B: Buf> Requester<B> {
         let owner = Owner::Requester(id);
         let pending = invalidate_slices(owner, &call.exposed, invalidated, out, stats);
         if pending == 0 {
-            self.remove(id);
+            self.discard(id);
             out.events.push_back(Event::Reply { call: id, result });
         } else {
             call.phase = Phase::Fencing {
@@ -1014,10 +1015,28 @@ impl<B: Buf> Requester<B> {
 
     fn remove(&mut self, id: CallId) -> Option<OutCall<B>> {
         let call = self.calls.remove(id)?;
-        if self.by_xid.get(&call.xid) == Some(&id) {
-            self.by_xid.remove(&call.xid);
-        }
+        self.forget_xid(call.xid, id);
         Some(call)
+    }
+
+    /// [`Requester::remove`] for a call whose state is not wanted: dropped where it lies (an
+    /// `OutCall` is a few hundred bytes to copy out). False when there is no call `id`.
+    fn discard(&mut self, id: CallId) -> bool {
+        let Some(xid) = self.calls.get(id).map(|call| call.xid) else {
+            return false;
+        };
+        self.calls.discard(id);
+        self.forget_xid(xid, id);
+        true
+    }
+
+    /// Forgets that `xid` is call `id`'s (and only then: a call sent again may have taken it).
+    fn forget_xid(&mut self, xid: u32, id: CallId) {
+        if let Entry::Occupied(e) = self.by_xid.entry(xid) {
+            if *e.get() == id {
+                e.remove();
+            }
+        }
     }
 
     /// Gives up on call `id`: a queued call is forgotten; a sent one has its handles revoked

@@ -92,6 +92,21 @@ impl<T> CallSlab<T> {
         Some(value)
     }
 
+    /// Drops the value stored under `id` where it lies (no copy out, unlike
+    /// [`CallSlab::remove`]); its slot is free again. False when there was none.
+    pub(super) fn discard(&mut self, id: CallId) -> bool {
+        let Some(entry) = self.slots.get_mut(slot(id)) else {
+            return false;
+        };
+        if !entry.as_ref().is_some_and(|(at, _)| *at == id) {
+            return false;
+        }
+        *entry = None;
+        self.free.push(slot(id) as u32);
+        self.len -= 1;
+        true
+    }
+
     /// How many values are stored.
     pub(super) fn len(&self) -> usize {
         self.len
@@ -146,6 +161,10 @@ mod tests {
         assert_eq!(calls.len(), 1);
         assert!(calls.contains(a));
         assert!(!calls.contains(b));
+        assert!(!calls.discard(b));
+        assert!(calls.discard(a));
+        assert!(!calls.contains(a));
+        assert_eq!(calls.len(), 0);
     }
 
     #[test]
@@ -160,6 +179,7 @@ mod tests {
         assert_eq!(calls.get(old), None);
         assert_eq!(calls.get_mut(old), None);
         assert_eq!(calls.remove(old), None);
+        assert!(!calls.discard(old));
         assert_eq!(calls.get(new), Some(&2));
         assert_eq!(calls.len(), 1);
     }

@@ -119,9 +119,10 @@ impl<C: Connection> CallTransport for OneConnection<C> {
     fn call<'a>(&'a self, mut call: Call<'a>) -> BoxFuture<'a, Result<rpc::Reply, rpc::Error>> {
         Box::pin(async move {
             let timeout = call.options.timeout;
-            let xid = self.conn.next_xid();
             let targets = self.conn.write_targets(&mut call, false);
-            self.conn.call(&call, xid, targets, timeout, false).await
+            self.conn
+                .call(&call, &mut None, targets, timeout, false)
+                .await
         })
     }
 

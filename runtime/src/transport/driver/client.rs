@@ -137,15 +137,15 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
             let timeout = call.options.timeout;
             // Seed 004 section 8.3.2 and RFC 5531: a retransmission reuses the XID, so a
             // server's duplicate request cache can recognise it.
-            let xid = conn.next_xid();
+            let mut xid = None;
             for attempt in 0.. {
                 let targets = conn.write_targets(&mut call, false);
-                let result = conn.call(&call, xid, targets, timeout, false).await;
+                let result = conn.call(&call, &mut xid, targets, timeout, false).await;
                 match result {
                     Err(rpc::Error::Transport(TransportError::Closed))
                         if attempt == 0 && self.config.retransmit =>
                     {
-                        tracing::debug!(xid, "connection lost: retransmitting on a new one");
+                        tracing::debug!(?xid, "connection lost: retransmitting on a new one");
                         conn = Box::pin(self.connection_after(Some(&conn))).await?;
                     }
                     other => return other,
@@ -208,9 +208,8 @@ impl<C: Connection> CallTransport for Backchannel<C> {
             // Seed 004 section 8.3.2: a backward caller cannot reconnect; the call fails and
             // the application may try again when the client comes back.
             let timeout = call.options.timeout;
-            let xid = conn.next_xid();
             let chunks = (Vec::new(), call.reply.max_len);
-            conn.call(&call, xid, chunks, timeout, true).await
+            conn.call(&call, &mut None, chunks, timeout, true).await
         })
     }
 

@@ -13,6 +13,7 @@
 //! task switch sooner. The completion task then only runs the core's timers, the close, and
 //! the rounds the hook could not take because someone held the lock.
 
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -70,10 +71,10 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn new(deadline: Option<(CoarseInstant, Duration)>) -> Waiter {
+    fn new(waker: Option<Waker>, deadline: Option<(CoarseInstant, Duration)>) -> Waiter {
         Waiter {
             outcome: None,
-            waker: None,
+            waker,
             deadline,
         }
     }
@@ -360,7 +361,7 @@ impl<C: Connection> Conn<C> {
             let id = st
                 .core
                 .start_extension(htype, flags, body, Instant::now())?;
-            st.waiters.insert(id, Waiter::new(None));
+            st.waiters.insert(id, Waiter::new(None, None));
             self.flush(&mut st);
             id
         };
@@ -369,7 +370,11 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
-        let reply = std::future::poll_fn(|cx| self.poll_reply(id, cx));
+        let reply = AwaitReply {
+            conn: self,
+            id,
+            registered: false,
+        };
         let outcome = match self.timeout {
             Some(t) => match tokio::time::timeout(t, reply).await {
                 Ok(r) => r,
@@ -598,16 +603,12 @@ impl<C: Connection> Conn<C> {
         self.lock().core.leave_mode_2004(peer_recv_size);
     }
 
-    /// A fresh XID for a call of this side.
-    pub(crate) fn next_xid(&self) -> u32 {
-        self.lock().core.next_xid()
-    }
-
-    /// Sends a call with `xid` on this connection and waits for its reply.
+    /// Sends a call on this connection and waits for its reply: with the XID in `xid`, or a
+    /// fresh one, left there for a retransmission to reuse.
     pub(crate) async fn call(
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
-        xid: u32,
+        xid: &mut Option<u32>,
         (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
         timeout: Option<Duration>,
         backward: bool,
@@ -615,8 +616,10 @@ impl<C: Connection> Conn<C> {
         if self.is_closed() {
             return Err(TransportError::Closed.into());
         }
-        let (policy, reply_chunk, pad_threshold) = {
-            let st = self.lock();
+        let (xid, policy, reply_chunk, pad_threshold) = {
+            let mut st = self.lock();
+            // A first attempt takes a fresh XID; a retransmission keeps it.
+            let xid = *xid.get_or_insert_with(|| st.core.next_xid());
             // Read-Read (2004 mode): a long reply comes as a Read chunk instead.
             let reply_chunk = (!backward
                 && !st.core.read_read_requester()
@@ -627,7 +630,12 @@ impl<C: Connection> Conn<C> {
                     .or(call.reply.max_len)
                     .unwrap_or(st.core.config().default_reply_chunk)
             });
-            (st.core.call_policy(), reply_chunk, st.core.pad_threshold())
+            (
+                xid,
+                st.core.call_policy(),
+                reply_chunk,
+                st.core.pad_threshold(),
+            )
         };
         let kept = (!backward && pad_threshold.is_none()).then_some(EncoderUse::Call(policy));
         let mut enc = match kept {
@@ -651,6 +659,9 @@ impl<C: Connection> Conn<C> {
             }
             (None, limit) => (limit, None),
         };
+        // The waiter holds this task's waker from the start: the first wait for the reply
+        // need not lock the state to hand it over ([`AwaitReply`]).
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let id = {
             let mut st = self.lock();
             let id = st.core.start_call(
@@ -666,7 +677,7 @@ impl<C: Connection> Conn<C> {
                 Instant::now(),
                 &mut &self.pool,
             )?;
-            st.waiters.insert(id, Waiter::new(deadline));
+            st.waiters.insert(id, Waiter::new(Some(waker), deadline));
             self.flush(&mut st);
             id
         };
@@ -676,7 +687,11 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
-        let reply = std::future::poll_fn(|cx| self.poll_reply(id, cx));
+        let reply = AwaitReply {
+            conn: self,
+            id,
+            registered: true,
+        };
         let outcome = match timer {
             Some(t) => match tokio::time::timeout(t, reply).await {
                 Ok(r) => r,
@@ -692,9 +707,10 @@ impl<C: Connection> Conn<C> {
     /// when it has. A call without a waiter was failed by the connection's end.
     fn poll_reply(&self, id: CallId, cx: &mut Context<'_>) -> Poll<Result<Reply, TransportError>> {
         let mut st = self.lock();
-        let Some(waiter) = st.waiters.get_mut(&id) else {
+        let Entry::Occupied(mut entry) = st.waiters.entry(id) else {
             return Poll::Ready(Err(TransportError::Closed));
         };
+        let waiter = entry.get_mut();
         if waiter.outcome.is_none() {
             if !waiter
                 .waker
@@ -705,7 +721,7 @@ impl<C: Connection> Conn<C> {
             }
             return Poll::Pending;
         }
-        let outcome = st.waiters.remove(&id).and_then(|w| w.outcome);
+        let outcome = entry.remove().outcome;
         Poll::Ready(outcome.unwrap_or(Err(TransportError::Closed)))
     }
 
@@ -751,6 +767,10 @@ impl<C: Connection> Conn<C> {
             .ddp_items
             .max(options.reply_buffers.len())
             .max(options.reply_sizes.len());
+        if n == 0 {
+            // No DDP-eligible result (a NULL call, most calls): no Write chunk to provide.
+            return (Vec::new(), inline);
+        }
         let (default, fits) = {
             let st = self.lock();
             let all_sizes =
@@ -816,6 +836,27 @@ impl<C: Connection> Expire for Conn<C> {
             }
         }
         self.flush(&mut st);
+    }
+}
+
+/// Waits for the outcome of call `id` ([`Conn::poll_reply`]).
+struct AwaitReply<'a, C: Connection> {
+    conn: &'a Arc<Conn<C>>,
+    id: CallId,
+    /// The call's waiter holds the waker of the task that polls this first (taken in the same
+    /// poll, before the call started): that poll has nothing to look at, since an outcome that
+    /// came meanwhile woke the task, which then polls again.
+    registered: bool,
+}
+
+impl<C: Connection> Future for AwaitReply<'_, C> {
+    type Output = Result<Reply, TransportError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if std::mem::take(&mut self.registered) {
+            return Poll::Pending;
+        }
+        self.conn.poll_reply(self.id, cx)
     }
 }
 
