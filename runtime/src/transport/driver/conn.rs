@@ -609,10 +609,51 @@ impl<C: Connection> Conn<C> {
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
         xid: &mut Option<u32>,
-        (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        targets: (Vec<WriteTarget<PoolBuf>>, Option<usize>),
         timeout: Option<Duration>,
         backward: bool,
     ) -> Result<Reply, rpc::Error> {
+        // The waiter holds this task's waker from the start: the first wait for the reply
+        // need not lock the state to hand it over ([`AwaitReply`]).
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        // The call starts in a plain function: what it needs on the way is not kept in this
+        // future, which is copied whole into the caller's box.
+        let (id, timer) = self.start_call(call, xid, targets, timeout, backward, waker)?;
+        // Dropping this future cancels the call: its handles are invalidated at once.
+        let mut guard = Cancel {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let reply = AwaitReply {
+            conn: self,
+            id,
+            registered: true,
+        };
+        let outcome = match timer {
+            // Boxed: a timer of the call's own is rare, and inline its future (a tokio
+            // `Sleep`) would make every call's future larger.
+            Some(t) => match Box::pin(tokio::time::timeout(t, reply)).await {
+                Ok(r) => r,
+                Err(_) => return Err(TransportError::TimedOut(t).into()),
+            },
+            None => reply.await,
+        };
+        guard.armed = false;
+        outcome.map_err(rpc::Error::from)
+    }
+
+    /// Encodes and starts a call (see [`Conn::call`]) whose waiter wakes `waker`; its id, and
+    /// the timer it needs of its own, if any.
+    fn start_call(
+        self: &Arc<Self>,
+        call: &rpc::Call<'_>,
+        xid: &mut Option<u32>,
+        (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        timeout: Option<Duration>,
+        backward: bool,
+        waker: Waker,
+    ) -> Result<(CallId, Option<Duration>), rpc::Error> {
         if self.is_closed() {
             return Err(TransportError::Closed.into());
         }
@@ -659,48 +700,23 @@ impl<C: Connection> Conn<C> {
             }
             (None, limit) => (limit, None),
         };
-        // The waiter holds this task's waker from the start: the first wait for the reply
-        // need not lock the state to hand it over ([`AwaitReply`]).
-        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-        let id = {
-            let mut st = self.lock();
-            let id = st.core.start_call(
-                OutgoingCall {
-                    xid,
-                    message,
-                    moved,
-                    write_chunks,
-                    reply_chunk,
-                    timeout: None,
-                    backward,
-                },
-                Instant::now(),
-                &mut &self.pool,
-            )?;
-            st.waiters.insert(id, Waiter::new(Some(waker), deadline));
-            self.flush(&mut st);
-            id
-        };
-        // Dropping this future cancels the call: its handles are invalidated at once.
-        let mut guard = Cancel {
-            conn: self,
-            id,
-            armed: true,
-        };
-        let reply = AwaitReply {
-            conn: self,
-            id,
-            registered: true,
-        };
-        let outcome = match timer {
-            Some(t) => match tokio::time::timeout(t, reply).await {
-                Ok(r) => r,
-                Err(_) => return Err(TransportError::TimedOut(t).into()),
+        let mut st = self.lock();
+        let id = st.core.start_call(
+            OutgoingCall {
+                xid,
+                message,
+                moved,
+                write_chunks,
+                reply_chunk,
+                timeout: None,
+                backward,
             },
-            None => reply.await,
-        };
-        guard.armed = false;
-        outcome.map_err(rpc::Error::from)
+            Instant::now(),
+            &mut &self.pool,
+        )?;
+        st.waiters.insert(id, Waiter::new(Some(waker), deadline));
+        self.flush(&mut st);
+        Ok((id, timer))
     }
 
     /// The outcome of call `id` once it has one (its waiter is then gone), else `cx` is woken
