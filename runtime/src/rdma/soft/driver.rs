@@ -64,6 +64,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Core, DirectPlacement, State, Transmit};
 use super::tap::{ConnTap, Direction};
+use super::wire::{ddp, mpa};
 use crate::rdma::{Completion, CompletionHook, SendWr};
 
 /// About the longest a reply left to the next poster waits (see the module documentation)
@@ -79,6 +80,12 @@ const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 /// moved 1 MiB RDMA Reads with CRC 1.4x as fast as 256 KiB ones, Writes 1.03-1.17x (fewer
 /// reads and wake-ups per byte; alternating rounds, `benches/rdma_soft.rs`, 2-vCPU VM).
 const RX_BUF: usize = 1024 * 1024;
+
+/// Most bytes one read takes into the receive buffer: about one FPDU. A large tagged segment
+/// whose header comes in such a read has the rest of its payload read straight into its
+/// registration (see [`read_direct`]); a read of everything the socket holds would bring in
+/// the payloads of the segments behind it too, which the core then copies.
+const READ_MAX: usize = 64 * 1024;
 
 /// Most bytes a direct read takes after the placed payload (see [`read_direct`]): the core
 /// copies those, so a larger share costs a copy; 256 KiB measured as fast as the whole buffer
@@ -354,6 +361,57 @@ impl Shared {
         })
     }
 
+    /// [`Connection::poll_input`]: the calling task reads the stream, as a poller does in
+    /// [`Shared::next_completion`], with the consumer's hook called here for what it finds;
+    /// `Ready` once input made completions ready (or ended the connection).
+    ///
+    /// [`Connection::poll_input`]: crate::rdma::Connection::poll_input
+    pub(crate) fn poll_input(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(ticket) = self.read_wake.try_set_reader(cx.waker()) else {
+            return Poll::Pending;
+        };
+        if self.read_wake.armed() {
+            return Poll::Pending;
+        }
+        let step = {
+            // The receive task reading: it calls the hook with what it finds.
+            let Ok(mut guard) = self.rx.try_lock() else {
+                return Poll::Pending;
+            };
+            let Some(rx) = guard.as_mut() else {
+                return Poll::Pending;
+            };
+            self.receive_step(rx, false, true)
+        };
+        match step {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.kick();
+                Poll::Ready(())
+            }
+            Poll::Ready(Some(input)) => {
+                let completions = input.completions;
+                if self.after_input(input, Some(cx.waker())) {
+                    flusher::watch(self);
+                }
+                if completions {
+                    return Poll::Ready(());
+                }
+                // Not a whole message yet, or work for the peer only (an RDMA Read to
+                // answer): the receive task reads on (see `NextCompletion::read`).
+                self.read_wake.hand_to_task(ticket);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// [`Connection::end_input`].
+    ///
+    /// [`Connection::end_input`]: crate::rdma::Connection::end_input
+    pub(crate) fn end_input(&self, waker: &Waker) {
+        self.read_wake.clear_reader(waker);
+    }
+
     /// The next completion. Without a completion hook, a poller that finds none reads the
     /// stream itself when nobody else is reading (see [`Receiver`]).
     pub(crate) fn next_completion(&self) -> NextCompletion<'_> {
@@ -512,33 +570,37 @@ impl NextCompletion<'_> {
         if shared.read_wake.armed() {
             return Reading::Waiting;
         }
-        loop {
-            let step = {
-                // Someone else reading (the receive task, another poller) wakes the pollers
-                // with what it finds.
-                let Ok(mut guard) = shared.rx.try_lock() else {
-                    return Reading::Busy;
-                };
-                let Some(rx) = guard.as_mut() else {
-                    return Reading::Busy;
-                };
-                shared.receive_step(rx, true)
+        let step = {
+            // Someone else reading (the receive task, another poller) wakes the pollers with
+            // what it finds.
+            let Ok(mut guard) = shared.rx.try_lock() else {
+                return Reading::Busy;
             };
-            match step {
-                Poll::Pending => return Reading::Waiting,
-                Poll::Ready(None) => {
-                    shared.kick();
-                    return Reading::Busy;
+            let Some(rx) = guard.as_mut() else {
+                return Reading::Busy;
+            };
+            shared.receive_step(rx, true, true)
+        };
+        match step {
+            Poll::Pending => Reading::Waiting,
+            Poll::Ready(None) => {
+                shared.kick();
+                Reading::Busy
+            }
+            Poll::Ready(Some(mut input)) => {
+                let taken = input.taken.take();
+                if shared.after_input(input, Some(cx.waker())) {
+                    flusher::watch(shared);
                 }
-                Poll::Ready(Some(mut input)) => {
-                    let taken = input.taken.take();
-                    if shared.after_input(input, Some(cx.waker())) {
-                        flusher::watch(shared);
-                    }
-                    if let Some(c) = taken {
-                        return Reading::Done(c);
-                    }
+                if let Some(c) = taken {
+                    return Reading::Done(c);
                 }
+                // A message longer than one read, or a bulk transfer under way: the receive
+                // task reads the rest, while this poller's task goes on with its own work on
+                // another worker, as it did before pollers read (1 MiB RDMA Reads were slower
+                // with the poller reading them).
+                shared.read_wake.hand_to_task(ticket);
+                Reading::Busy
             }
         }
     }
@@ -659,6 +721,38 @@ impl ReadWake {
         (to.ticket, displaced)
     }
 
+    /// The task of `waker` reads from now on, unless another poller is the reader (then
+    /// `None`); its ticket. Unlike [`ReadWake::set_poller`] it never displaces a reader: the
+    /// consumers of [`Shared::poll_input`] are many callers of one connection, and each would
+    /// otherwise take the stream from the last.
+    fn try_set_reader(&self, waker: &Waker) -> Option<u64> {
+        let mut to = self.targets();
+        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            if self.poller_reads.load(Ordering::SeqCst) {
+                return None;
+            }
+            to.poller = Some(waker.clone());
+            to.ticket += 1;
+        }
+        self.poller_reads.store(true, Ordering::SeqCst);
+        Some(to.ticket)
+    }
+
+    /// The task of `waker` stops reading, if it is the reader (see [`ReadWake::clear_poller`]).
+    fn clear_reader(&self, waker: &Waker) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let ticket = {
+            let to = self.targets();
+            match &to.poller {
+                Some(w) if w.will_wake(waker) => to.ticket,
+                _ => return,
+            }
+        };
+        self.clear_poller(ticket);
+    }
+
     /// The poller of `ticket` stops reading, if it still is the reader: the receive task reads
     /// again, and is woken if a wake-up came that nobody has read yet.
     fn clear_poller(&self, ticket: u64) {
@@ -672,6 +766,18 @@ impl ReadWake {
                 if let Some(task) = &to.task {
                     task.wake_by_ref();
                 }
+            }
+        }
+    }
+
+    /// The poller of `ticket`, if it still is the reader, hands reading to the receive task,
+    /// which it wakes.
+    fn hand_to_task(&self, ticket: u64) {
+        let to = self.targets();
+        if to.ticket == ticket && self.poller_reads.load(Ordering::SeqCst) {
+            self.poller_reads.store(false, Ordering::SeqCst);
+            if let Some(task) = &to.task {
+                task.wake_by_ref();
             }
         }
     }
@@ -754,7 +860,7 @@ async fn rx_loop(shared: Arc<Shared>) {
                 let Some(rx) = guard.as_mut() else {
                     return Poll::Ready(());
                 };
-                shared.receive_step(rx, false)
+                shared.receive_step(rx, false, false)
             };
             match step {
                 Poll::Pending => return Poll::Pending,
@@ -785,8 +891,10 @@ impl Shared {
     /// caller's), or the core had already left Full Operation.
     ///
     /// With `take` (a reading poller), the oldest completion is taken under the same lock of
-    /// the core ([`Input::taken`]).
-    fn receive_step(&self, rx: &mut Receiver, take: bool) -> Poll<Option<Input>> {
+    /// the core ([`Input::taken`]). With `register` (a reader that may stop after this read:
+    /// a poller, or a task in [`Shared::poll_input`]), [`ReadWake`] is registered for the
+    /// stream's next wake-up after a read ([`Shared::wait_for_more`]).
+    fn receive_step(&self, rx: &mut Receiver, take: bool, register: bool) -> Poll<Option<Input>> {
         let cx = &mut Context::from_waker(&self.read_waker);
         self.read_wake.reading();
         loop {
@@ -822,7 +930,7 @@ impl Shared {
                     match read_direct(self, &rx.rd, &d, &mut rx.buf) {
                         Ok(Some(n)) => {
                             rx.end = n;
-                            if take {
+                            if register {
                                 self.wait_for_more(rx, cx);
                             }
                             let mut core = self.core();
@@ -846,7 +954,8 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
-            let mut free = ReadBuf::new(&mut rx.buf[rx.end..]);
+            let upto = rx.buf.len().min(rx.end + READ_MAX);
+            let mut free = ReadBuf::new(&mut rx.buf[rx.end..upto]);
             // `poll_read`, not `try_read`: after a read shorter than the buffer tokio clears
             // the readiness itself, so the next wait needs no read that would block.
             match Pin::new(&mut rx.rd).poll_read(cx, &mut free) {
@@ -868,7 +977,7 @@ impl Shared {
                 tap.record(Direction::Received, &rx.buf[rx.end..rx.end + n]);
             }
             rx.end += n;
-            if take {
+            if register {
                 self.wait_for_more(rx, cx);
             }
             let mut core = self.core();
@@ -924,7 +1033,15 @@ fn read_direct(
 ) -> io::Result<Option<usize>> {
     let place = d.offset..d.offset + d.remaining;
     let res: io::Result<usize> = d.region.with_mut_slice(|s| {
-        let after = buf.len().min(DIRECT_AFTER);
+        // In the middle of a message, only as far as the next segment's header: its payload,
+        // most likely as large, is then read straight into place too instead of being copied
+        // out of `buf`.
+        let after = if d.more {
+            d.trailer + mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN
+        } else {
+            DIRECT_AFTER
+        };
+        let after = buf.len().min(after);
         let mut io = [
             IoSliceMut::new(&mut s[place.clone()]),
             IoSliceMut::new(&mut buf[..after]),

@@ -447,6 +447,15 @@ impl Connection for SoftConnection {
         self.shared.hook.set(hook).is_ok()
     }
 
+    /// The calling task reads the stream itself (see the driver's `Receiver`).
+    fn poll_input(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.shared.poll_input(cx)
+    }
+
+    fn end_input(&self, waker: &std::task::Waker) {
+        self.shared.end_input(waker);
+    }
+
     fn peer_private_data(&self) -> &[u8] {
         &self.negotiated.peer_private_data
     }

@@ -13,7 +13,6 @@
 //! task switch sooner. The completion task then only runs the core's timers, the close, and
 //! the rounds the hook could not take because someone held the lock.
 
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -370,11 +369,7 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
-        let reply = AwaitReply {
-            conn: self,
-            id,
-            registered: false,
-        };
+        let reply = AwaitReply::new(self, id, false);
         let outcome = match self.timeout {
             Some(t) => match tokio::time::timeout(t, reply).await {
                 Ok(r) => r,
@@ -625,11 +620,7 @@ impl<C: Connection> Conn<C> {
             id,
             armed: true,
         };
-        let reply = AwaitReply {
-            conn: self,
-            id,
-            registered: true,
-        };
+        let reply = AwaitReply::new(self, id, true);
         let outcome = match timer {
             // Boxed: a timer of the call's own is rare, and inline its future (a tokio
             // `Sleep`) would make every call's future larger.
@@ -720,15 +711,23 @@ impl<C: Connection> Conn<C> {
     }
 
     /// The outcome of call `id` once it has one (its waiter is then gone), else `cx` is woken
-    /// when it has. A call without a waiter was failed by the connection's end.
-    fn poll_reply(&self, id: CallId, cx: &mut Context<'_>) -> Poll<Result<Reply, TransportError>> {
+    /// when it has; with `wake` false, nobody is (the caller reads the input itself, see
+    /// [`AwaitReply`], and the hook it runs must not wake it). A call without a waiter was
+    /// failed by the connection's end.
+    fn poll_reply(
+        &self,
+        id: CallId,
+        cx: &mut Context<'_>,
+        wake: bool,
+    ) -> Poll<Result<Reply, TransportError>> {
         let mut st = self.lock();
-        let Entry::Occupied(mut entry) = st.waiters.entry(id) else {
+        let Some(waiter) = st.waiters.get_mut(&id) else {
             return Poll::Ready(Err(TransportError::Closed));
         };
-        let waiter = entry.get_mut();
         if waiter.outcome.is_none() {
-            if !waiter
+            if !wake {
+                waiter.waker = None;
+            } else if !waiter
                 .waker
                 .as_ref()
                 .is_some_and(|w| w.will_wake(cx.waker()))
@@ -737,7 +736,7 @@ impl<C: Connection> Conn<C> {
             }
             return Poll::Pending;
         }
-        let outcome = entry.remove().outcome;
+        let outcome = st.waiters.remove(&id).and_then(|w| w.outcome);
         Poll::Ready(outcome.unwrap_or(Err(TransportError::Closed)))
     }
 
@@ -855,24 +854,87 @@ impl<C: Connection> Expire for Conn<C> {
     }
 }
 
-/// Waits for the outcome of call `id` ([`Conn::poll_reply`]).
+/// Waits for the reply of call `id`. On a hooked connection the caller reads the input itself
+/// ([`Connection::poll_input`]): the provider wakes its task when bytes arrive, and the hook,
+/// run in this task, puts the reply in its waiter, instead of the hook in the provider's
+/// receive task putting it there and waking this task (one task switch per call fewer).
 struct AwaitReply<'a, C: Connection> {
     conn: &'a Arc<Conn<C>>,
     id: CallId,
     /// The call's waiter holds the waker of the task that polls this first (taken in the same
     /// poll, before the call started): that poll has nothing to look at, since an outcome that
-    /// came meanwhile woke the task, which then polls again.
+    /// came meanwhile woke the task, which then polls again. Not on a hooked connection, whose
+    /// first poll reads the input.
     registered: bool,
+    /// The waker this task reads the input with, until [`Connection::end_input`].
+    reading: Option<Waker>,
+}
+
+impl<'a, C: Connection> AwaitReply<'a, C> {
+    fn new(conn: &'a Arc<Conn<C>>, id: CallId, registered: bool) -> AwaitReply<'a, C> {
+        AwaitReply {
+            conn,
+            id,
+            registered: registered && !conn.hooked.load(Ordering::Acquire),
+            reading: None,
+        }
+    }
+
+    /// The outcome, once there, with the input left to the provider again.
+    fn done(
+        &mut self,
+        outcome: Result<Reply, TransportError>,
+    ) -> Poll<Result<Reply, TransportError>> {
+        if let Some(waker) = self.reading.take() {
+            self.conn.conn.end_input(&waker);
+        }
+        Poll::Ready(outcome)
+    }
 }
 
 impl<C: Connection> Future for AwaitReply<'_, C> {
     type Output = Result<Reply, TransportError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if std::mem::take(&mut self.registered) {
+        let this = &mut *self;
+        if std::mem::take(&mut this.registered) {
             return Poll::Pending;
         }
-        self.conn.poll_reply(self.id, cx)
+        // A handler the hook polls (with a waker that wakes nobody, see `Conn::no_waker`) waits
+        // as any task would until it goes on in a task of its own.
+        if !this.conn.hooked.load(Ordering::Acquire) || cx.waker().will_wake(&this.conn.no_waker) {
+            return this.conn.poll_reply(this.id, cx, true);
+        }
+        loop {
+            if let Poll::Ready(outcome) = this.conn.poll_reply(this.id, cx, false) {
+                return this.done(outcome);
+            }
+            if !this
+                .reading
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                this.reading = Some(cx.waker().clone());
+            }
+            if this.conn.conn.poll_input(cx).is_pending() {
+                // Nothing to read now (or another task reads): the provider or the hook
+                // wakes this task.
+                return match this.conn.poll_reply(this.id, cx, true) {
+                    Poll::Ready(outcome) => this.done(outcome),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+        }
+    }
+}
+
+impl<C: Connection> Drop for AwaitReply<'_, C> {
+    /// A caller that stops waiting (a timeout, a cancelled call) leaves the input to the
+    /// provider.
+    fn drop(&mut self) {
+        if let Some(waker) = self.reading.take() {
+            self.conn.conn.end_input(&waker);
+        }
     }
 }
 

@@ -169,6 +169,9 @@ pub struct DirectPlacement {
     /// Stream bytes after the payload up to the next FPDU: the pad and the CRC field (checked
     /// once in when CRCs are in use).
     pub trailer: usize,
+    /// More segments of the same message follow (the DDP Last flag is clear): the next FPDU
+    /// is most likely another large tagged one.
+    pub more: bool,
 }
 
 /// The connection core. See the module documentation for the call contract.

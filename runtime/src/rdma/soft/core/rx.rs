@@ -113,6 +113,7 @@ impl Core {
                         remaining: payload,
                         trailer: crate::rdma::soft::wire::mpa::pad_len(ulpdu_len)
                             + crate::rdma::soft::wire::mpa::CRC_LEN,
+                        more: !hdr.last,
                     },
                     last: hdr.last,
                     read_response,
