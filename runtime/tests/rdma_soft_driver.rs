@@ -3,8 +3,9 @@
 //! receive task leaves to a completion poller goes out even when that poller turns to something
 //! else, and a confirmed ping-pong on the multi-thread runtime completes every Send whether
 //! the client polls from a task or from `block_on`; a completion hook stands in for a poller;
-//! a poller that reads the stream and gives up hands it back to the receive task, and two
-//! pollers share one stream.
+//! a poller that reads the stream and gives up hands it back to the receive task, two pollers
+//! share one stream, and a consumer with a hook reads the input in its own task
+//! (`poll_input`).
 
 use std::time::Duration;
 
@@ -406,4 +407,83 @@ async fn two_pollers_share_the_stream() {
 #[test]
 fn two_pollers_share_the_stream_on_both_runtimes() {
     on_both_runtimes(two_pollers_share_the_stream);
+}
+
+/// A consumer with a completion hook reads the input in its own task (`poll_input`): a Send
+/// that arrives while it waits there is taken in that task, the hook called in it, and the
+/// receive is ready once `poll_input` says so; after `end_input` the receive task reads again
+/// and calls the hook itself for the next Send.
+async fn a_hooked_consumer_reads_the_input_itself() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (c, s) = pair(&provider(false, true)).await;
+    let rbuf = s.register(vec![0; 128], Access::LOCAL_WRITE).unwrap();
+    for i in 0..2 {
+        s.post_recv(RecvWr::new(
+            i,
+            Sge::new(&rbuf, i as usize * 64..(i as usize + 1) * 64).unwrap(),
+        ))
+        .unwrap();
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let (hooked_tx, mut hooked_rx) = tokio::sync::mpsc::unbounded_channel();
+    assert!(s.set_completion_hook(Box::new(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let _ = hooked_tx.send(std::thread::current().id());
+    })));
+    let sbuf = c.register(vec![7; 64], Access::NONE).unwrap();
+    let s = Arc::new(s);
+    let reader = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut waker = None;
+            std::future::poll_fn(|cx| {
+                waker = Some(cx.waker().clone());
+                s.poll_input(cx)
+            })
+            .await;
+            let recv = s
+                .try_completion()
+                .expect("the receive is ready when poll_input is");
+            s.end_input(&waker.unwrap());
+            (recv, std::thread::current().id())
+        })
+    };
+    // The reader waits in poll_input before anything is sent.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    c.post_send(SendWr::send(10, vec![Sge::whole(&sbuf)]))
+        .unwrap();
+    let (recv, reader_thread) = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reader takes the Send")
+        .unwrap();
+    assert!(recv.is_success() && recv.wr_id == 0, "{recv:?}");
+    let hook_thread = hooked_rx.recv().await.unwrap();
+    assert_eq!(
+        hook_thread, reader_thread,
+        "the hook ran in the reading task"
+    );
+    // Nobody reads in poll_input any more: the receive task takes the next Send.
+    c.post_send(SendWr::send(11, vec![Sge::whole(&sbuf)]))
+        .unwrap();
+    let mut second = None;
+    for _ in 0..50 {
+        tokio::time::timeout(Duration::from_secs(5), hooked_rx.recv())
+            .await
+            .expect("the receive task calls the hook")
+            .unwrap();
+        second = s.try_completion();
+        if second.is_some() {
+            break;
+        }
+    }
+    let second = second.expect("the second receive completes");
+    assert!(second.is_success() && second.wr_id == 1, "{second:?}");
+    assert!(calls.load(Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn a_hooked_consumer_reads_the_input_itself_on_both_runtimes() {
+    on_both_runtimes(a_hooked_consumer_reads_the_input_itself);
 }
