@@ -7,6 +7,7 @@
 //! share one stream, and a consumer with a hook reads the input in its own task
 //! (`poll_input`).
 
+use std::future::Future;
 use std::time::Duration;
 
 use rpcrdma::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
@@ -332,6 +333,45 @@ async fn a_poller_that_gives_up_hands_the_stream_back() {
     // The Send arrived too, taken without waiting.
     let recv = s.try_completion().expect("the receive completed");
     assert_eq!((recv.wr_id, recv.byte_len), (1, 64));
+}
+
+/// A poller whose future is kept but no longer polled (a `select!` over `&mut` futures whose
+/// other branch runs on) must not hold the stream: the client's RDMA Read of the server's memory
+/// is answered while the server's poll_completion future, polled once, lies idle.
+async fn a_poller_kept_but_not_polled_does_not_hold_the_stream() {
+    let (c, s) = pair(&provider(false, true)).await;
+    let target = s.register(pattern(4096, 5), Access::REMOTE_READ).unwrap();
+    let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    s.post_recv(RecvWr::new(1, Sge::whole(&rbuf))).unwrap();
+    let mut idle = std::pin::pin!(s.poll_completion());
+    // Polled once: it becomes the stream's reader.
+    std::future::poll_fn(|cx| {
+        assert!(idle.as_mut().poll(cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let sink = c.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    let remote = RemoteAddr::new(target.rkey(), target.addr());
+    c.post_send(SendWr::read(7, Sge::whole(&sink), remote))
+        .unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+        .await
+        .expect("the server answers the Read without its idle poller");
+    assert!(done.is_success() && done.wr_id == 7, "{done:?}");
+    assert!(sink.to_vec(0..4096).unwrap() == pattern(4096, 5));
+    // The idle future still works when polled again.
+    let sbuf = c.register(vec![9; 64], Access::NONE).unwrap();
+    c.post_send(SendWr::send(8, vec![Sge::whole(&sbuf)]))
+        .unwrap();
+    let recv = tokio::time::timeout(Duration::from_secs(5), idle)
+        .await
+        .expect("the kept future completes");
+    assert!(recv.is_success() && recv.wr_id == 1, "{recv:?}");
+}
+
+#[test]
+fn a_poller_kept_but_not_polled_does_not_hold_the_stream_on_both_runtimes() {
+    on_both_runtimes(a_poller_kept_but_not_polled_does_not_hold_the_stream);
 }
 
 #[test]

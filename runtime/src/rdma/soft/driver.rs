@@ -52,7 +52,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -120,10 +120,8 @@ pub(crate) struct Shared {
     pub(crate) hook: OnceLock<CompletionHook>,
     /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
-    /// The connection is on the flusher's list.
-    flush_listed: AtomicBool,
-    /// This connection, for the flusher's list.
-    me: Weak<Shared>,
+    /// The connection's place on the flusher's list.
+    flush: Arc<FlushEntry>,
     tap: Option<ConnTap>,
 }
 
@@ -174,22 +172,27 @@ struct TxStep {
 
 impl Shared {
     pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
-        let read_wake = Arc::new(ReadWake::new());
-        Arc::new_cyclic(|me| Shared {
-            core: Mutex::new(core),
-            tx: Mutex::new(Transmit::new()),
-            wr: OnceLock::new(),
-            rx: Mutex::new(None),
-            read_wake: read_wake.clone(),
-            read_waker: Waker::from(read_wake),
-            tx_notify: Notify::new(),
-            cq_waiters: Mutex::new(Vec::new()),
-            pollers: AtomicUsize::new(0),
-            hook: OnceLock::new(),
-            deferred: AtomicBool::new(false),
-            flush_listed: AtomicBool::new(false),
-            me: me.clone(),
-            tap,
+        Arc::new_cyclic(|me| {
+            let flush = Arc::new(FlushEntry {
+                listed: AtomicBool::new(false),
+                conn: me.clone(),
+            });
+            let read_wake = Arc::new(ReadWake::new(flush.clone()));
+            Shared {
+                core: Mutex::new(core),
+                tx: Mutex::new(Transmit::new()),
+                wr: OnceLock::new(),
+                rx: Mutex::new(None),
+                read_wake: read_wake.clone(),
+                read_waker: Waker::from(read_wake),
+                tx_notify: Notify::new(),
+                cq_waiters: Mutex::new(Vec::new()),
+                pollers: AtomicUsize::new(0),
+                hook: OnceLock::new(),
+                deferred: AtomicBool::new(false),
+                flush,
+                tap,
+            }
         })
     }
 
@@ -305,6 +308,27 @@ impl Shared {
         false
     }
 
+    /// The flusher's check of a reading poller (see [`ReadWake`]): one woken for data a whole
+    /// round ago ([`REPLY_LIMIT`]) that has not read since (a future kept but no longer polled,
+    /// a task the runtime does not get to) no longer holds the stream: the receive task reads
+    /// it. A wake-up newer than the last round's gets another round.
+    fn rescue_reader(&self) {
+        let rw = &self.read_wake;
+        if !(rw.poller_reads.load(Ordering::SeqCst) && rw.woken.load(Ordering::SeqCst)) {
+            return;
+        }
+        let wakes = rw.wakes.load(Ordering::SeqCst);
+        if rw.stale_at.swap(wakes, Ordering::SeqCst) != wakes {
+            return flusher::watch(&self.flush);
+        }
+        tracing::debug!("a poller woken a flusher round ago has not read: the receive task reads");
+        let to = rw.targets();
+        rw.poller_reads.store(false, Ordering::SeqCst);
+        if let Some(task) = &to.task {
+            task.wake_by_ref();
+        }
+    }
+
     /// Sends a reply left to the next poster if it is still waiting.
     fn send_left_reply(&self) {
         if self.deferred.load(Ordering::SeqCst) {
@@ -392,7 +416,7 @@ impl Shared {
             Poll::Ready(Some(input)) => {
                 let completions = input.completions;
                 if self.after_input(input, Some(cx.waker())) {
-                    flusher::watch(self);
+                    flusher::watch(&self.flush);
                 }
                 if completions {
                     return Poll::Ready(());
@@ -590,7 +614,7 @@ impl NextCompletion<'_> {
             Poll::Ready(Some(mut input)) => {
                 let taken = input.taken.take();
                 if shared.after_input(input, Some(cx.waker())) {
-                    flusher::watch(shared);
+                    flusher::watch(&shared.flush);
                 }
                 if let Some(c) = taken {
                     return Reading::Done(c);
@@ -670,6 +694,19 @@ pub(crate) struct ReadWake {
     /// The stream holds this waker for its next wake-up: the last read found nothing more
     /// (tokio registers a waker only then).
     registered: AtomicBool,
+    /// Wake-ups passed on to a reading poller, counted.
+    wakes: AtomicU64,
+    /// The count at which the flusher last found a poller's wake-up unread ([`Shared::rescue_reader`]).
+    stale_at: AtomicU64,
+    /// The connection's place on the flusher's list: a poller woken is watched.
+    flush: Arc<FlushEntry>,
+}
+
+/// A connection's place on the flusher's list (see [`flusher`]).
+pub(crate) struct FlushEntry {
+    /// The connection is on the list.
+    listed: AtomicBool,
+    conn: Weak<Shared>,
 }
 
 #[derive(Default)]
@@ -684,12 +721,15 @@ struct ReadWakeTargets {
 }
 
 impl ReadWake {
-    fn new() -> ReadWake {
+    fn new(flush: Arc<FlushEntry>) -> ReadWake {
         ReadWake {
             to: Mutex::new(ReadWakeTargets::default()),
             poller_reads: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             registered: AtomicBool::new(false),
+            wakes: AtomicU64::new(0),
+            stale_at: AtomicU64::new(u64::MAX),
+            flush,
         }
     }
 
@@ -820,14 +860,20 @@ impl std::task::Wake for ReadWake {
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::SeqCst);
         let to = self.targets();
-        let target = if self.poller_reads.load(Ordering::SeqCst) {
-            to.poller.as_ref()
-        } else {
-            to.task.as_ref()
-        };
-        if let Some(w) = target {
-            w.wake_by_ref();
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            if let Some(task) = &to.task {
+                task.wake_by_ref();
+            }
+            return;
         }
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        if let Some(poller) = &to.poller {
+            poller.wake_by_ref();
+        }
+        drop(to);
+        // A poller woken here is expected to read soon; one whose future is kept but no longer
+        // polled would hold the stream forever: the flusher checks (`Shared::rescue_reader`).
+        flusher::watch(&self.flush);
     }
 }
 
@@ -871,7 +917,7 @@ async fn rx_loop(shared: Arc<Shared>) {
                 Poll::Ready(Some(input)) => {
                     let established = input.established;
                     if shared.after_input(input, None) {
-                        flusher::watch(&shared);
+                        flusher::watch(&shared.flush);
                     }
                     if !established {
                         return Poll::Ready(());
@@ -1183,15 +1229,15 @@ mod flusher {
     use std::sync::atomic::Ordering;
     use std::sync::{Condvar, Mutex, Once, Weak};
 
-    use super::{Shared, REPLY_LIMIT};
+    use super::{FlushEntry, Shared, REPLY_LIMIT};
 
     static LISTED: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
     static WAKE: Condvar = Condvar::new();
     static START: Once = Once::new();
 
-    /// Puts `shared` on the list, unless it is on it.
-    pub(super) fn watch(shared: &Shared) {
-        if shared.flush_listed.swap(true, Ordering::SeqCst) {
+    /// Puts the connection of `entry` on the list, unless it is on it.
+    pub(super) fn watch(entry: &FlushEntry) {
+        if entry.listed.swap(true, Ordering::SeqCst) {
             return;
         }
         START.call_once(|| {
@@ -1203,7 +1249,7 @@ mod flusher {
             }
         });
         let mut listed = LISTED.lock().unwrap_or_else(|e| e.into_inner());
-        listed.push(shared.me.clone());
+        listed.push(entry.conn.clone());
         if listed.len() == 1 {
             WAKE.notify_one();
         }
@@ -1220,8 +1266,9 @@ mod flusher {
             std::thread::sleep(REPLY_LIMIT);
             let round = std::mem::take(&mut *LISTED.lock().unwrap_or_else(|e| e.into_inner()));
             for shared in round.iter().filter_map(Weak::upgrade) {
-                shared.flush_listed.store(false, Ordering::SeqCst);
+                shared.flush.listed.store(false, Ordering::SeqCst);
                 shared.send_left_reply();
+                shared.rescue_reader();
             }
         }
     }
