@@ -31,11 +31,10 @@ use tokio::sync::Notify;
 
 use super::config::TcpConfig;
 use super::sink::RecordSink;
-use super::stream::{poll_record, try_record, ReadError};
+use super::stream::{poll_record, try_record, ReadError, Records};
 use crate::id_map::IdMap;
 use crate::rpc::deadlines::{CoarseInstant, Expire};
 use crate::rpc::msg::MsgType;
-use crate::rpc::record::RecordReader;
 
 /// The most records a call taking the reading role reads before it is sent (see
 /// [`Replies::drain_idle`]).
@@ -104,7 +103,7 @@ pub(super) struct Replies {
 
 struct ReadSide {
     stream: OwnedReadHalf,
-    records: RecordReader,
+    records: Records,
 }
 
 struct Pending {
@@ -157,7 +156,7 @@ impl Replies {
             reader: AtomicU64::new(Reader::Free.encode()),
             read: Mutex::new(ReadSide {
                 stream,
-                records: RecordReader::new(config.max_record),
+                records: Records::new(config.max_record),
             }),
             sink,
             max_calls: config.slots() as usize,

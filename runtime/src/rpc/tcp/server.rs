@@ -19,8 +19,7 @@ use super::encoding::with_message;
 use super::signal::Signal;
 use super::sink::{RecordSink, SinkClosed};
 use super::slots::{Slot, Slots};
-use super::stream::{poll_record, ReadError};
-use crate::rpc::record::RecordReader;
+use super::stream::{poll_record, ReadError, Records};
 use crate::rpc::{
     encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
     HeapBuffers, Incoming, ReplyError, Server, TransportKind,
@@ -225,7 +224,7 @@ async fn serve_connection(
         buffers: Arc::new(HeapBuffers),
         context: context.clone(),
     };
-    let mut reader = RecordReader::new(context.config.max_record);
+    let mut reader = Records::new(context.config.max_record);
     tracing::debug!(%peer, "connection accepted");
     // Taken before reading, kept while no record is complete.
     let mut slot: Option<Slot> = None;

@@ -497,8 +497,7 @@ mod tests {
     /// each sender's two arrive in the order it sent them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_senders_lose_and_mix_no_record() {
-        use super::super::stream::poll_record;
-        use crate::rpc::record::RecordReader;
+        use super::super::stream::{poll_record, Records};
 
         const SENDERS: u32 = 8;
         const ROUNDS: u32 = 400;
@@ -519,7 +518,7 @@ mod tests {
             r
         };
         let (mut read, _) = accepted.into_split();
-        let mut records = RecordReader::new(1 << 20);
+        let mut records = Records::new(1 << 20);
         for i in 0..ROUNDS {
             let senders: Vec<_> = (0..SENDERS)
                 .map(|s| {
