@@ -68,6 +68,7 @@
 //! # Ok(()) }
 //! ```
 
+mod calls;
 mod client;
 mod config;
 mod encoding;

@@ -29,10 +29,10 @@ use bytes::Bytes;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::Notify;
 
+use super::calls::Calls;
 use super::config::TcpConfig;
 use super::sink::RecordSink;
 use super::stream::{poll_record, try_record, ReadError, Records};
-use crate::id_map::IdMap;
 use crate::rpc::deadlines::{CoarseInstant, Expire};
 use crate::rpc::msg::MsgType;
 
@@ -108,7 +108,7 @@ struct ReadSide {
 
 struct Pending {
     /// Calls waiting for their reply (or holding one not yet taken), by XID.
-    calls: IdMap<u32, Waiting>,
+    calls: Calls<Waiting>,
     /// How many of `calls` have no answer yet.
     unanswered: usize,
     /// False once the connection is lost.
@@ -147,7 +147,7 @@ impl Replies {
         Replies {
             peer,
             pending: Mutex::new(Pending {
-                calls: IdMap::default(),
+                calls: Calls::default(),
                 unanswered: 0,
                 open: true,
                 task: None,
@@ -183,7 +183,7 @@ impl Replies {
     /// were taken.
     fn forget(&self, pending: &mut Pending, xid: u32) -> Option<Waiting> {
         let full = pending.calls.len() >= self.max_calls;
-        let call = pending.calls.remove(&xid);
+        let call = pending.calls.remove(xid);
         if full && call.is_some() {
             self.slot_freed.notify_waiters();
         }
@@ -212,11 +212,11 @@ impl Replies {
                 return Err(Lost::Full);
             }
             let xid = match xid {
-                Xid::Same(xid) if pending.calls.contains_key(&xid) => return Err(Lost::XidInUse),
+                Xid::Same(xid) if pending.calls.contains(xid) => return Err(Lost::XidInUse),
                 Xid::Same(xid) => xid,
                 Xid::Fresh(next) => loop {
                     let xid = next.fetch_add(1, Ordering::Relaxed);
-                    if !pending.calls.contains_key(&xid) {
+                    if !pending.calls.contains(xid) {
                         break xid;
                     }
                 },
@@ -360,7 +360,7 @@ impl Replies {
             // Unanswered unless the sweeper timed it out just now.
             if pending
                 .calls
-                .remove(&xid)
+                .remove(xid)
                 .is_some_and(|call| call.answer.is_none())
             {
                 pending.unanswered -= 1;
@@ -370,7 +370,7 @@ impl Replies {
             wake(task);
             return Some(record);
         }
-        let waker = match pending.calls.get_mut(&xid) {
+        let waker = match pending.calls.get_mut(xid) {
             Some(call) if call.answer.is_none() => {
                 call.answer = Some(Answer::Reply(record));
                 let waker = call.waker.clone();
@@ -402,7 +402,7 @@ impl Replies {
             Reader::Caller(xid)
                 if pending
                     .calls
-                    .get(&xid)
+                    .get(xid)
                     .map_or(true, |call| call.answer.is_some()) =>
             {
                 if unanswered == 0 {
@@ -463,7 +463,7 @@ impl Replies {
 
     /// Wakes `waker` (rather than the one registered) when call `xid` is answered.
     fn update_waker(&self, xid: u32, waker: &Waker) {
-        if let Some(call) = self.lock().calls.get_mut(&xid) {
+        if let Some(call) = self.lock().calls.get_mut(xid) {
             call.waker = waker.clone();
         }
     }
@@ -552,7 +552,7 @@ impl Replies {
         }
         // Not (or no longer) the reader: the answer comes from whoever reads.
         let mut pending = self.lock();
-        let Some(call) = pending.calls.get_mut(&ticket.xid) else {
+        let Some(call) = pending.calls.get_mut(ticket.xid) else {
             // Not reachable: only the ticket's holder removes its call, but for its own reply.
             ticket.armed = false;
             return Poll::Ready(Err(Lost::AfterSending));
