@@ -378,20 +378,22 @@ impl<'a> Exchange<'a> {
     }
 
     /// Registers and sends the call on the current connection, or hands it to the slow path;
-    /// `Err` when the call cannot be made at all (it does not encode).
-    fn start(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+    /// `Err` when the call cannot be made at all (it does not encode). `Ok(true)` when the
+    /// call was sent and the socket waits to wake this task (see [`Ticket::listening`]):
+    /// then nothing is to be read in this poll.
+    fn start(&mut self, cx: &mut Context<'_>) -> Result<bool, Error> {
         let Some(connection) = self.inner.usable(None) else {
             self.slow(None);
-            return Ok(());
+            return Ok(false);
         };
         let xid = Xid::Fresh(&self.inner.next_xid);
         let at = self.deadline.map(|d| d.at);
-        let mut ticket = match connection.replies.register(xid, at, cx.waker()) {
+        let mut ticket = match connection.replies.register(xid, at, cx) {
             Ok(ticket) => ticket,
             // No slot free: the slow path waits for one.
             Err(Lost::Full) => {
                 self.slow(None);
-                return Ok(());
+                return Ok(false);
             }
             Err(lost) => {
                 self.slow(Some(Attempt {
@@ -399,12 +401,16 @@ impl<'a> Exchange<'a> {
                     xid: None,
                     lost,
                 }));
-                return Ok(());
+                return Ok(false);
             }
         };
         let xid = ticket.xid();
         match connection.send(self.inner, &self.message, xid) {
-            Ok(Ok(())) => self.step = Step::Waiting { connection, ticket },
+            Ok(Ok(())) => {
+                let listening = ticket.listening();
+                self.step = Step::Waiting { connection, ticket };
+                Ok(listening)
+            }
             Ok(Err(SinkClosed)) => {
                 connection.replies.cancel(&mut ticket);
                 self.slow(Some(Attempt {
@@ -412,13 +418,13 @@ impl<'a> Exchange<'a> {
                     xid: Some(xid),
                     lost: Lost::BeforeSending,
                 }));
+                Ok(false)
             }
             Err(error) => {
                 connection.replies.cancel(&mut ticket);
-                return Err(error);
+                Err(error)
             }
         }
-        Ok(())
     }
 }
 
@@ -429,12 +435,16 @@ impl std::future::Future for Exchange<'_> {
         let this = self.get_mut();
         loop {
             match &mut this.step {
-                Step::Start => {
-                    if let Err(error) = this.start(cx) {
+                Step::Start => match this.start(cx) {
+                    Err(error) => {
                         this.step = Step::Done;
                         return Poll::Ready(Err(error));
                     }
-                }
+                    // Whoever the socket wakes reads the reply: this task, or the reply
+                    // task if another call came meanwhile (then it wakes this one).
+                    Ok(true) => return Poll::Pending,
+                    Ok(false) => {}
+                },
                 Step::Waiting { connection, ticket } => {
                     let outcome = ready!(connection.replies.poll_reply(ticket, cx));
                     let Step::Waiting { connection, ticket } =
@@ -553,7 +563,13 @@ impl Connection {
             None => Xid::Fresh(&inner.next_xid),
         };
         let waiter = loop {
-            match self.replies.register(chosen, deadline.map(|d| d.at), waker) {
+            // (The waiter's first poll reads whatever the socket has by then.)
+            let registered = {
+                let mut cx = Context::from_waker(waker);
+                self.replies
+                    .register(chosen, deadline.map(|d| d.at), &mut cx)
+            };
+            match registered {
                 Ok(ticket) => break Waiter::new(&self.replies, ticket),
                 Err(Lost::Full) => {
                     Deadline::bound(deadline, async {
@@ -605,4 +621,101 @@ async fn reply_task(replies: Arc<Replies>, sink: RecordSink) {
     }
     sink.close();
     replies.fail_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::encode_reply_header;
+    use crate::xdr::{Encode, Procedure};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    struct Double;
+
+    impl Procedure for Double {
+        const PROGRAM: u32 = 0x2000_0001;
+        const VERSION: u32 = 1;
+        const PROCEDURE: u32 = 1;
+        const NAME: &'static str = "DOUBLE";
+        type Args = u32;
+        type Result = u32;
+    }
+
+    /// Reads one call (a record of one fragment, as our client sends): its XID and argument.
+    async fn read_call(peer: &mut TcpStream) -> (u32, u32) {
+        let len = peer.read_u32().await.unwrap() & !crate::rpc::record::LAST_FRAGMENT;
+        let mut call = vec![0; len as usize];
+        peer.read_exact(&mut call).await.unwrap();
+        let word = |i: usize| u32::from_be_bytes(call[i..i + 4].try_into().unwrap());
+        (word(0), word(call.len() - 4))
+    }
+
+    async fn reply(peer: &mut TcpStream, xid: u32, result: u32) {
+        let mut enc = Encoder::new();
+        encode_reply_header(&mut enc, xid, Ok(())).unwrap();
+        result.encode(&mut enc).unwrap();
+        let message = enc.finish().into_bytes();
+        let mut record = (message.len() as u32 | crate::rpc::record::LAST_FRAGMENT)
+            .to_be_bytes()
+            .to_vec();
+        record.extend_from_slice(&message);
+        peer.write_all(&record).await.unwrap();
+    }
+
+    /// `call`'s outcome, provided it is woken for it within 5 seconds (a timer around it
+    /// would poll it when it fires, and hide a lost wake-up).
+    async fn woken<F: std::future::Future>(call: F) -> F::Output {
+        tokio::select! {
+            biased;
+            () = tokio::time::sleep(Duration::from_secs(5)) => panic!("the call was never woken"),
+            outcome = call => outcome,
+        }
+    }
+
+    /// A call sent on an idle connection waits without reading: the socket wakes it for its
+    /// reply. When a second call comes, the reply task reads instead, and hands the first its
+    /// reply while the second is kept aside; the other way round too. In rounds.
+    #[tokio::test]
+    async fn a_call_that_waits_for_the_socket_gets_its_reply_from_whoever_reads() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = Client::new(TcpTransport::connect(addr, TcpConfig::new()).await.unwrap());
+        let (mut peer, _) = listener.accept().await.unwrap();
+        peer.set_nodelay(true).unwrap();
+        for round in 0..50u32 {
+            let (x, y) = (2 * round, 2 * round + 1);
+            // Alone: only the socket can wake the call.
+            let (lone, ()) = tokio::join!(woken(client.call::<Double>(&x)), async {
+                let (xid, arg) = read_call(&mut peer).await;
+                reply(&mut peer, xid, 2 * arg).await;
+            });
+            assert_eq!(lone.unwrap(), 2 * x);
+            // Two at once.
+            let mut first = std::pin::pin!(client.call::<Double>(&x));
+            // The first call is sent (it was polled before the peer read it).
+            let (first_xid, arg) = tokio::select! {
+                biased;
+                r = &mut first => panic!("answered before its reply: {r:?}"),
+                call = read_call(&mut peer) => call,
+            };
+            assert_eq!(arg, x);
+            let mut second = std::pin::pin!(client.call::<Double>(&y));
+            let (second_xid, arg) = tokio::select! {
+                biased;
+                r = &mut second => panic!("answered before its reply: {r:?}"),
+                call = read_call(&mut peer) => call,
+            };
+            assert_eq!(arg, y);
+            // Odd rounds answer the later call first.
+            let (early, late) = match round % 2 {
+                0 => ((first, first_xid, x), (second, second_xid, y)),
+                _ => ((second, second_xid, y), (first, first_xid, x)),
+            };
+            for (call, xid, arg) in [early, late] {
+                reply(&mut peer, xid, 2 * arg).await;
+                assert_eq!(woken(call).await.unwrap(), 2 * arg);
+            }
+        }
+    }
 }

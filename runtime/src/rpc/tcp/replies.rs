@@ -11,7 +11,7 @@
 //! Who reads is the [`Reader`] role, changed only under the lock of the waiting calls:
 //! * `Free`: no call waits for a reply; nobody reads. The next call takes the role, and first
 //!   reads what arrived meanwhile (stray replies, or the end of the connection, which it then
-//!   learns before sending anything);
+//!   learns before sending anything), until the socket is empty and waits to wake it;
 //! * `Caller(xid)`: the only waiting call reads;
 //! * `Task`: the reply task reads, until no call waits any more.
 //!
@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use super::calls::Calls;
 use super::config::TcpConfig;
 use super::sink::RecordSink;
-use super::stream::{poll_record, try_record, ReadError, Records};
+use super::stream::{poll_record, ReadError, Records};
 use crate::rpc::deadlines::{CoarseInstant, Expire};
 use crate::rpc::msg::MsgType;
 
@@ -195,13 +195,16 @@ impl Replies {
     }
 
     /// Registers a call, before it is sent, with an XID chosen per `xid`; its reply (or its
-    /// deadline `deadline`, or the end of the connection) then wakes `waker`'s task, and is
+    /// deadline `deadline`, or the end of the connection) then wakes `cx`'s task, and is
     /// polled for with the [`Ticket`].
+    ///
+    /// When the call takes the reading role it first reads what came while no call waited,
+    /// and the ticket says whether that left the socket [`listening`](Ticket::listening).
     pub(super) fn register(
         &self,
         xid: Xid<'_>,
         deadline: Option<CoarseInstant>,
-        waker: &Waker,
+        cx: &mut Context<'_>,
     ) -> Result<Ticket, Lost> {
         let (xid, first) = {
             let mut pending = self.lock();
@@ -225,7 +228,7 @@ impl Replies {
                 xid,
                 Waiting {
                     answer: None,
-                    waker: waker.clone(),
+                    waker: cx.waker().clone(),
                     deadline,
                 },
             );
@@ -248,31 +251,30 @@ impl Replies {
         };
         let mut ticket = Ticket {
             xid,
-            waker: waker.clone(),
+            waker: cx.waker().clone(),
             armed: true,
+            listening: false,
         };
         if first {
             // Nobody read while no call waited: take in what came meanwhile.
-            if let Err(lost) = self.drain_idle(xid) {
-                self.cancel(&mut ticket);
-                return Err(lost);
+            match self.drain_idle(xid, cx) {
+                Ok(listening) => ticket.listening = listening,
+                Err(lost) => {
+                    self.cancel(&mut ticket);
+                    return Err(lost);
+                }
             }
         }
         Ok(ticket)
     }
 
-    /// Reads what arrived while no call waited, without waiting for more. Nothing of it is for
-    /// a call (none waited, and the new one is not sent yet): stray or late replies, dropped;
-    /// or the end of the connection, then `Lost::BeforeSending`.
-    fn drain_idle(&self, xid: u32) -> Result<(), Lost> {
+    /// Reads what arrived while no call waited, until the socket has nothing more. Nothing of
+    /// it is for a call (none waited, and the new one is not sent yet): stray or late replies,
+    /// dropped; or the end of the connection, then `Lost::BeforeSending`. `Ok(true)` when the
+    /// socket was left waiting, to wake `cx`'s task when more comes (its reply, once sent).
+    fn drain_idle(&self, xid: u32, cx: &mut Context<'_>) -> Result<bool, Lost> {
         let mut read = self.lock_read();
         let ReadSide { stream, records } = &mut *read;
-        // Usually nothing came: nothing is buffered, and tokio has heard of nothing new (an
-        // empty read is refused without a system call then).
-        let quiet = |e: std::io::Error| e.kind() == std::io::ErrorKind::WouldBlock;
-        if records.is_idle() && stream.try_read(&mut []).is_err_and(quiet) {
-            return Ok(());
-        }
         // With the socket held: once another call came, the reply task reads (and must stay
         // the one the socket wakes). At most a few records here: what a server keeps sending
         // is read later, by the call's waiter, which gives way to other tasks as it goes.
@@ -280,8 +282,10 @@ impl Replies {
             if self.role() != Reader::Caller(xid) {
                 break;
             }
-            match try_record(stream, records) {
-                Poll::Pending => return Ok(()),
+            // Usually nothing came: then tokio, having heard of nothing new, keeps the waker
+            // without a system call; the call's first poll after sending need not read.
+            match poll_record(cx, stream, records) {
+                Poll::Pending => return Ok(true),
                 Poll::Ready(Ok(Some(record))) => tracing::debug!(
                     peer = %self.peer,
                     len = record.len(),
@@ -294,7 +298,7 @@ impl Replies {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// The reply task's part: reads while it holds the role; `Ready` once the connection has
@@ -530,12 +534,23 @@ pub(super) struct Ticket {
     waker: Waker,
     /// Still registered: not answered, not cancelled.
     armed: bool,
+    /// Registering left the socket waiting to wake the registering task when anything comes,
+    /// the reply included: in that same poll, once the call is sent, the task may return
+    /// `Pending` without reading (it is polled again when there is something to read). Half
+    /// the reading of a call saved: its first poll, which found the socket empty.
+    listening: bool,
 }
 
 impl Ticket {
     /// The call's XID.
     pub(super) fn xid(&self) -> u32 {
         self.xid
+    }
+
+    /// Whether the socket waits to wake the task that registered the call (see
+    /// [`Replies::register`]); only meaningful in the poll that registered it.
+    pub(super) fn listening(&self) -> bool {
+        self.listening
     }
 }
 

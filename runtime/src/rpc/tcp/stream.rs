@@ -6,7 +6,6 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::tcp::OwnedReadHalf;
 
 use crate::rpc::record::{RecordError, RecordReader};
 
@@ -52,11 +51,6 @@ impl Records {
             reader: RecordReader::new(max_record),
             starved: false,
         }
-    }
-
-    /// True when no part of a record has been received (see [`RecordReader::is_idle`]).
-    pub(super) fn is_idle(&self) -> bool {
-        self.reader.is_idle()
     }
 
     /// The next record already received, if any.
@@ -108,18 +102,6 @@ pub(super) fn poll_record<R: AsyncRead + Unpin>(
         // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
         unsafe { buffer.advance_mut(n) };
         Poll::Ready(Ok(n))
-    })
-}
-
-/// The next record already received, without waiting and without asking the kernel when
-/// tokio knows the socket has nothing new: `Pending` when more is needed.
-pub(super) fn try_record(
-    stream: &OwnedReadHalf,
-    records: &mut Records,
-) -> Poll<Result<Option<Bytes>, ReadError>> {
-    read_records(records, |buffer| match stream.try_read_buf(buffer) {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-        read => Poll::Ready(read),
     })
 }
 
