@@ -628,6 +628,7 @@ mod tests {
     use super::*;
     use crate::rpc::encode_reply_header;
     use crate::xdr::{Encode, Procedure};
+    use std::future::Future;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -671,6 +672,63 @@ mod tests {
             () = tokio::time::sleep(Duration::from_secs(5)) => panic!("the call was never woken"),
             outcome = call => outcome,
         }
+    }
+
+    /// A waker that notes it was woken.
+    #[derive(Default)]
+    struct Flag(std::sync::atomic::AtomicBool);
+
+    impl std::task::Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Flag {
+        fn woken(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A reading call polled from another task than the one that sent it (its future moved)
+    /// is woken there when its reply is handed to it by the reply task, not where it was.
+    #[tokio::test]
+    async fn a_reading_call_moved_to_another_task_is_woken_there() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = Client::new(TcpTransport::connect(addr, TcpConfig::new()).await.unwrap());
+        let (mut peer, _) = listener.accept().await.unwrap();
+        peer.set_nodelay(true).unwrap();
+        let (sent_by, moved_to) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+        let (sent_by_waker, moved_to_waker) =
+            (Waker::from(sent_by.clone()), Waker::from(moved_to.clone()));
+        let mut first = std::pin::pin!(client.call::<Double>(&1));
+        let mut poll_first = |waker: &Waker| first.as_mut().poll(&mut Context::from_waker(waker));
+        assert!(poll_first(&sent_by_waker).is_pending());
+        let (first_xid, _) = read_call(&mut peer).await;
+        // Polled from elsewhere while it still reads (nothing came).
+        assert!(poll_first(&moved_to_waker).is_pending());
+        // A second call: the reply task reads from now on, and routes the first's reply.
+        let second = tokio::spawn({
+            let client = client.clone();
+            async move { client.call::<Double>(&2).await }
+        });
+        let (second_xid, _) = read_call(&mut peer).await;
+        reply(&mut peer, first_xid, 2).await;
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !moved_to.woken() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the task the call moved to is woken for its reply");
+        assert!(!sent_by.woken(), "the task the call left is not woken");
+        match poll_first(&moved_to_waker) {
+            Poll::Ready(answer) => assert_eq!(answer.unwrap(), 2),
+            Poll::Pending => panic!("woken, but no answer"),
+        }
+        reply(&mut peer, second_xid, 4).await;
+        assert_eq!(woken(second).await.unwrap().unwrap(), 4);
     }
 
     /// A call sent on an idle connection waits without reading: the socket wakes it for its

@@ -251,7 +251,6 @@ impl Replies {
         };
         let mut ticket = Ticket {
             xid,
-            waker: cx.waker().clone(),
             armed: true,
             listening: false,
         };
@@ -465,10 +464,13 @@ impl Replies {
         }
     }
 
-    /// Wakes `waker` (rather than the one registered) when call `xid` is answered.
+    /// Wakes `waker` (rather than the one registered, unless it wakes the same task) when
+    /// call `xid` is answered.
     fn update_waker(&self, xid: u32, waker: &Waker) {
         if let Some(call) = self.lock().calls.get_mut(xid) {
-            call.waker = waker.clone();
+            if !call.waker.will_wake(waker) {
+                call.waker = waker.clone();
+            }
         }
     }
 
@@ -523,15 +525,11 @@ impl Expire for Replies {
     }
 }
 
-/// A call registered with [`Replies::register`]: its XID, and the waker its answer wakes.
-/// Whoever holds it polls for the reply with [`Replies::poll_reply`] and, giving up before
+/// A call registered with [`Replies::register`]. Whoever holds it polls for the reply with [`Replies::poll_reply`] and, giving up before
 /// the reply (a timeout of its own, cancellation), hands it to [`Replies::cancel`];
 /// [`Waiter`] does both for a borrowed `Replies`.
 pub(super) struct Ticket {
     xid: u32,
-    /// The waker registered with the call (kept current when the future moves to another
-    /// task).
-    waker: Waker,
     /// Still registered: not answered, not cancelled.
     armed: bool,
     /// Registering left the socket waiting to wake the registering task when anything comes,
@@ -625,7 +623,9 @@ impl Replies {
     }
 
     /// `Pending` from the reading caller, the socket released, with `cx`'s waker the one its
-    /// answer wakes.
+    /// answer wakes. (Rare: a reading caller is mostly polled when its reply has come. So the
+    /// waker is compared under the lock rather than a copy kept in the ticket, which cost a
+    /// clone per call.)
     fn pending<T>(
         &self,
         read: MutexGuard<'_, ReadSide>,
@@ -633,10 +633,7 @@ impl Replies {
         cx: &Context<'_>,
     ) -> Poll<T> {
         drop(read);
-        if !ticket.waker.will_wake(cx.waker()) {
-            ticket.waker = cx.waker().clone();
-            self.update_waker(ticket.xid, cx.waker());
-        }
+        self.update_waker(ticket.xid, cx.waker());
         Poll::Pending
     }
 
