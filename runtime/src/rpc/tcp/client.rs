@@ -209,11 +209,8 @@ impl Inner {
             }),
             // The default: a deadline the connection's sweeper enforces (see `deadlines`).
             (None, Some(limit)) => {
-                let deadline = Deadline {
-                    at: CoarseInstant::after(limit),
-                    limit,
-                };
-                Box::pin(Exchange::new(self, message, Some(deadline)))
+                let at = CoarseInstant::after(limit);
+                Box::pin(Exchange::new(self, message, Some(at)))
             }
             (None, None) => Box::pin(Exchange::new(self, message, None)),
         }
@@ -334,7 +331,9 @@ impl Inner {
 struct Exchange<'a> {
     inner: &'a Inner,
     message: Message<'a>,
-    deadline: Option<Deadline>,
+    /// The deadline under the configured default timeout (its limit is in `inner`: a
+    /// smaller future, copied into its box with fewer instructions).
+    at: Option<CoarseInstant>,
     step: Step<'a>,
 }
 
@@ -362,18 +361,21 @@ struct Attempt {
 }
 
 impl<'a> Exchange<'a> {
-    fn new(inner: &'a Inner, message: Message<'a>, deadline: Option<Deadline>) -> Exchange<'a> {
+    /// The call of `message` on `inner`, due `at` if the configured default timeout applies.
+    fn new(inner: &'a Inner, message: Message<'a>, at: Option<CoarseInstant>) -> Exchange<'a> {
         Exchange {
             inner,
             message,
-            deadline,
+            at,
             step: Step::Start,
         }
     }
 
     /// Continues in the slow path from `last`.
     fn slow(&mut self, last: Option<Attempt>) {
-        let future = self.inner.exchange(self.message, self.deadline, last);
+        let deadline = self.at.zip(self.inner.config.timeout);
+        let deadline = deadline.map(|(at, limit)| Deadline { at, limit });
+        let future = self.inner.exchange(self.message, deadline, last);
         self.step = Step::Slow(Box::pin(future));
     }
 
@@ -387,8 +389,7 @@ impl<'a> Exchange<'a> {
             return Ok(false);
         };
         let xid = Xid::Fresh(&self.inner.next_xid);
-        let at = self.deadline.map(|d| d.at);
-        let mut ticket = match connection.replies.register(xid, at, cx) {
+        let mut ticket = match connection.replies.register(xid, self.at, cx) {
             Ok(ticket) => ticket,
             // No slot free: the slow path waits for one.
             Err(Lost::Full) => {
