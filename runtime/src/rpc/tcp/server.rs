@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::TcpConfig;
-use super::encoding::with_message;
+use super::encoding::{with_message, KeptEncoder};
 use super::signal::Signal;
-use super::sink::{RecordSink, SinkClosed};
+use super::sink::{Record, RecordSink, SinkClosed};
 use super::slots::{Slot, Slots};
 use super::stream::{poll_record, ReadError, Records};
 use crate::rpc::{
@@ -227,6 +227,8 @@ async fn serve_connection(
         context: context.clone(),
     };
     let mut reader = Records::new(context.config.max_record);
+    // The replies the task writes itself (the others, from tasks of their own, the thread's).
+    let mut encoder = KeptEncoder::default();
     tracing::debug!(%peer, "connection accepted");
     // Taken before reading, kept while no record is complete.
     let mut slot: Option<Slot> = None;
@@ -256,7 +258,7 @@ async fn serve_connection(
         match poll_record(cx, &mut stream, &mut reader) {
             Poll::Ready(Ok(Some(message))) => {
                 budget.made_progress();
-                connection.handle(message, held, cx);
+                connection.handle(message, held, &mut encoder, cx);
             }
             Poll::Ready(Ok(None)) => return Poll::Ready(End::Finished),
             Poll::Ready(Err(error)) => return Poll::Ready(End::Broken(error)),
@@ -306,9 +308,16 @@ struct ConnectionContext {
 }
 
 impl ConnectionContext {
-    /// Routes one call, and polls its handler once from the connection's task (`cx`); `slot`
-    /// is held until its reply has been written.
-    fn handle(&self, message: Bytes, slot: Slot, cx: &mut std::task::Context<'_>) {
+    /// Routes one call, and polls its handler once from the connection's task (`cx`), whose
+    /// `encoder` encodes the replies it writes; `slot` is held until its reply has been
+    /// written.
+    fn handle(
+        &self,
+        message: Bytes,
+        slot: Slot,
+        encoder: &mut KeptEncoder,
+        cx: &mut std::task::Context<'_>,
+    ) {
         let incoming = Incoming {
             message,
             chunks: None,
@@ -325,22 +334,25 @@ impl ConnectionContext {
                 // that waits goes on in a task of its own, and the connection reads on.
                 let mut future = CatchPanic::new(future);
                 match Pin::new(&mut future).poll(cx) {
-                    Poll::Ready(result) => self.replier.send(xid, &result, slot),
+                    Poll::Ready(result) => self.replier.send(xid, &result, slot, Some(encoder)),
                     Poll::Pending => {
                         let replier = self.replier.clone();
                         tokio::spawn(async move {
                             let result = future.await;
-                            replier.send(xid, &result, slot);
+                            replier.send(xid, &result, slot, None);
                         });
                     }
                 }
             }
-            Dispatch::Reply { xid, error } => self.replier.send(xid, &Err(error), slot),
+            Dispatch::Reply { xid, error } => {
+                self.replier.send(xid, &Err(error), slot, Some(encoder))
+            }
             Dispatch::ChunkError { xid, error } => {
                 // Calls over TCP carry no chunks, so this cannot happen; answer as for any
                 // arguments that do not decode.
                 tracing::warn!(%peer, xid, %error, "a chunk error on TCP: GARBAGE_ARGS");
-                self.replier.send(xid, &Err(ReplyError::GarbageArgs), slot);
+                let error = Err(ReplyError::GarbageArgs);
+                self.replier.send(xid, &error, slot, Some(encoder));
             }
             Dispatch::NotACall { xid } => {
                 tracing::debug!(%peer, xid, "a REPLY from the client (no backward direction over TCP): dropped");
@@ -363,7 +375,15 @@ struct Replier {
 }
 
 impl Replier {
-    fn send(&self, xid: u32, result: &HandlerResult, slot: Slot) {
+    /// Encodes the reply to `xid` (in `encoder`, else the thread's) and sends it; `slot` is
+    /// given back once it has been written.
+    fn send(
+        &self,
+        xid: u32,
+        result: &HandlerResult,
+        slot: Slot,
+        encoder: Option<&mut KeptEncoder>,
+    ) {
         let encode = |enc: &mut Encoder| -> crate::xdr::Result<()> {
             encode_reply(enc, xid, result)?;
             if enc.len() > self.max_record {
@@ -379,7 +399,12 @@ impl Replier {
             }
             Ok(())
         };
-        match with_message(encode, |reply| self.sink.send(reply, Some(slot))) {
+        let send = |reply: Record<'_>| self.sink.send(reply, Some(slot));
+        let sent = match encoder {
+            Some(encoder) => encoder.message(encode, send),
+            None => with_message(encode, send),
+        };
+        match sent {
             Ok(Ok(())) => {}
             Err(error) => {
                 tracing::error!(peer = %self.peer, xid, %error, "the reply header does not encode");
