@@ -239,32 +239,42 @@ async fn serve_connection(
     // around it, cost 110 instructions per NULL call). Everything the task waits for is
     // looked at with atomics (with `select!` over a `watch` and a `Semaphore`, the looking
     // cost ~1500 instructions per NULL call).
-    let end = std::future::poll_fn(|cx| loop {
-        // A unit of the task's budget per call: a client pipelining calls faster than they
-        // are answered would otherwise keep the runtime's thread until its socket ran dry
-        // (reads of buffered records ask tokio nothing).
-        let budget = ready!(tokio::task::coop::poll_proceed(cx));
+    let end = std::future::poll_fn(|cx| {
+        // The signals wake `cx`'s task when raised: registered once per poll (the waker is the
+        // same for every call the poll reads), then looked at before each call.
         if stop.poll_raised_with(cx, &mut stop_waker).is_ready() {
             return Poll::Ready(End::Stop);
         }
         if sink.poll_closed_with(cx, &mut closed_waker).is_ready() {
             return Poll::Ready(End::Closed);
         }
-        // Wait for a slot before reading: a client at the limit is not read from.
-        let held = match slot.take() {
-            Some(held) => held,
-            None => ready!(slots.poll_take(cx)),
-        };
-        match poll_record(cx, &mut stream, &mut reader) {
-            Poll::Ready(Ok(Some(message))) => {
-                budget.made_progress();
-                connection.handle(message, held, &mut encoder, cx);
+        loop {
+            // A unit of the task's budget per call: a client pipelining calls faster than
+            // they are answered would otherwise keep the runtime's thread until its socket
+            // ran dry (reads of buffered records ask tokio nothing).
+            let budget = ready!(tokio::task::coop::poll_proceed(cx));
+            if stop.is_raised() {
+                return Poll::Ready(End::Stop);
             }
-            Poll::Ready(Ok(None)) => return Poll::Ready(End::Finished),
-            Poll::Ready(Err(error)) => return Poll::Ready(End::Broken(error)),
-            Poll::Pending => {
-                slot = Some(held);
-                return Poll::Pending;
+            if sink.is_closed() {
+                return Poll::Ready(End::Closed);
+            }
+            // Wait for a slot before reading: a client at the limit is not read from.
+            let held = match slot.take() {
+                Some(held) => held,
+                None => ready!(slots.poll_take(cx)),
+            };
+            match poll_record(cx, &mut stream, &mut reader) {
+                Poll::Ready(Ok(Some(message))) => {
+                    budget.made_progress();
+                    connection.handle(message, held, &mut encoder, cx);
+                }
+                Poll::Ready(Ok(None)) => return Poll::Ready(End::Finished),
+                Poll::Ready(Err(error)) => return Poll::Ready(End::Broken(error)),
+                Poll::Pending => {
+                    slot = Some(held);
+                    return Poll::Pending;
+                }
             }
         }
     })

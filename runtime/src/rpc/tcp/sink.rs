@@ -295,6 +295,11 @@ impl RecordSink {
     ) -> std::task::Poll<()> {
         self.shared.closed.poll_raised_with(cx, registered)
     }
+
+    /// Whether the sink is closed (a look, with no waker registered).
+    pub(super) fn is_closed(&self) -> bool {
+        self.shared.closed.is_raised()
+    }
 }
 
 impl Shared {
