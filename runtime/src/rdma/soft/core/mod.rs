@@ -200,6 +200,8 @@ pub struct Core {
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
     unconfirmed: usize,
+    /// Outstanding RDMA Reads of this side's that move data (not probes).
+    reads_with_data: usize,
     /// Small messages take the fast paths (see `fast.rs`); off only in the tests that compare
     /// the two.
     fast_paths: bool,
@@ -251,6 +253,7 @@ impl Core {
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,
+            reads_with_data: 0,
             fast_paths: true,
         }
     }
@@ -342,6 +345,13 @@ impl Core {
     /// True when completions are waiting.
     pub fn has_completions(&self) -> bool {
         !self.cq.is_empty()
+    }
+
+    /// True while bulk data is on its way in: an RDMA Read of this side's with data is
+    /// outstanding, or a large tagged segment is being placed (see the driver's `Receiver`:
+    /// the receive task reads such a stream, pollers do not).
+    pub fn awaits_data(&self) -> bool {
+        self.direct.is_some() || self.reads_with_data > 0
     }
 
     /// True when [`Core::poll_transmit`] has something to emit.
@@ -460,6 +470,7 @@ impl Core {
         }
         self.unconfirmed = 0;
         self.pending_reads.clear();
+        self.reads_with_data = 0;
         self.inbound_reads.clear();
         self.direct = None;
         self.drain_inflight();

@@ -234,6 +234,9 @@ impl Core {
 
     pub(super) fn finish_read(&mut self) {
         if let Some(p) = self.pending_reads.pop_front() {
+            if p.size > 0 {
+                self.reads_with_data -= 1;
+            }
             // RFC 5040 section 5.5: the responder processed everything sent before the Read
             // Request before it answered, so those Sends and Writes are confirmed.
             self.confirm_before(p.confirms_upto);

@@ -239,6 +239,9 @@ impl Core {
         head[ddp::UNTAGGED_LEN..].copy_from_slice(&req.to_bytes());
         out.put_fpdu(&mut self.writer, &head, head.len(), &[]);
         let confirms_upto = self.inflight_base + self.inflight.len() as u64;
+        if size > 0 {
+            self.reads_with_data += 1;
+        }
         self.pending_reads.push_back(PendingRead {
             seq,
             confirms_upto,
