@@ -906,19 +906,24 @@ async fn two_processes(rec: &mut Recorder) -> Vec<String> {
 
 /// `-- ping raw|confirmed|local [N]`: N (default 10,000) 64-byte round trips of one variant of
 /// [`latency`], in a task on the two-worker runtime (with `PING_CURRENT=1` on a current-thread
-/// runtime; or `core-confirmed`, `core-local`: the
+/// runtime, with `PING_BLOCK_ON=1` in `block_on`'s own future; or `core-confirmed`, `core-local`: the
 /// provider's sans-IO core alone, [`core_round_trip`]), for a profiler: `scripts/soft-profile
 /// --round-trip` counts the instructions per round trip under callgrind from two values of N
 /// (which cancels the setup), a measure of the provider's own cost that, unlike the time,
 /// does not move with the machine's load or its loopback.
 async fn ping(args: &[String]) -> ExitCode {
     let iters = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
-    let run = match args.first().map(String::as_str) {
-        Some("raw") => tokio::spawn(tcp_round_trip(iters, 64)),
-        Some("confirmed") => tokio::spawn(soft_round_trip(iters, 64, true)),
-        Some("local") => tokio::spawn(soft_round_trip(iters, 64, false)),
-        Some("core-confirmed") => tokio::spawn(async move { core_round_trip(iters, 64, true) }),
-        Some("core-local") => tokio::spawn(async move { core_round_trip(iters, 64, false) }),
+    let client = if std::env::var("PING_BLOCK_ON").is_ok_and(|v| v == "1") {
+        Client::BlockOn
+    } else {
+        Client::Task
+    };
+    let dt = match args.first().map(String::as_str) {
+        Some("raw") => run_client(client, tcp_round_trip(iters, 64)).await,
+        Some("confirmed") => run_client(client, soft_round_trip(iters, 64, true)).await,
+        Some("local") => run_client(client, soft_round_trip(iters, 64, false)).await,
+        Some("core-confirmed") => core_round_trip(iters, 64, true),
+        Some("core-local") => core_round_trip(iters, 64, false),
         _ => {
             eprintln!(
                 "usage: rdma_soft ping raw|confirmed|local|core-confirmed|core-local [ROUND_TRIPS]"
@@ -926,7 +931,6 @@ async fn ping(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let dt = run.await.unwrap();
     println!("{iters} round trips, {:.2} us each", dt.as_secs_f64() * 1e6);
     ExitCode::SUCCESS
 }
