@@ -4,9 +4,9 @@ use bytes::Bytes;
 
 use crate::xdr::Encoded;
 
-/// Longest transport header kept in place: a version 1 RDMA_MSG without chunks (28 bytes)
-/// and the other fixed-size headers (RDMA_DONE, RDMA_ERROR) fit.
-const INLINE_HEAD: usize = 32;
+/// Longest transport header kept in place: an RDMA_MSG without chunks (version 1: 28 bytes,
+/// version 2: 36) and the other fixed-size headers (RDMA_DONE, RDMA_ERROR) fit.
+const INLINE_HEAD: usize = crate::transport::header::PLAIN_MSG_V2_LEN;
 
 /// The bytes of one Send, in order: the transport header, then the pieces of what follows it
 /// (the RPC message, or nothing).
@@ -58,6 +58,24 @@ impl SendBytes {
         } else {
             Head::Shared(Bytes::copy_from_slice(head))
         };
+    }
+
+    /// Replaces the header with one kept in place that `write` writes at the start of the
+    /// buffer it is given, returning its length; false (the header unchanged) when `write`
+    /// returns `None`.
+    pub(crate) fn write_head(
+        &mut self,
+        write: impl FnOnce(&mut [u8; INLINE_HEAD]) -> Option<usize>,
+    ) -> bool {
+        let mut bytes = [0; INLINE_HEAD];
+        let Some(len) = write(&mut bytes) else {
+            return false;
+        };
+        self.head = Head::Inline {
+            bytes,
+            len: len.min(INLINE_HEAD) as u8,
+        };
+        true
     }
 
     /// Replaces the header with `head`, kept in its buffer.
