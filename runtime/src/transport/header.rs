@@ -407,21 +407,20 @@ fn write_plain_msg(header: &Header, out: &mut [u8; PLAIN_MSG_V2_LEN]) -> Option<
     put(0, header.xid);
     put(1, header.version);
     put(2, header.credit);
-    // rdma_proc (RDMA_MSG) / rdma_htype (RDMA2_MSG), then the three empty lists.
-    match header.version {
-        VERSION => {
-            (3..7).for_each(|i| put(i, 0));
-            Some(PLAIN_MSG_LEN)
-        }
+    // rdma_proc (RDMA_MSG) / rdma_htype (RDMA2_MSG).
+    put(3, RDMA_MSG);
+    let (lists, len) = match header.version {
+        VERSION => (4, PLAIN_MSG_LEN),
         VERSION_2 => {
-            put(3, RDMA_MSG);
             put(4, header.flags);
             put(5, c.inv_handle);
-            (6..9).for_each(|i| put(i, 0));
-            Some(PLAIN_MSG_V2_LEN)
+            (6, PLAIN_MSG_V2_LEN)
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    // The three empty lists.
+    (lists..lists + 3).for_each(|i| put(i, 0));
+    Some(len)
 }
 
 /// Groups and checks decoded chunk lists, naming the header in the error.
