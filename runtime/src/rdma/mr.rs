@@ -20,7 +20,9 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::access::Access;
 use super::error::{Error, Result};
@@ -263,7 +265,7 @@ impl MemoryRegion {
     /// take a second guard of the same region on one thread (a waiting writer would deadlock
     /// it); take guards of several regions in increasing [`MemoryRegion::lock_order`].
     pub(crate) fn read_guard(&self) -> RegionReadGuard<'_> {
-        let guard = self.inner.lock.read().unwrap_or_else(|e| e.into_inner());
+        let guard = self.inner.lock.read();
         // SAFETY: writers through safe code hold the write lock, which the read lock held by the
         // returned guard excludes for the lifetime of the slice; see the module documentation.
         let data = unsafe { &*self.inner.data.get() };
@@ -282,7 +284,7 @@ impl MemoryRegion {
 
     /// Runs `f` on the whole buffer under the region's write lock.
     pub fn with_mut_slice<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let _guard = self.inner.lock.write().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.inner.lock.write();
         // SAFETY: the write lock excludes every other safe accessor.
         let data = unsafe { &mut *self.inner.data.get() };
         f(data)

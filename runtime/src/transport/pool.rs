@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 use bytes::Bytes;
 
@@ -179,7 +181,7 @@ impl<C: Connection> Return for Shared<C> {
         if revoke && self.conn.rekey(&reg.mr, Access::NONE).is_err() {
             return;
         }
-        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lists = self.lists.lock();
         let size = reg.mr.len();
         if lists.free_bytes + size <= self.config.max_free_bytes {
             lists.free_bytes += size;
@@ -188,7 +190,7 @@ impl<C: Connection> Return for Shared<C> {
     }
 
     fn forget(&self, addr: usize) {
-        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lists = self.lists.lock();
         lists.lent.remove(&addr);
     }
 }
@@ -391,7 +393,7 @@ impl<C: Connection> Pool<C> {
             return Ok(self.lend(reg, class, false, true));
         }
         let reused = {
-            let mut lists = self.shared.lists.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lists = self.shared.lists.lock();
             let reg = lists.free[class].pop();
             if let Some(r) = &reg {
                 lists.free_bytes -= r.mr.len();
@@ -439,7 +441,7 @@ impl<C: Connection> Pool<C> {
             invalidated: AtomicBool::new(false),
             home: Arc::downgrade(&home),
         });
-        let mut lists = self.shared.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lists = self.shared.lists.lock();
         lists.lent.insert(addr, (len, Arc::downgrade(&checkout)));
         PoolBuf(checkout)
     }
@@ -468,7 +470,7 @@ impl<C: Connection> Pool<C> {
     /// The lent buffer `data` lies in, and where.
     fn find(&self, data: &[u8]) -> Option<(PoolBuf, usize)> {
         let ptr = data.as_ptr() as usize;
-        let lists = self.shared.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let lists = self.shared.lists.lock();
         let (&base, (len, weak)) = lists.lent.range(..=ptr).next_back()?;
         let offset = ptr - base;
         if offset + data.len() > *len {

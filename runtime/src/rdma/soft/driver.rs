@@ -53,7 +53,9 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, ReadBuf};
@@ -200,10 +202,10 @@ impl Shared {
         })
     }
 
-    /// Locks the core (a poisoned lock is still usable: the core never panics mid-update by
+    /// Locks the core (a lock that is never poisoned: the core never panics mid-update by
     /// design, and a panic elsewhere must not wedge the connection).
     pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        self.core.lock()
     }
 
     /// Wakes whoever may have work after a core update.
@@ -246,11 +248,9 @@ impl Shared {
         let Some(wr) = self.wr.get() else {
             return post_only(post);
         };
-        let mut out = match self.tx.try_lock() {
-            Ok(out) => out,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            // The writer holding the lock is told to go round once more.
-            Err(TryLockError::WouldBlock) => return post_only(post),
+        // The writer holding the lock is told to go round once more.
+        let Some(mut out) = self.tx.try_lock() else {
+            return post_only(post);
         };
         let step = match post {
             Some(post) => self.post_and_transmit(wr, &mut out, post)?,
@@ -409,7 +409,7 @@ impl Shared {
         }
         let step = {
             // The receive task reading: it calls the hook with what it finds.
-            let Ok(mut guard) = self.rx.try_lock() else {
+            let Some(mut guard) = self.rx.try_lock() else {
                 return Poll::Pending;
             };
             let Some(rx) = guard.as_mut() else {
@@ -479,7 +479,7 @@ impl Shared {
         if self.pollers.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = self.cq_waiters.lock();
         let wake = |w: Waker| {
             if !running.is_some_and(|r| r.will_wake(&w)) {
                 w.wake();
@@ -542,7 +542,7 @@ enum Reading {
 impl Shared {
     /// Puts `waker` on the completion list (a reading poller that another displaced).
     fn push_waiter(&self, waker: Waker) {
-        let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = self.cq_waiters.lock();
         if !list.iter().any(|w| w.will_wake(&waker)) {
             list.push(waker);
             self.pollers.store(list.len(), Ordering::SeqCst);
@@ -583,11 +583,7 @@ impl std::future::Future for NextCompletion<'_> {
 
 impl NextCompletion<'_> {
     fn register(&mut self, waker: &Waker) {
-        let mut list = self
-            .shared
-            .cq_waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut list = self.shared.cq_waiters.lock();
         if !list.iter().any(|w| w.will_wake(waker)) {
             list.push(waker.clone());
             self.shared.pollers.store(list.len(), Ordering::SeqCst);
@@ -624,7 +620,7 @@ impl NextCompletion<'_> {
         let step = {
             // Someone else reading (the receive task, another poller) wakes the pollers with
             // what it finds.
-            let Ok(mut guard) = shared.rx.try_lock() else {
+            let Some(mut guard) = shared.rx.try_lock() else {
                 return Reading::Busy;
             };
             let Some(rx) = guard.as_mut() else {
@@ -670,11 +666,7 @@ impl Drop for NextCompletion<'_> {
         if self.shared.pollers.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let mut list = self
-            .shared
-            .cq_waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut list = self.shared.cq_waiters.lock();
         if let Some(i) = list.iter().position(|w| w.will_wake(mine)) {
             list.swap_remove(i);
             self.shared.pollers.store(list.len(), Ordering::SeqCst);
@@ -761,7 +753,7 @@ impl ReadWake {
     }
 
     fn targets(&self) -> MutexGuard<'_, ReadWakeTargets> {
-        self.to.lock().unwrap_or_else(|e| e.into_inner())
+        self.to.lock()
     }
 
     /// The receive task's waker, when it changed.
@@ -910,7 +902,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, 
     if shared.wr.set(wr).is_err() {
         unreachable!("a connection's driver starts once");
     }
-    *shared.rx.lock().unwrap_or_else(|e| e.into_inner()) = Some(Receiver {
+    *shared.rx.lock() = Some(Receiver {
         rd,
         buf: vec![0u8; RX_BUF],
         start: 0,
@@ -929,7 +921,7 @@ async fn rx_loop(shared: Arc<Shared>) {
         shared.read_wake.set_task(cx.waker());
         loop {
             let step = {
-                let mut guard = shared.rx.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = shared.rx.lock();
                 let Some(rx) = guard.as_mut() else {
                     return Poll::Ready(());
                 };
@@ -1149,7 +1141,7 @@ async fn tx_loop(shared: Arc<Shared>) {
         let mut notified = pin!(shared.tx_notify.notified());
         notified.as_mut().enable();
         let step = {
-            let mut out = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
+            let mut out = shared.tx.lock();
             shared.transmit_step(wr, &mut out)
         };
         let mut step = step.inspect(|step| {

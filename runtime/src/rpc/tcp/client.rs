@@ -5,9 +5,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -318,7 +320,7 @@ impl Inner {
     }
 
     fn lock_current(&self) -> MutexGuard<'_, Arc<Connection>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
+        self.current.lock()
     }
 }
 

@@ -22,8 +22,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::net::tcp::OwnedReadHalf;
@@ -488,11 +490,11 @@ impl Replies {
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.lock()
     }
 
     fn lock_read(&self) -> MutexGuard<'_, ReadSide> {
-        self.read.lock().unwrap_or_else(|e| e.into_inner())
+        self.read.lock()
     }
 }
 

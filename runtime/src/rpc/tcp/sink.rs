@@ -21,7 +21,9 @@ use std::io::{self, IoSlice};
 #[cfg(unix)]
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -314,9 +316,9 @@ impl Shared {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state inconsistent (each update
-        // is one assignment or one queue operation), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // Not poisoned by a panic (parking_lot): none can leave the state inconsistent, each
+        // update is one assignment or one queue operation.
+        self.state.lock()
     }
 
     /// Writes queued records until the queue is empty, the socket is full, or writing fails.

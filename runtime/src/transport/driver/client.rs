@@ -23,7 +23,7 @@ pub struct RdmaTransport<P: Provider> {
     config: RdmaConfig,
     current: tokio::sync::Mutex<Arc<Conn<P::Conn>>>,
     /// The current connection, for synchronous readers (stats, buffers).
-    latest: std::sync::Mutex<Arc<Conn<P::Conn>>>,
+    latest: parking_lot::Mutex<Arc<Conn<P::Conn>>>,
 }
 
 impl<P: Provider> RdmaTransport<P> {
@@ -39,15 +39,12 @@ impl<P: Provider> RdmaTransport<P> {
             addr,
             config,
             current: tokio::sync::Mutex::new(conn.clone()),
-            latest: std::sync::Mutex::new(conn),
+            latest: parking_lot::Mutex::new(conn),
         })
     }
 
     fn latest(&self) -> Arc<Conn<P::Conn>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.latest.lock().clone()
     }
 
     /// The connection's transport counters (how calls and replies moved).
@@ -111,7 +108,7 @@ impl<P: Provider> RdmaTransport<P> {
         let stale = current.is_closed() || failed.is_some_and(|f| Arc::ptr_eq(f, &current));
         if stale {
             let conn = open(&*self.provider, self.addr, &self.config).await?;
-            *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = conn.clone();
+            *self.latest.lock() = conn.clone();
             *current = conn;
         }
         Ok(current.clone())

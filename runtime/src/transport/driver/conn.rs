@@ -18,9 +18,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -293,11 +295,11 @@ impl<C: Connection> Conn<C> {
         if self.is_closed() {
             return;
         }
-        let Some(mut calls) = try_lock(&self.hook_calls) else {
+        let Some(mut calls) = self.hook_calls.try_lock() else {
             return self.task_kick.notify_one();
         };
         {
-            let Some(mut st) = try_lock(&self.state) else {
+            let Some(mut st) = self.state.try_lock() else {
                 return self.task_kick.notify_one();
             };
             if !self.drain(&mut st, &mut calls) {
@@ -330,7 +332,7 @@ impl<C: Connection> Conn<C> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// The core's counters.
@@ -985,7 +987,7 @@ impl<C: Connection> Conn<C> {
     /// An encoder for `usage`: the one kept, if it is free and made for the same use, else a
     /// new one.
     fn encoder(&self, usage: EncoderUse) -> Box<Encoder> {
-        let kept = try_lock(&self.encoders).and_then(|mut kept| match usage {
+        let kept = self.encoders.try_lock().and_then(|mut kept| match usage {
             EncoderUse::Call(policy) => kept
                 .call
                 .take()
@@ -1023,7 +1025,7 @@ impl<C: Connection> Conn<C> {
 
     /// Keeps `enc`, empty, for the next message of its use.
     fn keep_encoder(&self, usage: EncoderUse, enc: Box<Encoder>) {
-        if let Some(mut kept) = try_lock(&self.encoders) {
+        if let Some(mut kept) = self.encoders.try_lock() {
             match usage {
                 EncoderUse::Call(policy) => kept.call = Some((policy, enc)),
                 EncoderUse::Reply => kept.reply = Some(enc),
@@ -1037,15 +1039,6 @@ struct NoWake;
 
 impl std::task::Wake for NoWake {
     fn wake(self: Arc<Self>) {}
-}
-
-/// Locks `mutex` if no one holds it (a poisoned lock is still usable, as in [`Conn::lock`]).
-fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match mutex.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
 }
 
 /// The core's deadlines the completion task keeps: a version 2 offer's, and a Read-Read
