@@ -1,0 +1,515 @@
+//! The thin tokio driver: moves bytes between a TCP stream and a [`Core`], and wakes
+//! completion pollers. Two tasks per connection: receive (socket -> core, with direct
+//! placement of tagged payloads into registered memory) and transmit (core -> socket, with
+//! vectored writes straight from registered memory).
+//!
+//! Whoever gives the core something to send (a `post_send` caller, the receive task after an
+//! RDMA Read Request) writes it to the socket itself when no one else is writing and the
+//! socket has room ([`Shared::transmit_now`], non-blocking, one batch), as Linux siw does:
+//! handing every message to the transmit task would cost a task wake-up (often a cross-thread
+//! one) per message. The transmit task takes over what does not fit, waits for room, and
+//! shuts the stream down.
+//!
+//! When input both completes work and asks for a reply (a Send arriving with a confirmation
+//! probe, whose Read Response is due) and a task is waiting for completions, the receive task
+//! leaves the reply to whoever posts next on the connection ([`Shared::after_input`]): the woken
+//! poller, or a task it wakes in turn (an RPC caller), usually posts its own message right
+//! away, and both go out in one write, so the peer is woken once per message instead of twice.
+//! The reply waits at most until the next post, the receive task's next input (a reply still
+//! unsent then goes out at once: nobody posted for a whole message), or, when the connection
+//! goes quiet, until the process's flusher thread comes round ([`REPLY_LIMIT`], see
+//! [`flusher`]), whichever comes first.
+//!
+//! Nothing here wakes a second task on the way: a task whose poll wakes two others makes
+//! tokio's multi-thread scheduler move the first out of the waking worker's LIFO slot and
+//! unpark another worker to steal it, and on a VM such a cross-vCPU wake-up costs more than
+//! the whole round trip. A task waiting for completions reads the stream itself (see
+//! [`Receiver`]): per message the chain is socket -> completion poller, one wake-up, as for a
+//! plain TCP reader. Without a waiting poller the receive task reads, and wakes the poller that
+//! comes later or the task the consumer's hook hands the completion to. A consumer that set a
+//! completion hook (the RPC-over-RDMA transport does) takes the completions in the receive task
+//! itself; a reply is then left to the next poster as it is for a waiting poller, since the hook
+//! usually posts or wakes the task that will.
+//!
+//! Measured with `benches/rdma_soft.rs` (64-byte ping-pong, confirmed completions, 2-vCPU
+//! VM, raw TCP 4.1 us): waking the transmit task when the poller resumed (the earlier design)
+//! cost 6.3 us in a task on two workers and 6.1 us on a current-thread runtime; RPC-over-RDMA
+//! NULL calls, where the poller is not the task that posts next, paid a third write and a
+//! cross-worker wake-up per call (28-30 us instead of 9 on two workers).
+//!
+//! The poller reading the stream, with the fast paths of the core, took the provider's time
+//! above raw TCP per round trip from 1.72-1.84 us to 0.84-0.95 us in a task on two workers and
+//! from 1.88-2.01 us to 1.37-1.45 us on a current-thread runtime (`-- latency`, two
+//! alternating runs of each build, 2-vCPU VM); instructions per round trip, both ends, 12,973
+//! -> 10,989 and 11,908 -> 9,821 (`scripts/soft-profile --round-trip`). An earlier try of the
+//! same idea measured no faster: it handed the socket's readiness back and forth through
+//! tokio, two registrations per message; here the stream always holds one waker of the
+//! connection's own ([`ReadWake`]), which forwards each wake-up, and a poller whose waker is
+//! registered and not yet woken does not read at all.
+//!
+//! Tried and left out: reading directly placed payloads one segment at a time (see
+//! `read_direct`).
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::{Mutex, MutexGuard};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::core::{Core, State, Transmit};
+use super::tap::ConnTap;
+use crate::rdma::{Completion, CompletionHook, SendWr};
+
+mod flusher;
+mod poller;
+mod read_wake;
+mod receive;
+mod transmit;
+
+pub(crate) use poller::NextCompletion;
+pub(crate) use read_wake::{FlushEntry, ReadWake};
+use receive::rx_loop;
+pub(crate) use receive::Receiver;
+use transmit::{tx_loop, write_some};
+
+/// About the longest a reply left to the next poster waits (see the module documentation)
+/// when nobody posts and no input arrives: the flusher's period. Only confirmations wait (never
+/// data), so this only delays the peer's completions on a connection that went quiet.
+const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// State shared by a connection handle and its driver tasks.
+pub(crate) struct Shared {
+    core: Mutex<Core>,
+    /// The bytes on their way to the socket; whoever holds the lock is the one writer (lock
+    /// order: this, then `core`).
+    tx: Mutex<Transmit>,
+    /// The socket's write half, once the driver has started.
+    wr: OnceLock<OwnedWriteHalf>,
+    /// The socket's read half and what was read from it, once the driver has started; whoever
+    /// holds the lock reads (see [`Receiver`]).
+    rx: Mutex<Option<Receiver>>,
+    /// Where the stream's wake-ups go ([`Shared::read_waker`] wakes it).
+    read_wake: Arc<ReadWake>,
+    /// The waker the stream is given, made of [`Shared::read_wake`].
+    read_waker: Waker,
+    tx_notify: Notify,
+    /// The wakers of the pollers waiting in [`Shared::next_completion`], all woken when
+    /// completions come ([`Shared::wake_pollers`]). A plain list: tokio's `Notify` cost about
+    /// 1000 instructions per round trip here (callgrind), this one lock and a wake-up.
+    cq_waiters: Mutex<Vec<Waker>>,
+    /// How many wakers [`Shared::cq_waiters`] holds (read without its lock).
+    pollers: AtomicUsize,
+    /// The consumer's hook, called with the pollers ([`Connection::set_completion_hook`]).
+    ///
+    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+    pub(crate) hook: OnceLock<CompletionHook>,
+    /// The receive task left what the core has to send to whoever posts next.
+    deferred: AtomicBool,
+    /// Bulk data is on its way in ([`Core::awaits_data`], as of the last post or input):
+    /// pollers leave the stream to the receive task (see [`Receiver`]).
+    bulk: AtomicBool,
+    /// The connection's place on the flusher's list.
+    flush: Arc<FlushEntry>,
+    tap: Option<ConnTap>,
+}
+
+/// What the receive task found after feeding the core.
+struct Input {
+    transmit: bool,
+    /// All there is to send is confirmations ([`Core::owes_only_confirmations`]).
+    confirmations: bool,
+    completions: bool,
+    established: bool,
+    /// A tagged segment's payload is to be read straight into its registration next
+    /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
+    /// the core again to learn it (one lock fewer per input).
+    direct: bool,
+    /// The completion a reading poller took under the same lock ([`Shared::receive_step`]).
+    taken: Option<Completion>,
+}
+
+impl Input {
+    /// Reads the core's state, first taking a completion if `take`, and unlocks it.
+    fn of(mut core: MutexGuard<'_, Core>, take: bool) -> Input {
+        let taken = if take { core.poll_completion() } else { None };
+        let completions = core.has_completions();
+        // Only looked at with completions (see `Shared::after_input`).
+        let confirmations = completions && core.owes_only_confirmations();
+        Input {
+            transmit: confirmations || core.wants_transmit(),
+            confirmations,
+            completions,
+            established: core.state() == State::Established,
+            direct: core.direct_placement().is_some_and(|d| d.remaining > 0),
+            taken,
+        }
+    }
+}
+
+/// What one transmit step left behind.
+struct TxStep {
+    /// Bytes still queued (the socket is full).
+    pending: bool,
+    /// The core wants the stream shut down once everything is written.
+    shutdown: bool,
+    /// The core has more to send than fitted in the batch.
+    more: bool,
+    /// Completions are waiting for a poller.
+    completions: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(core: Core, tap: Option<ConnTap>) -> Arc<Shared> {
+        Arc::new_cyclic(|me| {
+            let flush = Arc::new(FlushEntry {
+                listed: AtomicBool::new(false),
+                conn: me.clone(),
+            });
+            let read_wake = Arc::new(ReadWake::new(flush.clone()));
+            Shared {
+                core: Mutex::new(core),
+                tx: Mutex::new(Transmit::new()),
+                wr: OnceLock::new(),
+                rx: Mutex::new(None),
+                read_wake: read_wake.clone(),
+                read_waker: Waker::from(read_wake),
+                tx_notify: Notify::new(),
+                cq_waiters: Mutex::new(Vec::new()),
+                pollers: AtomicUsize::new(0),
+                hook: OnceLock::new(),
+                deferred: AtomicBool::new(false),
+                bulk: AtomicBool::new(false),
+                flush,
+                tap,
+            }
+        })
+    }
+
+    /// Locks the core (a lock that is never poisoned: the core never panics mid-update by
+    /// design, and a panic elsewhere must not wedge the connection).
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock()
+    }
+
+    /// Wakes whoever may have work after a core update.
+    pub(crate) fn kick(&self) {
+        self.tx_notify.notify_one();
+        self.completions_ready();
+    }
+
+    /// Sends what the core has to send from the calling thread: one batch, without blocking,
+    /// if no one else is writing. Whatever is left (the socket is full, more than a batch, a
+    /// write error, the shutdown) goes to the transmit task.
+    pub(crate) fn transmit_now(&self) {
+        self.transmit_from(true);
+    }
+
+    fn transmit_from(&self, hook: bool) {
+        // Nothing to post: nothing to refuse.
+        let _ = self.transmit_with(hook, None);
+    }
+
+    /// Posts `wr` and sends it, with what else the core has to send, from the calling thread
+    /// ([`Shared::transmit_now`]), under one lock of the core. Completions this makes ready (a
+    /// request that completes as it is written) wake pollers but do not call the consumer's
+    /// hook; they are the poster's to take ([`Connection::set_completion_hook`]).
+    ///
+    /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
+    pub(crate) fn post_send(&self, wr: SendWr) -> crate::rdma::Result<()> {
+        self.transmit_with(false, Some(wr))
+    }
+
+    /// [`Shared::transmit_from`], posting `post` first if given (its refusal is returned).
+    fn transmit_with(&self, hook: bool, post: Option<SendWr>) -> crate::rdma::Result<()> {
+        let post_only = |post: Option<SendWr>| {
+            if let Some(wr) = post {
+                self.core().post_send(wr)?;
+            }
+            self.tx_notify.notify_one();
+            Ok(())
+        };
+        let Some(wr) = self.wr.get() else {
+            return post_only(post);
+        };
+        // The writer holding the lock is told to go round once more.
+        let Some(mut out) = self.tx.try_lock() else {
+            return post_only(post);
+        };
+        let step = match post {
+            Some(post) => self.post_and_transmit(wr, &mut out, post)?,
+            None => self.transmit_step(wr, &mut out),
+        };
+        drop(out);
+        match step {
+            Ok(step) => {
+                match (step.completions, hook) {
+                    (true, true) => self.completions_ready(),
+                    (true, false) => self.wake_pollers(),
+                    (false, _) => {}
+                }
+                if step.pending || step.shutdown || step.more {
+                    self.tx_notify.notify_one();
+                }
+            }
+            // The transmit task meets the error again and closes the connection.
+            Err(_) => self.tx_notify.notify_one(),
+        }
+        Ok(())
+    }
+
+    /// Wakes whoever has work after the receive task or a reading poller (`poller`, whose
+    /// waker is not woken: it is running) fed the core (`input`, see [`Input::of`]); true when
+    /// a due reply was left to whoever posts next.
+    fn after_input(&self, input: Input, poller: Option<&Waker>) -> bool {
+        let Input {
+            transmit,
+            confirmations,
+            completions,
+            established,
+            direct: _,
+            taken: _,
+        } = input;
+        if !established {
+            self.transmit_now();
+            self.kick();
+            return false;
+        }
+        if completions {
+            // See the module documentation. A reply left last time and still unsent goes out
+            // now, with this one.
+            if confirmations
+                && !self.deferred.load(Ordering::SeqCst)
+                && (poller.is_some()
+                    || self.pollers.load(Ordering::SeqCst) > 0
+                    || self.hook.get().is_some())
+            {
+                self.deferred.store(true, Ordering::SeqCst);
+                self.completions_ready_except(poller);
+                return true;
+            }
+            self.completions_ready_except(poller);
+        }
+        if transmit {
+            self.transmit_now();
+        }
+        false
+    }
+
+    /// The flusher's check of a reading poller (see [`ReadWake`]): one woken for data a whole
+    /// round ago ([`REPLY_LIMIT`]) that has not read since (a future kept but no longer polled,
+    /// a task the runtime does not get to) no longer holds the stream: the receive task reads
+    /// it. A wake-up newer than the last round's gets another round.
+    fn rescue_reader(&self) {
+        let rw = &self.read_wake;
+        if !(rw.poller_reads.load(Ordering::SeqCst) && rw.woken.load(Ordering::SeqCst)) {
+            return;
+        }
+        let wakes = rw.wakes.load(Ordering::SeqCst);
+        if rw.stale_at.swap(wakes, Ordering::SeqCst) != wakes {
+            return flusher::watch(&self.flush);
+        }
+        tracing::debug!("a poller woken a flusher round ago has not read: the receive task reads");
+        let to = rw.targets();
+        rw.poller_reads.store(false, Ordering::SeqCst);
+        if let Some(task) = &to.task {
+            task.wake_by_ref();
+        }
+    }
+
+    /// Sends a reply left to the next poster if it is still waiting.
+    fn send_left_reply(&self) {
+        if self.deferred.load(Ordering::SeqCst) {
+            self.transmit_now();
+        }
+    }
+
+    /// Completes what was written, queues one batch from the core, writes as much as the
+    /// socket takes.
+    fn transmit_step(&self, wr: &OwnedWriteHalf, out: &mut Transmit) -> io::Result<TxStep> {
+        self.transmit_locked(wr, out, self.core())
+    }
+
+    /// [`Shared::transmit_step`] after posting `post`, under the same lock of the core; the
+    /// outer error is the post's refusal.
+    fn post_and_transmit(
+        &self,
+        wr: &OwnedWriteHalf,
+        out: &mut Transmit,
+        post: SendWr,
+    ) -> crate::rdma::Result<io::Result<TxStep>> {
+        let mut core = self.core();
+        core.post_send(post)?;
+        Ok(self.transmit_locked(wr, out, core))
+    }
+
+    /// [`Shared::transmit_step`] with the core locked (`core`, released before the write).
+    fn transmit_locked(
+        &self,
+        wr: &OwnedWriteHalf,
+        out: &mut Transmit,
+        mut core: MutexGuard<'_, Core>,
+    ) -> io::Result<TxStep> {
+        // Whatever was deferred is polled now.
+        self.deferred.store(false, Ordering::SeqCst);
+        core.transmitted(out);
+        let shutdown = core.poll_transmit(out);
+        // More than a batch, or a Read the ORD holds back (which only input releases).
+        let more = core.wants_transmit();
+        let mut completions = core.has_completions();
+        self.note_bulk(&core);
+        drop(core);
+        let res = write_some(self, wr, out);
+        // Requests that complete as they are written (without confirmation) do so now.
+        if out.completes_when_written() {
+            let mut core = self.core();
+            core.transmitted(out);
+            completions = core.has_completions();
+        }
+        res.map(|()| TxStep {
+            pending: !out.is_empty(),
+            shutdown,
+            more,
+            completions,
+        })
+    }
+
+    /// [`Connection::poll_input`]: the calling task reads the stream, as a poller does in
+    /// [`Shared::next_completion`], with the consumer's hook called here for what it finds;
+    /// `Ready` once input made completions ready (or ended the connection).
+    ///
+    /// [`Connection::poll_input`]: crate::rdma::Connection::poll_input
+    pub(crate) fn poll_input(&self, cx: &mut Context<'_>) -> Poll<()> {
+        // Bulk data coming in: the receive task reads it (see `NextCompletion::read`).
+        if self.bulk.load(Ordering::Relaxed) {
+            self.read_wake.clear_reader(cx.waker());
+            return Poll::Pending;
+        }
+        let Some(ticket) = self.read_wake.try_set_reader(cx.waker()) else {
+            return Poll::Pending;
+        };
+        if self.read_wake.armed() {
+            return Poll::Pending;
+        }
+        let step = {
+            // The receive task reading: it calls the hook with what it finds.
+            let Some(mut guard) = self.rx.try_lock() else {
+                return Poll::Pending;
+            };
+            let Some(rx) = guard.as_mut() else {
+                return Poll::Pending;
+            };
+            self.receive_step(rx, false, true)
+        };
+        match step {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.kick();
+                Poll::Ready(())
+            }
+            Poll::Ready(Some(input)) => {
+                let completions = input.completions;
+                if self.after_input(input, Some(cx.waker())) {
+                    flusher::watch(&self.flush);
+                }
+                if completions {
+                    return Poll::Ready(());
+                }
+                // Not a whole message yet, or work for the peer only (an RDMA Read to
+                // answer): the receive task reads on (see `NextCompletion::read`).
+                self.read_wake.hand_to_task(ticket);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// [`Connection::end_input`].
+    ///
+    /// [`Connection::end_input`]: crate::rdma::Connection::end_input
+    pub(crate) fn end_input(&self, waker: &Waker) {
+        self.read_wake.clear_reader(waker);
+    }
+
+    /// Records whether bulk data is on its way in (see [`Shared::bulk`]).
+    fn note_bulk(&self, core: &Core) {
+        let bulk = core.awaits_data();
+        if self.bulk.load(Ordering::Relaxed) != bulk {
+            self.bulk.store(bulk, Ordering::Relaxed);
+        }
+    }
+
+    /// The next completion. Without a completion hook, a poller that finds none reads the
+    /// stream itself when nobody else is reading (see [`Receiver`]).
+    pub(crate) fn next_completion(&self) -> NextCompletion<'_> {
+        NextCompletion::new(self)
+    }
+
+    /// Wakes every poller waiting for completions (the core has some, or changed state).
+    /// Always under the list's lock, after the core was updated: a poller registers under that
+    /// lock before it looks at the core once more, so either it is on the list or it sees the
+    /// update.
+    fn wake_pollers(&self) {
+        self.wake_pollers_except(None);
+    }
+
+    /// [`Shared::wake_pollers`], but `running` (a poller that is running: it looks at the core
+    /// before it waits again) only leaves the list.
+    fn wake_pollers_except(&self, running: Option<&Waker>) {
+        self.read_wake.wake_poller_except(running);
+        if self.pollers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut list = self.cq_waiters.lock();
+        let wake = |w: Waker| {
+            if !running.is_some_and(|r| r.will_wake(&w)) {
+                w.wake();
+            }
+        };
+        match list.len() {
+            0 => drop(list),
+            // The list keeps its allocation.
+            1 => {
+                let waker = list.pop();
+                self.pollers.store(0, Ordering::SeqCst);
+                drop(list);
+                waker.into_iter().for_each(wake);
+            }
+            _ => {
+                let all = std::mem::take(&mut *list);
+                self.pollers.store(0, Ordering::SeqCst);
+                drop(list);
+                all.into_iter().for_each(wake);
+            }
+        }
+    }
+
+    /// Completions are ready, or the core changed state: wakes the pollers, then calls the
+    /// consumer's hook, if one is set, with no lock held.
+    fn completions_ready(&self) {
+        self.completions_ready_except(None);
+    }
+
+    /// [`Shared::completions_ready`] with [`Shared::wake_pollers_except`].
+    fn completions_ready_except(&self, running: Option<&Waker>) {
+        self.wake_pollers_except(running);
+        if let Some(hook) = self.hook.get() {
+            hook();
+        }
+    }
+}
+
+/// Starts the driver tasks; returns (receive task, transmit task).
+pub(crate) fn spawn(shared: Arc<Shared>, stream: TcpStream) -> (JoinHandle<()>, JoinHandle<()>) {
+    let (rd, wr) = stream.into_split();
+    if shared.wr.set(wr).is_err() {
+        unreachable!("a connection's driver starts once");
+    }
+    *shared.rx.lock() = Some(Receiver::new(rd));
+    let rx = tokio::spawn(rx_loop(shared.clone()));
+    let tx = tokio::spawn(tx_loop(shared));
+    (rx, tx)
+}

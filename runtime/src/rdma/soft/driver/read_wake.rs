@@ -1,0 +1,205 @@
+//! The waker the stream always holds ([`ReadWake`]): it passes each wake-up on to the reader of
+//! the moment, a reading poller or the receive task, and puts a woken poller on the flusher's
+//! watch.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::{flusher, Shared};
+
+/// The waker the stream holds: passes its wake-ups on to the reader of the moment (see
+/// [`Receiver`](super::Receiver)).
+pub(crate) struct ReadWake {
+    to: Mutex<ReadWakeTargets>,
+    /// A poller is the reader ([`ReadWakeTargets::poller`]); read without the lock.
+    pub(super) poller_reads: AtomicBool,
+    /// A wake-up came and nobody has read since (see [`ReadWake::clear_poller`]).
+    pub(super) woken: AtomicBool,
+    /// The stream holds this waker for its next wake-up: the last read found nothing more
+    /// (tokio registers a waker only then).
+    pub(super) registered: AtomicBool,
+    /// Wake-ups passed on to a reading poller, counted.
+    pub(super) wakes: AtomicU64,
+    /// The count at which the flusher last found a poller's wake-up unread ([`Shared::rescue_reader`]).
+    pub(super) stale_at: AtomicU64,
+    /// The connection's place on the flusher's list: a poller woken is watched.
+    flush: Arc<FlushEntry>,
+}
+
+/// A connection's place on the flusher's list (see [`flusher`]).
+pub(crate) struct FlushEntry {
+    /// The connection is on the list.
+    pub(super) listed: AtomicBool,
+    pub(super) conn: Weak<Shared>,
+}
+
+#[derive(Default)]
+pub(super) struct ReadWakeTargets {
+    /// The receive task's waker.
+    pub(super) task: Option<Waker>,
+    /// The waker of the last poller that read, kept when it stops (the next is often the same
+    /// task: no clone then).
+    poller: Option<Waker>,
+    /// Changes with [`ReadWakeTargets::poller`]: who the reading poller is.
+    ticket: u64,
+}
+
+impl ReadWake {
+    pub(super) fn new(flush: Arc<FlushEntry>) -> ReadWake {
+        ReadWake {
+            to: Mutex::new(ReadWakeTargets::default()),
+            poller_reads: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+            wakes: AtomicU64::new(0),
+            stale_at: AtomicU64::new(u64::MAX),
+            flush,
+        }
+    }
+
+    pub(super) fn targets(&self) -> MutexGuard<'_, ReadWakeTargets> {
+        self.to.lock()
+    }
+
+    /// The receive task's waker, when it changed.
+    pub(super) fn set_task(&self, waker: &Waker) {
+        let mut to = self.targets();
+        if !to.task.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            to.task = Some(waker.clone());
+        }
+    }
+
+    /// The poller of `waker` reads from now on; returns its ticket, and the waker of the
+    /// reading poller it displaced, if any (which must then wait on the completion list).
+    pub(super) fn set_poller(&self, waker: &Waker) -> (u64, Option<Waker>) {
+        let mut to = self.targets();
+        let mut displaced = None;
+        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            let old = to.poller.replace(waker.clone());
+            if self.poller_reads.load(Ordering::SeqCst) {
+                displaced = old;
+            }
+            to.ticket += 1;
+        }
+        self.poller_reads.store(true, Ordering::SeqCst);
+        (to.ticket, displaced)
+    }
+
+    /// The task of `waker` reads from now on, unless another poller is the reader (then
+    /// `None`); its ticket. Unlike [`ReadWake::set_poller`] it never displaces a reader: the
+    /// consumers of [`Shared::poll_input`] are many callers of one connection, and each would
+    /// otherwise take the stream from the last.
+    pub(super) fn try_set_reader(&self, waker: &Waker) -> Option<u64> {
+        let mut to = self.targets();
+        if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            if self.poller_reads.load(Ordering::SeqCst) {
+                return None;
+            }
+            to.poller = Some(waker.clone());
+            to.ticket += 1;
+        }
+        self.poller_reads.store(true, Ordering::SeqCst);
+        Some(to.ticket)
+    }
+
+    /// The task of `waker` stops reading, if it is the reader (see [`ReadWake::clear_poller`]).
+    pub(super) fn clear_reader(&self, waker: &Waker) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let ticket = {
+            let to = self.targets();
+            match &to.poller {
+                Some(w) if w.will_wake(waker) => to.ticket,
+                _ => return,
+            }
+        };
+        self.clear_poller(ticket);
+    }
+
+    /// The poller of `ticket` stops reading, if it still is the reader: the receive task reads
+    /// again, and is woken if a wake-up came that nobody has read yet.
+    pub(super) fn clear_poller(&self, ticket: u64) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let to = self.targets();
+        if to.ticket == ticket {
+            self.poller_reads.store(false, Ordering::SeqCst);
+            if self.woken.load(Ordering::SeqCst) {
+                if let Some(task) = &to.task {
+                    task.wake_by_ref();
+                }
+            }
+        }
+    }
+
+    /// The poller of `ticket`, if it still is the reader, hands reading to the receive task,
+    /// which it wakes.
+    pub(super) fn hand_to_task(&self, ticket: u64) {
+        let to = self.targets();
+        if to.ticket == ticket && self.poller_reads.load(Ordering::SeqCst) {
+            self.poller_reads.store(false, Ordering::SeqCst);
+            if let Some(task) = &to.task {
+                task.wake_by_ref();
+            }
+        }
+    }
+
+    /// Wakes the reading poller, if there is one and it is not `running`.
+    pub(super) fn wake_poller_except(&self, running: Option<&Waker>) {
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            return;
+        }
+        let to = self.targets();
+        if let Some(w) = &to.poller {
+            if self.poller_reads.load(Ordering::SeqCst) && !running.is_some_and(|r| r.will_wake(w))
+            {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// A reader is about to read: the wake-ups so far are taken care of.
+    pub(super) fn reading(&self) {
+        if self.woken.load(Ordering::Relaxed) {
+            self.woken.store(false, Ordering::SeqCst);
+        }
+        if self.registered.load(Ordering::Relaxed) {
+            self.registered.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The stream holds this waker and has not woken it since: nothing has arrived to read.
+    pub(super) fn armed(&self) -> bool {
+        self.registered.load(Ordering::SeqCst) && !self.woken.load(Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        let to = self.targets();
+        if !self.poller_reads.load(Ordering::SeqCst) {
+            if let Some(task) = &to.task {
+                task.wake_by_ref();
+            }
+            return;
+        }
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        if let Some(poller) = &to.poller {
+            poller.wake_by_ref();
+        }
+        drop(to);
+        // A poller woken here is expected to read soon; one whose future is kept but no longer
+        // polled would hold the stream forever: the flusher checks (`Shared::rescue_reader`).
+        flusher::watch(&self.flush);
+    }
+}
