@@ -1,0 +1,446 @@
+//! The requester's side of a connection: a call started under the connection's lock, its
+//! waiter, the wait for its reply ([`AwaitReply`]), its cancellation when its future is dropped,
+//! and the sweep of calls past the default timeout.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::encoders::EncoderUse;
+use super::Conn;
+use crate::rdma::Connection;
+use crate::rpc::deadlines::{self, CoarseInstant, Expire};
+use crate::rpc::{self, Reply, TransportError};
+use crate::transport::core::{CallId, OutgoingCall, Slice, WriteTarget};
+use crate::transport::pool::PoolBuf;
+use crate::xdr::Encoder;
+
+/// A call waiting for its reply: the reply lands here, under the connection's lock, and the
+/// caller takes it from here ([`Conn::poll_reply`]). (A oneshot channel per call cost an
+/// allocation and its own synchronisation on top of the lock every call takes anyway.)
+pub(super) struct Waiter {
+    /// The reply or the failure, once the call is over.
+    outcome: Option<Result<Reply, TransportError>>,
+    /// The caller's waker, once it waited.
+    waker: Option<Waker>,
+    /// When the connection's sweeper fails the call, and the limit to report (the default
+    /// timeout, see [`deadlines`]); `None` when the call has a timer of its own, or none.
+    deadline: Option<(CoarseInstant, Duration)>,
+}
+
+impl Waiter {
+    pub(super) fn new(waker: Option<Waker>, deadline: Option<(CoarseInstant, Duration)>) -> Waiter {
+        Waiter {
+            outcome: None,
+            waker,
+            deadline,
+        }
+    }
+
+    /// Ends the call with `outcome` and wakes its caller (a second outcome is ignored).
+    pub(super) fn finish(&mut self, outcome: Result<Reply, TransportError>) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+            if let Some(waker) = self.waker.take() {
+                waker.wake();
+            }
+        }
+    }
+}
+impl<C: Connection> Conn<C> {
+    /// Sends a message of an extension's header type and waits for its answer's body.
+    pub(crate) async fn extension_call(
+        self: &Arc<Self>,
+        htype: u32,
+        flags: u32,
+        body: Bytes,
+    ) -> Result<Bytes, TransportError> {
+        let id = {
+            let mut st = self.lock();
+            let id = st
+                .core
+                .start_extension(htype, flags, body, Instant::now())?;
+            st.waiters.insert(id, Waiter::new(None, None));
+            self.flush(&mut st);
+            id
+        };
+        let mut guard = Cancel {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let reply = AwaitReply::new(self, id, false);
+        let outcome = match self.timeout {
+            Some(t) => match tokio::time::timeout(t, reply).await {
+                Ok(r) => r,
+                Err(_) => return Err(TransportError::TimedOut(t)),
+            },
+            None => reply.await,
+        };
+        guard.armed = false;
+        outcome.map(|reply| reply.message)
+    }
+
+    /// Sends a call on this connection and waits for its reply: with the XID in `xid`, or a
+    /// fresh one, left there for a retransmission to reuse.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        call: &rpc::Call<'_>,
+        xid: &mut Option<u32>,
+        targets: (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        timeout: Option<Duration>,
+        backward: bool,
+    ) -> Result<Reply, rpc::Error> {
+        // The waiter holds this task's waker from the start: the first wait for the reply
+        // need not lock the state to hand it over ([`AwaitReply`]).
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        // The call starts in a plain function: what it needs on the way is not kept in this
+        // future, which is copied whole into the caller's box.
+        let (id, timer) = self.start_call(call, xid, targets, timeout, backward, waker)?;
+        // Dropping this future cancels the call: its handles are invalidated at once.
+        let mut guard = Cancel {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let reply = AwaitReply::new(self, id, true);
+        let outcome = match timer {
+            // Boxed: a timer of the call's own is rare, and inline its future (a tokio
+            // `Sleep`) would make every call's future larger.
+            Some(t) => match Box::pin(tokio::time::timeout(t, reply)).await {
+                Ok(r) => r,
+                Err(_) => return Err(TransportError::TimedOut(t).into()),
+            },
+            None => reply.await,
+        };
+        guard.armed = false;
+        outcome.map_err(rpc::Error::from)
+    }
+
+    /// Encodes and starts a call (see [`Conn::call`]) whose waiter wakes `waker`; its id, and
+    /// the timer it needs of its own, if any.
+    fn start_call(
+        self: &Arc<Self>,
+        call: &rpc::Call<'_>,
+        xid: &mut Option<u32>,
+        (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        timeout: Option<Duration>,
+        backward: bool,
+        waker: Waker,
+    ) -> Result<(CallId, Option<Duration>), rpc::Error> {
+        if self.is_closed() {
+            return Err(TransportError::Closed.into());
+        }
+        let (xid, policy, reply_chunk, pad_threshold) = {
+            let mut st = self.lock();
+            // A first attempt takes a fresh XID; a retransmission keeps it.
+            let xid = *xid.get_or_insert_with(|| st.core.next_xid());
+            // Read-Read (2004 mode): a long reply comes as a Read chunk instead.
+            let reply_chunk = (!backward
+                && !st.core.read_read_requester()
+                && st.core.needs_reply_chunk(reply_inline, write_chunks.len()))
+            .then(|| {
+                call.options
+                    .max_reply
+                    .or(call.reply.max_len)
+                    .unwrap_or(st.core.config().default_reply_chunk)
+            });
+            (
+                xid,
+                st.core.call_policy(),
+                reply_chunk,
+                st.core.pad_threshold(),
+            )
+        };
+        let kept = (!backward && pad_threshold.is_none()).then_some(EncoderUse::Call(policy));
+        let mut enc = match kept {
+            Some(usage) => self.encoder(usage),
+            None if backward => Box::new(Encoder::new()),
+            None => Box::new(Encoder::for_call(policy)),
+        };
+        if let Some(thresh) = pad_threshold {
+            enc.record_pad_points(thresh);
+        }
+        let encoded = call.encode(xid, &mut enc);
+        let (message, moved) = self.finish_encoder(enc, kept);
+        encoded.map_err(rpc::Error::Encode)?;
+        // A timeout of the call's own gets an exact timer; the default one only a deadline
+        // the connection's sweeper enforces: a tokio timer per call costs every call (see
+        // `deadlines`).
+        let (timer, deadline) = match (timeout, self.timeout) {
+            (Some(own), _) => (Some(own), None),
+            (None, Some(limit)) if self.sweeping(limit) => {
+                (None, Some((CoarseInstant::after(limit), limit)))
+            }
+            (None, limit) => (limit, None),
+        };
+        let mut st = self.lock();
+        let id = st.core.start_call(
+            OutgoingCall {
+                xid,
+                message,
+                moved,
+                write_chunks,
+                reply_chunk,
+                timeout: None,
+                backward,
+            },
+            Instant::now(),
+            &mut &self.pool,
+        )?;
+        st.waiters.insert(id, Waiter::new(Some(waker), deadline));
+        self.flush(&mut st);
+        Ok((id, timer))
+    }
+
+    /// The outcome of call `id` once it has one (its waiter is then gone), else `cx` is woken
+    /// when it has; with `wake` false, nobody is (the caller reads the input itself, see
+    /// [`AwaitReply`], and the hook it runs must not wake it). A call without a waiter was
+    /// failed by the connection's end.
+    fn poll_reply(
+        &self,
+        id: CallId,
+        cx: &mut Context<'_>,
+        wake: bool,
+    ) -> Poll<Result<Reply, TransportError>> {
+        let mut st = self.lock();
+        let Some(waiter) = st.waiters.get_mut(&id) else {
+            return Poll::Ready(Err(TransportError::Closed));
+        };
+        if waiter.outcome.is_none() {
+            if !wake {
+                waiter.waker = None;
+            } else if !waiter
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                waiter.waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+        let outcome = st.waiters.remove(&id).and_then(|w| w.outcome);
+        Poll::Ready(outcome.unwrap_or(Err(TransportError::Closed)))
+    }
+
+    /// Starts the sweeper for calls under the default timeout `limit` unless it runs; false if
+    /// it cannot run here (outside a runtime, or no timer could be made).
+    fn sweeping(self: &Arc<Self>, limit: Duration) -> bool {
+        self.sweeper
+            .get_or_init(|| {
+                tokio::runtime::Handle::try_current().ok()?;
+                let expire: Arc<dyn Expire> = self.clone();
+                deadlines::watch(Arc::downgrade(&expire), deadlines::period(limit))
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "no deadline sweeper: each call keeps a timer")
+                    })
+                    .ok()
+            })
+            .is_some()
+    }
+
+    /// The Write chunks to provide for a call, and the largest reply that can then come
+    /// inline: the caller's buffers (from this connection's pool) and sizes, the default size
+    /// otherwise.
+    ///
+    /// As Linux's xprtrdma does, no Write chunk is provided when the caller gave the size of
+    /// every DDP-eligible result and the whole reply then fits the receive buffer: the results
+    /// come inline, which costs no registration and no RDMA Write.
+    pub(crate) fn write_targets(
+        &self,
+        call: &mut rpc::Call<'_>,
+        backward: bool,
+    ) -> (Vec<WriteTarget<PoolBuf>>, Option<usize>) {
+        let inline = call.reply.max_inline_len;
+        if backward {
+            return (Vec::new(), call.reply.max_len);
+        }
+        if self.mode_2004 && self.lock().core.read_read_requester() {
+            // Read-Read (seed 000 section 3.8): the responder exposes the results instead.
+            return (Vec::new(), call.reply.max_len);
+        }
+        let options = &mut call.options;
+        let n = call
+            .reply
+            .ddp_items
+            .max(options.reply_buffers.len())
+            .max(options.reply_sizes.len());
+        if n == 0 {
+            // No DDP-eligible result (a NULL call, most calls): no Write chunk to provide.
+            return (Vec::new(), inline);
+        }
+        let (default, fits) = {
+            let st = self.lock();
+            let all_sizes =
+                options.reply_buffers.is_empty() && n > 0 && options.reply_sizes.len() >= n;
+            let with_results = inline.map(|i| {
+                i + options
+                    .reply_sizes
+                    .iter()
+                    .map(|&len| 4 + len + crate::xdr::padding(len))
+                    .sum::<usize>()
+            });
+            let fits = all_sizes && !st.core.needs_reply_chunk(with_results, 0);
+            (
+                st.core.config().default_write_chunk,
+                fits.then_some(with_results),
+            )
+        };
+        if let Some(with_results) = fits {
+            return (Vec::new(), with_results);
+        }
+        let mut buffers = std::mem::take(&mut options.reply_buffers).into_iter();
+        let targets = (0..n)
+            .map(|i| {
+                let size = options.reply_sizes.get(i).copied();
+                match buffers.next().and_then(|b| self.pool.take_lease(b)) {
+                    Some(lease) => {
+                        let (buf, len) = lease.into_parts();
+                        WriteTarget::Buffer(vec![Slice {
+                            buf,
+                            offset: 0,
+                            len,
+                        }])
+                    }
+                    None => WriteTarget::Size(size.unwrap_or(default)),
+                }
+            })
+            .collect();
+        (targets, inline)
+    }
+}
+
+impl<C: Connection> Expire for Conn<C> {
+    /// Fails the calls past their default timeout as a dropped call is cancelled (see
+    /// [`Cancel`]): the core invalidates their handles at once.
+    fn expire(self: Arc<Self>, now: CoarseInstant) {
+        let mut st = self.lock();
+        let expired: Vec<CallId> = st
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.deadline.is_some_and(|(at, _)| at <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        for id in expired {
+            if let Some(waiter) = st.waiters.get_mut(&id) {
+                let limit = waiter.deadline.map_or(Duration::ZERO, |(_, limit)| limit);
+                // Swept once: the caller takes the outcome and removes the waiter.
+                waiter.deadline = None;
+                waiter.finish(Err(TransportError::TimedOut(limit)));
+                st.core.cancel(id);
+            }
+        }
+        self.flush(&mut st);
+    }
+}
+
+/// Waits for the reply of call `id`. On a hooked connection the caller reads the input itself
+/// ([`Connection::poll_input`]): the provider wakes its task when bytes arrive, and the hook,
+/// run in this task, puts the reply in its waiter, instead of the hook in the provider's
+/// receive task putting it there and waking this task (one task switch per call fewer).
+struct AwaitReply<'a, C: Connection> {
+    conn: &'a Arc<Conn<C>>,
+    id: CallId,
+    /// The call's waiter holds the waker of the task that polls this first (taken in the same
+    /// poll, before the call started): that poll has nothing to look at, since an outcome that
+    /// came meanwhile woke the task, which then polls again. Not on a hooked connection, whose
+    /// first poll reads the input.
+    registered: bool,
+    /// The waker this task reads the input with, until [`Connection::end_input`].
+    reading: Option<Waker>,
+}
+
+impl<'a, C: Connection> AwaitReply<'a, C> {
+    fn new(conn: &'a Arc<Conn<C>>, id: CallId, registered: bool) -> AwaitReply<'a, C> {
+        AwaitReply {
+            conn,
+            id,
+            registered: registered && !conn.hooked.load(Ordering::Acquire),
+            reading: None,
+        }
+    }
+
+    /// The outcome, once there, with the input left to the provider again.
+    fn done(
+        &mut self,
+        outcome: Result<Reply, TransportError>,
+    ) -> Poll<Result<Reply, TransportError>> {
+        if let Some(waker) = self.reading.take() {
+            self.conn.conn.end_input(&waker);
+        }
+        Poll::Ready(outcome)
+    }
+}
+
+impl<C: Connection> Future for AwaitReply<'_, C> {
+    type Output = Result<Reply, TransportError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if std::mem::take(&mut this.registered) {
+            return Poll::Pending;
+        }
+        // A handler the hook polls (with a waker that wakes nobody, see `Conn::no_waker`) waits
+        // as any task would until it goes on in a task of its own.
+        if !this.conn.hooked.load(Ordering::Acquire) || cx.waker().will_wake(&this.conn.no_waker) {
+            return this.conn.poll_reply(this.id, cx, true);
+        }
+        loop {
+            if let Poll::Ready(outcome) = this.conn.poll_reply(this.id, cx, false) {
+                return this.done(outcome);
+            }
+            if !this
+                .reading
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                this.reading = Some(cx.waker().clone());
+            }
+            if this.conn.conn.poll_input(cx).is_pending() {
+                // Nothing to read now (or another task reads): the provider or the hook
+                // wakes this task.
+                return match this.conn.poll_reply(this.id, cx, true) {
+                    Poll::Ready(outcome) => this.done(outcome),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+        }
+    }
+}
+
+impl<C: Connection> Drop for AwaitReply<'_, C> {
+    /// A caller that stops waiting (a timeout, a cancelled call) leaves the input to the
+    /// provider.
+    fn drop(&mut self) {
+        if let Some(waker) = self.reading.take() {
+            self.conn.conn.end_input(&waker);
+        }
+    }
+}
+
+/// Cancels a call whose future is dropped before its reply arrives.
+struct Cancel<'a, C: Connection> {
+    conn: &'a Arc<Conn<C>>,
+    id: CallId,
+    armed: bool,
+}
+
+impl<C: Connection> Drop for Cancel<'_, C> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut st = self.conn.lock();
+        st.waiters.remove(&self.id);
+        st.core.cancel(self.id);
+        self.conn.flush(&mut st);
+    }
+}

@@ -1,0 +1,535 @@
+//! One RPC-over-RDMA connection: the core under a lock, the task that feeds it completions,
+//! and the posting of what it emits.
+//!
+//! Whoever gives the core an input (a caller starting a call, a handler replying, the
+//! completion task) drains its operations and posts them while holding the lock, so work
+//! requests reach the provider in the order the core emitted them, with no task hop between a
+//! call and its Send. The completion task polls the provider, feeds the core, and delivers
+//! the core's events: replies to waiting callers, calls to handler tasks.
+//!
+//! A provider that can call a hook where it learns of completions (the software provider's
+//! receive task, [`Connection::set_completion_hook`]) has the completion task's work done
+//! there ([`Conn::on_completions`]): a reply reaches its caller, and a call its handler, one
+//! task switch sooner. The completion task then only runs the core's timers, the close, and
+//! the rounds the hook could not take because someone held the lock.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+use super::config::{PeerVersions, RdmaConfig};
+use crate::id_map::IdMap;
+use crate::rdma::{
+    Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+use crate::rpc::{BufferSource, Client, Server};
+use crate::transport::core::{
+    CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Slice, Stats,
+};
+use crate::transport::mode2004::BASIC_INLINE;
+use crate::transport::pool::{Pool, PoolBuf, PoolStats};
+use crate::transport::private_data::PrivateData;
+
+mod call;
+mod completion_task;
+mod encoders;
+mod serve;
+
+use call::Waiter;
+use completion_task::{completions, core_deadline};
+use encoders::Encoders;
+use serve::{serve_call, NoWake};
+
+/// Receive completions carry this bit in their work request id, with the slot below it.
+const RECV: u64 = 1 << 62;
+
+/// What a posted operation holds until its completion.
+enum Posted {
+    /// A send buffer to return to the free list.
+    Send(MemoryRegion),
+    /// A buffer whose handle is being invalidated.
+    Invalidate(PoolBuf),
+}
+
+struct State {
+    core: Core<PoolBuf>,
+    waiters: IdMap<CallId, Waiter>,
+    /// What posted operations hold, in posting order, which is the order a send queue
+    /// completes in: a completion is almost always the first one's ([`State::take_posted`]).
+    posted: VecDeque<(OpId, Posted)>,
+    /// Registered send buffers not in use.
+    send_buffers: Vec<MemoryRegion>,
+    /// Calls the core handed over, for the completion task to dispatch.
+    calls: Vec<IncomingCall>,
+    /// The core deadline the completion task sleeps until; the hook wakes the task when the
+    /// core's changes.
+    task_deadline: Option<Instant>,
+}
+
+impl State {
+    /// What operation `id` held, if anything. The core numbers operations in the order it
+    /// emits them and they are posted in that order, so `posted` is sorted.
+    fn take_posted(&mut self, id: OpId) -> Option<Posted> {
+        let at = match self.posted.front() {
+            Some((first, _)) if *first == id => 0,
+            _ => self.posted.binary_search_by_key(&id, |(op, _)| *op).ok()?,
+        };
+        self.posted.remove(at).map(|(_, held)| held)
+    }
+}
+
+/// One connection's shared state.
+pub(crate) struct Conn<C: Connection> {
+    conn: Arc<C>,
+    pool: Pool<C>,
+    state: Mutex<State>,
+    recv: MemoryRegion,
+    recv_size: usize,
+    server: Option<Server>,
+    /// Where a client remembers the version its server settled on.
+    versions: Option<PeerVersions>,
+    peer: SocketAddr,
+    closed: AtomicBool,
+    close_notify: Notify,
+    /// The provider calls [`Conn::on_completions`] where it learns of completions.
+    hooked: AtomicBool,
+    /// Wakes the completion task of a hooked connection: the hook left it a round.
+    task_kick: Notify,
+    /// The calls the hook took from the core, being dispatched; locked only by the hook (a
+    /// hook that finds it locked is running inside another's dispatch, or beside it, and
+    /// leaves the round to the completion task).
+    hook_calls: Mutex<Vec<IncomingCall>>,
+    /// Where handlers that wait go on in tasks of their own (the hook may run outside the
+    /// runtime: in a `post_send` from any thread).
+    runtime: tokio::runtime::Handle,
+    /// The waker the hook polls handlers with (`Waker::noop` needs Rust 1.85).
+    no_waker: std::task::Waker,
+    /// Encoders kept for the next call and reply ([`Conn::encoder`]).
+    encoders: Mutex<Encoders>,
+    buffers: Arc<dyn BufferSource>,
+    /// A client for backward-direction calls, on a server whose config allows them.
+    backchannel: std::sync::OnceLock<Arc<Client>>,
+    /// A server in the 2004 mode: its program number and the server that answers the
+    /// configuration calls (seed 000 section 6).
+    configuration: std::sync::OnceLock<(u32, Server)>,
+    /// Configured for the 2004 mode: only then do calls and replies ask the core about
+    /// padding and the Read-Read model (no second lock per message otherwise).
+    mode_2004: bool,
+    timeout: Option<Duration>,
+    /// The task that fails calls past the default timeout ([`deadlines`](crate::rpc::deadlines)), started by the
+    /// first call that needs it; `None` inside if it could not start (calls then keep a timer
+    /// of their own).
+    sweeper: std::sync::OnceLock<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Registers `count` receive buffers of `size` bytes in one region and posts them: run in
+/// `accept_with` / `connect_with`, before the peer can send.
+pub(crate) fn post_receives<C: Connection>(
+    conn: &C,
+    count: usize,
+    size: usize,
+) -> crate::rdma::Result<MemoryRegion> {
+    let region = conn.register(vec![0; count * size], Access::LOCAL_WRITE)?;
+    for slot in 0..count {
+        conn.post_recv(RecvWr::new(
+            RECV | slot as u64,
+            Sge::new(&region, slot * size..(slot + 1) * size)?,
+        ))?;
+    }
+    Ok(region)
+}
+
+/// The core's settings from the endpoint's and the peer's.
+pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -> CoreConfig {
+    CoreConfig {
+        role,
+        credits: config.credits.max(1),
+        backward_credits: config.backward_credits,
+        recv_size: config.inline_size,
+        // Seed 000 section 6.1: until the configuration call is answered, "the client must
+        // not assume" more than 1 KB.
+        peer_recv_size: match &config.mode_2004 {
+            Some(m) if m.config_program.is_some() => peer.receive_size.min(BASIC_INLINE),
+            _ => peer.receive_size,
+        },
+        peer_remote_invalidate: peer.remote_invalidate,
+        max_reads: config.max_reads.max(1) as usize,
+        limits: config.limits,
+        min_ddp_size: config.min_ddp_size,
+        default_write_chunk: config.default_write_chunk,
+        default_reply_chunk: config.default_reply_chunk,
+        version_2: config.version_2,
+        remembered_version: None,
+        negotiation_timeout: config.negotiation_timeout,
+        remote_invalidate: config.remote_invalidate,
+        extensions: config.extensions.clone(),
+        mode_2004: config.mode_2004.clone(),
+    }
+}
+
+impl<C: Connection> Conn<C> {
+    /// Starts serving a new connection: `recv` holds the receives posted at setup.
+    pub(crate) fn start(
+        conn: C,
+        recv: MemoryRegion,
+        core: CoreConfig,
+        config: &RdmaConfig,
+        server: Option<Server>,
+    ) -> Arc<Conn<C>> {
+        let conn = Arc::new(conn);
+        let pool = Pool::new(conn.clone(), config.pool);
+        let first_xid = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| {
+                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
+            });
+        let recv_size = core.recv_size;
+        let role = core.role;
+        let backward = core.backward_credits > 0;
+        let shared = Arc::new(Conn {
+            peer: conn.peer_addr(),
+            buffers: pool.buffer_source(),
+            conn,
+            pool,
+            state: Mutex::new(State {
+                core: Core::new(core, first_xid),
+                waiters: IdMap::default(),
+                posted: VecDeque::new(),
+                send_buffers: Vec::new(),
+                calls: Vec::new(),
+                task_deadline: None,
+            }),
+            recv,
+            recv_size,
+            server,
+            versions: (role == Role::Client).then(|| config.versions.clone()),
+            closed: AtomicBool::new(false),
+            close_notify: Notify::new(),
+            hooked: AtomicBool::new(false),
+            task_kick: Notify::new(),
+            hook_calls: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
+            no_waker: std::task::Waker::from(Arc::new(NoWake)),
+            encoders: Mutex::new(Encoders::default()),
+            backchannel: std::sync::OnceLock::new(),
+            configuration: std::sync::OnceLock::new(),
+            mode_2004: config.mode_2004.is_some(),
+            timeout: config.timeout,
+            sweeper: std::sync::OnceLock::new(),
+        });
+        if let (Role::Server, Some(program)) = (
+            role,
+            config.mode_2004.as_ref().and_then(|m| m.config_program),
+        ) {
+            let answer = super::ccp::server(Arc::downgrade(&shared), config, program);
+            let _ = shared.configuration.set((program, answer));
+        }
+        if role == Role::Server && backward {
+            let client = Client::new(super::client::Backchannel {
+                conn: Arc::downgrade(&shared),
+            });
+            let _ = shared.backchannel.set(Arc::new(client));
+        }
+        {
+            // A version 2 client's offer goes before anything else (seed 003 section 7).
+            let mut st = shared.lock();
+            st.core.open(Instant::now());
+            shared.flush(&mut st);
+        }
+        let weak = Arc::downgrade(&shared);
+        let hooked = shared.conn.set_completion_hook(Box::new(move || {
+            if let Some(conn) = weak.upgrade() {
+                conn.on_completions();
+            }
+        }));
+        shared.hooked.store(hooked, Ordering::Release);
+        tokio::spawn(completions(shared.clone()));
+        shared
+    }
+
+    /// The provider's completion hook: takes the completions, feeds the core, and dispatches
+    /// the calls it hands over, right here, as a round of the completion task would. Never
+    /// blocks: when the state is locked (a caller or handler posting, or a hook already running
+    /// here or elsewhere), the completion task takes the round.
+    fn on_completions(self: &Arc<Self>) {
+        if self.is_closed() {
+            return;
+        }
+        let Some(mut calls) = self.hook_calls.try_lock() else {
+            return self.task_kick.notify_one();
+        };
+        {
+            let Some(mut st) = self.state.try_lock() else {
+                return self.task_kick.notify_one();
+            };
+            if !self.drain(&mut st, &mut calls) {
+                self.task_kick.notify_one();
+            }
+        }
+        if calls.is_empty() {
+            return;
+        }
+        // Handlers are polled once here, without a waker of their own: one that waits is
+        // polled again in its task. In the runtime's context, as in the completion task: the
+        // hook may run on the provider's flusher thread.
+        let _runtime = self.runtime.enter();
+        let mut cx = std::task::Context::from_waker(&self.no_waker);
+        for call in calls.drain(..) {
+            serve_call(self, call, &mut cx);
+        }
+    }
+
+    /// A round of completions: feeds the core what the provider has, posts what it emits,
+    /// delivers its events and takes the calls it handed over. False when the completion task
+    /// must look again (the core's deadline moved, or the connection closed).
+    fn drain(self: &Arc<Self>, st: &mut State, calls: &mut Vec<IncomingCall>) -> bool {
+        while let Some(c) = self.conn.try_completion() {
+            self.complete(st, c);
+        }
+        self.flush(st);
+        std::mem::swap(calls, &mut st.calls);
+        core_deadline(st) == st.task_deadline && !self.is_closed()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    /// The core's counters.
+    pub(crate) fn stats(&self) -> Stats {
+        self.lock().core.stats()
+    }
+
+    /// The version this side's calls go in.
+    pub(crate) fn version(&self) -> u32 {
+        self.lock().core.version()
+    }
+
+    /// The transport properties the peer advertised (version 2).
+    pub(crate) fn peer_properties(&self) -> Vec<crate::transport::header::Property> {
+        self.lock().core.peer_properties().to_vec()
+    }
+
+    /// The pool's counters.
+    pub(crate) fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    pub(crate) fn pool(&self) -> &Pool<C> {
+        &self.pool
+    }
+
+    pub(crate) fn buffers(&self) -> Arc<dyn BufferSource> {
+        self.buffers.clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn connection(&self) -> &Arc<C> {
+        &self.conn
+    }
+
+    /// Closes the connection: every waiting call fails with `Closed`.
+    pub(crate) fn close(self: &Arc<Self>) {
+        let mut st = self.lock();
+        self.close_locked(&mut st);
+    }
+
+    fn close_locked(self: &Arc<Self>, st: &mut State) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(Some(sweeper)) = self.sweeper.get() {
+            sweeper.abort();
+        }
+        st.core.close();
+        self.deliver(st);
+        self.close_notify.notify_one();
+        // Closed outside a runtime (a client dropped after its runtime's `block_on`), the
+        // provider connection only closes when its last handle goes.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let conn = self.conn.clone();
+            runtime.spawn(async move {
+                let _ = conn.disconnect().await;
+            });
+        }
+    }
+
+    /// Posts everything the core has emitted, takes the completions that came while posting,
+    /// and delivers the core's events.
+    fn flush(self: &Arc<Self>, st: &mut State) {
+        loop {
+            let mut posted = false;
+            while let Some(op) = st.core.poll_op() {
+                posted = true;
+                if let Err(e) = self.post(st, op) {
+                    tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
+                    return self.close_locked(st);
+                }
+            }
+            // A Send that completed as it was written is the poster's to take: a provider's
+            // hook is not called from inside `post_send` (`Connection::set_completion_hook`).
+            // Without a hook the completion task takes every completion (and, taking them
+            // before it locks the state, would see them out of order if this did too).
+            let mut took = false;
+            if posted && self.hooked.load(Ordering::Acquire) {
+                while let Some(c) = self.conn.try_completion() {
+                    took = true;
+                    self.complete(st, c);
+                }
+            }
+            if !took {
+                break;
+            }
+        }
+        self.deliver(st);
+    }
+
+    fn deliver(self: &Arc<Self>, st: &mut State) {
+        while let Some(event) = st.core.poll_event() {
+            match event {
+                Event::Reply { call, result } => {
+                    if let Some(waiter) = st.waiters.get_mut(&call) {
+                        waiter.finish(result);
+                    }
+                }
+                Event::Call(call) => st.calls.push(call),
+                Event::Fatal(why) => {
+                    tracing::warn!(peer = %self.peer, %why, "protocol violation: closing");
+                    self.close_locked(st);
+                }
+                Event::Negotiated { version } => {
+                    tracing::debug!(peer = %self.peer, version, "RPC-over-RDMA version settled");
+                    if let Some(versions) = &self.versions {
+                        versions.remember(self.peer, version);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A registered buffer for a Send of `len` bytes: one of the free ones, or a new one as
+    /// large as the peer receives (which version 2's RBSIZ may have raised since).
+    fn send_buffer(&self, st: &mut State, len: usize) -> crate::rdma::Result<MemoryRegion> {
+        match st.send_buffers.pop() {
+            Some(mr) if mr.len() >= len => Ok(mr),
+            _ => {
+                let size = st.core.config().peer_recv_size.max(len);
+                self.conn.register(vec![0; size], Access::NONE)
+            }
+        }
+    }
+
+    fn post(&self, st: &mut State, op: Op<PoolBuf>) -> crate::rdma::Result<()> {
+        let sge = |s: &Slice<PoolBuf>| Sge {
+            mr: s.buf.region().clone(),
+            offset: s.offset,
+            len: s.len,
+        };
+        let wr = match op {
+            Op::Send {
+                id,
+                message,
+                invalidate,
+            } => {
+                let mr = self.send_buffer(st, message.len())?;
+                let len = mr.with_mut_slice(|dst| {
+                    let mut at = 0;
+                    for part in message.pieces() {
+                        dst[at..at + part.len()].copy_from_slice(part);
+                        at += part.len();
+                    }
+                    at
+                });
+                // The buffer is all this side needs back: a requester learns from the reply
+                // that its call arrived, and a responder needs no word of its reply's arrival.
+                let mut wr = SendWr::send(id, Sge::new(&mr, 0..len)?).complete_locally();
+                if let Some(handle) = invalidate {
+                    wr = wr.with_invalidate(handle);
+                }
+                st.posted.push_back((id, Posted::Send(mr)));
+                wr
+            }
+            Op::Read { id, sink, remote } => SendWr::read(
+                id,
+                sge(&sink),
+                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
+            ),
+            Op::Write { id, source, remote } => SendWr::write(
+                id,
+                sge(&source),
+                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
+            ),
+            Op::Invalidate { id, buf } => {
+                let wr = SendWr::local_invalidate(id, crate::transport::core::Buf::handle(&buf));
+                st.posted.push_back((id, Posted::Invalidate(buf)));
+                wr
+            }
+            Op::Revoke { buf } => {
+                return self.pool.revoke(&buf).map_err(|e| {
+                    crate::rdma::Error::InvalidWorkRequest(format!("revoking a handle: {e}"))
+                });
+            }
+        };
+        self.conn.post_send(wr)
+    }
+
+    /// Takes one completion.
+    fn complete(self: &Arc<Self>, st: &mut State, c: Completion) {
+        if c.opcode == WcOpcode::Recv || c.wr_id & RECV != 0 {
+            if c.status != WcStatus::Success {
+                if c.status != WcStatus::Flushed {
+                    tracing::warn!(status = %c.status, peer = %self.peer, "a receive failed");
+                }
+                return self.close_locked(st);
+            }
+            let slot = (c.wr_id & !RECV) as usize;
+            let start = slot * self.recv_size;
+            let len = (c.byte_len as usize).min(self.recv_size);
+            let pool = &self.pool;
+            self.recv.with_slice(|all| {
+                st.core
+                    .handle_recv(&all[start..start + len], c.invalidated_rkey, &mut &*pool)
+            });
+            let repost = Sge::new(&self.recv, start..start + self.recv_size)
+                .and_then(|sge| self.conn.post_recv(RecvWr::new(c.wr_id, sge)));
+            if repost.is_err() {
+                return self.close_locked(st);
+            }
+            return;
+        }
+        match st.take_posted(c.wr_id) {
+            Some(Posted::Send(mr)) => st.send_buffers.push(mr),
+            Some(Posted::Invalidate(buf)) if c.status == WcStatus::Success => {
+                crate::transport::core::Buf::mark_invalidated(&buf);
+            }
+            _ => {}
+        }
+        st.core.handle_completion(c.wr_id, c.status);
+        if c.status != WcStatus::Success {
+            if c.status != WcStatus::Flushed {
+                tracing::warn!(status = %c.status, opcode = ?c.opcode, peer = %self.peer,
+                    "an operation failed: closing");
+            }
+            self.close_locked(st);
+        }
+    }
+
+    /// Applies what the configuration call settled ([`Core::configure`]).
+    pub(crate) fn configure(&self, peer_recv_size: usize, max_reads: usize, align: Option<u32>) {
+        self.lock().core.configure(peer_recv_size, max_reads, align);
+    }
+
+    /// The peer speaks the default protocol ([`Core::leave_mode_2004`]).
+    pub(crate) fn leave_mode_2004(&self, peer_recv_size: usize) {
+        self.lock().core.leave_mode_2004(peer_recv_size);
+    }
+}
