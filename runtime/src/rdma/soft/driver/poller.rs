@@ -33,7 +33,7 @@ enum Reading {
 impl Shared {
     /// Puts `waker` on the completion list (a reading poller that another displaced).
     fn push_waiter(&self, waker: Waker) {
-        let mut list = self.cq_waiters.lock();
+        let mut list = self.cq_waiters.lock().unwrap_or_else(|e| e.into_inner());
         if !list.iter().any(|w| w.will_wake(&waker)) {
             list.push(waker);
             self.pollers.store(list.len(), Ordering::SeqCst);
@@ -82,7 +82,11 @@ impl NextCompletion<'_> {
     }
 
     fn register(&mut self, waker: &Waker) {
-        let mut list = self.shared.cq_waiters.lock();
+        let mut list = self
+            .shared
+            .cq_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if !list.iter().any(|w| w.will_wake(waker)) {
             list.push(waker.clone());
             self.shared.pollers.store(list.len(), Ordering::SeqCst);
@@ -119,7 +123,7 @@ impl NextCompletion<'_> {
         let step = {
             // Someone else reading (the receive task, another poller) wakes the pollers with
             // what it finds.
-            let Some(mut guard) = shared.rx.try_lock() else {
+            let Ok(mut guard) = shared.rx.try_lock() else {
                 return Reading::Busy;
             };
             let Some(rx) = guard.as_mut() else {
@@ -165,7 +169,11 @@ impl Drop for NextCompletion<'_> {
         if self.shared.pollers.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let mut list = self.shared.cq_waiters.lock();
+        let mut list = self
+            .shared
+            .cq_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(i) = list.iter().position(|w| w.will_wake(mine)) {
             list.swap_remove(i);
             self.shared.pollers.store(list.len(), Ordering::SeqCst);

@@ -3,10 +3,8 @@
 //! watch.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
-
-use parking_lot::{Mutex, MutexGuard};
 
 use super::{flusher, Shared};
 
@@ -61,7 +59,7 @@ impl ReadWake {
     }
 
     pub(super) fn targets(&self) -> MutexGuard<'_, ReadWakeTargets> {
-        self.to.lock()
+        self.to.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The receive task's waker, when it changed.
@@ -74,6 +72,7 @@ impl ReadWake {
 
     /// The poller of `waker` reads from now on; returns its ticket, and the waker of the
     /// reading poller it displaced, if any (which must then wait on the completion list).
+    #[inline]
     pub(super) fn set_poller(&self, waker: &Waker) -> (u64, Option<Waker>) {
         let mut to = self.targets();
         let mut displaced = None;
@@ -92,6 +91,7 @@ impl ReadWake {
     /// `None`); its ticket. Unlike [`ReadWake::set_poller`] it never displaces a reader: the
     /// consumers of [`Shared::poll_input`] are many callers of one connection, and each would
     /// otherwise take the stream from the last.
+    #[inline]
     pub(super) fn try_set_reader(&self, waker: &Waker) -> Option<u64> {
         let mut to = self.targets();
         if !to.poller.as_ref().is_some_and(|w| w.will_wake(waker)) {
@@ -150,6 +150,7 @@ impl ReadWake {
     }
 
     /// Wakes the reading poller, if there is one and it is not `running`.
+    #[inline]
     pub(super) fn wake_poller_except(&self, running: Option<&Waker>) {
         if !self.poller_reads.load(Ordering::SeqCst) {
             return;
@@ -174,6 +175,7 @@ impl ReadWake {
     }
 
     /// The stream holds this waker and has not woken it since: nothing has arrived to read.
+    #[inline]
     pub(super) fn armed(&self) -> bool {
         self.registered.load(Ordering::SeqCst) && !self.woken.load(Ordering::SeqCst)
     }

@@ -71,7 +71,7 @@ pub(super) async fn rx_loop(shared: Arc<Shared>) {
         shared.read_wake.set_task(cx.waker());
         loop {
             let step = {
-                let mut guard = shared.rx.lock();
+                let mut guard = shared.rx.lock().unwrap_or_else(|e| e.into_inner());
                 let Some(rx) = guard.as_mut() else {
                     return Poll::Ready(());
                 };

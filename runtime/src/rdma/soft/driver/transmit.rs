@@ -20,7 +20,7 @@ pub(super) async fn tx_loop(shared: Arc<Shared>) {
         let mut notified = pin!(shared.tx_notify.notified());
         notified.as_mut().enable();
         let step = {
-            let mut out = shared.tx.lock();
+            let mut out = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
             shared.transmit_step(wr, &mut out)
         };
         let mut step = step.inspect(|step| {

@@ -168,6 +168,7 @@ impl<B: Buf> Requester<B> {
 
 /// A call's Send with its header filled in (in `version`, offering `inv_handle` in version
 /// 2).
+#[inline]
 pub(super) fn with_header(
     version: u32,
     inv_handle: u32,
