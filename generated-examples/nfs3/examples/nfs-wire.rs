@@ -462,9 +462,32 @@ fn judge(args: &Args) -> Result<usize, String> {
             "xid", "procedure", "call (read/write/reply)", "reply"
         );
     }
+    // Calls the client sent again with other chunks (on a new connection) after an attempt the
+    // server never answered: (xid, frames of the unanswered attempts, frame of the answered one).
+    let mut retried = Vec::new();
     for (xid, msgs) in &by_xid {
-        let call = msgs.iter().find(|m| m.from_client);
+        // The attempt the first reply answers: the last call before it. The Linux client sends
+        // a call again on a new connection when its Send was lost below RPC-over-RDMA (seen: an
+        // RC Send that Soft-RoCE dropped after a PSN sequence error, not sent again by the
+        // client's RC transport, the session held up until the client reconnected): an earlier
+        // attempt with other chunks was never served, so its Read chunk was never read.
         let reply = msgs.iter().find(|m| !m.from_client);
+        let call = msgs
+            .iter()
+            .rev()
+            .find(|m| m.from_client && reply.map_or(true, |r| m.frame < r.frame))
+            .or_else(|| msgs.iter().find(|m| m.from_client));
+        if let Some(answered) = call {
+            let earlier: Vec<u64> = msgs
+                .iter()
+                .filter(|m| m.from_client && m.frame < answered.frame)
+                .filter(|m| m.segments != answered.segments)
+                .map(|m| m.frame)
+                .collect();
+            if !earlier.is_empty() {
+                retried.push((*xid, earlier, answered.frame));
+            }
+        }
         let procedure = msgs.iter().find_map(|m| m.procedure);
         let program = msgs.iter().find_map(|m| m.program);
         let name = match (procedure, program) {
@@ -602,6 +625,13 @@ fn judge(args: &Args) -> Result<usize, String> {
         println!(
             "{name:<12} {n:>6} calls  {bytes:>10} bytes by RDMA  call {call_kind:<11} reply {reply_kind:<22} {}",
             if *ok { "ok" } else { "FAILED" }
+        );
+    }
+    for (xid, earlier, answered) in &retried {
+        println!(
+            "xid {xid:#010x}: sent again with other chunks in frame {answered}, which is the \
+             attempt judged above; the earlier attempt(s) in frame(s) {earlier:?} had no reply \
+             (the client reconnected and sent the call again)"
         );
     }
     if !excused.is_empty() {
