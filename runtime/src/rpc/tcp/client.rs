@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use bytes::Bytes;
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -309,18 +309,14 @@ impl Inner {
         let stream = TcpStream::connect(self.peer).await?;
         let connection = Connection::start(stream, &self.config)?;
         tracing::debug!(peer = %self.peer, "reconnected");
-        *self.lock_current() = connection.clone();
+        *self.current.lock() = connection.clone();
         Ok(connection)
     }
 
     fn usable(&self, lost: Option<&Arc<Connection>>) -> Option<Arc<Connection>> {
-        let current = self.lock_current().clone();
+        let current = self.current.lock().clone();
         let same = lost.is_some_and(|l| Arc::ptr_eq(l, &current));
         (current.replies.is_open() && !same).then_some(current)
-    }
-
-    fn lock_current(&self) -> MutexGuard<'_, Arc<Connection>> {
-        self.current.lock()
     }
 }
 

@@ -173,7 +173,7 @@ impl Replies {
         // Listening before looking, so that a slot freed in between is not missed.
         notified.as_mut().enable();
         {
-            let pending = self.lock();
+            let pending = self.pending.lock();
             if !pending.open || pending.calls.len() < self.max_calls {
                 return;
             }
@@ -209,7 +209,7 @@ impl Replies {
         cx: &mut Context<'_>,
     ) -> Result<Ticket, Lost> {
         let (xid, first) = {
-            let mut pending = self.lock();
+            let mut pending = self.pending.lock();
             if !pending.open {
                 return Err(Lost::BeforeSending);
             }
@@ -274,7 +274,7 @@ impl Replies {
     /// dropped; or the end of the connection, then `Lost::BeforeSending`. `Ok(true)` when the
     /// socket was left waiting, to wake `cx`'s task when more comes (its reply, once sent).
     fn drain_idle(&self, xid: u32, cx: &mut Context<'_>) -> Result<bool, Lost> {
-        let mut read = self.lock_read();
+        let mut read = self.read.lock();
         let ReadSide { stream, records } = &mut *read;
         // With the socket held: once another call came, the reply task reads (and must stay
         // the one the socket wakes). At most a few records here: what a server keeps sending
@@ -306,7 +306,7 @@ impl Replies {
     /// ended.
     pub(super) fn poll_task(&self, cx: &mut Context<'_>) -> Poll<()> {
         {
-            let mut pending = self.lock();
+            let mut pending = self.pending.lock();
             if !pending.open {
                 return Poll::Ready(());
             }
@@ -321,7 +321,7 @@ impl Replies {
         if self.role() != Reader::Task {
             return Poll::Pending;
         }
-        let mut read = self.lock_read();
+        let mut read = self.read.lock();
         let ReadSide { stream, records } = &mut *read;
         // Checked again with the socket held: a caller that took the role meanwhile has
         // polled the socket last, and must stay the one tokio wakes.
@@ -360,7 +360,7 @@ impl Replies {
             tracing::debug!(peer = %self.peer, xid, "a CALL from the server (no backward direction over TCP): dropped");
             return None;
         }
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         if mine == Some(xid) {
             // Unanswered unless the sweeper timed it out just now.
             if pending
@@ -446,7 +446,7 @@ impl Replies {
     /// Fails every waiting call: the connection is lost.
     pub(super) fn fail_all(&self) {
         let wakers: Vec<Waker> = {
-            let mut pending = self.lock();
+            let mut pending = self.pending.lock();
             pending.open = false;
             self.open.store(false, Ordering::Release);
             pending.unanswered = 0;
@@ -469,7 +469,7 @@ impl Replies {
     /// Wakes `waker` (rather than the one registered, unless it wakes the same task) when
     /// call `xid` is answered.
     fn update_waker(&self, xid: u32, waker: &Waker) {
-        if let Some(call) = self.lock().calls.get_mut(xid) {
+        if let Some(call) = self.pending.lock().calls.get_mut(xid) {
             if !call.waker.will_wake(waker) {
                 call.waker = waker.clone();
             }
@@ -488,14 +488,6 @@ impl Replies {
     fn set_role(&self, reader: Reader) {
         self.reader.store(reader.encode(), Ordering::Release);
     }
-
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock()
-    }
-
-    fn lock_read(&self) -> MutexGuard<'_, ReadSide> {
-        self.read.lock()
-    }
 }
 
 fn wake(waker: Option<Waker>) {
@@ -508,7 +500,7 @@ impl Expire for Replies {
     fn expire(self: Arc<Self>, now: CoarseInstant) {
         let mut wakers = Vec::new();
         let task = {
-            let mut pending = self.lock();
+            let mut pending = self.pending.lock();
             let mut expired = 0;
             for call in pending.calls.values_mut() {
                 if call.answer.is_none() && call.deadline.is_some_and(|d| d <= now) {
@@ -566,7 +558,7 @@ impl Replies {
             return Poll::Ready(done);
         }
         // Not (or no longer) the reader: the answer comes from whoever reads.
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         let Some(call) = pending.calls.get_mut(ticket.xid) else {
             // Not reachable: only the ticket's holder removes its call, but for its own reply.
             ticket.armed = false;
@@ -597,7 +589,7 @@ impl Replies {
         if self.role() != me {
             return Poll::Ready(None);
         }
-        let mut read = self.lock_read();
+        let mut read = self.read.lock();
         let ReadSide { stream, records } = &mut *read;
         while self.role() == me {
             match poll_record(cx, stream, records) {
@@ -644,7 +636,7 @@ impl Replies {
         if !std::mem::replace(&mut ticket.armed, false) {
             return;
         }
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         if let Some(call) = self.forget(&mut pending, ticket.xid) {
             if call.answer.is_none() {
                 pending.unanswered -= 1;

@@ -23,7 +23,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use bytes::{Buf, Bytes};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -98,6 +98,8 @@ struct Shared {
     queued: AtomicUsize,
     /// The framer's largest fragment: a record up to this long is written as one.
     max_fragment: usize,
+    /// Not poisoned by a panic (parking_lot): none could leave it inconsistent, each update
+    /// is one assignment or one queue operation.
     state: Mutex<State>,
     /// Raised when the sink closes: read without the lock by a writer between writes, and
     /// waited for by the connection's owner (the one task in [`RecordSink::closed`]).
@@ -190,7 +192,7 @@ impl RecordSink {
             self.send_now(parts, total, slot);
             return Ok(());
         }
-        let mut state = shared.lock();
+        let mut state = shared.state.lock();
         // Checked again under the lock: `close` empties the queue under it.
         if shared.closed.is_raised() {
             return Err(SinkClosed);
@@ -315,12 +317,6 @@ impl Shared {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Not poisoned by a panic (parking_lot): none can leave the state inconsistent, each
-        // update is one assignment or one queue operation.
-        self.state.lock()
-    }
-
     /// Writes queued records until the queue is empty, the socket is full, or writing fails.
     /// The caller owns the sending side (`busy`).
     fn drain(&self, batch: &mut Batch) -> Drain {
@@ -329,7 +325,7 @@ impl Shared {
                 return Drain::Closed;
             }
             if batch.records.is_empty() {
-                let mut state = self.lock();
+                let mut state = self.state.lock();
                 if state.queue.is_empty() {
                     // Under the lock: a sender queueing next finds the flag down and writes.
                     self.busy.store(false, SeqCst);
@@ -355,7 +351,7 @@ impl Shared {
 
     /// Gives a blocked batch to the writer task: back at the head of the queue, still `busy`.
     fn hand_over(&self, batch: Batch) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if self.closed.is_raised() {
             return;
         }
@@ -373,7 +369,7 @@ impl Shared {
     }
 
     fn close(&self) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let queue = std::mem::take(&mut state.queue);
         self.queued.store(0, SeqCst);
         let first = !self.closed.is_raised();

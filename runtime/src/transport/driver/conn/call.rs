@@ -61,7 +61,7 @@ impl<C: Connection> Conn<C> {
         body: Bytes,
     ) -> Result<Bytes, TransportError> {
         let id = {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             let id = st
                 .core
                 .start_extension(htype, flags, body, Instant::now())?;
@@ -137,7 +137,7 @@ impl<C: Connection> Conn<C> {
             return Err(TransportError::Closed.into());
         }
         let (xid, policy, reply_chunk, pad_threshold) = {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             // A first attempt takes a fresh XID; a retransmission keeps it.
             let xid = *xid.get_or_insert_with(|| st.core.next_xid());
             // Read-Read (2004 mode): a long reply comes as a Read chunk instead.
@@ -179,7 +179,7 @@ impl<C: Connection> Conn<C> {
             }
             (None, limit) => (limit, None),
         };
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let id = st.core.start_call(
             OutgoingCall {
                 xid,
@@ -208,7 +208,7 @@ impl<C: Connection> Conn<C> {
         cx: &mut Context<'_>,
         wake: bool,
     ) -> Poll<Result<Reply, TransportError>> {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let Some(waiter) = st.waiters.get_mut(&id) else {
             return Poll::Ready(Err(TransportError::Closed));
         };
@@ -260,7 +260,7 @@ impl<C: Connection> Conn<C> {
         if backward {
             return (Vec::new(), call.reply.max_len);
         }
-        if self.mode_2004 && self.lock().core.read_read_requester() {
+        if self.mode_2004 && self.state.lock().core.read_read_requester() {
             // Read-Read (seed 000 section 3.8): the responder exposes the results instead.
             return (Vec::new(), call.reply.max_len);
         }
@@ -275,7 +275,7 @@ impl<C: Connection> Conn<C> {
             return (Vec::new(), inline);
         }
         let (default, fits) = {
-            let st = self.lock();
+            let st = self.state.lock();
             let all_sizes =
                 options.reply_buffers.is_empty() && n > 0 && options.reply_sizes.len() >= n;
             let with_results = inline.map(|i| {
@@ -319,7 +319,7 @@ impl<C: Connection> Expire for Conn<C> {
     /// Fails the calls past their default timeout as a dropped call is cancelled (see
     /// [`Cancel`]): the core invalidates their handles at once.
     fn expire(self: Arc<Self>, now: CoarseInstant) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let expired: Vec<CallId> = st
             .waiters
             .iter()
@@ -438,7 +438,7 @@ impl<C: Connection> Drop for Cancel<'_, C> {
         if !self.armed {
             return;
         }
-        let mut st = self.conn.lock();
+        let mut st = self.conn.state.lock();
         st.waiters.remove(&self.id);
         st.core.cancel(self.id);
         self.conn.flush(&mut st);

@@ -39,7 +39,7 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     let mut calls = Vec::new();
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
     let mut closing = std::pin::pin!(conn.close_notify.notified());
-    let mut deadline = core_deadline(&conn.lock());
+    let mut deadline = core_deadline(&conn.state.lock());
     if hooked {
         // Completions that came before the hook was set found no one to call.
         conn.task_kick.notify_one();
@@ -64,7 +64,7 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             _ = closing.as_mut() => break,
         };
         {
-            let mut st = conn.lock();
+            let mut st = conn.state.lock();
             if let Some(first) = first {
                 conn.complete(&mut st, first);
             }
@@ -89,7 +89,7 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             break;
         }
     }
-    let mut st = conn.lock();
+    let mut st = conn.state.lock();
     conn.close_locked(&mut st);
     // Every caller still waiting learns that the connection is gone.
     for (_, mut waiter) in st.waiters.drain() {

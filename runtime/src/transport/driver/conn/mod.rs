@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::config::{PeerVersions, RdmaConfig};
@@ -238,7 +238,7 @@ impl<C: Connection> Conn<C> {
         }
         {
             // A version 2 client's offer goes before anything else (seed 003 section 7).
-            let mut st = shared.lock();
+            let mut st = shared.state.lock();
             st.core.open(Instant::now());
             shared.flush(&mut st);
         }
@@ -297,23 +297,19 @@ impl<C: Connection> Conn<C> {
         core_deadline(st) == st.task_deadline && !self.is_closed()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock()
-    }
-
     /// The core's counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.lock().core.stats()
+        self.state.lock().core.stats()
     }
 
     /// The version this side's calls go in.
     pub(crate) fn version(&self) -> u32 {
-        self.lock().core.version()
+        self.state.lock().core.version()
     }
 
     /// The transport properties the peer advertised (version 2).
     pub(crate) fn peer_properties(&self) -> Vec<crate::transport::header::Property> {
-        self.lock().core.peer_properties().to_vec()
+        self.state.lock().core.peer_properties().to_vec()
     }
 
     /// The pool's counters.
@@ -339,7 +335,7 @@ impl<C: Connection> Conn<C> {
 
     /// Closes the connection: every waiting call fails with `Closed`.
     pub(crate) fn close(self: &Arc<Self>) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         self.close_locked(&mut st);
     }
 
@@ -525,11 +521,14 @@ impl<C: Connection> Conn<C> {
 
     /// Applies what the configuration call settled ([`Core::configure`]).
     pub(crate) fn configure(&self, peer_recv_size: usize, max_reads: usize, align: Option<u32>) {
-        self.lock().core.configure(peer_recv_size, max_reads, align);
+        self.state
+            .lock()
+            .core
+            .configure(peer_recv_size, max_reads, align);
     }
 
     /// The peer speaks the default protocol ([`Core::leave_mode_2004`]).
     pub(crate) fn leave_mode_2004(&self, peer_recv_size: usize) {
-        self.lock().core.leave_mode_2004(peer_recv_size);
+        self.state.lock().core.leave_mode_2004(peer_recv_size);
     }
 }

@@ -39,7 +39,7 @@ pub(super) fn serve_call<C: Connection>(
         _ => conn.server.clone(),
     };
     let Some(server) = server else {
-        let mut st = conn.lock();
+        let mut st = conn.state.lock();
         return st.core.discard_call(call.id);
     };
     let backchannel = conn.backchannel.get().cloned();
@@ -73,12 +73,12 @@ pub(super) fn serve_call<C: Connection>(
         }),
         Dispatch::ChunkError { error, .. } => {
             tracing::debug!(%error, "the arguments' chunks disagree with the call: ERR_CHUNK");
-            let mut st = conn.lock();
+            let mut st = conn.state.lock();
             st.core.reject_chunks(id);
             conn.flush(&mut st);
         }
         Dispatch::NotACall { .. } | Dispatch::Drop(_) => {
-            let mut st = conn.lock();
+            let mut st = conn.state.lock();
             st.core.discard_call(id);
         }
     }
@@ -95,7 +95,7 @@ impl<C: Connection> Conn<C> {
         encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
     ) {
         let (read_read, pad_threshold) = if self.mode_2004 {
-            let st = self.lock();
+            let st = self.state.lock();
             (
                 st.core.read_read_policy(id, write_chunks),
                 st.core.pad_threshold(),
@@ -119,7 +119,7 @@ impl<C: Connection> Conn<C> {
         }
         let encoded = encode(&mut enc);
         let (message, moved) = self.finish_encoder(enc, kept);
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         match encoded {
             Ok(()) => {
                 st.core
