@@ -196,6 +196,10 @@ pub struct Core {
     terminate_received: Option<Terminate>,
     terminate_sent: Option<Terminate>,
     direct: Option<DirectState>,
+    /// The last input ended a directly placed segment that was not its message's last: the
+    /// stream's next bytes are most likely the next segment's header (see
+    /// [`Core::next_read_hint`]).
+    segment_follows: bool,
     scratch: Vec<u8>,
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
@@ -250,6 +254,7 @@ impl Core {
             terminate_received: None,
             terminate_sent: None,
             direct: None,
+            segment_follows: false,
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,

@@ -14,11 +14,34 @@ impl Core {
         self.direct.as_ref().map(|d| &d.place)
     }
 
+    /// How many bytes the driver's next read into its buffer should take, when the core
+    /// expects the header of a tagged segment to be placed directly: the trailer of the segment
+    /// being placed, if any is left, and the next segment's header. `None`: no expectation
+    /// (read what the socket holds).
+    ///
+    /// A large tagged message comes as segments of about 64 KiB, and a peer that writes them
+    /// one by one to a receiver that keeps up leaves a segment boundary at the end of each
+    /// read: a read of whatever is there would take the whole next segment into the buffer,
+    /// and the core would copy it, segment after segment. Reading only the header keeps every
+    /// payload on the direct path for one short read: between two processes, 1 MiB
+    /// RPC-over-RDMA READs copied 50-90 % of their payload out of the buffer without it.
+    pub fn next_read_hint(&self) -> Option<usize> {
+        const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
+        match &self.direct {
+            Some(d) if d.place.remaining == 0 && d.place.more => Some(d.place.trailer + HEADER),
+            Some(_) => None,
+            None => self.segment_follows.then_some(HEADER),
+        }
+    }
+
     /// Feeds stream bytes; returns how many were consumed. Consumes everything once the
     /// connection is no longer established.
     pub fn handle_input(&mut self, buf: &[u8]) -> usize {
         let mut at = 0;
         while self.state == State::Established && at < buf.len() {
+            // Whatever comes next is no longer the expected header (`end_direct` sets it
+            // again at the end of a segment).
+            self.segment_follows = false;
             if self.direct.is_some() {
                 at += self.feed_direct(&buf[at..]);
                 continue;
@@ -215,6 +238,7 @@ impl Core {
 
     pub(super) fn end_direct(&mut self) {
         if let Some(d) = self.direct.take() {
+            self.segment_follows = !d.last;
             if let Some(crc) = d.crc {
                 let pad = crc.got.saturating_sub(mpa::CRC_LEN);
                 let computed = crc::append(crc.running, &crc.trailer[..pad]);

@@ -133,6 +133,9 @@ struct Input {
     /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
     /// the core again to learn it (one lock fewer per input).
     direct: bool,
+    /// How much the next read into the buffer should take ([`Core::next_read_hint`]); got
+    /// under the same lock, as `direct`.
+    read_hint: Option<usize>,
     /// The completion a reading poller took under the same lock ([`Shared::receive_step`]).
     taken: Option<Completion>,
 }
@@ -150,6 +153,7 @@ impl Input {
             completions,
             established: core.state() == State::Established,
             direct: core.direct_placement().is_some_and(|d| d.remaining > 0),
+            read_hint: core.next_read_hint(),
             taken,
         }
     }
@@ -278,6 +282,7 @@ impl Shared {
             completions,
             established,
             direct: _,
+            read_hint: _,
             taken: _,
         } = input;
         if !established {

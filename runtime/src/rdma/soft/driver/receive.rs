@@ -61,6 +61,9 @@ pub(crate) struct Receiver {
     end: usize,
     /// What the last input left: a direct placement to read into.
     direct_next: bool,
+    /// What the last input left: how much the next read into `buf` should take when it is
+    /// empty ([`Core::next_read_hint`](crate::rdma::soft::core::Core::next_read_hint)).
+    read_hint: Option<usize>,
     /// The stream ended or failed, or the core left Full Operation: nothing more is read.
     done: bool,
 }
@@ -175,7 +178,11 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
-            let upto = rx.buf.len().min(rx.end + READ_MAX);
+            let most = match rx.read_hint {
+                Some(hint) if rx.end == 0 => hint,
+                _ => READ_MAX,
+            };
+            let upto = rx.buf.len().min(rx.end + most);
             let mut free = ReadBuf::new(&mut rx.buf[rx.end..upto]);
             // `poll_read`, not `try_read`: after a read shorter than the buffer tokio clears
             // the readiness itself, so the next wait needs no read that would block.
@@ -237,6 +244,7 @@ impl Receiver {
             start: 0,
             end: 0,
             direct_next: false,
+            read_hint: None,
             done: false,
         }
     }
@@ -244,6 +252,7 @@ impl Receiver {
     /// Records what input left for the next read.
     fn took(&mut self, input: Input) -> Input {
         self.direct_next = input.direct;
+        self.read_hint = input.read_hint;
         if !input.established {
             self.done = true;
         }
