@@ -7,6 +7,10 @@ use super::*;
 /// comes from the buffer under CRC: small enough that the CRC finds them in the L1 cache.
 const COPY_CRC_BLOCK: usize = 8 * 1024;
 
+/// The smallest tagged payload placed directly; smaller segments are cheaper through the FPDU
+/// path.
+const DIRECT_MIN: usize = 4096;
+
 impl Core {
     /// What the driver may place straight from the stream, if the core is in the middle of a
     /// directly placed tagged segment.
@@ -25,12 +29,21 @@ impl Core {
     /// and the core would copy it, segment after segment. Reading only the header keeps every
     /// payload on the direct path for one short read: between two processes, 1 MiB
     /// RPC-over-RDMA READs copied 50-90 % of their payload out of the buffer without it.
+    ///
+    /// The response to this side's large RDMA Read is expected the same way before its first
+    /// segment: it is most likely what comes next, and its first segment too is then placed
+    /// directly (a Send that comes first instead costs one short read more).
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
         match &self.direct {
             Some(d) if d.place.remaining == 0 && d.place.more => Some(d.place.trailer + HEADER),
             Some(_) => None,
-            None => self.segment_follows.then_some(HEADER),
+            None if self.segment_follows => Some(HEADER),
+            None => self
+                .pending_reads
+                .front()
+                .is_some_and(|p| p.received == 0 && p.size >= DIRECT_MIN)
+                .then_some(HEADER),
         }
     }
 
@@ -111,9 +124,9 @@ impl Core {
         let head_len = 2 + ddp::TAGGED_LEN;
         let head = buf.first_chunk::<{ 2 + ddp::TAGGED_LEN }>()?;
         let ulpdu_len = u16::from_be_bytes([head[0], head[1]]) as usize;
-        // Small segments are cheaper through the FPDU path (checked first: most are small).
+        // Small segments (checked first: most are small).
         let payload = ulpdu_len.checked_sub(ddp::TAGGED_LEN)?;
-        if payload < 4096 || head[2] & 0x80 == 0 {
+        if payload < DIRECT_MIN || head[2] & 0x80 == 0 {
             return None;
         }
         let hdr = match DdpHeader::parse(&buf[2..head_len]) {

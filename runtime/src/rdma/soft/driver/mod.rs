@@ -117,6 +117,10 @@ pub(crate) struct Shared {
     /// Bulk data is on its way in ([`Core::awaits_data`], as of the last post or input):
     /// pollers leave the stream to the receive task (see [`Receiver`]).
     bulk: AtomicBool,
+    /// How much the next read into the receive buffer should take when it is empty
+    /// ([`Core::next_read_hint`], 0 for no hint; as of the last post or input, like `bulk`: a
+    /// Read Request just sent sets it before its response comes in).
+    read_hint: AtomicUsize,
     /// The connection's place on the flusher's list.
     flush: Arc<FlushEntry>,
     tap: Option<ConnTap>,
@@ -133,9 +137,6 @@ struct Input {
     /// ([`Core::direct_placement`]); only input sets one up, so the receive task need not lock
     /// the core again to learn it (one lock fewer per input).
     direct: bool,
-    /// How much the next read into the buffer should take ([`Core::next_read_hint`]); got
-    /// under the same lock, as `direct`.
-    read_hint: Option<usize>,
     /// The completion a reading poller took under the same lock ([`Shared::receive_step`]).
     taken: Option<Completion>,
 }
@@ -153,7 +154,6 @@ impl Input {
             completions,
             established: core.state() == State::Established,
             direct: core.direct_placement().is_some_and(|d| d.remaining > 0),
-            read_hint: core.next_read_hint(),
             taken,
         }
     }
@@ -192,6 +192,7 @@ impl Shared {
                 hook: OnceLock::new(),
                 deferred: AtomicBool::new(false),
                 bulk: AtomicBool::new(false),
+                read_hint: AtomicUsize::new(0),
                 flush,
                 tap,
             }
@@ -282,7 +283,6 @@ impl Shared {
             completions,
             established,
             direct: _,
-            read_hint: _,
             taken: _,
         } = input;
         if !established {
@@ -445,11 +445,16 @@ impl Shared {
         self.read_wake.clear_reader(waker);
     }
 
-    /// Records whether bulk data is on its way in (see [`Shared::bulk`]).
+    /// Records whether bulk data is on its way in (see [`Shared::bulk`]) and how the next
+    /// read should take it ([`Shared::read_hint`]).
     fn note_bulk(&self, core: &Core) {
         let bulk = core.awaits_data();
         if self.bulk.load(Ordering::Relaxed) != bulk {
             self.bulk.store(bulk, Ordering::Relaxed);
+        }
+        let hint = core.next_read_hint().unwrap_or(0);
+        if self.read_hint.load(Ordering::Relaxed) != hint {
+            self.read_hint.store(hint, Ordering::Relaxed);
         }
     }
 

@@ -61,9 +61,6 @@ pub(crate) struct Receiver {
     end: usize,
     /// What the last input left: a direct placement to read into.
     direct_next: bool,
-    /// What the last input left: how much the next read into `buf` should take when it is
-    /// empty ([`Core::next_read_hint`](crate::rdma::soft::core::Core::next_read_hint)).
-    read_hint: Option<usize>,
     /// The stream ended or failed, or the core left Full Operation: nothing more is read.
     done: bool,
 }
@@ -178,8 +175,8 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
-            let most = match rx.read_hint {
-                Some(hint) if rx.end == 0 => hint,
+            let most = match self.read_hint.load(Ordering::Relaxed) {
+                hint if hint > 0 && rx.end == 0 => hint,
                 _ => READ_MAX,
             };
             let upto = rx.buf.len().min(rx.end + most);
@@ -244,7 +241,6 @@ impl Receiver {
             start: 0,
             end: 0,
             direct_next: false,
-            read_hint: None,
             done: false,
         }
     }
@@ -252,7 +248,6 @@ impl Receiver {
     /// Records what input left for the next read.
     fn took(&mut self, input: Input) -> Input {
         self.direct_next = input.direct;
-        self.read_hint = input.read_hint;
         if !input.established {
             self.done = true;
         }
