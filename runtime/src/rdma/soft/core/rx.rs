@@ -35,6 +35,10 @@ impl Core {
     /// directly (a Send that comes first instead costs one short read more).
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
+        if self.cfg.rx.markers {
+            // Nothing is placed directly under markers.
+            return None;
+        }
         match &self.direct {
             Some(d) if d.place.remaining == 0 && d.place.more => Some(d.place.trailer + HEADER),
             Some(_) => None,
