@@ -35,6 +35,11 @@ impl Core {
     /// directly (a Send that comes first instead costs one short read more).
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
+        // Small messages first (this runs on every input and post): no placement under way or
+        // just ended, no RDMA Read with data outstanding.
+        if self.direct.is_none() && !self.segment_follows && self.reads_with_data == 0 {
+            return None;
+        }
         if self.cfg.rx.markers {
             // Nothing is placed directly under markers.
             return None;

@@ -114,13 +114,10 @@ pub(crate) struct Shared {
     pub(crate) hook: OnceLock<CompletionHook>,
     /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
-    /// Bulk data is on its way in ([`Core::awaits_data`], as of the last post or input):
-    /// pollers leave the stream to the receive task (see [`Receiver`]).
-    bulk: AtomicBool,
-    /// How much the next read into the receive buffer should take when it is empty
-    /// ([`Core::next_read_hint`], 0 for no hint; as of the last post or input, like `bulk`: a
-    /// Read Request just sent sets it before its response comes in).
-    read_hint: AtomicUsize,
+    /// What the core expects to come in, as of the last post or input (a Read Request just
+    /// sent sets it before its response comes): [`Shared::bulk`] and
+    /// [`Shared::read_hint`], in one word so that noting them is one load.
+    inbound: AtomicUsize,
     /// The connection's place on the flusher's list.
     flush: Arc<FlushEntry>,
     tap: Option<ConnTap>,
@@ -191,8 +188,7 @@ impl Shared {
                 pollers: AtomicUsize::new(0),
                 hook: OnceLock::new(),
                 deferred: AtomicBool::new(false),
-                bulk: AtomicBool::new(false),
-                read_hint: AtomicUsize::new(0),
+                inbound: AtomicUsize::new(0),
                 flush,
                 tap,
             }
@@ -396,7 +392,7 @@ impl Shared {
     /// [`Connection::poll_input`]: crate::rdma::Connection::poll_input
     pub(crate) fn poll_input(&self, cx: &mut Context<'_>) -> Poll<()> {
         // Bulk data coming in: the receive task reads it (see `NextCompletion::read`).
-        if self.bulk.load(Ordering::Relaxed) {
+        if self.bulk() {
             self.read_wake.clear_reader(cx.waker());
             return Poll::Pending;
         }
@@ -445,17 +441,26 @@ impl Shared {
         self.read_wake.clear_reader(waker);
     }
 
-    /// Records whether bulk data is on its way in (see [`Shared::bulk`]) and how the next
-    /// read should take it ([`Shared::read_hint`]).
+    /// Records whether bulk data is on its way in and how the next read should take it (see
+    /// [`Shared::inbound`]).
     fn note_bulk(&self, core: &Core) {
-        let bulk = core.awaits_data();
-        if self.bulk.load(Ordering::Relaxed) != bulk {
-            self.bulk.store(bulk, Ordering::Relaxed);
-        }
         let hint = core.next_read_hint().unwrap_or(0);
-        if self.read_hint.load(Ordering::Relaxed) != hint {
-            self.read_hint.store(hint, Ordering::Relaxed);
+        let inbound = hint << 1 | usize::from(core.awaits_data());
+        if self.inbound.load(Ordering::Relaxed) != inbound {
+            self.inbound.store(inbound, Ordering::Relaxed);
         }
+    }
+
+    /// Bulk data is on its way in ([`Core::awaits_data`]): pollers leave the stream to the
+    /// receive task (see [`Receiver`]).
+    fn bulk(&self) -> bool {
+        self.inbound.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// How much the next read into the receive buffer should take when it is empty
+    /// ([`Core::next_read_hint`]; 0 for no hint).
+    fn read_hint(&self) -> usize {
+        self.inbound.load(Ordering::Relaxed) >> 1
     }
 
     /// The next completion. Without a completion hook, a poller that finds none reads the

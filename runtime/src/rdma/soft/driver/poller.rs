@@ -104,7 +104,7 @@ impl NextCompletion<'_> {
         // A bulk transfer coming in is read by the receive task, beside this poller's task: a
         // poller reading it took it in turns with the receive task, a hand-over per read (1 MiB
         // RDMA Reads 80-83 % of TCP's throughput instead of 84-90 %, `rdma_soft -- throughput`).
-        if shared.bulk.load(Ordering::Relaxed) {
+        if shared.bulk() {
             if let Some(ticket) = self.reader {
                 shared.read_wake.hand_to_task(ticket);
             }

@@ -175,7 +175,7 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
-            let most = match self.read_hint.load(Ordering::Relaxed) {
+            let most = match self.read_hint() {
                 hint if hint > 0 && rx.end == 0 => hint,
                 _ => READ_MAX,
             };
