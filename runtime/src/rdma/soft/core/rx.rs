@@ -18,10 +18,11 @@ impl Core {
         self.direct.as_ref().map(|d| &d.place)
     }
 
-    /// How many bytes the driver's next read into its buffer should take, when the core
-    /// expects the header of a tagged segment to be placed directly: the trailer of the segment
-    /// being placed, if any is left, and the next segment's header. `None`: no expectation
-    /// (read what the socket holds).
+    /// How many bytes past those consumed the driver's buffer should hold after its next read,
+    /// when the core expects the header of a tagged segment to be placed directly: the trailer
+    /// of the segment being placed, if any is left, and the next segment's header (of which
+    /// the buffer may hold a part already, not consumed). `None`: no expectation (read what
+    /// the socket holds).
     ///
     /// A large tagged message comes as segments of about 64 KiB, and a peer that writes them
     /// one by one to a receiver that keeps up leaves a segment boundary at the end of each
@@ -62,8 +63,8 @@ impl Core {
         let mut at = 0;
         while self.state == State::Established && at < buf.len() {
             // Whatever comes next is no longer the expected header (`end_direct` sets it
-            // again at the end of a segment).
-            self.segment_follows = false;
+            // again at the end of a segment), unless it is only part of one.
+            let follows = std::mem::take(&mut self.segment_follows);
             if self.direct.is_some() {
                 at += self.feed_direct(&buf[at..]);
                 continue;
@@ -76,6 +77,7 @@ impl Core {
             }
             if let Some(n) = self.try_begin_direct(&buf[at..]) {
                 if n == 0 {
+                    self.segment_follows = follows;
                     break;
                 }
                 at += n;
@@ -107,6 +109,8 @@ impl Core {
                 self.rx_scratch = scratch;
             }
             if !step {
+                // Part of an FPDU: still expected as it was.
+                self.segment_follows = follows;
                 break;
             }
         }

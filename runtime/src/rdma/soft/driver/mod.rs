@@ -457,8 +457,8 @@ impl Shared {
         self.inbound.load(Ordering::Relaxed) & 1 != 0
     }
 
-    /// How much the next read into the receive buffer should take when it is empty
-    /// ([`Core::next_read_hint`]; 0 for no hint).
+    /// How many bytes the receive buffer should hold, not consumed, after the next read into
+    /// it ([`Core::next_read_hint`]; 0 for no hint).
     fn read_hint(&self) -> usize {
         self.inbound.load(Ordering::Relaxed) >> 1
     }

@@ -29,7 +29,11 @@ const RX_BUF: usize = 1024 * 1024;
 /// Most bytes one read takes into the receive buffer: about one FPDU. A large tagged segment
 /// whose header comes in such a read has the rest of its payload read straight into its
 /// registration (see [`read_direct`]); a read of everything the socket holds would bring in
-/// the payloads of the segments behind it too, which the core then copies.
+/// the payloads of the segments behind it too, which the core then copies. When the core
+/// expects such a header next ([`Core::next_read_hint`]: the next segment of a message being
+/// placed, or the response to a large RDMA Read), the read takes only that header.
+///
+/// [`Core::next_read_hint`]: crate::rdma::soft::core::Core::next_read_hint
 const READ_MAX: usize = 64 * 1024;
 
 /// Most bytes a direct read takes after the placed payload (see [`read_direct`]): the core
@@ -175,8 +179,9 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
+            // The expected header's bytes not read yet (part of it may be in `buf`).
             let most = match self.read_hint() {
-                hint if hint > 0 && rx.end == 0 => hint,
+                hint if hint > rx.end - rx.start => hint - (rx.end - rx.start),
                 _ => READ_MAX,
             };
             let upto = rx.buf.len().min(rx.end + most);
