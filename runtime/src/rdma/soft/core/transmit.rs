@@ -309,19 +309,16 @@ impl Transmit {
                 Part::Owned(_) => (1, 0, false),
                 Part::Gathered(g) => (g.slice_count(), g.len() - g.done, g.crc),
             };
-            let over = match with_crc {
-                false => plain + len > GATHER_WINDOW,
-                true => crc + len > GATHER_WINDOW_CRC,
+            let (taken, window) = match with_crc {
+                false => (&mut plain, GATHER_WINDOW),
+                true => (&mut crc, GATHER_WINDOW_CRC),
             };
-            if count > 0 && (slices + s > MAX_SLICES || over) {
+            if count > 0 && (slices + s > MAX_SLICES || *taken + len > window) {
                 break;
             }
             count += 1;
             slices += s;
-            match with_crc {
-                false => plain += len,
-                true => crc += len,
-            }
+            *taken += len;
         }
         if count == 0 {
             return write(&[]);

@@ -368,7 +368,7 @@ impl Shared {
         // More than a batch, or a Read the ORD holds back (which only input releases).
         let more = core.wants_transmit();
         let mut completions = core.has_completions();
-        self.note_bulk(&core);
+        self.note_inbound(&core);
         drop(core);
         let res = write_some(self, wr, out);
         // Requests that complete as they are written (without confirmation) do so now.
@@ -443,7 +443,7 @@ impl Shared {
 
     /// Records whether bulk data is on its way in and how the next read should take it (see
     /// [`Shared::inbound`]).
-    fn note_bulk(&self, core: &Core) {
+    fn note_inbound(&self, core: &Core) {
         let hint = core.next_read_hint().unwrap_or(0);
         let inbound = hint << 1 | usize::from(core.awaits_data());
         if self.inbound.load(Ordering::Relaxed) != inbound {

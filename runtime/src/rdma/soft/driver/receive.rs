@@ -161,7 +161,7 @@ impl Shared {
                             if n > 0 {
                                 rx.start = core.handle_input(&rx.buf[..n]);
                             }
-                            self.note_bulk(&core);
+                            self.note_inbound(&core);
                             return Poll::Ready(Some(rx.took(Input::of(core, take))));
                         }
                         // Would block: tokio cleared the readiness; wait for more.
@@ -212,7 +212,7 @@ impl Shared {
             }
             let mut core = self.core();
             rx.start += core.handle_input(&rx.buf[rx.start..rx.end]);
-            self.note_bulk(&core);
+            self.note_inbound(&core);
             return Poll::Ready(Some(rx.took(Input::of(core, take))));
         }
     }
