@@ -109,6 +109,7 @@ fn registrations_and_heap_stay_flat_over_10_000_calls() {
         }
         let (bytes0, blocks0) = live();
         let client_pool0 = transport.pool_stats();
+        let placed0 = transport.connection().placement_stats();
         let (_, server_pool0) = listener.stats()[0];
 
         // 2,500 rounds of four calls: 10,000 calls.
@@ -118,11 +119,13 @@ fn registrations_and_heap_stay_flat_over_10_000_calls() {
         let (bytes1, blocks1) = live();
         let client_pool1 = transport.pool_stats();
         let (core, server_pool1) = listener.stats()[0];
+        let placed1 = transport.connection().placement_stats();
 
         println!(
             "heap: {bytes0} -> {bytes1} bytes, {blocks0} -> {blocks1} blocks; client pool \
              {client_pool0:?} -> {client_pool1:?}; server pool {server_pool0:?} -> \
-             {server_pool1:?}; server core {core:?}"
+             {server_pool1:?}; server core {core:?}; client placement {placed0:?} -> \
+             {placed1:?}"
         );
         assert_eq!(
             client_pool1.registrations, client_pool0.registrations,
@@ -144,6 +147,21 @@ fn registrations_and_heap_stay_flat_over_10_000_calls() {
         assert_eq!(
             client_pool1.copied_bytes - client_pool0.copied_bytes,
             2500 * 65_536
+        );
+        // Nor does the client's provider copy what came for it: the three 64 KiB results of
+        // a round (the echo's and both fills') go from the socket straight into the Write
+        // chunks' registrations (without the announcement of the Write chunk, all of it was
+        // copied). What is copied is the last 550 bytes of each result, which come as a
+        // small segment of their own (0.8 %), plus room for a read sized just before a call
+        // announced its Write chunk and run after the write had come (a thread preempted for
+        // a whole round trip).
+        let direct = placed1.direct - placed0.direct;
+        let copied = placed1.copied - placed0.copied;
+        assert_eq!(direct + copied, 2500 * 3 * 65_536);
+        assert!(
+            copied * 50 <= direct + copied,
+            "the client's provider copied {copied} of {} bytes written into its registrations",
+            direct + copied
         );
         assert!(
             bytes1 - bytes0 < 256 << 10,

@@ -363,6 +363,10 @@ impl<C: Connection> Connection for FaultyConnection<C> {
         self.inner.rekey(mr, remote)
     }
 
+    fn expect_write(&self, mr: &MemoryRegion) {
+        self.inner.expect_write(mr);
+    }
+
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
         self.posted(OpKind::Recv);
         self.inner.post_recv(wr)

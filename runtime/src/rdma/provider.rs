@@ -233,6 +233,16 @@ pub trait Connection: Send + Sync + 'static {
         Err(super::Error::Unsupported("rekeying a registration".into()))
     }
 
+    /// A hint: the peer is about to write into `mr` (under its current tag) by RDMA Write,
+    /// most likely before anything else it sends, as a responder fills the Write chunk of a
+    /// call just sent. A provider that places tagged data from the wire itself may prepare to
+    /// put it straight into `mr` (the soft provider does, for regions of 4 KiB or more);
+    /// ignoring the hint (the default, and hardware, which places it anyway) is always
+    /// correct, and a wrong hint costs at most a little time.
+    fn expect_write(&self, mr: &MemoryRegion) {
+        let _ = mr;
+    }
+
     /// Posts a receive buffer for one incoming Send.
     fn post_recv(&self, wr: RecvWr) -> Result<()>;
 

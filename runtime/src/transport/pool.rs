@@ -609,6 +609,12 @@ impl<C: Connection> Memory for &Pool<C> {
         Ok(slices)
     }
 
+    fn expect_write(&mut self, slices: &[Slice<PoolBuf>]) {
+        for s in slices {
+            self.shared.conn.expect_write(s.buf.region());
+        }
+    }
+
     fn expose(&mut self, slices: &[Slice<PoolBuf>], remote: Access) -> Result<(), MemoryError> {
         if !self.can_rekey() {
             return Err(MemoryError(

@@ -19,6 +19,7 @@ pub mod tags;
 pub mod tap;
 pub mod wire;
 
+pub use self::core::PlacementStats;
 pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
 pub use pcap::PcapTap;
 pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::core::{Core, CoreConfig, State};
+use super::core::{Core, CoreConfig, PlacementStats, State};
 use super::driver::{self, Shared};
 use super::negotiate::{MpaConfig, Negotiated, ReadDepths, Refusal};
 use super::tags::TagTable;
@@ -405,6 +405,13 @@ impl SoftConnection {
         &self.negotiated
     }
 
+    /// How the tagged payloads this side received (RDMA Writes into its registrations, the
+    /// responses to its RDMA Reads) reached their registrations: straight from the socket or
+    /// copied out of the receive buffer.
+    pub fn placement_stats(&self) -> PlacementStats {
+        self.shared.core().placement_stats()
+    }
+
     /// The Terminate this side received, if the peer terminated the connection.
     pub fn terminate_received(&self) -> Option<super::wire::rdmap::Terminate> {
         self.shared.core().terminate_received().cloned()
@@ -423,6 +430,10 @@ impl Connection for SoftConnection {
 
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
         self.tags.rekey(mr, remote)
+    }
+
+    fn expect_write(&self, mr: &MemoryRegion) {
+        self.shared.expect_write(mr);
     }
 
     fn post_recv(&self, wr: RecvWr) -> Result<()> {

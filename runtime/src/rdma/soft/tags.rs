@@ -26,7 +26,7 @@ impl Drop for SoftRegistration {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::SeqCst);
         let stag = self.stag.load(Ordering::Acquire);
-        self.table.lock().map.remove(&stag);
+        self.table.remove(&mut self.table.lock(), stag);
     }
 }
 
@@ -34,6 +34,18 @@ struct Entry {
     region: WeakRegion,
     /// False once invalidated (locally or by a Send with Invalidate).
     valid: bool,
+    /// An RDMA Write into it is expected and none has come yet ([`TagTable::expect_write`]).
+    awaits_write: bool,
+}
+
+impl Entry {
+    fn new(region: WeakRegion) -> Entry {
+        Entry {
+            region,
+            valid: true,
+            awaits_write: false,
+        }
+    }
 }
 
 /// Why a tag did not resolve.
@@ -47,6 +59,9 @@ pub enum TagError {
 #[derive(Default)]
 pub struct TagTable {
     inner: Mutex<Inner>,
+    /// Entries whose `awaits_write` is set; changed only under the lock of `inner`, read
+    /// without it.
+    writes_awaited: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -96,13 +111,7 @@ impl TagTable {
                 },
             ))
         })?;
-        self.lock().map.insert(
-            stag,
-            Entry {
-                region: mr.downgrade(),
-                valid: true,
-            },
-        );
+        self.lock().map.insert(stag, Entry::new(mr.downgrade()));
         Ok(mr)
     }
 
@@ -125,25 +134,44 @@ impl TagTable {
         let mut inner = self.lock();
         let stag = inner.fresh_stag();
         let old = reg.stag.swap(stag, Ordering::AcqRel);
-        inner.map.remove(&old);
-        inner.map.insert(
-            stag,
-            Entry {
-                region: mr.downgrade(),
-                valid: true,
-            },
-        );
+        self.remove(&mut inner, old);
+        inner.map.insert(stag, Entry::new(mr.downgrade()));
         mr.set_remote_key(stag, remote);
         Ok(())
     }
 
-    /// The live, valid region behind `stag`.
+    /// Notes that the peer is expected to write into `mr` under its current tag (a Write chunk
+    /// just advertised), until a tagged segment names that tag or the tag goes: see
+    /// [`TagTable::writes_awaited`]. Nothing is noted for a region the peer cannot write, or
+    /// one smaller than `min` bytes.
+    pub fn expect_write(&self, mr: &MemoryRegion, min: usize) {
+        if mr.len() < min || !mr.access().contains(Access::REMOTE_WRITE) {
+            return;
+        }
+        let mut inner = self.lock();
+        if let Some(e) = inner.map.get_mut(&mr.rkey()) {
+            if e.valid && !e.awaits_write {
+                e.awaits_write = true;
+                self.writes_awaited.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// True while a tag noted by [`TagTable::expect_write`] has had no tagged segment yet and
+    /// is still valid: an RDMA Write is most likely what the peer sends next.
+    pub fn writes_awaited(&self) -> bool {
+        self.writes_awaited.load(Ordering::Relaxed) != 0
+    }
+
+    /// The live, valid region behind `stag`. The tag no longer awaits a write
+    /// ([`TagTable::expect_write`]): one is arriving.
     pub fn lookup(&self, stag: u32) -> std::result::Result<MemoryRegion, TagError> {
-        let inner = self.lock();
-        let entry = inner.map.get(&stag).ok_or(TagError::Invalid)?;
+        let mut inner = self.lock();
+        let entry = inner.map.get_mut(&stag).ok_or(TagError::Invalid)?;
         if !entry.valid {
             return Err(TagError::Invalid);
         }
+        self.stop_awaiting(entry);
         entry.region.upgrade().ok_or(TagError::Invalid)
     }
 
@@ -152,9 +180,24 @@ impl TagTable {
         match self.lock().map.get_mut(&stag) {
             Some(e) if e.valid => {
                 e.valid = false;
+                self.stop_awaiting(e);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Removes `stag`'s entry (`inner` is this table's, locked).
+    fn remove(&self, inner: &mut Inner, stag: u32) {
+        if let Some(mut e) = inner.map.remove(&stag) {
+            self.stop_awaiting(&mut e);
+        }
+    }
+
+    /// Clears `e`'s expectation of a write (its entry is this table's, locked).
+    fn stop_awaiting(&self, e: &mut Entry) {
+        if std::mem::take(&mut e.awaits_write) {
+            self.writes_awaited.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

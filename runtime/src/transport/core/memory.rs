@@ -122,6 +122,14 @@ pub trait Memory {
     /// Makes `slices` (memory the application took from this pool earlier) reachable by the
     /// peer with `remote` under fresh handles.
     fn expose(&mut self, slices: &[Slice<Self::Buf>], remote: Access) -> Result<(), MemoryError>;
+
+    /// A hint that the peer is about to write into `slices` (a Write chunk of a call being
+    /// sent), passed to the provider ([`Connection::expect_write`]); the default ignores it.
+    ///
+    /// [`Connection::expect_write`]: crate::rdma::Connection::expect_write
+    fn expect_write(&mut self, slices: &[Slice<Self::Buf>]) {
+        let _ = slices;
+    }
 }
 
 /// Splits `total` bytes laid over `local` slices onto `remote` segments: the pairs

@@ -174,6 +174,20 @@ pub struct DirectPlacement {
     pub more: bool,
 }
 
+/// How the tagged payloads a connection received (RDMA Writes into its registrations, the
+/// responses to its RDMA Reads) reached their registrations, in bytes.
+///
+/// Large segments are meant to go from the socket straight into place; a share of `copied`
+/// that grows with the transfer size is a receiver copying what it should place. Small
+/// segments (under 4 KiB) and everything under MPA markers are always copied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlacementStats {
+    /// Bytes read from the socket straight into their registration.
+    pub direct: u64,
+    /// Bytes read into the receive buffer first and copied from there.
+    pub copied: u64,
+}
+
 /// The connection core. See the module documentation for the call contract.
 pub struct Core {
     cfg: CoreConfig,
@@ -209,6 +223,7 @@ pub struct Core {
     /// Small messages take the fast paths (see `fast.rs`); off only in the tests that compare
     /// the two.
     fast_paths: bool,
+    placement: PlacementStats,
 }
 
 /// Progress of a direct placement.
@@ -260,6 +275,7 @@ impl Core {
             unconfirmed: 0,
             reads_with_data: 0,
             fast_paths: true,
+            placement: PlacementStats::default(),
         }
     }
 

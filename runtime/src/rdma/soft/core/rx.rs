@@ -33,12 +33,21 @@ impl Core {
     ///
     /// The response to this side's large RDMA Read is expected the same way before its first
     /// segment: it is most likely what comes next, and its first segment too is then placed
-    /// directly (a Send that comes first instead costs one short read more).
+    /// directly (a Send that comes first instead costs one short read more). So is an RDMA
+    /// Write the consumer said is coming ([`TagTable::expect_write`]: a Write chunk of a call
+    /// just sent), whose first segment would otherwise come in with the header and be copied,
+    /// every payload of up to one segment (64 KiB) among them.
+    ///
+    /// [`TagTable::expect_write`]: crate::rdma::soft::tags::TagTable::expect_write
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
         // Small messages first (this runs on every input and post): no placement under way or
-        // just ended, no RDMA Read with data outstanding.
-        if self.direct.is_none() && !self.segment_follows && self.reads_with_data == 0 {
+        // just ended, no RDMA Read with data outstanding, no RDMA Write expected.
+        if self.direct.is_none()
+            && !self.segment_follows
+            && self.reads_with_data == 0
+            && !self.tags.writes_awaited()
+        {
             return None;
         }
         if self.cfg.rx.markers {
@@ -49,12 +58,27 @@ impl Core {
             Some(d) if d.place.remaining == 0 && d.place.more => Some(d.place.trailer + HEADER),
             Some(_) => None,
             None if self.segment_follows => Some(HEADER),
-            None => self
-                .pending_reads
-                .front()
-                .is_some_and(|p| p.received == 0 && p.size >= DIRECT_MIN)
-                .then_some(HEADER),
+            None => (self.tags.writes_awaited()
+                || self
+                    .pending_reads
+                    .front()
+                    .is_some_and(|p| p.received == 0 && p.size >= DIRECT_MIN))
+            .then_some(HEADER),
         }
+    }
+
+    /// Notes that the peer is about to write into `mr` by RDMA Write (a Write chunk of a call
+    /// being sent), so that its first segment too is placed directly (see
+    /// [`Core::next_read_hint`]). Not under markers, where nothing is placed directly.
+    pub fn expect_write(&self, mr: &MemoryRegion) {
+        if !self.cfg.rx.markers {
+            self.tags.expect_write(mr, DIRECT_MIN);
+        }
+    }
+
+    /// How the tagged payloads received so far reached their registrations.
+    pub fn placement_stats(&self) -> PlacementStats {
+        self.placement
     }
 
     /// Feeds stream bytes; returns how many were consumed. Consumes everything once the
@@ -184,6 +208,7 @@ impl Core {
             return 0;
         };
         let n = d.place.remaining.min(buf.len());
+        self.placement.copied += n as u64;
         if n > 0 {
             let off = d.place.offset;
             let crc = &mut d.crc;
@@ -240,6 +265,7 @@ impl Core {
                     .with_slice(|s| crc::append(crc.running, &s[at..at + n]));
             }
         }
+        self.placement.direct += n as u64;
         self.placed_direct_inner(n);
         if let Some(d) = &self.direct {
             if d.place.remaining == 0 && d.place.trailer == 0 {
@@ -402,6 +428,7 @@ impl Core {
                     region.with_mut_slice(|s| {
                         s[offset..offset + payload.len()].copy_from_slice(payload)
                     });
+                    self.placement.copied += payload.len() as u64;
                 }
                 if read_response {
                     if let Some(p) = self.pending_reads.front_mut().filter(|p| p.size > 0) {

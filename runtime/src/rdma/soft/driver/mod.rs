@@ -67,7 +67,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Core, State, Transmit};
 use super::tap::ConnTap;
-use crate::rdma::{Completion, CompletionHook, SendWr};
+use crate::rdma::{Completion, CompletionHook, MemoryRegion, SendWr};
 
 mod flusher;
 mod poller;
@@ -439,6 +439,14 @@ impl Shared {
     /// [`Connection::end_input`]: crate::rdma::Connection::end_input
     pub(crate) fn end_input(&self, waker: &Waker) {
         self.read_wake.clear_reader(waker);
+    }
+
+    /// The peer is about to write into `mr` ([`Core::expect_write`]): the next read takes only
+    /// the header when the buffer is empty.
+    pub(crate) fn expect_write(&self, mr: &MemoryRegion) {
+        let core = self.core();
+        core.expect_write(mr);
+        self.note_inbound(&core);
     }
 
     /// Records whether bulk data is on its way in and how the next read should take it (see

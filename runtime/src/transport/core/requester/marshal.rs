@@ -60,6 +60,9 @@ impl<B: Buf> Requester<B> {
                     slices
                 }
             };
+            // The responder's RDMA Writes into a Write chunk come before its reply; not said of
+            // the Reply chunk, which most replies leave unused.
+            mem.expect_write(&slices);
             writes.push(slices.iter().map(Slice::segment).collect::<Vec<_>>());
             exposed.extend(slices.iter().cloned());
             write_sinks.push(slices);
