@@ -31,7 +31,8 @@ const RX_BUF: usize = 1024 * 1024;
 /// registration (see [`read_direct`]); a read of everything the socket holds would bring in
 /// the payloads of the segments behind it too, which the core then copies. When the core
 /// expects such a header next ([`Core::next_read_hint`]: the next segment of a message being
-/// placed, or the response to a large RDMA Read), the read takes only that header.
+/// placed, the response to a large RDMA Read, or an RDMA Write the consumer announced), the
+/// read takes only that header.
 ///
 /// [`Core::next_read_hint`]: crate::rdma::soft::core::Core::next_read_hint
 const READ_MAX: usize = 64 * 1024;
