@@ -38,7 +38,8 @@
 //! With `-- --floor` the bench exits non-zero when a 1 MiB transfer falls below its regression
 //! floor (75 % of the best TCP stream with CRC off, 60 % with CRC on), well under the targets:
 //! CI runs `-- throughput --floor`, which catches a bulk regression without failing on a few
-//! points of noise.
+//! points of noise. A variant below its floor is measured again (all variants, not recorded),
+//! up to three measurements in all, and the run fails only if it is below its floor in each.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -360,6 +361,41 @@ const THROUGHPUT_TARGET_CRC: f64 = 0.70;
 const THROUGHPUT_FLOOR: f64 = 0.75;
 const THROUGHPUT_FLOOR_CRC: f64 = 0.60;
 
+/// How many measurements a 1 MiB transfer must fall below its floor in, one after the other,
+/// before `--floor` fails the run (the later ones only run for the variants below it).
+const FLOOR_MEASUREMENTS: usize = 3;
+
+/// A 1 MiB transfer whose median ratio fell below its regression floor in one measurement.
+struct BelowFloor {
+    /// The variant's name in [`BULK`].
+    variant: &'static str,
+    /// The median ratio to the best TCP stream, one per measurement that fell below.
+    ratios: Vec<f64>,
+    /// The floor it fell below.
+    floor: f64,
+}
+
+/// The variants below their floor, for one line of output.
+fn joined(below_floor: &[BelowFloor]) -> String {
+    let what: Vec<String> = below_floor
+        .iter()
+        .map(|b| {
+            let ratios: Vec<String> = b
+                .ratios
+                .iter()
+                .map(|r| format!("{:.0}%", 100.0 * r))
+                .collect();
+            format!(
+                "1 MiB {}: {} (floor {:.0}%)",
+                b.variant,
+                ratios.join(", then "),
+                100.0 * b.floor
+            )
+        })
+        .collect();
+    what.join("; ")
+}
+
 /// Raw tokio TCP's 64-byte round trip on the fast-loopback machine of issue 12 (2-vCPU VM),
 /// where the provider measured 1.56x. The round-trip target must hold there too: the
 /// provider's time above raw TCP, measured here, is judged as if added to this loopback
@@ -554,7 +590,7 @@ async fn bulk(v: usize, total: usize, size: usize) -> Transfer {
 /// 1 MiB RDMA Write and RDMA Read, CRC off and on, against the best single TCP stream of
 /// 1 MiB writes measured in the same round (raw blocking sockets or tokio). Returns the
 /// targets missed; the variants below their regression floor go to `below_floor`.
-async fn throughput(rec: &mut Recorder, below_floor: &mut Vec<String>) -> Vec<String> {
+async fn throughput(rec: &mut Recorder, below_floor: &mut Vec<BelowFloor>) -> Vec<String> {
     let rounds = rounds();
     // Long enough for TCP to leave slow start and the socket buffers to grow: a single
     // loopback stream of blocking sockets moved 4.3 GB/s over 128 MiB and 5.1-5.5 over 2 GiB
@@ -610,11 +646,11 @@ async fn throughput(rec: &mut Recorder, below_floor: &mut Vec<String>) -> Vec<St
             missed.push(format!("1 MiB {name}: {:.0}%", 100.0 * r));
         }
         if r < floor {
-            below_floor.push(format!(
-                "1 MiB {name}: {:.0}% (floor {:.0}%)",
-                100.0 * r,
-                100.0 * floor
-            ));
+            below_floor.push(BelowFloor {
+                variant: name,
+                ratios: vec![r],
+                floor,
+            });
         }
         println!(
             "  {name:<24} {m:6.0} MB/s [{lo:.0} .. {hi:.0}]   {:.0}% of best TCP [{:.0}% .. {:.0}%] (target >= {:.0}%) {}{}   CPU {:.3} ns/B ({:.2}x raw TCP's)",
@@ -1172,8 +1208,31 @@ fn main() -> ExitCode {
     if let Err(e) = rec.save() {
         eprintln!("rdma_soft: records not written: {e}");
     }
+    // A shared machine moves single medians by several points: a clean run measured the RDMA
+    // Write at 74 % of the best TCP stream (its rounds 65-102 %), and 5-round runs minutes apart
+    // 96 % and 71 %. A regression is slow in every measurement: a variant below its floor is
+    // measured again, unrecorded, and the run fails only if it stays below in all of them.
+    let mut measurement = 1;
+    while floor && !below_floor.is_empty() && measurement < FLOOR_MEASUREMENTS {
+        measurement += 1;
+        println!(
+            "below the regression floor ({}); measuring again ({measurement} of {FLOOR_MEASUREMENTS}) to confirm",
+            joined(&below_floor)
+        );
+        let mut again = Vec::new();
+        let mut unsaved = Recorder::new("rdma_soft-floor-confirmation");
+        two_workers.block_on(throughput(&mut unsaved, &mut again));
+        below_floor = again
+            .into_iter()
+            .filter_map(|mut later| {
+                let earlier = below_floor.iter().find(|f| f.variant == later.variant)?;
+                later.ratios.splice(0..0, earlier.ratios.iter().copied());
+                Some(later)
+            })
+            .collect();
+    }
     if !below_floor.is_empty() {
-        println!("BELOW the regression floor: {}", below_floor.join("; "));
+        println!("BELOW the regression floor: {}", joined(&below_floor));
         if floor {
             return ExitCode::FAILURE;
         }
