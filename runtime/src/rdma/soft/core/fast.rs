@@ -16,7 +16,7 @@ use crate::rdma::soft::wire::{be32, be64};
 
 /// DDP control byte: Tagged flag, Last flag, version bits (RFC 5041 section 4).
 const DDP_T: u8 = 0x80;
-const DDP_L: u8 = 0x40;
+pub(super) const DDP_L: u8 = 0x40;
 const DDP_DV: u8 = 0x03;
 
 impl Core {

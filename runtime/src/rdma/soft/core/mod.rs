@@ -172,6 +172,10 @@ pub struct DirectPlacement {
     /// More segments of the same message follow (the DDP Last flag is clear): the next FPDU
     /// is most likely another large tagged one.
     pub more: bool,
+    /// More large tagged data is expected after this message (another RDMA Write the consumer
+    /// announced, the response to another RDMA Read of this side): the next FPDU is most
+    /// likely a Send, and one of those behind it.
+    pub expect_more: bool,
 }
 
 /// How the tagged payloads a connection received (RDMA Writes into its registrations, the
@@ -580,6 +584,7 @@ mod rx;
 mod transmit;
 mod tx;
 
+pub use rx::ReadHint;
 pub use transmit::Transmit;
 
 #[cfg(test)]

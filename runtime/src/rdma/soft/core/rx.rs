@@ -11,7 +11,62 @@ const COPY_CRC_BLOCK: usize = 8 * 1024;
 /// path.
 const DIRECT_MIN: usize = 4096;
 
+/// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadHint {
+    /// How many bytes the receive buffer should hold, not consumed, after the read
+    /// ([`Core::next_read_hint`]); 0: no expectation.
+    pub hold: usize,
+    /// The bytes the core left unconsumed begin an FPDU (no direct placement under way).
+    pub at_fpdu: bool,
+    /// Large tagged data is expected beyond the messages under way: an RDMA Write the
+    /// consumer announced, the response to an RDMA Read of this side.
+    pub expect_more: bool,
+}
+
+impl ReadHint {
+    /// How many bytes the next read should take into a buffer that holds `pending`
+    /// unconsumed; `None`: as many as the socket holds.
+    ///
+    /// With an expectation, the read takes the part of the expected header not in the buffer
+    /// yet. When the buffer holds that much already, it holds the start of an FPDU that is
+    /// not placed directly (a Send, a small segment): if a large segment may come behind it
+    /// (its message goes on, or more is expected), the read takes the rest of that FPDU and
+    /// the header after it, so that the large segment is still placed directly rather than
+    /// brought in whole by this read and copied. That is how results come with several calls
+    /// in flight, each RDMA Write followed by its reply's Send: reads of whatever the socket
+    /// held copied more than half of them (`tests/transport_placement.rs`).
+    pub fn read_size(&self, pending: &[u8]) -> Option<usize> {
+        if self.hold == 0 {
+            return None;
+        }
+        if self.hold > pending.len() {
+            return Some(self.hold - pending.len());
+        }
+        if !self.at_fpdu {
+            return None;
+        }
+        let len = mpa::fpdu_len_at(pending)?;
+        // The DDP control byte follows the length field (RFC 5041 section 4.2).
+        let goes_on = pending
+            .get(mpa::ULPDU_LEN_LEN)
+            .is_some_and(|c| c & fast::DDP_L == 0);
+        (len > pending.len() && (goes_on || self.expect_more))
+            .then(|| len - pending.len() + self.hold)
+    }
+}
+
 impl Core {
+    /// How the driver's next read should take what comes: [`Core::next_read_hint`], with what
+    /// [`ReadHint::read_size`] needs to see past an FPDU that is not placed directly.
+    pub fn read_hint(&self) -> ReadHint {
+        ReadHint {
+            hold: self.next_read_hint().unwrap_or(0),
+            at_fpdu: self.direct.is_none(),
+            expect_more: self.tags.writes_awaited() || self.reads_with_data > 0,
+        }
+    }
+
     /// What the driver may place straight from the stream, if the core is in the middle of a
     /// directly placed tagged segment.
     pub fn direct_placement(&self) -> Option<&DirectPlacement> {
@@ -174,6 +229,10 @@ impl Core {
         match self.validate_tagged(&hdr, payload, &raw) {
             Ok((Some(region), offset, read_response)) => {
                 self.reader.advance(head_len);
+                // This segment's own Write no longer counts as awaited (`validate_tagged`
+                // looked its tag up), nor, once done, does its own Read.
+                let expect_more = self.tags.writes_awaited()
+                    || self.reads_with_data > usize::from(read_response && hdr.last);
                 let crc = self.cfg.rx.crc.then(|| DirectCrc {
                     running: crc::of(&buf[..head_len]),
                     trailer: [0; 3 + mpa::CRC_LEN],
@@ -187,6 +246,7 @@ impl Core {
                         trailer: crate::rdma::soft::wire::mpa::pad_len(ulpdu_len)
                             + crate::rdma::soft::wire::mpa::CRC_LEN,
                         more: !hdr.last,
+                        expect_more,
                     },
                     last: hdr.last,
                     read_response,

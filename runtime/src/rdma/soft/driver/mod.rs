@@ -65,7 +65,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::core::{Core, State, Transmit};
+use super::core::{Core, ReadHint, State, Transmit};
 use super::tap::ConnTap;
 use crate::rdma::{Completion, CompletionHook, MemoryRegion, SendWr};
 
@@ -452,8 +452,11 @@ impl Shared {
     /// Records whether bulk data is on its way in and how the next read should take it (see
     /// [`Shared::inbound`]).
     fn note_inbound(&self, core: &Core) {
-        let hint = core.next_read_hint().unwrap_or(0);
-        let inbound = hint << 1 | usize::from(core.awaits_data());
+        let hint = core.read_hint();
+        let inbound = hint.hold << 3
+            | usize::from(hint.at_fpdu) << 2
+            | usize::from(hint.expect_more) << 1
+            | usize::from(core.awaits_data());
         if self.inbound.load(Ordering::Relaxed) != inbound {
             self.inbound.store(inbound, Ordering::Relaxed);
         }
@@ -465,10 +468,15 @@ impl Shared {
         self.inbound.load(Ordering::Relaxed) & 1 != 0
     }
 
-    /// How many bytes the receive buffer should hold, not consumed, after the next read into
-    /// it ([`Core::next_read_hint`]; 0 for no hint).
-    fn read_hint(&self) -> usize {
-        self.inbound.load(Ordering::Relaxed) >> 1
+    /// How the next read into the receive buffer should take what comes
+    /// ([`Core::read_hint`]).
+    fn read_hint(&self) -> ReadHint {
+        let inbound = self.inbound.load(Ordering::Relaxed);
+        ReadHint {
+            hold: inbound >> 3,
+            at_fpdu: inbound & 4 != 0,
+            expect_more: inbound & 2 != 0,
+        }
     }
 
     /// The next completion. Without a completion hook, a poller that finds none reads the

@@ -32,9 +32,11 @@ const RX_BUF: usize = 1024 * 1024;
 /// the payloads of the segments behind it too, which the core then copies. When the core
 /// expects such a header next ([`Core::next_read_hint`]: the next segment of a message being
 /// placed, the response to a large RDMA Read, or an RDMA Write the consumer announced), the
-/// read takes only that header.
+/// read takes only that header, or an FPDU that comes first and the header after it
+/// ([`ReadHint::read_size`]).
 ///
 /// [`Core::next_read_hint`]: crate::rdma::soft::core::Core::next_read_hint
+/// [`ReadHint::read_size`]: crate::rdma::soft::core::ReadHint::read_size
 const READ_MAX: usize = 64 * 1024;
 
 /// Most bytes a direct read takes after the placed payload (see [`read_direct`]): the core
@@ -180,11 +182,10 @@ impl Shared {
                 rx.end -= rx.start;
                 rx.start = 0;
             }
-            // The expected header's bytes not read yet (part of it may be in `buf`).
-            let most = match self.read_hint() {
-                hint if hint > rx.end - rx.start => hint - (rx.end - rx.start),
-                _ => READ_MAX,
-            };
+            let most = self
+                .read_hint()
+                .read_size(&rx.buf[rx.start..rx.end])
+                .unwrap_or(READ_MAX);
             let upto = rx.buf.len().min(rx.end + most);
             let mut free = ReadBuf::new(&mut rx.buf[rx.end..upto]);
             // `poll_read`, not `try_read`: after a read shorter than the buffer tokio clears
@@ -278,8 +279,10 @@ fn read_direct(
     let res: io::Result<usize> = d.region.with_mut_slice(|s| {
         // In the middle of a message, only as far as the next segment's header: its payload,
         // most likely as large, is then read straight into place too instead of being copied
-        // out of `buf`.
-        let after = if d.more {
+        // out of `buf`. So at the end of one when more is expected (calls in flight): the
+        // next FPDU, most likely the reply's Send, is then read to its end
+        // ([`ReadHint::read_size`]).
+        let after = if d.more || d.expect_more {
             d.trailer + mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN
         } else {
             DIRECT_AFTER

@@ -228,6 +228,17 @@ pub fn pad_len(ulpdu_len: usize) -> usize {
     (4 - (ULPDU_LEN_LEN + ulpdu_len) % 4) % 4
 }
 
+/// Bytes of the FPDU (without markers) whose ULPDU_LENGTH field begins `b`: the field, the
+/// ULPDU, its pad and the CRC field (RFC 5044 section 4.1). `None` when `b` is shorter than
+/// the field.
+pub fn fpdu_len_at(b: &[u8]) -> Option<usize> {
+    let &[l0, l1, ..] = b else {
+        return None;
+    };
+    let ulpdu_len = usize::from(u16::from_be_bytes([l0, l1]));
+    Some(ULPDU_LEN_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN)
+}
+
 /// The CRC32c of an FPDU in the byte order it goes on the wire (RFC 5044 section 4.1 and the
 /// iSCSI convention RFC 3385: least significant byte first, as Wireshark checks it).
 pub fn crc_bytes(crc: u32) -> [u8; 4] {
