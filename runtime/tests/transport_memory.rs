@@ -3,13 +3,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
 
-use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Listener, Provider};
-use rpcrdma::rpc::{CallOptions, Client};
+use rpcrdma::rpc::CallOptions;
 use rpcrdma::transport::conformance::program::*;
-use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
+
+#[path = "support/served.rs"]
+mod served;
+use served::{two_workers, Served};
 
 struct Counting;
 
@@ -74,33 +74,9 @@ async fn mixed_round(client: &TestversClient, payload: &bytes::Bytes, i: u32) {
 
 #[test]
 fn registrations_and_heap_stay_flat_over_10_000_calls() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener = Arc::new(serve::<SoftProvider>(
-            listener,
-            server(),
-            RdmaConfig::default(),
-        ));
-        tokio::spawn({
-            let l = listener.clone();
-            async move { l.run().await }
-        });
-        let transport = Arc::new(
-            RdmaTransport::connect(provider, addr, RdmaConfig::default())
-                .await
-                .unwrap(),
-        );
-        let client = TestversClient::new(Client::from_arc(transport.clone()));
+    two_workers().block_on(async {
+        let served = Served::start().await;
+        let (listener, transport, client) = (&served.listener, &served.transport, served.client());
         let payload = pattern(65_536, 9);
 
         // Warm up: pools, send buffers and every lazily allocated structure reach their size.

@@ -4,13 +4,12 @@
 //!
 //! [`SoftConnection::placement_stats`]: rpcrdma::rdma::soft::SoftConnection::placement_stats
 
-use std::sync::Arc;
+use rpcrdma::rpc::CallOptions;
+use rpcrdma::transport::conformance::program::testvers;
 
-use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Listener, Provider};
-use rpcrdma::rpc::{CallOptions, Client};
-use rpcrdma::transport::conformance::program::*;
-use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
+#[path = "support/served.rs"]
+mod served;
+use served::{two_workers, Served};
 
 /// Calls in flight at once, each task making `CALLS_PER_TASK` calls one after the other.
 const IN_FLIGHT: usize = 16;
@@ -20,26 +19,9 @@ const CALLS_PER_TASK: usize = 100;
 /// them, over `IN_FLIGHT` x `CALLS_PER_TASK` calls whose `size`-byte results come by RDMA Write
 /// into registered buffers of the caller's.
 fn copied_with_calls_in_flight(size: usize) -> (u64, u64) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener = serve::<SoftProvider>(listener, server(), RdmaConfig::default());
-        tokio::spawn(async move { listener.run().await });
-        let transport = Arc::new(
-            RdmaTransport::connect(provider, addr, RdmaConfig::default())
-                .await
-                .unwrap(),
-        );
-        let client = TestversClient::new(Client::from_arc(transport.clone()));
+    two_workers().block_on(async {
+        let served = Served::start().await;
+        let (transport, client) = (&served.transport, served.client());
         let before = transport.connection().placement_stats();
         let tasks: Vec<_> = (0..IN_FLIGHT)
             .map(|_| {

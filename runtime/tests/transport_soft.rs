@@ -9,6 +9,10 @@ use rpcrdma::rdma::conformance::Harness;
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
 use rpcrdma::transport::conformance::{run_case, Case};
 
+#[path = "support/served.rs"]
+mod served;
+use served::{two_workers, Served};
+
 fn harness(mpa: MpaConfig) -> Harness<SoftProvider> {
     Harness::new(
         SoftProvider::new(SoftConfig {
@@ -64,29 +68,9 @@ fn no_hostile_case_makes_anything_panic() {
 /// its connection without a runtime to spawn on, and does not panic.
 #[test]
 fn a_client_dropped_outside_its_runtime_does_not_panic() {
-    use rpcrdma::rdma::{Listener, Provider};
-    use rpcrdma::rpc::Client;
-    use rpcrdma::transport::conformance::program::{self, TestversClient};
-    use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = two_workers();
     let client = rt.block_on(async {
-        let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = serve::<SoftProvider>(listener, program::server(), RdmaConfig::default());
-        tokio::spawn(async move { server.run().await });
-        let transport = RdmaTransport::connect(provider, addr, RdmaConfig::default())
-            .await
-            .unwrap();
-        let client = TestversClient::new(Client::new(transport));
+        let client = Served::start().await.client();
         client.test_null().await.unwrap();
         client
     });

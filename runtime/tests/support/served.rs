@@ -1,0 +1,64 @@
+//! The transport conformance program served over the software provider on loopback, with a
+//! transport connected to it, as the transport tests use them (included with `#[path]`).
+
+use std::sync::Arc;
+
+use rpcrdma::rdma::soft::SoftProvider;
+use rpcrdma::rdma::{Listener, Provider};
+use rpcrdma::rpc::Client;
+use rpcrdma::transport::conformance::program::{server, TestversClient};
+use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
+
+/// A running server of the test program and a client's transport to it.
+pub struct Served {
+    /// The server, running in a task of its own (its `stats` per connection).
+    #[allow(dead_code)] // Not every test looks at the server.
+    pub listener: Arc<RdmaListener<SoftProvider>>,
+    /// The client's connection.
+    pub transport: Arc<RdmaTransport<SoftProvider>>,
+}
+
+impl Served {
+    /// Serves the test program on a loopback port of a default software provider and connects
+    /// a transport to it, both with the default configuration; in the current runtime.
+    pub async fn start() -> Served {
+        let provider = Arc::new(SoftProvider::default());
+        let listener = provider
+            .listen("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = Arc::new(serve::<SoftProvider>(
+            listener,
+            server(),
+            RdmaConfig::default(),
+        ));
+        tokio::spawn({
+            let listener = listener.clone();
+            async move { listener.run().await }
+        });
+        let transport = Arc::new(
+            RdmaTransport::connect(provider, addr, RdmaConfig::default())
+                .await
+                .unwrap(),
+        );
+        Served {
+            listener,
+            transport,
+        }
+    }
+
+    /// A typed client of the test program on the transport.
+    pub fn client(&self) -> TestversClient {
+        TestversClient::new(Client::from_arc(self.transport.clone()))
+    }
+}
+
+/// A two-worker runtime, as the transport tests run on.
+pub fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
