@@ -76,6 +76,19 @@ impl<P: Provider> RdmaListener<P> {
             .map(|c| (c.stats(), c.pool_stats()))
             .collect()
     }
+
+    /// The provider connections underneath the connections alive now (for diagnostics and
+    /// tests), in the order of [`RdmaListener::stats`].
+    pub fn connections(&self) -> Vec<Arc<P::Conn>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| !c.is_closed())
+            .map(|c| c.connection().clone())
+            .collect()
+    }
 }
 
 async fn accept<P: Provider>(
