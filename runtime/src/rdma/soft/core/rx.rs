@@ -15,7 +15,8 @@ const DIRECT_MIN: usize = 4096;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadHint {
     /// How many bytes the receive buffer should hold, not consumed, after the read
-    /// ([`Core::next_read_hint`]); 0: no expectation.
+    /// ([`Core::next_read_hint`]); 0: no expectation (and the other fields
+    /// are false).
     pub hold: usize,
     /// The bytes the core left unconsumed begin an FPDU (no direct placement under way).
     pub at_fpdu: bool,
@@ -60,8 +61,12 @@ impl Core {
     /// How the driver's next read should take what comes: [`Core::next_read_hint`], with what
     /// [`ReadHint::read_size`] needs to see past an FPDU that is not placed directly.
     pub fn read_hint(&self) -> ReadHint {
+        // Without an expectation the rest does not matter (this runs on every input and post).
+        let Some(hold) = self.next_read_hint() else {
+            return ReadHint::default();
+        };
         ReadHint {
-            hold: self.next_read_hint().unwrap_or(0),
+            hold,
             at_fpdu: self.direct.is_none(),
             expect_more: self.tags.writes_awaited() || self.reads_with_data > 0,
         }
