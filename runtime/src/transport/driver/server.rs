@@ -67,12 +67,8 @@ impl<P: Provider> RdmaListener<P> {
 
     /// Counters of the connections alive now: transport and pool, one entry per connection.
     pub fn stats(&self) -> Vec<(Stats, PoolStats)> {
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.live()
             .iter()
-            .filter_map(Weak::upgrade)
-            .filter(|c| !c.is_closed())
             .map(|c| (c.stats(), c.pool_stats()))
             .collect()
     }
@@ -80,13 +76,17 @@ impl<P: Provider> RdmaListener<P> {
     /// The provider connections underneath the connections alive now (for diagnostics and
     /// tests), in the order of [`RdmaListener::stats`].
     pub fn connections(&self) -> Vec<Arc<P::Conn>> {
+        self.live().iter().map(|c| c.connection().clone()).collect()
+    }
+
+    /// The connections alive now: accepted, still referenced and not closed.
+    fn live(&self) -> Vec<Arc<Conn<P::Conn>>> {
         self.connections
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter_map(Weak::upgrade)
             .filter(|c| !c.is_closed())
-            .map(|c| c.connection().clone())
             .collect()
     }
 }

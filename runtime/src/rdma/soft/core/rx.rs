@@ -68,8 +68,15 @@ impl Core {
         ReadHint {
             hold,
             at_fpdu: self.direct.is_none(),
-            expect_more: self.tags.writes_awaited() || self.reads_with_data > 0,
+            expect_more: self.expects_tagged_data(false),
         }
+    }
+
+    /// True while large tagged data is expected: an RDMA Write the consumer announced and
+    /// that has not come yet, or an RDMA Read of this side with data outstanding, besides the
+    /// one whose last segment is arriving when `read_ending`.
+    fn expects_tagged_data(&self, read_ending: bool) -> bool {
+        self.tags.writes_awaited() || self.reads_with_data > usize::from(read_ending)
     }
 
     /// What the driver may place straight from the stream, if the core is in the middle of a
@@ -236,8 +243,7 @@ impl Core {
                 self.reader.advance(head_len);
                 // This segment's own Write no longer counts as awaited (`validate_tagged`
                 // looked its tag up), nor, once done, does its own Read.
-                let expect_more = self.tags.writes_awaited()
-                    || self.reads_with_data > usize::from(read_response && hdr.last);
+                let expect_more = self.expects_tagged_data(read_response && hdr.last);
                 let crc = self.cfg.rx.crc.then(|| DirectCrc {
                     running: crc::of(&buf[..head_len]),
                     trailer: [0; 3 + mpa::CRC_LEN],
