@@ -321,10 +321,13 @@ impl Shared {
             return flusher::watch(&self.flush);
         }
         tracing::debug!("a poller woken a flusher round ago has not read: the receive task reads");
-        let to = rw.targets();
-        rw.poller_reads.store(false, Ordering::SeqCst);
-        if let Some(task) = &to.task {
-            task.wake_by_ref();
+        let task = {
+            let to = rw.targets();
+            rw.poller_reads.store(false, Ordering::SeqCst);
+            to.task.clone()
+        };
+        if let Some(task) = task {
+            task.wake();
         }
     }
 

@@ -126,27 +126,32 @@ impl ReadWake {
         if !self.poller_reads.load(Ordering::SeqCst) {
             return;
         }
-        let to = self.targets();
-        if to.ticket == ticket {
-            self.poller_reads.store(false, Ordering::SeqCst);
-            if self.woken.load(Ordering::SeqCst) {
-                if let Some(task) = &to.task {
-                    task.wake_by_ref();
-                }
+        let task = {
+            let to = self.targets();
+            if to.ticket != ticket {
+                return;
             }
-        }
+            self.poller_reads.store(false, Ordering::SeqCst);
+            if !self.woken.load(Ordering::SeqCst) {
+                return;
+            }
+            to.task.clone()
+        };
+        wake(task);
     }
 
     /// The poller of `ticket`, if it still is the reader, hands reading to the receive task,
     /// which it wakes.
     pub(super) fn hand_to_task(&self, ticket: u64) {
-        let to = self.targets();
-        if to.ticket == ticket && self.poller_reads.load(Ordering::SeqCst) {
-            self.poller_reads.store(false, Ordering::SeqCst);
-            if let Some(task) = &to.task {
-                task.wake_by_ref();
+        let task = {
+            let to = self.targets();
+            if to.ticket != ticket || !self.poller_reads.load(Ordering::SeqCst) {
+                return;
             }
-        }
+            self.poller_reads.store(false, Ordering::SeqCst);
+            to.task.clone()
+        };
+        wake(task);
     }
 
     /// Wakes the reading poller, if there is one and it is not `running`.
@@ -155,13 +160,19 @@ impl ReadWake {
         if !self.poller_reads.load(Ordering::SeqCst) {
             return;
         }
-        let to = self.targets();
-        if let Some(w) = &to.poller {
-            if self.poller_reads.load(Ordering::SeqCst) && !running.is_some_and(|r| r.will_wake(w))
-            {
-                w.wake_by_ref();
+        let poller = {
+            let to = self.targets();
+            match &to.poller {
+                Some(w)
+                    if self.poller_reads.load(Ordering::SeqCst)
+                        && !running.is_some_and(|r| r.will_wake(w)) =>
+                {
+                    w.clone()
+                }
+                _ => return,
             }
-        }
+        };
+        poller.wake();
     }
 
     /// A reader is about to read: the wake-ups so far are taken care of.
@@ -181,6 +192,16 @@ impl ReadWake {
     }
 }
 
+/// Wakes `target`, if any, with no lock of the [`ReadWake`] held: the task woken (often on
+/// another thread, at once) takes that lock first thing ([`ReadWake::set_poller`],
+/// [`ReadWake::set_task`]), and woken under it found it held for the whole wake-up, a system call
+/// on the multi-thread runtime, then slept on it and had to be woken again.
+fn wake(target: Option<Waker>) {
+    if let Some(w) = target {
+        w.wake();
+    }
+}
+
 impl std::task::Wake for ReadWake {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -188,18 +209,21 @@ impl std::task::Wake for ReadWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::SeqCst);
-        let to = self.targets();
-        if !self.poller_reads.load(Ordering::SeqCst) {
-            if let Some(task) = &to.task {
-                task.wake_by_ref();
+        let (target, to_poller) = {
+            let to = self.targets();
+            if self.poller_reads.load(Ordering::SeqCst) {
+                (to.poller.clone(), true)
+            } else {
+                (to.task.clone(), false)
             }
+        };
+        if to_poller {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+        }
+        wake(target);
+        if !to_poller {
             return;
         }
-        self.wakes.fetch_add(1, Ordering::SeqCst);
-        if let Some(poller) = &to.poller {
-            poller.wake_by_ref();
-        }
-        drop(to);
         // A poller woken here is expected to read soon; one whose future is kept but no longer
         // polled would hold the stream forever: the flusher checks (`Shared::rescue_reader`).
         flusher::watch(&self.flush);
