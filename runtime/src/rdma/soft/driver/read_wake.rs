@@ -229,3 +229,70 @@ impl std::task::Wake for ReadWake {
         flusher::watch(&self.flush);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+    use std::task::Wake;
+
+    /// A waker that records, each time it is woken, whether the [`ReadWake`]'s lock was free.
+    #[derive(Default)]
+    struct Probe {
+        read_wake: OnceLock<Weak<ReadWake>>,
+        lock_free: Mutex<Vec<bool>>,
+    }
+
+    impl Wake for Probe {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            let rw = self
+                .read_wake
+                .get()
+                .and_then(Weak::upgrade)
+                .expect("read wake");
+            let free = rw.to.try_lock().is_ok();
+            self.lock_free.lock().unwrap().push(free);
+        }
+    }
+
+    fn read_wake() -> Arc<ReadWake> {
+        // Listed already: the flusher leaves it alone (no thread for this test).
+        let flush = Arc::new(FlushEntry {
+            listed: AtomicBool::new(true),
+            conn: Weak::new(),
+        });
+        Arc::new(ReadWake::new(flush))
+    }
+
+    /// Every wake-up a `ReadWake` passes on (to the reading poller, to the receive task) is
+    /// made with its lock released: the task woken takes that lock first thing, and on
+    /// another thread found it held for the whole wake-up.
+    #[test]
+    fn wake_ups_are_passed_on_with_the_lock_released() {
+        let rw = read_wake();
+        let probe = Arc::new(Probe::default());
+        probe.read_wake.set(Arc::downgrade(&rw)).ok();
+        let waker = Waker::from(probe.clone());
+
+        // The receive task reads: a stream wake-up goes to it.
+        rw.set_task(&waker);
+        Wake::wake_by_ref(&rw);
+        // A poller reads: a stream wake-up goes to it, and so does wake_poller_except.
+        let (ticket, displaced) = rw.set_poller(&waker);
+        assert!(displaced.is_none());
+        Wake::wake_by_ref(&rw);
+        rw.wake_poller_except(None);
+        // The poller stops reading after a wake-up it did not read: the task is woken.
+        rw.clear_poller(ticket);
+        // A poller hands reading to the task, which it wakes.
+        let (ticket, _) = rw.set_poller(&waker);
+        rw.hand_to_task(ticket);
+
+        let seen = probe.lock_free.lock().unwrap().clone();
+        assert_eq!(seen, vec![true; 5], "lock free at each wake-up: {seen:?}");
+    }
+}
