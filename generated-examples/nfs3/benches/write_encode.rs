@@ -58,7 +58,7 @@ fn main() {
         return;
     }
     let quick = bench_report::quick();
-    let (rounds, iters) = if quick { (5, 5_000) } else { (15, 20_000) };
+    let (rounds, iters) = if quick { (9, 5_000) } else { (45, 20_000) };
     let none = OpaqueAuth {
         flavor: AuthFlavor::AuthNone,
         body: Bytes::new(),
@@ -75,11 +75,9 @@ fn main() {
         }),
     };
     let mut rec = Recorder::new("write_encode");
-    let mut times = Vec::new();
-    let mut copies = Vec::new();
-    let mut sink = BytesMut::with_capacity(SIZES[SIZES.len() - 1]);
-    for size in SIZES {
-        let args = Write3args {
+    let args: Vec<Write3args> = SIZES
+        .iter()
+        .map(|&size| Write3args {
             file: NfsFh3 {
                 data: Bytes::from_static(&[1; 32]),
             },
@@ -87,23 +85,39 @@ fn main() {
             count: size as u32,
             stable: StableHow::Unstable,
             data: Bytes::from(vec![0xa5u8; size]),
-        };
-        let t = best_ns(rounds, iters, || {
-            black_box(encode_once(black_box(&header), black_box(&args)));
-        });
+        })
+        .collect();
+    // The sizes take turns within each round (each round starting at the next size), so that
+    // every size sees the same machine over the run: measured one size after the other, a
+    // slow minute at the start or the end of the run made the ratio 0.76 or 1.17 on a
+    // machine where the sizes take turns measured 0.98-1.00.
+    let mut times = vec![f64::INFINITY; SIZES.len()];
+    for round in 0..rounds {
+        for k in 0..SIZES.len() {
+            let i = (round + k) % SIZES.len();
+            let t = best_ns(1, iters, || {
+                black_box(encode_once(black_box(&header), black_box(&args[i])));
+            });
+            times[i] = times[i].min(t);
+        }
+    }
+    // The copies after the encodes: each evicts the caches the encodes use.
+    let mut sink = BytesMut::with_capacity(SIZES[SIZES.len() - 1]);
+    let mut copies = Vec::new();
+    for (i, &size) in SIZES.iter().enumerate() {
         // A copy moves bytes: fewer of them per round keep the rounds short.
         let copy_iters = (iters / (size as u32 >> 12).max(1)).max(20);
         let c = best_ns(rounds, copy_iters, || {
             sink.clear();
-            sink.extend_from_slice(black_box(&args.data));
+            sink.extend_from_slice(black_box(&args[i].data));
             black_box(&sink);
         });
         println!(
-            "nfs3 WRITE call encode, {:>8} KiB payload in a Read chunk: {t:>7.1} ns \
+            "nfs3 WRITE call encode, {:>8} KiB payload in a Read chunk: {:>7.1} ns \
              (copying the payload once: {c:>10.1} ns)",
-            size >> 10
+            size >> 10,
+            times[i]
         );
-        times.push(t);
         copies.push(c);
     }
     let ratio = times[times.len() - 1] / times[0];
@@ -130,8 +144,9 @@ fn main() {
     rec.note(
         group,
         format!(
-            "Best of {rounds} rounds of {iters} encodes per payload size (RPC header + WRITE \
-             arguments, the payload moved to a Read chunk by reference). The copy line is \
+            "Best of {rounds} rounds of {iters} encodes per payload size, the sizes taking \
+             turns within each round (RPC header + WRITE arguments, the payload moved to a \
+             Read chunk by reference). The copy line is \
              one `memcpy` of the payload into a reused buffer, what an encoder that copies \
              pays at least. The encode line should be flat."
         ),
