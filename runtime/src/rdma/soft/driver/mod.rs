@@ -326,9 +326,7 @@ impl Shared {
             rw.poller_reads.store(false, Ordering::SeqCst);
             to.task.clone()
         };
-        if let Some(task) = task {
-            task.wake();
-        }
+        read_wake::wake(task);
     }
 
     /// Sends a reply left to the next poster if it is still waiting.

@@ -196,7 +196,7 @@ impl ReadWake {
 /// another thread, at once) takes that lock first thing ([`ReadWake::set_poller`],
 /// [`ReadWake::set_task`]), and woken under it found it held for the whole wake-up, a system call
 /// on the multi-thread runtime, then slept on it and had to be woken again.
-fn wake(target: Option<Waker>) {
+pub(super) fn wake(target: Option<Waker>) {
     if let Some(w) = target {
         w.wake();
     }
