@@ -321,12 +321,7 @@ impl Shared {
             return flusher::watch(&self.flush);
         }
         tracing::debug!("a poller woken a flusher round ago has not read: the receive task reads");
-        let task = {
-            let to = rw.targets();
-            rw.poller_reads.store(false, Ordering::SeqCst);
-            to.task.clone()
-        };
-        read_wake::wake(task);
+        rw.take_from_poller();
     }
 
     /// Sends a reply left to the next poster if it is still waiting.

@@ -143,9 +143,21 @@ impl ReadWake {
     /// The poller of `ticket`, if it still is the reader, hands reading to the receive task,
     /// which it wakes.
     pub(super) fn hand_to_task(&self, ticket: u64) {
+        self.back_to_task(Some(ticket));
+    }
+
+    /// Whatever poller reads hands reading to the receive task, which it wakes (the flusher's
+    /// rescue of a poller that stopped reading, see `Shared::rescue_reader`).
+    pub(super) fn take_from_poller(&self) {
+        self.back_to_task(None);
+    }
+
+    /// The receive task reads again and is woken, if a poller reads (the poller of `ticket`,
+    /// when given).
+    fn back_to_task(&self, ticket: Option<u64>) {
         let task = {
             let to = self.targets();
-            if to.ticket != ticket || !self.poller_reads.load(Ordering::SeqCst) {
+            if ticket.is_some_and(|t| t != to.ticket) || !self.poller_reads.load(Ordering::SeqCst) {
                 return;
             }
             self.poller_reads.store(false, Ordering::SeqCst);
@@ -196,7 +208,7 @@ impl ReadWake {
 /// another thread, at once) takes that lock first thing ([`ReadWake::set_poller`],
 /// [`ReadWake::set_task`]), and woken under it found it held for the whole wake-up, a system call
 /// on the multi-thread runtime, then slept on it and had to be woken again.
-pub(super) fn wake(target: Option<Waker>) {
+fn wake(target: Option<Waker>) {
     if let Some(w) = target {
         w.wake();
     }
@@ -217,13 +229,11 @@ impl std::task::Wake for ReadWake {
                 (to.task.clone(), false)
             }
         };
-        if to_poller {
-            self.wakes.fetch_add(1, Ordering::SeqCst);
-        }
-        wake(target);
         if !to_poller {
-            return;
+            return wake(target);
         }
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        wake(target);
         // A poller woken here is expected to read soon; one whose future is kept but no longer
         // polled would hold the stream forever: the flusher checks (`Shared::rescue_reader`).
         flusher::watch(&self.flush);
