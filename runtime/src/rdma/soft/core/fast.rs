@@ -227,7 +227,7 @@ impl Core {
             self.writer.skip(out.put_small(crc, &h, &[]));
             self.inbound_reads.pop_front();
         }
-        while self.cur_tx.is_none() && out.len() < TX_BATCH {
+        while self.cur_tx.is_none() && out.len() < self.tx_batch() {
             if self.needs_probe() {
                 self.emit_probe(out);
             }

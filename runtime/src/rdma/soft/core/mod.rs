@@ -27,8 +27,24 @@ use crate::rdma::{
     WcStatus,
 };
 
-/// Stop filling the transmit queue beyond this many unwritten bytes.
-const TX_BATCH: usize = 256 * 1024;
+/// Stop filling the transmit queue beyond this many unwritten bytes when FPDUs carry no CRC:
+/// about one FPDU (MULPDU <= 65535) per write, so that each write hands TCP one FPDU as soon as
+/// it is queued instead of four at a time. Measured against 256 KiB on a 2-vCPU AMD EPYC VM
+/// (`benches/rdma_soft.rs -- profile`, alternating runs, paired medians):
+/// - 1 MiB RDMA Writes without CRC, one process: 1.08x (12 of 16 runs won); between two
+///   processes pinned to two CPUs: 1.025x (9 of 10); in `-- throughput`, two alternating
+///   runs each: 3,984 and 4,002 MB/s -> 4,180 and 4,189;
+/// - 32 KiB, which splits an FPDU over two writes: 0.925x of 64 KiB; 128 KiB: 1.017x;
+/// - RPC-over-RDMA 1 MiB READ (Write chunk) without CRC between two processes: 1.048x (24 of
+///   40 rounds, `scripts/transports-ab 40`), the other rows 0.98-1.00x. (An earlier machine
+///   measured 64 KiB *gather windows*, with 256 KiB batches, at 0.94x there: see
+///   `GATHER_WINDOW` in `transmit.rs`.)
+const TX_BATCH: usize = 64 * 1024;
+
+/// The same with MPA CRCs, where the batch is also the stretch of CRC work done between two
+/// writes: 64 KiB measured 0.99x of 256 KiB there, in one process and in two (7 of 8 runs
+/// lost), so CRC keeps the larger batch.
+const TX_BATCH_CRC: usize = 256 * 1024;
 
 /// The same while RDMA Read Responses are due: the receive task that takes a Read Request
 /// writes its response itself as far as the socket takes it (`driver`: `transmit_now`), and

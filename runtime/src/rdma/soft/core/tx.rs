@@ -106,7 +106,7 @@ impl Core {
         }
         while self.state == State::Established {
             let batch = if self.inbound_reads.is_empty() {
-                TX_BATCH
+                self.tx_batch()
             } else {
                 READ_RESPONSE_BATCH
             };
@@ -189,6 +189,16 @@ impl Core {
             }
         }
         true
+    }
+
+    /// How many unwritten bytes the transmit queue takes before a write when no RDMA Read
+    /// Response is due ([`TX_BATCH`], [`TX_BATCH_CRC`]).
+    pub(super) fn tx_batch(&self) -> usize {
+        if self.cfg.tx.crc {
+            TX_BATCH_CRC
+        } else {
+            TX_BATCH
+        }
     }
 
     /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
