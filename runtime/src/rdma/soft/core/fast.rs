@@ -214,6 +214,7 @@ impl Core {
         debug_assert!(!self.cfg.tx.markers, "markers take the general path");
         let v = self.cfg.version;
         let crc = self.cfg.tx.crc;
+        let batch = self.tx_batch();
         while let Some(r) = self.inbound_reads.front() {
             if r.size != 0 {
                 return false;
@@ -227,7 +228,7 @@ impl Core {
             self.writer.skip(out.put_small(crc, &h, &[]));
             self.inbound_reads.pop_front();
         }
-        while self.cur_tx.is_none() && out.len() < self.tx_batch() {
+        while self.cur_tx.is_none() && out.len() < batch {
             if self.needs_probe() {
                 self.emit_probe(out);
             }
