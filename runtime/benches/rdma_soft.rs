@@ -501,13 +501,13 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
     let (m, lo, hi) = stats(tcp);
     println!("  raw TCP ping-pong                       {m:7.2} us [{lo:.2} .. {hi:.2}]");
     let mut missed = Vec::new();
-    for (name, v, judged) in [
+    for (name, v, row_judged) in [
         ("soft Send/recv, confirmed completions", soft, judged),
         ("soft Send/recv, local completions    ", local, false),
     ] {
         let (m, lo, hi) = stats(v);
         let (r, rlo, rhi) = stats(&ratios(v, tcp));
-        let target = if judged {
+        let target = if row_judged {
             let met = r <= LATENCY_TARGET;
             if !met {
                 missed.push(format!("{runtime}, {place}: {r:.2}x"));
@@ -527,7 +527,7 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
             ),
             (v, "us"),
             ("raw TCP 64 B ping-pong", tcp),
-            judged.then(|| Target::at_most(LATENCY_TARGET)),
+            row_judged.then(|| Target::at_most(LATENCY_TARGET)),
         );
     }
     // The provider's own time per round trip (above raw TCP, same round), carried over to the

@@ -114,8 +114,8 @@ async fn run(client: &TestversClient, work: Work) -> Duration {
     start.elapsed()
 }
 
-/// [`run`] in a task of the runtime (`in_task`, where tokio clients usually run) or in
-/// `block_on`'s own future, on the calling thread. The placement whose noise is smaller for
+/// [`run`] in a task of the runtime (NULL calls, where tokio clients usually run) or in
+/// `block_on`'s own future, on the calling thread (the rest). The placement whose noise is smaller for
 /// the work, both versions alike, on a 2-vCPU VM (ranges of the per-round ratios, 15 rounds):
 /// - NULL calls in a task: in `block_on` every message crosses to the calling thread, and
 ///   whether it shares a vCPU with the worker answering it (the scheduler settles that per
@@ -124,8 +124,8 @@ async fn run(client: &TestversClient, work: Work) -> Duration {
 /// - 1 MiB transfers in `block_on`: in a task the client's copies compete with the server's
 ///   tasks for the two workers: READ 0.617-1.795 and 0.442-1.115 in a task, 0.855-1.185 in
 ///   `block_on`.
-async fn run_placed(client: &TestversClient, work: Work, in_task: bool) -> Duration {
-    if !in_task {
+async fn run_placed(client: &TestversClient, work: Work) -> Duration {
+    if !matches!(work, Work::Null(_)) {
         return run(client, work).await;
     }
     let client = client.clone();
@@ -187,8 +187,7 @@ fn main() -> ExitCode {
         .build()
         .unwrap();
 
-    // (name, work, unit, value from (work, seconds), higher is better, in a task: see
-    // `run_placed`)
+    // (name, work, unit, value from (work, seconds), higher is better)
     type Value = fn(Work, f64) -> f64;
     let per_call: Value = |w, s| match w {
         Work::Null(n) => s * 1e6 / n as f64,
@@ -202,14 +201,13 @@ fn main() -> ExitCode {
         Work::Small { calls, .. } => calls as f64 / s,
         _ => unreachable!(),
     };
-    let cases: [(&str, Work, &str, Value, bool, bool); 4] = [
+    let cases: [(&str, Work, &str, Value, bool); 4] = [
         (
             "NULL round trip (per call)",
             Work::Null(2000 * scale),
             "us",
             per_call,
             false,
-            true,
         ),
         (
             "1 MiB WRITE (Read chunk)",
@@ -217,7 +215,6 @@ fn main() -> ExitCode {
             "MB/s",
             mbps,
             true,
-            false,
         ),
         (
             "1 MiB READ (Write chunk)",
@@ -225,7 +222,6 @@ fn main() -> ExitCode {
             "MB/s",
             mbps,
             true,
-            false,
         ),
         (
             "100-byte ECHO, 64 in flight",
@@ -236,13 +232,12 @@ fn main() -> ExitCode {
             "calls/s",
             calls_per_s,
             true,
-            false,
         ),
     ];
     let mut rec = Recorder::new("versions");
     let mut missed = Vec::new();
     println!("{GROUP}: {rounds} rounds, alternating which version goes first");
-    for (name, work, unit, value, higher, in_task) in cases {
+    for (name, work, unit, value, higher) in cases {
         let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         rt.block_on(async {
             for round in 0..rounds {
@@ -259,14 +254,14 @@ fn main() -> ExitCode {
                     (made_first, made_second)
                 };
                 // Warm both (pools, registrations).
-                run_placed(&v1, work, in_task).await;
-                run_placed(&v2, work, in_task).await;
+                run_placed(&v1, work).await;
+                run_placed(&v2, work).await;
                 let (t1, t2) = if first_v2 {
-                    let t2 = run_placed(&v2, work, in_task).await;
-                    (run_placed(&v1, work, in_task).await, t2)
+                    let t2 = run_placed(&v2, work).await;
+                    (run_placed(&v1, work).await, t2)
                 } else {
-                    let t1 = run_placed(&v1, work, in_task).await;
-                    (t1, run_placed(&v2, work, in_task).await)
+                    let t1 = run_placed(&v1, work).await;
+                    (t1, run_placed(&v2, work).await)
                 };
                 let (x1, x2) = (value(work, t1.as_secs_f64()), value(work, t2.as_secs_f64()));
                 a.push(x1);

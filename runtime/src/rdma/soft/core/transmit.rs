@@ -43,10 +43,10 @@ const GATHER_WINDOW_CRC: usize = 64 * 1024;
 
 /// The same for FPDUs without CRC, which cost nothing to offer again: 1 MiB of RDMA Read
 /// Responses goes out in 4 writes instead of 17 (RDMA Writes and Sends are queued about one
-/// FPDU at a time without CRC, `TX_BATCH` in the core, so this window rarely binds them). 1 MiB RPC-over-RDMA READs / WRITEs without CRC between two
-/// processes moved 0.865 / 0.775 of raw TCP with 256 KiB windows, 0.835 / 0.77 with 1 MiB
-/// and 0.815 / 0.715 with 64 KiB (`scripts/transports-ab`, 12 alternating rounds); in one
-/// process (`benches/rdma_soft.rs`, two alternating runs) 1 MiB windows moved RDMA Reads
+/// FPDU at a time without CRC, `TX_BATCH` in the core, so this window rarely binds them).
+/// 1 MiB RPC-over-RDMA READs / WRITEs without CRC between two processes moved 0.865 / 0.775
+/// of raw TCP with 256 KiB windows, 0.835 / 0.77 with 1 MiB and 0.815 / 0.715 with 64 KiB
+/// (`scripts/transports-ab`, 12 alternating rounds); in one process (`benches/rdma_soft.rs`, two alternating runs) 1 MiB windows moved RDMA Reads
 /// 83-85 % of TCP against 86-93 % with 256 KiB or 64 KiB. (One FPDU per write had measured
 /// 10-30 % faster in one process when the receiver still copied every payload that came with
 /// its header, before [`Core::next_read_hint`](super::Core::next_read_hint).)
@@ -69,8 +69,8 @@ pub struct Transmit {
     /// Owned bytes not yet sealed into a part: `staging[staged_from..]` (the bytes before it
     /// are written). A plain vector, emptied once written, rather than a `BytesMut` advanced
     /// and reclaimed: ~90 instructions less per write of small messages (callgrind). It keeps
-    /// its capacity, at most a batch (`TX_BATCH` or `TX_BATCH_CRC`, or `READ_RESPONSE_BATCH` with markers, when
-    /// every FPDU is copied) and one FPDU.
+    /// its capacity, at most a batch (`TX_BATCH` or `TX_BATCH_CRC`, or `READ_RESPONSE_BATCH`
+    /// with markers, when every FPDU is copied) and one FPDU.
     staging: Vec<u8>,
     staged_from: usize,
     parts: VecDeque<Part>,
