@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use rpcrdma::rdma::conformance::Harness;
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
+use rpcrdma::rpc::Client;
+use rpcrdma::transport::conformance::program::TestversClient;
 use rpcrdma::transport::conformance::{run_case, Case};
 
 #[path = "support/served.rs"]
@@ -76,4 +78,44 @@ fn a_client_dropped_outside_its_runtime_does_not_panic() {
     });
     drop(client);
     drop(rt);
+}
+
+/// A connection is listed by its listener before it serves anything: the reply to a call made
+/// the moment a connection opens is already in the listener's counters when the call returns
+/// (the file-service example reads how each call moved from them). Forty connections open at
+/// once, so that connections start while others are serving. When a connection was listed only
+/// after it started, the gap was a few instructions wide: this guards the contract, it does not
+/// reproduce that race on demand.
+#[test]
+fn the_first_call_on_a_new_connection_shows_in_the_listener_counters() {
+    two_workers().block_on(async {
+        let served = Arc::new(Served::start().await);
+        let returned = Arc::new(AtomicUsize::new(0));
+        let mut first_calls = tokio::task::JoinSet::new();
+        for _ in 0..40 {
+            let (served, returned) = (served.clone(), returned.clone());
+            first_calls.spawn(async move {
+                let transport = served.connect().await;
+                TestversClient::new(Client::from_arc(transport.clone()))
+                    .test_null()
+                    .await
+                    .unwrap();
+                let returned = returned.fetch_add(1, Ordering::SeqCst) + 1;
+                let answered = served
+                    .listener
+                    .stats()
+                    .iter()
+                    .filter(|(s, _)| s.replies_inline > 0)
+                    .count();
+                assert!(
+                    answered >= returned,
+                    "{returned} first calls returned, {answered} listed connections answered one"
+                );
+                transport
+            });
+        }
+        // Every connection stays open until all have checked.
+        let open = first_calls.join_all().await;
+        assert_eq!(open.len(), 40);
+    });
 }

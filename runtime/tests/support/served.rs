@@ -16,6 +16,8 @@ pub struct Served {
     pub listener: Arc<RdmaListener<SoftProvider>>,
     /// The client's connection.
     pub transport: Arc<RdmaTransport<SoftProvider>>,
+    provider: Arc<SoftProvider>,
+    addr: std::net::SocketAddr,
 }
 
 impl Served {
@@ -38,14 +40,24 @@ impl Served {
             async move { listener.run().await }
         });
         let transport = Arc::new(
-            RdmaTransport::connect(provider, addr, RdmaConfig::default())
+            RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default())
                 .await
                 .unwrap(),
         );
         Served {
             listener,
             transport,
+            provider,
+            addr,
         }
+    }
+
+    /// Another transport to the same server, on a connection of its own.
+    #[allow(dead_code)] // Not every test opens more than one connection.
+    pub async fn connect(&self) -> Arc<RdmaTransport<SoftProvider>> {
+        let transport =
+            RdmaTransport::connect(self.provider.clone(), self.addr, RdmaConfig::default());
+        Arc::new(transport.await.unwrap())
     }
 
     /// A typed client of the test program on the transport.

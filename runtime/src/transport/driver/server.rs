@@ -55,9 +55,13 @@ impl<P: Provider> RdmaListener<P> {
                 let peer = request.peer_addr();
                 match accept::<P>(request, server, &config).await {
                     Ok(conn) => {
-                        let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
-                        list.retain(|c| c.strong_count() > 0);
-                        list.push(Arc::downgrade(&conn));
+                        // Listed before it starts, so its counters show every call it serves.
+                        {
+                            let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
+                            list.retain(|c| c.strong_count() > 0);
+                            list.push(Arc::downgrade(&conn));
+                        }
+                        conn.start();
                     }
                     Err(e) => tracing::warn!(%peer, error = %e, "accepting a connection failed"),
                 }
@@ -91,6 +95,7 @@ impl<P: Provider> RdmaListener<P> {
     }
 }
 
+/// Accepts one connection request; the connection returned is not started yet.
 async fn accept<P: Provider>(
     request: <P::Listener as Listener>::Request,
     server: Server,
@@ -106,5 +111,5 @@ async fn accept<P: Provider>(
         .await?;
     let recv = recv.ok_or(rdma::Error::Closed)?;
     let core = core_config(Role::Server, config, &peer);
-    Ok(Conn::start(conn, recv, core, config, Some(server)))
+    Ok(Conn::new(conn, recv, core, config, Some(server)))
 }

@@ -174,8 +174,10 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
 }
 
 impl<C: Connection> Conn<C> {
-    /// Starts serving a new connection: `recv` holds the receives posted at setup.
-    pub(crate) fn start(
+    /// A new connection, not yet started (see [`Conn::start`]): `recv` holds the receives
+    /// posted at setup. Nothing reads its completions until it starts, so whoever keeps track
+    /// of it can list it first and see every call it serves.
+    pub(crate) fn new(
         conn: C,
         recv: MemoryRegion,
         core: CoreConfig,
@@ -236,21 +238,26 @@ impl<C: Connection> Conn<C> {
             });
             let _ = shared.backchannel.set(Arc::new(client));
         }
+        shared
+    }
+
+    /// Starts the connection: sends what the core opens with, hooks the provider's
+    /// completions and spawns the completion task. From here on it serves and calls.
+    pub(crate) fn start(self: &Arc<Self>) {
         {
             // A version 2 client's offer goes before anything else (seed 003 section 7).
-            let mut st = shared.state.lock();
+            let mut st = self.state.lock();
             st.core.open(Instant::now());
-            shared.flush(&mut st);
+            self.flush(&mut st);
         }
-        let weak = Arc::downgrade(&shared);
-        let hooked = shared.conn.set_completion_hook(Box::new(move || {
+        let weak = Arc::downgrade(self);
+        let hooked = self.conn.set_completion_hook(Box::new(move || {
             if let Some(conn) = weak.upgrade() {
                 conn.on_completions();
             }
         }));
-        shared.hooked.store(hooked, Ordering::Release);
-        tokio::spawn(completions(shared.clone()));
-        shared
+        self.hooked.store(hooked, Ordering::Release);
+        tokio::spawn(completions(self.clone()));
     }
 
     /// The provider's completion hook: takes the completions, feeds the core, and dispatches
