@@ -398,6 +398,8 @@ pub struct Stats {
     pub calls_read_chunks: u64,
     /// Long calls (RDMA_NOMSG with a Position-Zero Read chunk).
     pub calls_long: u64,
+    /// Calls received whole (their Read chunks pulled) and handed over to be served.
+    pub calls_received: u64,
     /// Replies sent inline.
     pub replies_inline: u64,
     /// Replies whose DDP-eligible results went by RDMA Write into Write chunks.
@@ -765,7 +767,8 @@ impl<B: Buf> Core<B> {
         self.peer_in_mode_2004 = true;
     }
 
-    /// Calls received and not yet answered at the responder.
+    /// Calls received and not yet finished at the responder: their Read chunks being pulled,
+    /// handed over and not answered, or answered and their reply not yet sent.
     pub fn calls_in_progress(&self) -> usize {
         self.responder.len()
     }

@@ -233,7 +233,7 @@ impl<B: Buf> Responder<B> {
             },
         });
         if pending == 0 {
-            self.dispatch(id, out);
+            self.dispatch(id, out, stats);
             return;
         }
         for (sink, remote) in reads {
@@ -258,11 +258,12 @@ impl<B: Buf> Responder<B> {
     }
 
     /// Hands a call whose chunks are all here to the application.
-    fn dispatch(&mut self, id: CallId, out: &mut Outbox<B>) {
+    fn dispatch(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         call.phase = Phase::Dispatched;
+        stats.calls_received += 1;
         let (message, chunks) = pulled_message(
             std::mem::take(&mut call.inline),
             std::mem::take(&mut call.sinks),
@@ -305,7 +306,7 @@ impl<B: Buf> Responder<B> {
                         self.finish(id, backward);
                         self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
                     } else {
-                        self.dispatch(id, out);
+                        self.dispatch(id, out, stats);
                     }
                 }
                 self.pump_reads(config, out);

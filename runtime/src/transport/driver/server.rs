@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
+use tokio::sync::watch;
+
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
 use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
@@ -14,11 +16,19 @@ use crate::transport::pool::PoolStats;
 type Accepted<C> = Arc<Mutex<Vec<Weak<Conn<C>>>>>;
 
 /// A listening RPC-over-RDMA server; see [`serve`].
+///
+/// [`run`](Self::run) accepts connections until [`shutdown`](Self::shutdown), which stops
+/// accepting, lets every connection answer the calls its handlers are running, and closes
+/// them.
 pub struct RdmaListener<P: Provider> {
-    listener: P::Listener,
+    /// Taken at shutdown; [`RdmaListener::run`] holds its own handle until it returns.
+    listener: Mutex<Option<Arc<P::Listener>>>,
     server: Server,
     config: RdmaConfig,
     connections: Accepted<P::Conn>,
+    /// Raised at shutdown; read under the `connections` lock by every connection accepted,
+    /// so each is either listed before shutdown looks or sees the flag and closes.
+    stopping: Arc<watch::Sender<bool>>,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
@@ -31,26 +41,42 @@ pub fn serve<P: Provider>(
     config: RdmaConfig,
 ) -> RdmaListener<P> {
     RdmaListener {
-        listener,
+        listener: Mutex::new(Some(Arc::new(listener))),
         server,
         config,
         connections: Arc::default(),
+        stopping: Arc::new(watch::Sender::new(false)),
     }
 }
 
 impl<P: Provider> RdmaListener<P> {
-    /// The address it listens on.
+    /// The address it listens on ([`rdma::Error::Closed`] after [`RdmaListener::shutdown`]).
     pub fn local_addr(&self) -> rdma::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.listener().ok_or(rdma::Error::Closed)?.local_addr()
     }
 
-    /// Accepts connections until the listener fails.
+    fn listener(&self) -> Option<Arc<P::Listener>> {
+        self.listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Accepts connections until the listener fails (its error) or shuts down (`Ok`).
     pub async fn run(&self) -> rdma::Result<()> {
+        let Some(listener) = self.listener() else {
+            return Ok(());
+        };
+        let mut stop = self.stopping.subscribe();
         loop {
-            let request = self.listener.next_request().await?;
+            let request = tokio::select! {
+                request = listener.next_request() => request?,
+                _ = stop.wait_for(|stopping| *stopping) => return Ok(()),
+            };
             let server = self.server.clone();
             let config = self.config.clone();
             let connections = self.connections.clone();
+            let stopping = self.stopping.clone();
             tokio::spawn(async move {
                 let peer = request.peer_addr();
                 match accept::<P>(request, server, &config).await {
@@ -58,6 +84,10 @@ impl<P: Provider> RdmaListener<P> {
                         // Listed before it starts, so its counters show every call it serves.
                         {
                             let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
+                            if *stopping.borrow() {
+                                drop(list);
+                                return conn.close();
+                            }
                             list.retain(|c| c.strong_count() > 0);
                             list.push(Arc::downgrade(&conn));
                         }
@@ -66,6 +96,36 @@ impl<P: Provider> RdmaListener<P> {
                     Err(e) => tracing::warn!(%peer, error = %e, "accepting a connection failed"),
                 }
             });
+        }
+    }
+
+    /// Shuts the server down gracefully: stops accepting at once (the listening endpoint
+    /// closes when [`RdmaListener::run`] returns), and on every connection stops taking calls
+    /// and closes once the calls its handlers were given have been answered and their replies
+    /// sent. A call that had not reached its handler is dropped unanswered; its caller sees
+    /// the connection close and may retransmit elsewhere, as after a server restart.
+    ///
+    /// The returned future completes when every connection has closed. A handler that never
+    /// finishes, or a peer that never lets a reply complete, holds it up: bound the wait with
+    /// a timeout if that matters (dropping the future leaves the connections to finish in the
+    /// background).
+    pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let draining: Vec<Arc<Conn<P::Conn>>> = {
+            let list = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            self.stopping.send_replace(true);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        self.listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        for conn in &draining {
+            conn.shut_down();
+        }
+        async move {
+            for conn in draining {
+                conn.closed().await;
+            }
         }
     }
 

@@ -97,6 +97,11 @@ pub(crate) struct Conn<C: Connection> {
     peer: SocketAddr,
     closed: AtomicBool,
     close_notify: Notify,
+    /// Raised once the connection has closed, for those who wait for it ([`Conn::closed`]).
+    closed_signal: tokio::sync::watch::Sender<bool>,
+    /// Shutting down ([`Conn::shut_down`]): calls handed over from now on are dropped
+    /// unanswered, and the connection closes once it has finished the ones it had.
+    draining: AtomicBool,
     /// The provider calls [`Conn::on_completions`] where it learns of completions.
     hooked: AtomicBool,
     /// Wakes the completion task of a hooked connection: the hook left it a round.
@@ -213,6 +218,8 @@ impl<C: Connection> Conn<C> {
             versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
             close_notify: Notify::new(),
+            closed_signal: tokio::sync::watch::Sender::new(false),
+            draining: AtomicBool::new(false),
             hooked: AtomicBool::new(false),
             task_kick: Notify::new(),
             hook_calls: Mutex::new(Vec::new()),
@@ -340,6 +347,23 @@ impl<C: Connection> Conn<C> {
         &self.conn
     }
 
+    /// Stops taking calls and closes once every call already handed to the server has been
+    /// answered and its reply sent. Calls the core hands over from now on are dropped
+    /// unanswered: their callers see the connection close, as when a server goes away, and
+    /// may retransmit elsewhere.
+    pub(crate) fn shut_down(self: &Arc<Self>) {
+        self.draining.store(true, Ordering::Release);
+        let mut st = self.state.lock();
+        self.flush(&mut st);
+    }
+
+    /// Completes when the connection has closed.
+    pub(crate) async fn closed(&self) {
+        let mut signal = self.closed_signal.subscribe();
+        // The sender lives as long as `self`: this only ends when the flag is raised.
+        let _ = signal.wait_for(|closed| *closed).await;
+    }
+
     /// Closes the connection: every waiting call fails with `Closed`.
     pub(crate) fn close(self: &Arc<Self>) {
         let mut st = self.state.lock();
@@ -356,6 +380,7 @@ impl<C: Connection> Conn<C> {
         st.core.close();
         self.deliver(st);
         self.close_notify.notify_one();
+        self.closed_signal.send_replace(true);
         // Closed outside a runtime (a client dropped after its runtime's `block_on`), the
         // provider connection only closes when its last handle goes.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -394,6 +419,9 @@ impl<C: Connection> Conn<C> {
             }
         }
         self.deliver(st);
+        if self.draining.load(Ordering::Acquire) && st.core.calls_in_progress() == 0 {
+            self.close_locked(st);
+        }
     }
 
     fn deliver(self: &Arc<Self>, st: &mut State) {
@@ -403,6 +431,9 @@ impl<C: Connection> Conn<C> {
                     if let Some(waiter) = st.waiters.get_mut(&call) {
                         waiter.finish(result);
                     }
+                }
+                Event::Call(call) if self.draining.load(Ordering::Acquire) => {
+                    st.core.discard_call(call.id);
                 }
                 Event::Call(call) => st.calls.push(call),
                 Event::Fatal(why) => {

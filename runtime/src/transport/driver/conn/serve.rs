@@ -40,7 +40,8 @@ pub(super) fn serve_call<C: Connection>(
     };
     let Some(server) = server else {
         let mut st = conn.state.lock();
-        return st.core.discard_call(call.id);
+        st.core.discard_call(call.id);
+        return conn.flush(&mut st);
     };
     let backchannel = conn.backchannel.get().cloned();
     let dispatch = server.dispatch(Incoming {
@@ -80,6 +81,8 @@ pub(super) fn serve_call<C: Connection>(
         Dispatch::NotACall { .. } | Dispatch::Drop(_) => {
             let mut st = conn.state.lock();
             st.core.discard_call(id);
+            // A connection shutting down may have been waiting for this call alone.
+            conn.flush(&mut st);
         }
     }
 }
