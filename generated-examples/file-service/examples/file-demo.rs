@@ -214,14 +214,22 @@ fn notes(steps: &[Step], config: &RdmaConfig) -> Vec<String> {
     notes
 }
 
-/// Serves until the first client's connection closes, then prints how the replies moved.
+/// Serves until the first client's connection closes (or Ctrl-C, which shuts the server down
+/// gracefully), then prints how the replies moved.
 async fn serve_one_client(listener: &RdmaListener<SoftProvider>) {
     println!("server: waiting for one client (Ctrl-C to stop)");
     let mut last = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            _ = tokio::signal::ctrl_c() => break,
+            _ = tokio::signal::ctrl_c() => {
+                // The calls being served are answered before the connection closes.
+                let stopped = tokio::time::timeout(Duration::from_secs(5), listener.shutdown());
+                if stopped.await.is_err() {
+                    println!("server: calls still running after 5 s; stopping anyway");
+                }
+                break;
+            }
         }
         match listener.stats().first() {
             Some(&(stats, _)) => last = Some(stats),
