@@ -2,14 +2,18 @@
 //! iWARP provider on loopback: RPC-over-RDMA version 1 end to end, a generated client calling
 //! a generated server, every way a message can move, and the answers a lying peer gets.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rpcrdma::rdma::conformance::Harness;
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
+use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
-use rpcrdma::transport::conformance::program::TestversClient;
+use rpcrdma::transport::conformance::program::{server, TestversClient};
 use rpcrdma::transport::conformance::{run_case, Case};
+use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 
 #[path = "support/served.rs"]
 mod served;
@@ -117,5 +121,53 @@ fn the_first_call_on_a_new_connection_shows_in_the_listener_counters() {
         // Every connection stays open until all have checked.
         let open = first_calls.join_all().await;
         assert_eq!(open.len(), 40);
+    });
+}
+
+/// A shutdown with nothing left to answer (the conformance case `Shutdown` has a call running):
+/// idle connections close at once and `run` returns `Ok`.
+#[test]
+fn shutdown_with_only_idle_connections_ends_at_once_and_stops_run() {
+    two_workers().block_on(async {
+        let provider = Arc::new(SoftProvider::default());
+        let endpoint = provider
+            .listen("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr: SocketAddr = endpoint.local_addr().unwrap();
+        let listener = Arc::new(serve::<SoftProvider>(
+            endpoint,
+            server(),
+            RdmaConfig::default(),
+        ));
+        let running = tokio::spawn({
+            let listener = listener.clone();
+            async move { listener.run().await }
+        });
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            let transport = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default())
+                .await
+                .unwrap();
+            let client = TestversClient::new(Client::new(transport));
+            client.test_null().await.unwrap();
+            clients.push(client);
+        }
+        assert_eq!(listener.stats().len(), 3);
+
+        tokio::time::timeout(Duration::from_secs(10), listener.shutdown())
+            .await
+            .expect("idle connections close at once");
+        let run = tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .expect("run returns after shutdown");
+        assert!(matches!(run, Ok(Ok(()))), "{run:?}");
+
+        assert!(listener.stats().is_empty());
+        for client in &clients {
+            assert!(client.test_null().await.is_err());
+        }
+        let again = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default()).await;
+        assert!(again.is_err(), "the listening endpoint is closed");
     });
 }

@@ -606,3 +606,84 @@ where
     );
     Ok(())
 }
+
+/// Polls `done` every millisecond for up to [`STEP`]: the server's counters change on its own
+/// threads.
+async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), Failure> {
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            return Err(Failure(format!("gave up waiting: {what}")));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
+}
+
+pub(super) async fn shutdown<T>(put: &T) -> Result<(), Failure>
+where
+    T: ProviderUnderTest,
+    T::P: Clone,
+{
+    let s = setup(put).await?;
+    let idle = {
+        let transport = RdmaTransport::connect(s.provider.clone(), s.addr, client_config());
+        let transport = tokio::time::timeout(STEP, transport)
+            .await
+            .map_err(|_| Failure("connecting a second client timed out".into()))?
+            .step("connect a second client")?;
+        TestversClient::new(Client::new(transport))
+    };
+    idle.test_null()
+        .await
+        .step("NULL on the second connection")?;
+    let received = || -> u64 {
+        let stats = s.listener.stats();
+        stats.iter().map(|(core, _)| core.calls_received).sum()
+    };
+    let slow = {
+        let c = s.client.clone();
+        tokio::spawn(async move { c.test_sleep(300).await })
+    };
+    wait_until("the server runs SLEEP", || received() == 2).await?;
+    let shutdown = s.listener.shutdown();
+
+    // No handler takes a call made from now on: its connection closes unanswered, and the
+    // retransmission finds nothing listening.
+    let late = s.client.test_null().await;
+    ensure!(late.is_err(), "a call made after shutdown began: {late:?}");
+    // The call being served is answered.
+    let got = slow
+        .await
+        .map_err(|e| Failure(format!("the SLEEP task: {e}")))?
+        .step("SLEEP running at shutdown")?;
+    ensure!(got == 300, "SLEEP returned {got}");
+    tokio::time::timeout(STEP, shutdown)
+        .await
+        .map_err(|_| Failure("shutdown did not complete".into()))?;
+    wait_until("run returns", || s.accept.is_finished()).await?;
+
+    ensure!(
+        s.listener.stats().is_empty(),
+        "connections left after shutdown: {}",
+        s.listener.stats().len()
+    );
+    ensure!(
+        idle.test_null().await.is_err(),
+        "the idle connection still answers"
+    );
+    ensure!(
+        s.listener.local_addr().is_err(),
+        "the listener still has an address"
+    );
+    let again = tokio::time::timeout(
+        STEP,
+        RdmaTransport::connect(s.provider.clone(), s.addr, client_config()),
+    )
+    .await;
+    ensure!(
+        !matches!(again, Ok(Ok(_))),
+        "a new connection was accepted after shutdown"
+    );
+    Ok(())
+}

@@ -91,6 +91,9 @@ cases! {
     FlatRegistrations => cases::flat_registrations,
     /// A dropped call future leaves the connection usable and its memory unreachable.
     CancelledCall => cases::cancelled_call,
+    /// A server's graceful shutdown: the call being served is answered, a call made after is
+    /// not, every connection closes and the listener stops.
+    Shutdown => cases::shutdown,
     /// A misaligned Read chunk Position gets RDMA_ERROR / ERR_CHUNK.
     HostileMisalignedPosition => hostile::misaligned_position,
     /// A header of version 2 gets RDMA_ERROR / ERR_VERS naming version 1.
@@ -241,6 +244,7 @@ macro_rules! transport_conformance_tests {
             zero_copy ZeroCopy,
             flat_registrations FlatRegistrations,
             cancelled_call CancelledCall,
+            shutdown Shutdown,
             hostile_misaligned_position HostileMisalignedPosition,
             hostile_version HostileVersion,
             hostile_cut_headers HostileCutHeaders,
