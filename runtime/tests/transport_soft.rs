@@ -11,7 +11,7 @@ use rpcrdma::rdma::conformance::Harness;
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
-use rpcrdma::transport::conformance::program::{server, TestversClient};
+use rpcrdma::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
 use rpcrdma::transport::conformance::{run_case, Case};
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 
@@ -169,5 +169,64 @@ fn shutdown_with_only_idle_connections_ends_at_once_and_stops_run() {
         }
         let again = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default()).await;
         assert!(again.is_err(), "the listening endpoint is closed");
+    });
+}
+
+/// A shutdown in the middle of load: eight connections with four callers each, making echoes
+/// (Read chunks out, Write chunks back), registered fills and calls whose handlers wait. Every
+/// call ends, answered with its own result or failed once its connection closed (none hangs,
+/// nothing panics), and the shutdown completes.
+#[test]
+fn shutdown_under_load_ends_every_call_and_completes() {
+    two_workers().block_on(async {
+        let served = Served::start().await;
+        let mut transports = vec![served.transport.clone()];
+        for _ in 1..8 {
+            transports.push(served.connect().await);
+        }
+        let answered = Arc::new(AtomicUsize::new(0));
+        let mut callers = tokio::task::JoinSet::new();
+        for (c, transport) in transports.iter().enumerate() {
+            for lane in 0..4u32 {
+                let client = TestversClient::new(Client::from_arc(transport.clone()));
+                let answered = answered.clone();
+                callers.spawn(async move {
+                    let tag = c as u32 * 4 + lane;
+                    let data = pattern(65_536, tag as u8);
+                    for i in 0u32.. {
+                        let ended = match i % 3 {
+                            0 => client
+                                .test_echo(EchoArgs {
+                                    tag,
+                                    data: data.clone(),
+                                })
+                                .await
+                                .map(|r| assert!(r.tag == tag && r.data == data, "not its echo")),
+                            1 => client
+                                .test_fill(65_536)
+                                .await
+                                .map(|r| assert_eq!(r.data.len(), 65_536)),
+                            _ => client.test_sleep(5).await.map(|ms| assert_eq!(ms, 5)),
+                        };
+                        if ended.is_err() {
+                            return i;
+                        }
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                    unreachable!()
+                });
+            }
+        }
+        while answered.load(Ordering::SeqCst) < 300 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::timeout(Duration::from_secs(30), served.listener.shutdown())
+            .await
+            .expect("shutdown completes under load");
+        let ended = tokio::time::timeout(Duration::from_secs(30), callers.join_all())
+            .await
+            .expect("every caller's last call ends");
+        assert_eq!(ended.len(), 32);
+        assert!(served.listener.stats().is_empty());
     });
 }
