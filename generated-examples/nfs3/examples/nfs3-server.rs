@@ -170,6 +170,9 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
         }),
     };
     unregister(&registered).await;
+    // Every transport stops taking calls at once and answers the ones it is serving (bounded:
+    // a client that never lets a reply complete does not hold the stop up).
+    let _ = tokio::time::timeout(Duration::from_secs(5), rdma.shutdown()).await;
     rdma_task.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), mount.shutdown()).await;
     if let Some(tcp) = nfs_tcp {
