@@ -115,8 +115,9 @@ async fn run(client: &TestversClient, work: Work) -> Duration {
 }
 
 /// [`run`] in a task of the runtime (NULL calls, where tokio clients usually run) or in
-/// `block_on`'s own future, on the calling thread (the rest). The placement whose noise is smaller for
-/// the work, both versions alike, on a 2-vCPU VM (ranges of the per-round ratios, 15 rounds):
+/// `block_on`'s own future, on the calling thread (the rest). The placement whose noise is
+/// smaller for the work, both versions alike, on a 2-vCPU VM (ranges of the per-round ratios,
+/// 15 rounds):
 /// - NULL calls in a task: in `block_on` every message crosses to the calling thread, and
 ///   whether it shares a vCPU with the worker answering it (the scheduler settles that per
 ///   round) moved a call between about 20 and 90 us: v2/v1 0.747-1.309 there, 0.989-1.163 and

@@ -2,18 +2,15 @@
 //! iWARP provider on loopback: RPC-over-RDMA version 1 end to end, a generated client calling
 //! a generated server, every way a message can move, and the answers a lying peer gets.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma::rdma::conformance::Harness;
 use rpcrdma::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
-use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
-use rpcrdma::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
+use rpcrdma::transport::conformance::program::{pattern, EchoArgs, TestversClient};
 use rpcrdma::transport::conformance::{run_case, Case};
-use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 
 #[path = "support/served.rs"]
 mod served;
@@ -129,45 +126,31 @@ fn the_first_call_on_a_new_connection_shows_in_the_listener_counters() {
 #[test]
 fn shutdown_with_only_idle_connections_ends_at_once_and_stops_run() {
     two_workers().block_on(async {
-        let provider = Arc::new(SoftProvider::default());
-        let endpoint = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr: SocketAddr = endpoint.local_addr().unwrap();
-        let listener = Arc::new(serve::<SoftProvider>(
-            endpoint,
-            server(),
-            RdmaConfig::default(),
-        ));
-        let running = tokio::spawn({
-            let listener = listener.clone();
-            async move { listener.run().await }
-        });
-        let mut clients = Vec::new();
-        for _ in 0..3 {
-            let transport = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default())
-                .await
-                .unwrap();
-            let client = TestversClient::new(Client::new(transport));
-            client.test_null().await.unwrap();
-            clients.push(client);
+        let mut served = Served::start().await;
+        let mut clients = vec![served.client()];
+        for _ in 1..3 {
+            clients.push(TestversClient::new(Client::from_arc(
+                served.connect().await,
+            )));
         }
-        assert_eq!(listener.stats().len(), 3);
+        for client in &clients {
+            client.test_null().await.unwrap();
+        }
+        assert_eq!(served.listener.stats().len(), 3);
 
-        tokio::time::timeout(Duration::from_secs(10), listener.shutdown())
+        tokio::time::timeout(Duration::from_secs(10), served.listener.shutdown())
             .await
             .expect("idle connections close at once");
-        let run = tokio::time::timeout(Duration::from_secs(10), running)
+        let run = tokio::time::timeout(Duration::from_secs(10), &mut served.running)
             .await
             .expect("run returns after shutdown");
         assert!(matches!(run, Ok(Ok(()))), "{run:?}");
 
-        assert!(listener.stats().is_empty());
+        assert!(served.listener.stats().is_empty());
         for client in &clients {
             assert!(client.test_null().await.is_err());
         }
-        let again = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default()).await;
+        let again = served.try_connect().await;
         assert!(again.is_err(), "the listening endpoint is closed");
     });
 }

@@ -16,6 +16,9 @@ pub struct Served {
     pub listener: Arc<RdmaListener<SoftProvider>>,
     /// The client's connection.
     pub transport: Arc<RdmaTransport<SoftProvider>>,
+    /// The listener's `run`, in its task.
+    #[allow(dead_code)] // Only the shutdown tests look at how it ended.
+    pub running: tokio::task::JoinHandle<rpcrdma::rdma::Result<()>>,
     provider: Arc<SoftProvider>,
     addr: std::net::SocketAddr,
 }
@@ -35,7 +38,7 @@ impl Served {
             server(),
             RdmaConfig::default(),
         ));
-        tokio::spawn({
+        let running = tokio::spawn({
             let listener = listener.clone();
             async move { listener.run().await }
         });
@@ -47,6 +50,7 @@ impl Served {
         Served {
             listener,
             transport,
+            running,
             provider,
             addr,
         }
@@ -55,9 +59,13 @@ impl Served {
     /// Another transport to the same server, on a connection of its own.
     #[allow(dead_code)] // Not every test opens more than one connection.
     pub async fn connect(&self) -> Arc<RdmaTransport<SoftProvider>> {
-        let transport =
-            RdmaTransport::connect(self.provider.clone(), self.addr, RdmaConfig::default());
-        Arc::new(transport.await.unwrap())
+        Arc::new(self.try_connect().await.unwrap())
+    }
+
+    /// [`Served::connect`], with its error (the server may have stopped).
+    #[allow(dead_code)] // Not every test opens more than one connection.
+    pub async fn try_connect(&self) -> Result<RdmaTransport<SoftProvider>, rpcrdma::rpc::Error> {
+        RdmaTransport::connect(self.provider.clone(), self.addr, RdmaConfig::default()).await
     }
 
     /// A typed client of the test program on the transport.
