@@ -18,7 +18,11 @@ step() {
   if timeout "$secs" "$@" >"$R/$name.log" 2>&1; then
     echo "PASS $name ($((SECONDS - start)) s)"
   else
-    echo "FAIL $name (exit $?, after $((SECONDS - start)) s of $secs); last lines:"
+    echo "FAIL $name (exit $?, after $((SECONDS - start)) s of $secs)"
+    # What failed first (a backtrace would push it out of the last lines), then the end.
+    echo "  what failed:"
+    grep -m 12 -E 'FAILED:|panicked at' "$R/$name.log" | sed 's/^/  | /'
+    echo "  last lines:"
     tail -n 20 "$R/$name.log" | sed 's/^/  | /'
     failures=$((failures + 1))
   fi
@@ -129,10 +133,18 @@ provider() {
     # each with a good client and a leak check: minutes under TCG) with a time limit of its own.
     step "tests-$i-$(basename "$b")" 240 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 \
       "$b" rdma::verbs --skip rdma::verbs::transport_tests --test-threads=1 --nocapture
-    step "transport-$i-$(basename "$b")" 1200 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 \
-      "$b" rdma::verbs::transport_tests --test-threads=1 --nocapture
+    # VM_TRANSPORT_ROUNDS > 1 runs the transport suite again and again (chasing a flaky case),
+    # in the binary that has it.
+    local round rounds="${VM_TRANSPORT_ROUNDS:-1}" suffix=""
+    [[ "$("$b" rdma::verbs::transport_tests --list 2>/dev/null)" == *": test"* ]] || rounds=1
+    for round in $(seq 1 "$rounds"); do
+      [ "$rounds" -gt 1 ] && suffix="-round$round"
+      step "transport-$i-$(basename "$b")$suffix" 1200 env RPCRDMA_VERBS_ADDR="$ADDR" \
+        RUST_BACKTRACE=1 "$b" rdma::verbs::transport_tests --test-threads=1 --nocapture
+    done
     grep -hE '^test result|^test .*(ok|FAILED|ignored)$|^verbs: |^transport verbs' \
-      "$R/tests-$i-$(basename "$b").log" "$R/transport-$i-$(basename "$b").log" | sed 's/^/TEST /'
+      "$R/tests-$i-$(basename "$b").log" "$R/transport-$i-$(basename "$b")"*.log |
+      sed 's/^/TEST /'
   done
   if [ -n "${VM_RDMA_PING:-}" ]; then
     # rdma-ping between two processes, one session per operation.
