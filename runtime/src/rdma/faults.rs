@@ -12,6 +12,10 @@
 //! The same seed gives the same decisions for the same sequence of operations, so a failing
 //! seed printed by a test can be run again.
 //!
+//! It also counts what its consumer does that a device would punish: a disconnect while a Send
+//! has not completed, which a device may flush unsent
+//! ([`FaultCounts::disconnects_with_sends_outstanding`]).
+//!
 //! A wrapped connection exists only once the inner one is established, so receives its user
 //! posts in `connect_with`/`accept_with` setup are posted after establishment (the contract's
 //! default): wrap the side that sends first (a client), or peers that wait to be spoken to.
@@ -135,6 +139,10 @@ pub struct FaultCounts {
     pub failed_registrations: AtomicU64,
     /// Connections disconnected on purpose.
     pub disconnects: AtomicU64,
+    /// Disconnects the consumer asked for while a Send it posted had not reported its
+    /// completion yet (one dropped by the plan never does): on a device, such a Send may be
+    /// flushed unsent. Not a fault injected; what a consumer's graceful close is judged by.
+    pub disconnects_with_sends_outstanding: AtomicU64,
 }
 
 /// A [`Provider`] whose connections inject the faults of a [`FaultPlan`].
@@ -167,6 +175,7 @@ impl Faults {
                 rng: Rng::new(self.plan.seed ^ n.wrapping_mul(0x5851_f42d_4c95_7f2d)),
                 held: VecDeque::new(),
                 posted: Default::default(),
+                sends_outstanding: Default::default(),
             }),
         }
     }
@@ -267,6 +276,8 @@ struct State {
     held: VecDeque<(tokio::time::Instant, Completion)>,
     /// Operations posted so far, per kind.
     posted: std::collections::HashMap<OpKind, u64>,
+    /// The work request ids of Sends posted whose completion was not delivered yet.
+    sends_outstanding: std::collections::HashSet<u64>,
 }
 
 /// A connection of a [`FaultyProvider`].
@@ -373,11 +384,65 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     }
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
-        self.posted(kind_of(&wr.op));
-        self.inner.post_send(wr)
+        let kind = kind_of(&wr.op);
+        self.posted(kind);
+        let id = wr.wr_id;
+        // Counted before posting: a Send may complete as it is written.
+        let send = kind == OpKind::Send && self.lock().sends_outstanding.insert(id);
+        let posted = self.inner.post_send(wr);
+        if posted.is_err() && send {
+            self.lock().sends_outstanding.remove(&id);
+        }
+        posted
     }
 
     async fn poll_completion(&self) -> Completion {
+        let c = self.next_completion().await;
+        self.delivered(c)
+    }
+
+    fn try_completion(&self) -> Option<Completion> {
+        let c = self.try_next_completion()?;
+        Some(self.delivered(c))
+    }
+
+    fn peer_private_data(&self) -> &[u8] {
+        self.inner.peer_private_data()
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr()
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer_addr()
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    async fn disconnect(&self) -> Result<()> {
+        if !self.lock().sends_outstanding.is_empty() {
+            self.counts
+                .disconnects_with_sends_outstanding
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.disconnect().await
+    }
+}
+
+impl<C: Connection> FaultyConnection<C> {
+    /// Notes that `c` reaches the consumer.
+    fn delivered(&self, c: Completion) -> Completion {
+        if c.opcode == WcOpcode::Send {
+            self.lock().sends_outstanding.remove(&c.wr_id);
+        }
+        c
+    }
+
+    /// The next completion to deliver, held ones first when due.
+    async fn next_completion(&self) -> Completion {
         loop {
             let (ready, next) = self.due();
             if let Some(c) = ready {
@@ -400,7 +465,8 @@ impl<C: Connection> Connection for FaultyConnection<C> {
         }
     }
 
-    fn try_completion(&self) -> Option<Completion> {
+    /// The next completion to deliver without waiting, held ones first when due.
+    fn try_next_completion(&self) -> Option<Completion> {
         if let (Some(c), _) = self.due() {
             return Some(c);
         }
@@ -410,26 +476,6 @@ impl<C: Connection> Connection for FaultyConnection<C> {
                 return Some(c);
             }
         }
-    }
-
-    fn peer_private_data(&self) -> &[u8] {
-        self.inner.peer_private_data()
-    }
-
-    fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr()
-    }
-
-    fn peer_addr(&self) -> SocketAddr {
-        self.inner.peer_addr()
-    }
-
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-
-    async fn disconnect(&self) -> Result<()> {
-        self.inner.disconnect().await
     }
 }
 

@@ -91,8 +91,10 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     }
     let mut st = conn.state.lock();
     conn.close_locked(&mut st);
-    // Every caller still waiting learns that the connection is gone.
-    for (_, mut waiter) in st.waiters.drain() {
+    // Every caller still waiting learns that the connection is gone. A reply that came
+    // before the end stays for its caller to take (`poll_reply` reads a missing waiter as
+    // `Closed`): its caller may not have run since.
+    for waiter in st.waiters.values_mut() {
         waiter.finish(Err(TransportError::Closed));
     }
 }

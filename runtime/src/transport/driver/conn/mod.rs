@@ -381,14 +381,13 @@ impl<C: Connection> Conn<C> {
         self.deliver(st);
         self.close_notify.notify_one();
         self.closed_signal.send_replace(true);
-        // Closed outside a runtime (a client dropped after its runtime's `block_on`), the
-        // provider connection only closes when its last handle goes.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let conn = self.conn.clone();
-            runtime.spawn(async move {
-                let _ = conn.disconnect().await;
-            });
-        }
+        // On the connection's own runtime: this may run on a provider's thread (a completion
+        // hook). Once that runtime is gone (a client dropped after its runtime's `block_on`),
+        // the task is dropped unrun and the provider connection closes with its last handle.
+        let conn = self.conn.clone();
+        self.runtime.spawn(async move {
+            let _ = conn.disconnect().await;
+        });
     }
 
     /// Posts everything the core has emitted, takes the completions that came while posting,
@@ -419,7 +418,13 @@ impl<C: Connection> Conn<C> {
             }
         }
         self.deliver(st);
-        if self.draining.load(Ordering::Acquire) && st.core.calls_in_progress() == 0 {
+        if self.draining.load(Ordering::Acquire)
+            && st.core.calls_in_progress() == 0
+            && st.posted.is_empty()
+        {
+            // Every posted Send has completed too: a Send alone ends its call in the core
+            // when it is posted, and a disconnect flushes what a device has not sent yet (on
+            // rxe the last reply of a draining connection was lost that way).
             self.close_locked(st);
         }
     }
