@@ -344,3 +344,40 @@ fn a_reply_that_arrives_as_its_connection_closes_reaches_its_caller() {
         );
     }
 }
+
+/// A client transport dropped on a thread outside its runtime, while that runtime lives, still
+/// disconnects its connection (on verbs, the peer learns of the close at once instead of
+/// after a timeout). The disconnect once ran only where the closing thread was inside a
+/// runtime, so a transport dropped in synchronous code, or a connection closed from a
+/// provider's completion hook on its own thread, was never disconnected, only dropped.
+#[test]
+fn a_transport_dropped_outside_its_runtime_still_disconnects() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let faulty = FaultyProvider::new(SoftProvider::default(), FaultPlan::none(0));
+    let transport = rt.block_on(async {
+        let (_listener, addr, _running) = serve_program(SoftProvider::default()).await;
+        let transport =
+            RdmaTransport::connect(Arc::new(faulty.clone()), addr, RdmaConfig::default())
+                .await
+                .unwrap();
+        let client = TestversClient::new(Client::new(transport));
+        client.test_null().await.unwrap();
+        client
+    });
+    std::thread::spawn(move || drop(transport)).join().unwrap();
+    use std::sync::atomic::Ordering::Relaxed;
+    let asked = rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while faulty.counts().disconnects_asked.load(Relaxed) == 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        faulty.counts().disconnects_asked.load(Relaxed)
+    });
+    assert_eq!(asked, 1, "the connection was disconnected once");
+}

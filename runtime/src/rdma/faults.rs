@@ -139,6 +139,8 @@ pub struct FaultCounts {
     pub failed_registrations: AtomicU64,
     /// Connections disconnected on purpose.
     pub disconnects: AtomicU64,
+    /// Disconnects the consumer asked for ([`Connection::disconnect`]).
+    pub disconnects_asked: AtomicU64,
     /// Disconnects the consumer asked for while a Send it posted had not reported its
     /// completion yet (one dropped by the plan never does): on a device, such a Send may be
     /// flushed unsent. Not a fault injected; what a consumer's graceful close is judged by.
@@ -423,6 +425,9 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     }
 
     async fn disconnect(&self) -> Result<()> {
+        self.counts
+            .disconnects_asked
+            .fetch_add(1, Ordering::Relaxed);
         if !self.lock().sends_outstanding.is_empty() {
             self.counts
                 .disconnects_with_sends_outstanding
