@@ -840,7 +840,9 @@ fn this_process_cpus() -> Option<String> {
 /// against the faster of the two (the targets of [`throughput`]). Returns the targets missed.
 /// Unpinned, and without targets, on one CPU or without `taskset`.
 async fn two_processes(rec: &mut Recorder) -> Vec<String> {
-    let rounds = if bench_report::quick() { 3 } else { 7 };
+    // As many rounds as the one-process rows: with 7, two back-to-back runs each missed a
+    // different row (per-round ratios spread over 54-136 %, 2-vCPU VM).
+    let rounds = rounds();
     let total = if bench_report::quick() { 256 } else { 1024 } * MIB;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let before = this_process_cpus();
