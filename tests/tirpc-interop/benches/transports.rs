@@ -514,8 +514,8 @@ const NULL_BLOCK: usize = 250;
 /// whole blocks, at least one), from one spawned task (how clients run on tokio) that calls
 /// them in turn, [`NULL_BLOCK`] calls at a time, the first transport alternating.
 ///
-/// Both figures of a round come from the same task: measured in a task each, the scheduler
-/// placed the two tasks apart, and a round's ratio compared two placements as much as two
+/// Both figures of a round come from the same task: measured in a task each, each placed by
+/// the scheduler on its own, a round's ratio compared two placements as much as two
 /// transports. RPC-over-RDMA / our TCP on a 2-vCPU VM, 9 rounds of 5,000 calls: from two
 /// tasks 1.14 [0.93 .. 1.30] (median [range] of the rounds), in turn from one task 1.17
 /// [1.15 .. 1.23] and 1.18 [1.13 .. 1.25] in the next two runs of this bench.
