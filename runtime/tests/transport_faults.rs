@@ -14,14 +14,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpcrdma::rdma;
 use rpcrdma::rdma::faults::{FaultPlan, FaultyProvider};
 use rpcrdma::rdma::soft::{self, SoftProvider};
-use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::{self, Client, TransportError};
-use rpcrdma::transport::conformance::program::{self, pattern_of, EchoArgs, TestversClient};
-use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
-use tokio::task::JoinHandle;
+use rpcrdma::transport::conformance::program::{pattern_of, EchoArgs, TestversClient};
+use rpcrdma::transport::{RdmaConfig, RdmaTransport};
+
+// Only its `serve_program`: these tests connect their own clients, on faulty providers.
+#[allow(dead_code)]
+#[path = "support/served.rs"]
+mod served;
+use served::serve_program;
 
 /// How long a call may wait for its reply before it fails with a timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -108,34 +111,9 @@ async fn connect_faulty(
     None
 }
 
-/// The test program served on a loopback port of `provider`, its listener running in a task.
-async fn serve_program<P: Provider>(
-    provider: P,
-) -> (
-    Arc<RdmaListener<P>>,
-    SocketAddr,
-    JoinHandle<rdma::Result<()>>,
-) {
-    let listener = provider
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let listener = Arc::new(serve::<P>(
-        listener,
-        program::server(),
-        RdmaConfig::default(),
-    ));
-    let running = tokio::spawn({
-        let l = listener.clone();
-        async move { l.run().await }
-    });
-    (listener, addr, running)
-}
-
 async fn run_seed(seed: u64) -> Result<String, String> {
     let plan = FaultPlan::random(seed);
-    let (_listener, addr, accept) = serve_program(SoftProvider::default()).await;
+    let (_listener, addr, accept) = serve_program(&SoftProvider::default()).await;
 
     let faulty = Arc::new(FaultyProvider::new(SoftProvider::default(), plan.clone()));
     let mut ok = 0;
@@ -247,7 +225,7 @@ fn a_shutdown_disconnects_only_after_every_reply_has_completed() {
             ..FaultPlan::none(7)
         };
         let faulty = FaultyProvider::new(SoftProvider::default(), plan);
-        let (listener, addr, running) = serve_program(faulty.clone()).await;
+        let (listener, addr, running) = serve_program(&faulty).await;
         let mut sleeping = Vec::new();
         for _ in 0..4 {
             let transport = RdmaTransport::connect(
@@ -314,7 +292,8 @@ fn a_reply_that_arrives_as_its_connection_closes_reaches_its_caller() {
         .build()
         .unwrap();
     for round in 0..5 {
-        let (listener, addr, _running) = server_rt.block_on(serve_program(SoftProvider::default()));
+        let (listener, addr, _running) =
+            server_rt.block_on(serve_program(&SoftProvider::default()));
         let slept = client_rt.block_on(async {
             let provider = Arc::new(FaultyProvider::new(
                 SoftProvider::default(),
@@ -359,7 +338,7 @@ fn a_transport_dropped_outside_its_runtime_still_disconnects() {
         .unwrap();
     let faulty = FaultyProvider::new(SoftProvider::default(), FaultPlan::none(0));
     let transport = rt.block_on(async {
-        let (_listener, addr, _running) = serve_program(SoftProvider::default()).await;
+        let (_listener, addr, _running) = serve_program(&SoftProvider::default()).await;
         let transport =
             RdmaTransport::connect(Arc::new(faulty.clone()), addr, RdmaConfig::default())
                 .await

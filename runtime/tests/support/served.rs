@@ -1,6 +1,7 @@
 //! The transport conformance program served over the software provider on loopback, with a
 //! transport connected to it, as the transport tests use them (included with `#[path]`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rpcrdma::rdma::soft::SoftProvider;
@@ -8,6 +9,7 @@ use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
 use rpcrdma::transport::conformance::program::{server, TestversClient};
 use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
+use tokio::task::JoinHandle;
 
 /// A running server of the test program and a client's transport to it.
 pub struct Served {
@@ -18,9 +20,9 @@ pub struct Served {
     pub transport: Arc<RdmaTransport<SoftProvider>>,
     /// The listener's `run`, in its task.
     #[allow(dead_code)] // Only the shutdown tests look at how it ended.
-    pub running: tokio::task::JoinHandle<rpcrdma::rdma::Result<()>>,
+    pub running: JoinHandle<rpcrdma::rdma::Result<()>>,
     provider: Arc<SoftProvider>,
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
 }
 
 impl Served {
@@ -28,20 +30,7 @@ impl Served {
     /// a transport to it, both with the default configuration; in the current runtime.
     pub async fn start() -> Served {
         let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener = Arc::new(serve::<SoftProvider>(
-            listener,
-            server(),
-            RdmaConfig::default(),
-        ));
-        let running = tokio::spawn({
-            let listener = listener.clone();
-            async move { listener.run().await }
-        });
+        let (listener, addr, running) = serve_program(&*provider).await;
         let transport = Arc::new(
             RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default())
                 .await
@@ -72,6 +61,29 @@ impl Served {
     pub fn client(&self) -> TestversClient {
         TestversClient::new(Client::from_arc(self.transport.clone()))
     }
+}
+
+/// The test program served on a loopback port of `provider` with the default configuration,
+/// its listener running in a task of the current runtime: the listener, its address and that
+/// task.
+pub async fn serve_program<P: Provider>(
+    provider: &P,
+) -> (
+    Arc<RdmaListener<P>>,
+    SocketAddr,
+    JoinHandle<rpcrdma::rdma::Result<()>>,
+) {
+    let listener = provider
+        .listen("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = Arc::new(serve::<P>(listener, server(), RdmaConfig::default()));
+    let running = tokio::spawn({
+        let listener = listener.clone();
+        async move { listener.run().await }
+    });
+    (listener, addr, running)
 }
 
 /// A two-worker runtime, as the transport tests run on.
