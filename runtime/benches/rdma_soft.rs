@@ -25,7 +25,10 @@
 //! two-worker runtime the round trips run twice: with the client loop in a spawned task (the
 //! server side always is one), and in `block_on`'s future, which is not a task and so pays a
 //! cross-thread wake-up per message (both protocols alike). Prints per-variant medians with
-//! their ranges, and the median (and range) of the per-round ratios.
+//! their ranges, and the median (and range) of the per-round ratios. Each round-trip table
+//! also says where its rounds ran: how many had the client and the server on one CPU
+//! throughout, with the provider's median in those against raw TCP's, and how many ran split
+//! (`sched_getcpu` at every round trip on both ends); `-- ping` prints the same share.
 //!
 //! Each target is judged on the median of the per-round ratios and marked `met` or `MISSED`;
 //! with `-- --check` (or `BENCH_CHECK=1`) a missed target makes the bench exit non-zero. The
@@ -76,28 +79,60 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
     (c, s)
 }
 
-async fn tcp_round_trip(iters: usize, size: usize) -> Duration {
+/// What a run of round trips measured: the mean round trip, and the share of the round trips
+/// for which the client and the server's task ran on the same CPU (which the scheduler decides
+/// when the run starts; see [`latency`]).
+struct RoundTrips {
+    mean: Duration,
+    same_cpu: f64,
+}
+
+impl RoundTrips {
+    /// `client[i]` and `server[i]`: the CPU each end ran on in round trip `i`.
+    fn of(elapsed: Duration, client: &[i32], server: &[i32]) -> RoundTrips {
+        let same = client.iter().zip(server).filter(|(c, s)| c == s).count();
+        RoundTrips {
+            mean: elapsed / client.len().max(1) as u32,
+            same_cpu: same as f64 / client.len().max(1) as f64,
+        }
+    }
+}
+
+/// The CPU the calling thread runs on (-1 where that is not known).
+fn current_cpu() -> i32 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
+    return unsafe { libc::sched_getcpu() };
+    #[cfg(not(target_os = "linux"))]
+    return -1;
+}
+
+async fn tcp_round_trip(iters: usize, size: usize) -> RoundTrips {
     let (mut c, mut s) = tcp_pair().await;
     let server = tokio::spawn(async move {
         let mut buf = vec![0u8; size];
+        let mut cpus = Vec::with_capacity(iters);
         for _ in 0..iters {
             s.read_exact(&mut buf).await.unwrap();
+            cpus.push(current_cpu());
             s.write_all(&buf).await.unwrap();
         }
+        cpus
     });
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; size];
+    let mut cpus = Vec::with_capacity(iters);
     let t = Instant::now();
     for _ in 0..iters {
         c.write_all(&msg).await.unwrap();
         c.read_exact(&mut buf).await.unwrap();
+        cpus.push(current_cpu());
     }
     let dt = t.elapsed();
-    server.await.unwrap();
-    dt / iters as u32
+    RoundTrips::of(dt, &cpus, &server.await.unwrap())
 }
 
-async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
+async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> RoundTrips {
     let (c, s) = pair(&provider(confirm)).await;
     // The server's receive is posted before the client can send.
     let rbuf = s.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
@@ -105,21 +140,23 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
     s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
     let srv = s;
     let server = tokio::spawn(async move {
-        let mut echoed = 0;
-        while echoed < iters {
+        let mut cpus = Vec::with_capacity(iters);
+        while cpus.len() < iters {
             let done = srv.poll_completion().await;
             assert!(done.is_success(), "{done:?}");
             if done.opcode == WcOpcode::Recv {
+                cpus.push(current_cpu());
                 srv.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
                 srv.post_send(SendWr::send(1, Sge::whole(&sbuf))).unwrap();
-                echoed += 1;
             }
         }
         // Drain the last send completions.
         tokio::time::sleep(Duration::from_millis(50)).await;
+        cpus
     });
     let rbuf = c.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
     let sbuf = c.register(vec![7; size], Access::NONE).unwrap();
+    let mut cpus = Vec::with_capacity(iters);
     let t = Instant::now();
     for i in 0..iters as u64 {
         c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
@@ -131,10 +168,10 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
                 break;
             }
         }
+        cpus.push(current_cpu());
     }
     let dt = t.elapsed();
-    server.await.unwrap();
-    dt / iters as u32
+    RoundTrips::of(dt, &cpus, &server.await.unwrap())
 }
 
 /// The round trip of [`soft_round_trip`] between two sans-IO cores in memory: the same work
@@ -462,9 +499,9 @@ enum Client {
 }
 
 /// Runs `f` where `client` says.
-async fn run_client<F>(client: Client, f: F) -> Duration
+async fn run_client<F>(client: Client, f: F) -> RoundTrips
 where
-    F: std::future::Future<Output = Duration> + Send + 'static,
+    F: std::future::Future<Output = RoundTrips> + Send + 'static,
 {
     match client {
         Client::Task => tokio::spawn(f).await.unwrap(),
@@ -480,14 +517,16 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
     run_client(client, tcp_round_trip(1000, 64)).await;
     run_client(client, soft_round_trip(1000, 64, true)).await;
     let mut us: [Vec<f64>; 3] = Default::default();
+    let mut same_cpu: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
         for v in rotated(round, 3) {
-            let dt = match v {
+            let run = match v {
                 0 => run_client(client, tcp_round_trip(iters, 64)).await,
                 1 => run_client(client, soft_round_trip(iters, 64, true)).await,
                 _ => run_client(client, soft_round_trip(iters, 64, false)).await,
             };
-            us[v].push(dt.as_secs_f64() * 1e6);
+            us[v].push(run.mean.as_secs_f64() * 1e6);
+            same_cpu[v].push(run.same_cpu);
         }
     }
     let [tcp, soft, local] = &us;
@@ -530,6 +569,7 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
             row_judged.then(|| Target::at_most(LATENCY_TARGET)),
         );
     }
+    print_placements(&us, &same_cpu);
     // The provider's own time per round trip (above raw TCP, same round), carried over to the
     // fast-loopback machine: (4.1 us + overhead) / 4.1 us.
     let overhead: Vec<f64> = soft.iter().zip(tcp).map(|(s, t)| s - t).collect();
@@ -572,6 +612,44 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
         figure.target(Target::at_most(LATENCY_TARGET));
     }
     missed
+}
+
+/// Where each round of [`latency`]'s variants ran (`us`, in the order raw TCP, confirmed,
+/// local; `same_cpu`, per round the share of round trips with the client and the server on one
+/// CPU): how many rounds ran on one CPU throughout (at least 95 % of their round trips), with
+/// the provider's median in those rounds against raw TCP's in theirs, and how many ran split
+/// for most of the round. Unpinned on two vCPUs the scheduler settles a round's placement as
+/// it starts and mostly keeps it: shared (the client's thread and the worker answering it take
+/// turns on one vCPU) or split (every message wakes the other vCPU, several times slower).
+/// This line tells a row that missed because more of its rounds ran split from one whose round
+/// trips cost more where both placed alike. Not judged: the judged rows compare every round.
+fn print_placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) {
+    let rounds = |v: usize, keep: fn(f64) -> bool| -> Vec<f64> {
+        us[v]
+            .iter()
+            .zip(&same_cpu[v])
+            .filter(|(_, s)| keep(**s))
+            .map(|(u, _)| *u)
+            .collect()
+    };
+    let shared = |v: usize| rounds(v, |s| s >= 0.95);
+    let split = |v: usize| rounds(v, |s| s < 0.5).len();
+    let against_raw = |v: usize| match (shared(v).as_slice(), shared(0).as_slice()) {
+        ([], _) | (_, []) => "-".to_string(),
+        (a, b) => format!("{:.2}x", stats(a).0 / stats(b).0),
+    };
+    let n = us[0].len();
+    println!(
+        "  rounds on one CPU throughout: raw TCP {}/{n}, confirmed {}/{n} (median {} raw's), local {}/{n} (median {} raw's); split most of the round: raw TCP {}, confirmed {}, local {}",
+        shared(0).len(),
+        shared(1).len(),
+        against_raw(1),
+        shared(2).len(),
+        against_raw(2),
+        split(0),
+        split(1),
+        split(2),
+    );
 }
 
 /// The bulk variants of [`throughput`], in the order of their per-round slots.
@@ -969,12 +1047,13 @@ async fn ping(args: &[String]) -> ExitCode {
     } else {
         Client::Task
     };
-    let dt = match args.first().map(String::as_str) {
-        Some("raw") => run_client(client, tcp_round_trip(iters, 64)).await,
-        Some("confirmed") => run_client(client, soft_round_trip(iters, 64, true)).await,
-        Some("local") => run_client(client, soft_round_trip(iters, 64, false)).await,
-        Some("core-confirmed") => core_round_trip(iters, 64, true),
-        Some("core-local") => core_round_trip(iters, 64, false),
+    let sockets = |run: RoundTrips| (run.mean, Some(run.same_cpu));
+    let (dt, same_cpu) = match args.first().map(String::as_str) {
+        Some("raw") => sockets(run_client(client, tcp_round_trip(iters, 64)).await),
+        Some("confirmed") => sockets(run_client(client, soft_round_trip(iters, 64, true)).await),
+        Some("local") => sockets(run_client(client, soft_round_trip(iters, 64, false)).await),
+        Some("core-confirmed") => (core_round_trip(iters, 64, true), None),
+        Some("core-local") => (core_round_trip(iters, 64, false), None),
         _ => {
             eprintln!(
                 "usage: rdma_soft ping raw|confirmed|local|core-confirmed|core-local [ROUND_TRIPS]"
@@ -982,7 +1061,16 @@ async fn ping(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("{iters} round trips, {:.2} us each", dt.as_secs_f64() * 1e6);
+    let placement = same_cpu.map_or(String::new(), |s| {
+        format!(
+            ", {:.0} % of them with client and server on one CPU",
+            100.0 * s
+        )
+    });
+    println!(
+        "{iters} round trips, {:.2} us each{placement}",
+        dt.as_secs_f64() * 1e6
+    );
     ExitCode::SUCCESS
 }
 
@@ -1101,13 +1189,13 @@ async fn sweep(rec: &mut Recorder) {
     for round in 0..rounds {
         for (k, &size) in LATENCY_SIZES.iter().enumerate() {
             for v in rotated(round, 2) {
-                let dt = match v {
+                let run = match v {
                     0 => tokio::spawn(tcp_round_trip(iters, size)).await.unwrap(),
                     _ => tokio::spawn(soft_round_trip(iters, size, true))
                         .await
                         .unwrap(),
                 };
-                us[v][k].push(dt.as_secs_f64() * 1e6);
+                us[v][k].push(run.mean.as_secs_f64() * 1e6);
             }
         }
     }
