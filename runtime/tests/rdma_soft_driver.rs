@@ -527,3 +527,103 @@ async fn a_hooked_consumer_reads_the_input_itself() {
 fn a_hooked_consumer_reads_the_input_itself_on_both_runtimes() {
     on_both_runtimes(a_hooked_consumer_reads_the_input_itself);
 }
+
+/// Several threads outside the runtime post Sends on one connection at once, while a task
+/// polls its completions (and, with confirmed completions, reads the peer's confirmations and
+/// sends its own): a poster that finds another writer on the stream leaves its message to that
+/// writer, who goes round once more. Every Send arrives exactly once, each thread's in the
+/// order it posted them, and completes.
+async fn posters_on_several_threads(confirm: bool) {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 64;
+    const ROUNDS: usize = 20;
+    const SLOT: usize = 8192;
+    const SENDS: usize = THREADS * PER_THREAD;
+    let (c, s) = pair(&provider(false, confirm)).await;
+    let c = std::sync::Arc::new(c);
+    let inbox = s
+        .register(vec![0; SENDS * SLOT], Access::LOCAL_WRITE)
+        .unwrap();
+    for round in 0..ROUNDS {
+        for slot in 0..SENDS {
+            let sge = Sge::new(&inbox, slot * SLOT..(slot + 1) * SLOT).unwrap();
+            s.post_recv(RecvWr::new(slot as u64, sge)).unwrap();
+        }
+        // Every fourth message is 8 KiB, so that writes take long enough to meet.
+        let len = |k: usize| if k % 4 == 0 { SLOT } else { 64 };
+        let message = |t: usize, k: usize| {
+            let mut m = pattern(len(k), t * PER_THREAD + k + round);
+            m[..3].copy_from_slice(&[t as u8, k as u8, round as u8]);
+            m
+        };
+        let start = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+        let posters: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (c, start) = (c.clone(), start.clone());
+                let outbox = c
+                    .register(vec![0; PER_THREAD * SLOT], Access::NONE)
+                    .unwrap();
+                for k in 0..PER_THREAD {
+                    outbox.write(k * SLOT, &message(t, k)).unwrap();
+                }
+                std::thread::spawn(move || {
+                    start.wait();
+                    for k in 0..PER_THREAD {
+                        let sge = Sge::new(&outbox, k * SLOT..k * SLOT + len(k)).unwrap();
+                        c.post_send(SendWr::send((t * PER_THREAD + k) as u64, vec![sge]))
+                            .unwrap();
+                    }
+                    outbox
+                })
+            })
+            .collect();
+        let mut sent = [0usize; THREADS];
+        for _ in 0..SENDS {
+            let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
+                .await
+                .expect("send completion in time");
+            assert!(done.is_success(), "{done:?}");
+            assert_eq!(done.opcode, WcOpcode::Send);
+            let (t, k) = (
+                done.wr_id as usize / PER_THREAD,
+                done.wr_id as usize % PER_THREAD,
+            );
+            assert_eq!(
+                k, sent[t],
+                "thread {t}'s Sends complete in the order posted"
+            );
+            sent[t] += 1;
+        }
+        let mut seen = [0usize; THREADS];
+        for slot in 0..SENDS {
+            let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
+                .await
+                .expect("receive completion in time");
+            assert!(done.is_success(), "{done:?}");
+            assert_eq!((done.opcode, done.wr_id), (WcOpcode::Recv, slot as u64));
+            let head = inbox.to_vec(slot * SLOT..slot * SLOT + 3).unwrap();
+            let (t, k) = (head[0] as usize, head[1] as usize);
+            assert_eq!(
+                head[2] as usize, round,
+                "slot {slot} holds this round's message"
+            );
+            assert_eq!(k, seen[t], "thread {t}'s Sends arrive in the order posted");
+            seen[t] += 1;
+            assert_eq!(done.byte_len as usize, len(k));
+            let got = inbox.to_vec(slot * SLOT..slot * SLOT + len(k)).unwrap();
+            assert!(got == message(t, k), "payload of thread {t}'s Send {k}");
+        }
+        assert_eq!(seen, [PER_THREAD; THREADS]);
+        for p in posters {
+            drop(p.join().unwrap());
+        }
+    }
+    assert!(c.is_connected() && s.is_connected());
+}
+
+#[test]
+fn posters_on_several_threads_lose_no_send() {
+    for confirm in [false, true] {
+        on_both_runtimes(|| posters_on_several_threads(confirm));
+    }
+}

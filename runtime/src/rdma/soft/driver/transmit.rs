@@ -19,9 +19,18 @@ pub(super) async fn tx_loop(shared: Arc<Shared>) {
     loop {
         let mut notified = pin!(shared.tx_notify.notified());
         notified.as_mut().enable();
+        // Another writer holding the lock goes round for this task (and tells it when the
+        // socket is full): a task does not sleep on a lock and hold up its worker.
         let step = {
-            let mut out = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
-            shared.transmit_step(wr, &mut out)
+            let out = shared.try_tx().or_else(|| shared.try_tx_again());
+            out.map(|mut out| {
+                let step = shared.transmit_step(wr, &mut out);
+                shared.release_tx(wr, out, step)
+            })
+        };
+        let Some(step) = step else {
+            notified.await;
+            continue;
         };
         let mut step = step.inspect(|step| {
             if step.completions {
