@@ -569,7 +569,12 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
             row_judged.then(|| Target::at_most(LATENCY_TARGET)),
         );
     }
-    print_placements(&us, &same_cpu);
+    let placements = placements(&us, &same_cpu);
+    println!("  {placements}");
+    rec.note(
+        GROUP,
+        format!("64 B round trips, {runtime}, {place}: {placements}."),
+    );
     // The provider's own time per round trip (above raw TCP, same round), carried over to the
     // fast-loopback machine: (4.1 us + overhead) / 4.1 us.
     let overhead: Vec<f64> = soft.iter().zip(tcp).map(|(s, t)| s - t).collect();
@@ -614,16 +619,16 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
     missed
 }
 
-/// Where each round of [`latency`]'s variants ran (`us`, in the order raw TCP, confirmed,
+/// Where each round of [`latency`]'s variants ran, in words (`us`, in the order raw TCP, confirmed,
 /// local; `same_cpu`, per round the share of round trips with the client and the server on one
 /// CPU): how many rounds ran on one CPU throughout (at least 95 % of their round trips), with
 /// the provider's median in those rounds against raw TCP's in theirs, and how many ran split
 /// for most of the round. Unpinned on two vCPUs the scheduler settles a round's placement as
 /// it starts and mostly keeps it: shared (the client's thread and the worker answering it take
 /// turns on one vCPU) or split (every message wakes the other vCPU, several times slower).
-/// This line tells a row that missed because more of its rounds ran split from one whose round
+/// It tells a row that missed because more of its rounds ran split from one whose round
 /// trips cost more where both placed alike. Not judged: the judged rows compare every round.
-fn print_placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) {
+fn placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) -> String {
     let rounds = |v: usize, keep: fn(f64) -> bool| -> Vec<f64> {
         us[v]
             .iter()
@@ -639,8 +644,8 @@ fn print_placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) {
         (a, b) => format!("{:.2}x", stats(a).0 / stats(b).0),
     };
     let n = us[0].len();
-    println!(
-        "  rounds on one CPU throughout: raw TCP {}/{n}, confirmed {}/{n} (median {} raw's), local {}/{n} (median {} raw's); split most of the round: raw TCP {}, confirmed {}, local {}",
+    format!(
+        "rounds on one CPU throughout: raw TCP {}/{n}, confirmed {}/{n} (median {} raw's), local {}/{n} (median {} raw's); split most of the round: raw TCP {}, confirmed {}, local {}",
         shared(0).len(),
         shared(1).len(),
         against_raw(1),
@@ -649,7 +654,7 @@ fn print_placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) {
         split(0),
         split(1),
         split(2),
-    );
+    )
 }
 
 /// The bulk variants of [`throughput`], in the order of their per-round slots.
