@@ -530,8 +530,9 @@ fn a_hooked_consumer_reads_the_input_itself_on_both_runtimes() {
 
 /// Several threads outside the runtime post Sends on one connection at once, while a task
 /// polls its completions (and, with confirmed completions, reads the peer's confirmations and
-/// sends its own): a poster that finds another writer on the stream leaves its message to that
-/// writer, who goes round once more. Every Send arrives exactly once, each thread's in the
+/// sends its own): a poster that finds another writer on the stream leaves its message to the
+/// transmit task, which, finding the stream still taken, waits to be told when it is free
+/// instead of sleeping on the lock. Every Send arrives exactly once, each thread's in the
 /// order it posted them, and completes.
 async fn posters_on_several_threads(confirm: bool) {
     const THREADS: usize = 4;

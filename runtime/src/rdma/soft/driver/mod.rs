@@ -102,9 +102,9 @@ pub(crate) struct Shared {
     /// The waker the stream is given, made of [`Shared::read_wake`].
     read_waker: Waker,
     tx_notify: Notify,
-    /// A poster found [`Shared::tx`] held and left what it posted in the core: whoever holds
-    /// the lock goes round once more after releasing it ([`Shared::transmit_with`]).
-    tx_again: AtomicBool,
+    /// The transmit task found [`Shared::tx`] held and waits to be told when it is released
+    /// ([`Shared::release_tx`]), rather than sleep its worker on the lock.
+    tx_waiting: AtomicBool,
     /// The wakers of the pollers waiting in [`Shared::next_completion`], all woken when
     /// completions come ([`Shared::wake_pollers`]). A plain list: tokio's `Notify` cost about
     /// 1000 instructions per round trip here (callgrind), this one lock and a wake-up.
@@ -187,7 +187,7 @@ impl Shared {
                 read_wake: read_wake.clone(),
                 read_waker: Waker::from(read_wake),
                 tx_notify: Notify::new(),
-                tx_again: AtomicBool::new(false),
+                tx_waiting: AtomicBool::new(false),
                 cq_waiters: Mutex::new(Vec::new()),
                 pollers: AtomicUsize::new(0),
                 hook: OnceLock::new(),
@@ -245,31 +245,15 @@ impl Shared {
         let Some(wr) = self.wr.get() else {
             return post_only(post);
         };
-        let (out, step) = match self.try_tx() {
-            Some(mut out) => {
-                let step = match post {
-                    Some(post) => self.post_and_transmit(wr, &mut out, post)?,
-                    None => self.transmit_step(wr, &mut out),
-                };
-                (out, step)
-            }
-            // Another writer holds the lock: what is posted goes to the core, and that writer
-            // goes round once more when it releases the lock (`tx_again`), as the transmit task
-            // does. Handing the message to the transmit task instead cost a task wake-up (from a
-            // thread outside the runtime, the unparking of an idle worker), and that task then
-            // slept its worker on the lock until the writer let go.
-            None => {
-                if let Some(wr) = post {
-                    self.core().post_send(wr)?;
-                }
-                let Some(mut out) = self.try_tx_again() else {
-                    return Ok(());
-                };
-                let step = self.transmit_step(wr, &mut out);
-                (out, step)
-            }
+        // Another writer holding the lock: the transmit task is told to go round once more.
+        let Some(mut out) = self.try_tx() else {
+            return post_only(post);
         };
-        let step = self.release_tx(wr, out, step);
+        let step = match post {
+            Some(post) => self.post_and_transmit(wr, &mut out, post)?,
+            None => self.transmit_step(wr, &mut out),
+        };
+        self.release_tx(out);
         match step {
             Ok(step) => {
                 match (step.completions, hook) {
@@ -288,52 +272,39 @@ impl Shared {
     }
 
     /// The transmit lock, unless another writer holds it (a poisoned lock is still usable, as
-    /// for the core).
-    fn try_tx(&self) -> Option<MutexGuard<'_, Transmit>> {
-        match self.tx.try_lock() {
-            Ok(out) => Some(out),
-            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
+    /// for the core). Whoever takes it sends what the core holds, so a transmit task waiting
+    /// for it ([`Shared::tx_waiting`]) need not be told any more.
+    pub(super) fn try_tx(&self) -> Option<MutexGuard<'_, Transmit>> {
+        let out = match self.tx.try_lock() {
+            Ok(out) => out,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        if self.tx_waiting.load(Ordering::Relaxed) {
+            self.tx_waiting.store(false, Ordering::SeqCst);
         }
-    }
-
-    /// After [`Shared::try_tx`] found the lock held: asks its holder to go round once more
-    /// ([`Shared::release_tx`]), and tries the lock again, which the holder may have released
-    /// before it saw the request. `None`: the holder will go round.
-    fn try_tx_again(&self) -> Option<MutexGuard<'_, Transmit>> {
-        self.tx_again.store(true, Ordering::SeqCst);
-        let out = self.try_tx()?;
-        self.tx_again.store(false, Ordering::SeqCst);
         Some(out)
     }
 
-    /// Releases the transmit lock (`out`, held for `step`), then goes round once more for every
-    /// writer that found it held meanwhile ([`Shared::try_tx_again`]), while it gets the lock
-    /// back; returns what the steps left behind. The request is looked at only after the lock
-    /// is released: a writer asks before its second try, so either that try finds the lock
-    /// free or this sees the request.
-    fn release_tx(
-        &self,
-        wr: &OwnedWriteHalf,
-        out: MutexGuard<'_, Transmit>,
-        mut step: io::Result<TxStep>,
-    ) -> io::Result<TxStep> {
-        drop(out);
-        while step.is_ok() && self.tx_again.load(Ordering::SeqCst) {
-            // A writer holding the lock now sees the request when it releases it.
-            let Some(mut out) = self.try_tx() else { break };
-            self.tx_again.store(false, Ordering::SeqCst);
-            let next = self.transmit_step(wr, &mut out);
-            drop(out);
-            step = match (step, next) {
-                (Ok(before), Ok(now)) => Ok(TxStep {
-                    completions: before.completions || now.completions,
-                    ..now
-                }),
-                (_, now) => now,
-            };
+    /// The transmit task's [`Shared::try_tx`]: when the lock is held, asks its holder to tell
+    /// the transmit task when it lets go, and tries once more (the holder may have let go
+    /// before it saw the request). `None`: the transmit task waits to be told.
+    pub(super) fn try_tx_or_wait(&self) -> Option<MutexGuard<'_, Transmit>> {
+        if let Some(out) = self.try_tx() {
+            return Some(out);
         }
-        step
+        self.tx_waiting.store(true, Ordering::SeqCst);
+        self.try_tx()
+    }
+
+    /// Releases the transmit lock, and tells the transmit task if it waits for it. The request
+    /// is looked at only after the lock is released: the task asks before its second try, so
+    /// either that try finds the lock free or this sees the request.
+    pub(super) fn release_tx(&self, out: MutexGuard<'_, Transmit>) {
+        drop(out);
+        if self.tx_waiting.load(Ordering::SeqCst) {
+            self.tx_notify.notify_one();
+        }
     }
 
     /// Wakes whoever has work after the receive task or a reading poller (`poller`, whose

@@ -19,15 +19,13 @@ pub(super) async fn tx_loop(shared: Arc<Shared>) {
     loop {
         let mut notified = pin!(shared.tx_notify.notified());
         notified.as_mut().enable();
-        // Another writer holding the lock goes round for this task (and tells it when the
-        // socket is full): a task does not sleep on a lock and hold up its worker.
-        let step = {
-            let out = shared.try_tx().or_else(|| shared.try_tx_again());
-            out.map(|mut out| {
-                let step = shared.transmit_step(wr, &mut out);
-                shared.release_tx(wr, out, step)
-            })
-        };
+        // A writer holding the lock tells this task when it lets go: a task does not sleep on
+        // a lock and hold up its worker (a poster holds it for a whole batch's write).
+        let step = shared.try_tx_or_wait().map(|mut out| {
+            let step = shared.transmit_step(wr, &mut out);
+            shared.release_tx(out);
+            step
+        });
         let Some(step) = step else {
             notified.await;
             continue;
