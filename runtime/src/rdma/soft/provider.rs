@@ -348,6 +348,12 @@ pub struct SoftConnection {
 }
 
 impl SoftConnection {
+    /// The state the connection shares with its driver, for the driver's tests.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Builds the connection, runs `setup` on it, and only then starts reading the stream.
     fn start(
         stream: TcpStream,

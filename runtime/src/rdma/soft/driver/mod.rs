@@ -75,6 +75,9 @@ mod read_wake;
 mod receive;
 mod transmit;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use poller::NextCompletion;
 pub(crate) use read_wake::{FlushEntry, ReadWake};
 use receive::rx_loop;
@@ -103,7 +106,7 @@ pub(crate) struct Shared {
     read_waker: Waker,
     tx_notify: Notify,
     /// The transmit task found [`Shared::tx`] held and waits to be told when it is released
-    /// ([`Shared::release_tx`]), rather than sleep its worker on the lock.
+    /// ([`TxLock`]), rather than sleep its worker on the lock.
     tx_waiting: AtomicBool,
     /// The wakers of the pollers waiting in [`Shared::next_completion`], all woken when
     /// completions come ([`Shared::wake_pollers`]). A plain list: tokio's `Notify` cost about
@@ -253,7 +256,7 @@ impl Shared {
             Some(post) => self.post_and_transmit(wr, &mut out, post)?,
             None => self.transmit_step(wr, &mut out),
         };
-        self.release_tx(out);
+        drop(out);
         match step {
             Ok(step) => {
                 match (step.completions, hook) {
@@ -274,7 +277,7 @@ impl Shared {
     /// The transmit lock, unless another writer holds it (a poisoned lock is still usable, as
     /// for the core). Whoever takes it sends what the core holds, so a transmit task waiting
     /// for it ([`Shared::tx_waiting`]) need not be told any more.
-    pub(super) fn try_tx(&self) -> Option<MutexGuard<'_, Transmit>> {
+    pub(super) fn try_tx(&self) -> Option<TxLock<'_>> {
         let out = match self.tx.try_lock() {
             Ok(out) => out,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -283,28 +286,21 @@ impl Shared {
         if self.tx_waiting.load(Ordering::Relaxed) {
             self.tx_waiting.store(false, Ordering::SeqCst);
         }
-        Some(out)
+        Some(TxLock {
+            shared: self,
+            out: Some(out),
+        })
     }
 
     /// The transmit task's [`Shared::try_tx`]: when the lock is held, asks its holder to tell
-    /// the transmit task when it lets go, and tries once more (the holder may have let go
-    /// before it saw the request). `None`: the transmit task waits to be told.
-    pub(super) fn try_tx_or_wait(&self) -> Option<MutexGuard<'_, Transmit>> {
+    /// the transmit task when it lets go ([`TxLock`]), and tries once more (the holder may
+    /// have let go before it saw the request). `None`: the transmit task waits to be told.
+    pub(super) fn try_tx_or_wait(&self) -> Option<TxLock<'_>> {
         if let Some(out) = self.try_tx() {
             return Some(out);
         }
         self.tx_waiting.store(true, Ordering::SeqCst);
         self.try_tx()
-    }
-
-    /// Releases the transmit lock, and tells the transmit task if it waits for it. The request
-    /// is looked at only after the lock is released: the task asks before its second try, so
-    /// either that try finds the lock free or this sees the request.
-    pub(super) fn release_tx(&self, out: MutexGuard<'_, Transmit>) {
-        drop(out);
-        if self.tx_waiting.load(Ordering::SeqCst) {
-            self.tx_notify.notify_one();
-        }
     }
 
     /// Wakes whoever has work after the receive task or a reading poller (`poller`, whose
@@ -569,6 +565,38 @@ impl Shared {
         self.wake_pollers_except(running);
         if let Some(hook) = self.hook.get() {
             hook();
+        }
+    }
+}
+
+/// The transmit lock, held ([`Shared::try_tx`]). Released, it tells the transmit task if that
+/// waits for it ([`Shared::try_tx_or_wait`]); the request is looked at only after the lock is
+/// released, and the task asks before its second try, so either that try finds the lock free
+/// or the holder sees the request, on every way out, an error's included.
+pub(super) struct TxLock<'a> {
+    shared: &'a Shared,
+    out: Option<MutexGuard<'a, Transmit>>,
+}
+
+impl std::ops::Deref for TxLock<'_> {
+    type Target = Transmit;
+
+    fn deref(&self) -> &Transmit {
+        self.out.as_deref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for TxLock<'_> {
+    fn deref_mut(&mut self) -> &mut Transmit {
+        self.out.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for TxLock<'_> {
+    fn drop(&mut self) {
+        drop(self.out.take());
+        if self.shared.tx_waiting.load(Ordering::SeqCst) {
+            self.shared.tx_notify.notify_one();
         }
     }
 }

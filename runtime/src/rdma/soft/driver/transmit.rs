@@ -21,11 +21,9 @@ pub(super) async fn tx_loop(shared: Arc<Shared>) {
         notified.as_mut().enable();
         // A writer holding the lock tells this task when it lets go: a task does not sleep on
         // a lock and hold up its worker (a poster holds it for a whole batch's write).
-        let step = shared.try_tx_or_wait().map(|mut out| {
-            let step = shared.transmit_step(wr, &mut out);
-            shared.release_tx(out);
-            step
-        });
+        let step = shared
+            .try_tx_or_wait()
+            .map(|mut out| shared.transmit_step(wr, &mut out));
         let Some(step) = step else {
             notified.await;
             continue;
