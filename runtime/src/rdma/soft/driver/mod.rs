@@ -275,17 +275,13 @@ impl Shared {
     }
 
     /// The transmit lock, unless another writer holds it (a poisoned lock is still usable, as
-    /// for the core). Whoever takes it sends what the core holds, so a transmit task waiting
-    /// for it ([`Shared::tx_waiting`]) need not be told any more.
+    /// for the core).
     pub(super) fn try_tx(&self) -> Option<TxLock<'_>> {
         let out = match self.tx.try_lock() {
             Ok(out) => out,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        if self.tx_waiting.load(Ordering::Relaxed) {
-            self.tx_waiting.store(false, Ordering::SeqCst);
-        }
         Some(TxLock {
             shared: self,
             out: Some(out),
@@ -295,12 +291,18 @@ impl Shared {
     /// The transmit task's [`Shared::try_tx`]: when the lock is held, asks its holder to tell
     /// the transmit task when it lets go ([`TxLock`]), and tries once more (the holder may
     /// have let go before it saw the request). `None`: the transmit task waits to be told.
+    /// Only the transmit task asks, and only it withdraws the request, once it has the lock:
+    /// another writer that takes the lock meanwhile may not send (its post refused), so its
+    /// release tells the task all the same.
     pub(super) fn try_tx_or_wait(&self) -> Option<TxLock<'_>> {
-        if let Some(out) = self.try_tx() {
-            return Some(out);
+        let out = self.try_tx().or_else(|| {
+            self.tx_waiting.store(true, Ordering::SeqCst);
+            self.try_tx()
+        })?;
+        if self.tx_waiting.load(Ordering::Relaxed) {
+            self.tx_waiting.store(false, Ordering::SeqCst);
         }
-        self.tx_waiting.store(true, Ordering::SeqCst);
-        self.try_tx()
+        Some(out)
     }
 
     /// Wakes whoever has work after the receive task or a reading poller (`poller`, whose
