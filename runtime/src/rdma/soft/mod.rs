@@ -22,6 +22,8 @@ pub mod wire;
 pub use self::core::PlacementStats;
 pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
 pub use pcap::PcapTap;
+#[cfg(test)]
+pub(crate) use provider::connected_pair;
 pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};
 pub use tags::live_registrations;
 pub use tap::{Direction, WireTap};

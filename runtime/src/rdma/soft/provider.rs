@@ -347,6 +347,24 @@ pub struct SoftConnection {
     tx_task: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// A connected pair (client, server) of the default provider on a loopback port, for the
+/// crate's own tests.
+#[cfg(test)]
+pub(crate) async fn connected_pair() -> (SoftConnection, SoftConnection) {
+    use crate::rdma::{ConnectParams, Listener, Provider};
+    let provider = SoftProvider::default();
+    let listener = provider
+        .listen("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (c, s) = tokio::join!(
+        provider.connect(addr, ConnectParams::new()),
+        listener.accept(ConnectParams::new())
+    );
+    (c.unwrap(), s.unwrap())
+}
+
 impl SoftConnection {
     /// The state the connection shares with its driver, for the driver's tests.
     #[cfg(test)]

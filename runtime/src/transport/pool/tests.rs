@@ -5,24 +5,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::rdma::soft::SoftProvider;
-use crate::rdma::{ConnectParams, Listener, Provider};
 
 async fn connection() -> (
     Arc<crate::rdma::soft::SoftConnection>,
     crate::rdma::soft::SoftConnection,
 ) {
-    let provider = SoftProvider::default();
-    let listener = provider
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (a, b) = tokio::join!(
-        provider.connect(addr, ConnectParams::new()),
-        listener.accept(ConnectParams::new())
-    );
-    (Arc::new(a.unwrap()), b.unwrap())
+    let (a, b) = crate::rdma::soft::connected_pair().await;
+    (Arc::new(a), b)
 }
 
 #[tokio::test]

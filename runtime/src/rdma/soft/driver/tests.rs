@@ -3,10 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::rdma::soft::{MpaConfig, RnicKind, SoftConfig, SoftProvider};
-use crate::rdma::{
-    Access, ConnectParams, Connection, Listener, Provider, RecvWr, SendWr, Sge, WcOpcode,
-};
+use crate::rdma::{Access, Connection, RecvWr, SendWr, Sge, WcOpcode};
 
 /// A message posted while another writer holds the transmit lock goes to the transmit task,
 /// which finds the lock held, asks to be told when it is released, and waits (its worker free
@@ -14,25 +11,7 @@ use crate::rdma::{
 /// message would wait for the next post on the connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_transmit_task_is_told_when_the_lock_it_waits_for_is_released() {
-    let provider = SoftProvider::new(SoftConfig {
-        mpa: MpaConfig {
-            kind: RnicKind::Ietf,
-            markers: false,
-            crc: false,
-            revision: 2,
-        },
-        ..SoftConfig::default()
-    });
-    let listener = provider
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (c, s) = tokio::join!(
-        provider.connect(addr, ConnectParams::new()),
-        listener.accept(ConnectParams::new())
-    );
-    let (c, s) = (c.unwrap(), s.unwrap());
+    let (c, s) = crate::rdma::soft::connected_pair().await;
     let inbox = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     s.post_recv(RecvWr::new(7, Sge::whole(&inbox))).unwrap();
     let outbox = c.register(vec![5; 64], Access::NONE).unwrap();
