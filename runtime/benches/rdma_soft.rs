@@ -622,10 +622,11 @@ async fn latency(rec: &mut Recorder, runtime: &str, client: Client, judged: bool
 /// Where each round of [`latency`]'s variants ran, in words (`us`, in the order raw TCP, confirmed,
 /// local; `same_cpu`, per round the share of round trips with the client and the server on one
 /// CPU): how many rounds ran on one CPU throughout (at least 95 % of their round trips), with
-/// the provider's median in those rounds against raw TCP's in theirs, and how many ran split
-/// for most of the round. Unpinned on two vCPUs the scheduler settles a round's placement as
-/// it starts and mostly keeps it: shared (the client's thread and the worker answering it take
-/// turns on one vCPU) or split (every message wakes the other vCPU, several times slower).
+/// the provider's median in those rounds against raw TCP's in theirs, how many ran split for
+/// most of the round, and the share of all round trips on one CPU. Unpinned on two vCPUs each
+/// wake-up goes where the one before put the thread: the pair stays shared (the client's
+/// thread and the worker answering it take turns on one vCPU) or split (every message wakes
+/// the other vCPU, several times slower) until another thread's wake-up moves one of them.
 /// It tells a row that missed because more of its rounds ran split from one whose round
 /// trips cost more where both placed alike. Not judged: the judged rows compare every round.
 fn placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) -> String {
@@ -644,8 +645,10 @@ fn placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) -> String {
         (a, b) => format!("{:.2}x", stats(a).0 / stats(b).0),
     };
     let n = us[0].len();
+    // Of all round trips, not per round: moves less by chance than the counts of rounds.
+    let share = |v: usize| 100.0 * same_cpu[v].iter().sum::<f64>() / same_cpu[v].len() as f64;
     format!(
-        "rounds on one CPU throughout: raw TCP {}/{n}, confirmed {}/{n} (median {} raw's), local {}/{n} (median {} raw's); split most of the round: raw TCP {}, confirmed {}, local {}",
+        "rounds on one CPU throughout: raw TCP {}/{n}, confirmed {}/{n} (median {} raw's), local {}/{n} (median {} raw's); split most of the round: raw TCP {}, confirmed {}, local {}; round trips on one CPU: raw TCP {:.0} %, confirmed {:.0} %, local {:.0} %",
         shared(0).len(),
         shared(1).len(),
         against_raw(1),
@@ -654,6 +657,9 @@ fn placements(us: &[Vec<f64>; 3], same_cpu: &[Vec<f64>; 3]) -> String {
         split(0),
         split(1),
         split(2),
+        share(0),
+        share(1),
+        share(2),
     )
 }
 

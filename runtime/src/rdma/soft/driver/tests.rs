@@ -3,39 +3,103 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::rdma::{Access, Connection, RecvWr, SendWr, Sge, WcOpcode};
+use tokio::sync::oneshot;
 
-/// A message posted while another writer holds the transmit lock goes to the transmit task,
-/// which finds the lock held, asks to be told when it is released, and waits (its worker free
-/// meanwhile); released, the lock tells it, and the message goes out. Without that word the
-/// message would wait for the next post on the connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_transmit_task_is_told_when_the_lock_it_waits_for_is_released() {
+use super::Shared;
+use crate::rdma::soft::SoftConnection;
+use crate::rdma::{Access, Connection, MemoryRegion, RecvWr, SendWr, Sge, WcOpcode};
+
+/// A connected pair, the server's receive posted, and the client's 64-byte message of 5s.
+async fn pair_with_message() -> (SoftConnection, SoftConnection, MemoryRegion, MemoryRegion) {
     let (c, s) = crate::rdma::soft::connected_pair().await;
     let inbox = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     s.post_recv(RecvWr::new(7, Sge::whole(&inbox))).unwrap();
     let outbox = c.register(vec![5; 64], Access::NONE).unwrap();
+    (c, s, inbox, outbox)
+}
 
-    // Another writer, in the middle of its write.
-    let held = c.shared().try_tx().expect("nobody else writes yet");
-    c.post_send(SendWr::send(1, vec![Sge::whole(&outbox)]))
-        .unwrap();
+/// Waits until the transmit task, finding the lock held, has asked to be told when it is
+/// released, and then long enough for it to use up any wake-up it had in hand and settle to
+/// waiting.
+async fn until_the_transmit_task_waits(shared: &Shared) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !c.shared().tx_waiting.load(Ordering::SeqCst) {
+    while !shared.tx_waiting.load(Ordering::SeqCst) {
         assert!(
             Instant::now() < deadline,
             "the transmit task never asked for the lock"
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    // Long enough for the task to use up any wake-up it had in hand and settle to waiting.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    drop(held);
+}
 
+/// The message arrived whole at the server.
+async fn arrived(s: &SoftConnection, inbox: &MemoryRegion) {
     let done = tokio::time::timeout(Duration::from_secs(5), s.poll_completion())
         .await
         .expect("the message went out once the lock was released");
     assert!(done.is_success(), "{done:?}");
     assert_eq!((done.opcode, done.wr_id), (WcOpcode::Recv, 7));
     assert_eq!(inbox.to_vec(0..64).unwrap(), vec![5; 64]);
+}
+
+/// A message posted while another writer, a task, holds the transmit lock goes to the
+/// transmit task, which finds the lock held, asks to be told when it is released, and waits
+/// (its worker free meanwhile); released in the task, the lock tells it, and the message goes
+/// out. Without that word the message would wait for the next post on the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transmit_task_is_told_when_a_task_releases_the_lock_it_waits_for() {
+    let (c, s, inbox, outbox) = pair_with_message().await;
+
+    // Another writer, a task in the middle of its write (a local one: the lock's guard stays
+    // on its thread).
+    let shared = c.shared().clone();
+    let (held_tx, held) = oneshot::channel();
+    let (release, release_rx) = oneshot::channel::<()>();
+    let tasks = tokio::task::LocalSet::new();
+    let writer = tasks.spawn_local(async move {
+        let out = shared.try_tx().expect("nobody else writes yet");
+        held_tx.send(()).unwrap();
+        release_rx.await.unwrap();
+        assert!(tokio::task::try_id().is_some(), "released in a task");
+        drop(out);
+    });
+    tasks
+        .run_until(async {
+            held.await.unwrap();
+            c.post_send(SendWr::send(1, vec![Sge::whole(&outbox)]))
+                .unwrap();
+            until_the_transmit_task_waits(c.shared()).await;
+            release.send(()).unwrap();
+            writer.await.unwrap();
+        })
+        .await;
+
+    arrived(&s, &inbox).await;
+}
+
+/// The same lock released outside the runtime's tasks (here `block_on`'s future, on a
+/// current-thread runtime, where no other task runs until it yields): the releasing thread
+/// takes the transmit task's step itself and the message is on the wire when the lock is
+/// dropped, before the task could run. Telling the task instead leaves the message queued.
+#[tokio::test(flavor = "current_thread")]
+async fn a_releaser_outside_the_tasks_sends_what_the_transmit_task_waits_for() {
+    let (c, s, inbox, outbox) = pair_with_message().await;
+
+    let held = c.shared().try_tx().expect("nobody else writes yet");
+    c.post_send(SendWr::send(1, vec![Sge::whole(&outbox)]))
+        .unwrap();
+    until_the_transmit_task_waits(c.shared()).await;
+    assert!(tokio::task::try_id().is_none(), "released outside a task");
+    drop(held);
+
+    // No await since: only this thread can have written it.
+    let shared = c.shared();
+    assert!(!shared.tx_waiting.load(Ordering::SeqCst));
+    assert!(
+        !shared.core().wants_transmit(),
+        "the message is still queued"
+    );
+    assert!(shared.try_tx().expect("the lock is free").is_empty());
+    arrived(&s, &inbox).await;
 }
