@@ -145,9 +145,9 @@ fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
 /// Ping-pong with confirmed completions on the two-worker runtime, the server polling from a
 /// spawned task and the client from a task too or from `block_on`'s future (confirmations
 /// wait for the next post, bounded by the receive task): every Send and every receive
-/// completes, in order, payloads intact.
-async fn confirmed_ping_pong(client_in_task: bool) {
-    const ROUNDS: u64 = 500;
+/// completes, in order, payloads intact. The server's confirmation of the client's last Send
+/// is left for a next post that never comes: the flusher sends it.
+async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
     let (c, s) = pair(&provider(false, true)).await;
     // The server's first receive is posted before the client can send.
     let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
@@ -155,7 +155,7 @@ async fn confirmed_ping_pong(client_in_task: bool) {
     s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
     let server = tokio::spawn(async move {
         let (mut received, mut sent) = (0u64, 0u64);
-        while received < ROUNDS || sent < ROUNDS {
+        while received < rounds || sent < rounds {
             let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
                 .await
                 .expect("server completion in time");
@@ -188,7 +188,7 @@ async fn confirmed_ping_pong(client_in_task: bool) {
         let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         let sbuf = c.register(vec![0; 64], Access::NONE).unwrap();
         let mut sends = 0;
-        for i in 0..ROUNDS {
+        for i in 0..rounds {
             sbuf.write(0, &[i as u8; 64]).unwrap();
             c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
             c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
@@ -209,7 +209,7 @@ async fn confirmed_ping_pong(client_in_task: bool) {
             }
         }
         // The last Send's completion.
-        while sends < ROUNDS {
+        while sends < rounds {
             let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
                 .await
                 .expect("last send completion in time");
@@ -231,8 +231,23 @@ async fn confirmed_ping_pong(client_in_task: bool) {
 #[test]
 fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
     for client_in_task in [true, false] {
-        two_workers().block_on(confirmed_ping_pong(client_in_task));
+        two_workers().block_on(confirmed_ping_pong(client_in_task, 500));
     }
+}
+
+/// Short confirmed ping-pongs one after another, a few milliseconds apart, each ending with a
+/// confirmation only the flusher sends: they come while the flusher waits to be told and while
+/// it sleeps out a period after a round that had work (when nobody tells it), and each goes.
+#[test]
+fn short_ping_pongs_one_after_another_each_end_with_every_send_completed() {
+    two_workers().block_on(async {
+        for i in 0..12u64 {
+            confirmed_ping_pong(i % 2 == 0, 3).await;
+            // Less than a period, or three: the flusher has had an empty round and waits.
+            let pause = [0, 5, 30][i as usize % 3];
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    });
 }
 
 /// A receiver with a completion hook and no poller: the hook is called as its Sends arrive,
