@@ -278,15 +278,19 @@ impl Shared {
     /// The transmit lock, unless another writer holds it (a poisoned lock is still usable, as
     /// for the core).
     pub(super) fn try_tx(&self) -> Option<TxLock<'_>> {
-        let out = match self.tx.try_lock() {
-            Ok(out) => out,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        };
         Some(TxLock {
             shared: self,
-            out: Some(out),
+            out: Some(self.try_tx_guard()?),
         })
+    }
+
+    /// [`Shared::try_tx`]'s lock alone: its release tells nobody.
+    fn try_tx_guard(&self) -> Option<MutexGuard<'_, Transmit>> {
+        match self.tx.try_lock() {
+            Ok(out) => Some(out),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The transmit task's [`Shared::try_tx`]: when the lock is held, asks its holder to tell
@@ -322,10 +326,9 @@ impl Shared {
         let Some(wr) = self.wr.get() else {
             return false;
         };
-        let mut out = match self.tx.try_lock() {
-            Ok(out) => out,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return true,
+        // Its release tells nobody: whether the task is to be told is decided below.
+        let Some(mut out) = self.try_tx_guard() else {
+            return true;
         };
         // What the task asked for is done here; asked again meanwhile, it is told (below).
         self.tx_waiting.store(false, Ordering::SeqCst);
