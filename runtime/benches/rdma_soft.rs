@@ -107,6 +107,21 @@ fn current_cpu() -> i32 {
     return -1;
 }
 
+/// How long the server of every round-trip run stays after its last reply, unmeasured: the
+/// provider's drains its last send completions, raw TCP's only waits. Every run, and the setup
+/// of the next, then starts after the same quiet time, whichever variant ran before.
+///
+/// In `block_on` on two vCPUs what ran just before decides where a round runs. When only the provider's server waited, a round after raw TCP's started at
+/// once and one after the provider's after 50 ms of quiet; the rounds that followed raw TCP's
+/// (two of three confirmed ones) often ran with the client and its worker on different vCPUs
+/// to the end, and raw TCP, which always followed a quiet one, rarely did. Four alternating
+/// runs of `-- latency/block_on` with and without raw TCP's wait: confirmed round trips on one
+/// CPU 53-79 % -> 98-100 % (raw TCP 94-99 % -> 99-100 %), judged ratio 1.08-1.75x ->
+/// 0.99-1.08x, carried over to 4.1 us 1.43-8.70x -> 0.96-1.42x. Neither path is shared by
+/// nature: in a fresh process (`PING_BLOCK_ON=1 -- ping raw 100000`) raw TCP ran 0 % of its
+/// round trips on one CPU, confirmed completions 13-20 %.
+const QUIET_AFTER_RUN: Duration = Duration::from_millis(50);
+
 async fn tcp_round_trip(iters: usize, size: usize) -> RoundTrips {
     let (mut c, mut s) = tcp_pair().await;
     let server = tokio::spawn(async move {
@@ -117,6 +132,7 @@ async fn tcp_round_trip(iters: usize, size: usize) -> RoundTrips {
             cpus.push(current_cpu());
             s.write_all(&buf).await.unwrap();
         }
+        tokio::time::sleep(QUIET_AFTER_RUN).await;
         cpus
     });
     let msg = vec![7u8; size];
@@ -151,7 +167,7 @@ async fn soft_round_trip(iters: usize, size: usize, confirm: bool) -> RoundTrips
             }
         }
         // Drain the last send completions.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(QUIET_AFTER_RUN).await;
         cpus
     });
     let rbuf = c.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
@@ -796,8 +812,10 @@ async fn throughput(rec: &mut Recorder, below_floor: &mut Vec<BelowFloor>) -> Ve
              shown. In `block_on` on two vCPUs the scheduler decides each round: the client's \
              thread and the worker answering it share a vCPU (about 18-25 us per round trip) \
              or not (45-100 us, every message waking a halted vCPU), for raw TCP and the \
-             provider alike; the same rows with the process pinned to one CPU, shown for \
-             reference, compare the two paths' own cost. CPU per byte is the process's user + system time (getrusage) over the \
+             provider alike, and what ran just before decides it, so every run ends with the \
+             same 50 ms of quiet and each round starts alike whichever variant came before; \
+             the same rows with the process pinned to one CPU, shown for reference, compare \
+             the two paths' own cost. CPU per byte is the process's user + system time (getrusage) over the \
              measured loop divided by the bytes moved: sender, receiver and the kernel's TCP \
              work on their behalf. Where that CPU time goes (CRC, copies, wake-ups, TCP and \
              syscalls): docs/bench/soft_profile.md, made by scripts/soft-profile.",
