@@ -111,17 +111,17 @@ fn current_cpu() -> i32 {
 /// provider's drains its last send completions, raw TCP's only waits. Every run, and the setup
 /// of the next, then starts after the same quiet time, whichever variant ran before.
 ///
-/// In `block_on` on two vCPUs what ran just before decides where a round runs. When only the provider's server waited, a round after raw TCP's started at
-/// once and one after the provider's after 50 ms of quiet; the rounds that followed raw TCP's
-/// (two of three confirmed ones) often ran with the client and its worker on different vCPUs
-/// to the end, and raw TCP, which always followed a quiet one, rarely did. Four alternating
-/// runs of `-- latency/block_on` with and without raw TCP's wait: confirmed round trips on one
-/// CPU 53-79 % -> 98-100 % (raw TCP 94-99 % -> 99-100 %), judged ratio 1.08-1.75x ->
-/// 0.99-1.08x, carried over to 4.1 us 1.43-8.70x -> 0.96-1.42x. A quiet start favours one
-/// vCPU for both paths, and both drift apart the longer a run lasts: with runs of 8,000 round
-/// trips raw TCP kept 33 % of its round trips on one CPU and confirmed completions 44 %, at
-/// 0.87x raw TCP's time (two runs); in a fresh process (`PING_BLOCK_ON=1 -- ping raw 100000`)
-/// raw TCP ran 0 % of them on one CPU, confirmed completions 13-20 %.
+/// In `block_on` on two vCPUs what ran just before decides where a round runs. When only the
+/// provider's server waited, a round after raw TCP's started at once and one after the provider's
+/// after 50 ms of quiet; the rounds that followed raw TCP's (two of three confirmed ones) often ran
+/// with the client and its worker on different vCPUs to the end, and raw TCP, which always followed
+/// a quiet one, rarely did. Four alternating runs of `-- latency/block_on` with and without raw
+/// TCP's wait: confirmed round trips on one CPU 53-79 % -> 98-100 % (raw TCP 94-99 % -> 99-100 %),
+/// judged ratio 1.08-1.75x -> 0.99-1.08x, carried over to 4.1 us 1.43-8.70x -> 0.96-1.42x. A quiet
+/// start favours one vCPU for both paths, and both drift apart the longer a run lasts: with runs of
+/// 8,000 round trips raw TCP kept 33 % of its round trips on one CPU and confirmed completions
+/// 44 %, at 0.87x raw TCP's time (two runs); in a fresh process (`PING_BLOCK_ON=1 -- ping raw
+/// 100000`) raw TCP ran 0 % of them on one CPU, confirmed completions 13-20 %.
 const QUIET_AFTER_RUN: Duration = Duration::from_millis(50);
 
 async fn tcp_round_trip(iters: usize, size: usize) -> RoundTrips {
