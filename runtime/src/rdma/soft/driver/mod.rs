@@ -67,7 +67,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Core, ReadHint, State, Transmit};
 use super::tap::ConnTap;
-use crate::rdma::{Completion, CompletionHook, MemoryRegion, SendWr};
+use crate::rdma::{Completion, CompletionHook, MemoryRegion, SendOp, SendWr};
 
 mod flusher;
 mod poller;
@@ -88,6 +88,10 @@ use transmit::{tx_loop, write_some};
 /// when nobody posts and no input arrives: the flusher's period. Only confirmations wait (never
 /// data), so this only delays the peer's completions on a connection that went quiet.
 const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A Send or RDMA Write gathering more than this makes the outbound traffic bulk (see
+/// [`Shared::outbound_bulk`]): more than the core's batch without CRC, one FPDU.
+const OUTBOUND_BULK: usize = 64 * 1024;
 
 /// State shared by a connection handle and its driver tasks.
 pub(crate) struct Shared {
@@ -125,6 +129,10 @@ pub(crate) struct Shared {
     /// sent sets it before its response comes): [`Shared::bulk`] and
     /// [`Shared::read_hint`], in one word so that noting them is one load.
     inbound: AtomicUsize,
+    /// The last Send or RDMA Write posted gathered more than [`OUTBOUND_BULK`] bytes: a bulk
+    /// transfer is going out, and what comes in meanwhile is mostly the peer's confirmations
+    /// ([`Shared::outbound_bulk`]).
+    outbound_bulk: AtomicBool,
     /// The connection's place on the flusher's list.
     flush: Arc<FlushEntry>,
     tap: Option<ConnTap>,
@@ -197,6 +205,7 @@ impl Shared {
                 hook: OnceLock::new(),
                 deferred: AtomicBool::new(false),
                 inbound: AtomicUsize::new(0),
+                outbound_bulk: AtomicBool::new(false),
                 flush,
                 tap,
             }
@@ -234,7 +243,26 @@ impl Shared {
     ///
     /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
     pub(crate) fn post_send(&self, wr: SendWr) -> crate::rdma::Result<()> {
+        self.note_outbound(&wr);
         self.transmit_with(false, Some(wr))
+    }
+
+    /// Notes whether `wr`, a Send or RDMA Write about to be posted, makes the outbound traffic
+    /// bulk ([`Shared::outbound_bulk`]); other requests leave it as it is.
+    fn note_outbound(&self, wr: &SendWr) {
+        let sg = match &wr.op {
+            SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => sg,
+            SendOp::RdmaRead { .. } | SendOp::LocalInvalidate { .. } => return,
+        };
+        let bulk = sg.iter().map(|e| e.len).sum::<usize>() > OUTBOUND_BULK;
+        if self.outbound_bulk.load(Ordering::Relaxed) != bulk {
+            self.outbound_bulk.store(bulk, Ordering::Relaxed);
+        }
+    }
+
+    /// The last Send or RDMA Write posted was larger than [`OUTBOUND_BULK`].
+    pub(super) fn outbound_bulk(&self) -> bool {
+        self.outbound_bulk.load(Ordering::Relaxed)
     }
 
     /// [`Shared::transmit_from`], posting `post` first if given (its refusal is returned).

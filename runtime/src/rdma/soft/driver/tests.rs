@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use super::Shared;
 use crate::rdma::soft::SoftConnection;
-use crate::rdma::{Access, Connection, MemoryRegion, RecvWr, SendWr, Sge, WcOpcode};
+use crate::rdma::{Access, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
 
 /// A connected pair, the server's receive posted, and the client's 64-byte message of 5s.
 async fn pair_with_message() -> (SoftConnection, SoftConnection, MemoryRegion, MemoryRegion) {
@@ -102,4 +102,65 @@ async fn a_releaser_outside_the_tasks_sends_what_the_transmit_task_waits_for() {
     );
     assert!(shared.try_tx().expect("the lock is free").is_empty());
     arrived(&s, &inbox).await;
+}
+
+/// Polls a completion wait of `c` once, with nothing to take, and says whether the poller
+/// became the stream's reader.
+fn a_poll_reads(c: &SoftConnection) -> bool {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let shared = c.shared();
+    let mut wait = std::pin::pin!(shared.next_completion());
+    let polled = wait.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "a completion was left: {polled:?}");
+    // Dropping the wait gives the stream back: look before.
+    shared.read_wake.poller_reads.load(Ordering::SeqCst)
+}
+
+/// The next completion of `c`, within 5 s.
+async fn completed(c: &SoftConnection, opcode: WcOpcode) {
+    let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
+        .await
+        .expect("the request completed");
+    assert!(done.is_success(), "{done:?}");
+    assert_eq!(done.opcode, opcode);
+}
+
+/// A poller outside the runtime's tasks (a caller in `block_on`) leaves the stream to the
+/// receive task while a bulk transfer goes out, whose input is only the peer's confirmations,
+/// and reads it itself again once the last message posted is small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poller_outside_the_tasks_leaves_the_stream_to_the_receive_task_while_bulk_goes_out() {
+    assert!(
+        tokio::task::try_id().is_none(),
+        "the test's body is not a task"
+    );
+    let (c, s) = crate::rdma::soft::connected_pair().await;
+    let len = 2 * super::OUTBOUND_BULK;
+    let target = s
+        .register(vec![0; len], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let source = c.register(vec![9; len], Access::NONE).unwrap();
+    let remote = RemoteAddr::new(target.rkey(), target.addr());
+
+    c.post_send(SendWr::write(1, Sge::whole(&source), remote))
+        .unwrap();
+    completed(&c, WcOpcode::RdmaWrite).await;
+    assert_eq!(target.to_vec(0..len).unwrap(), vec![9; len]);
+    assert!(
+        !a_poll_reads(&c),
+        "the poller took the stream after a bulk Write"
+    );
+
+    let (s_inbox, outbox) = (
+        s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap(),
+        c.register(vec![5; 64], Access::NONE).unwrap(),
+    );
+    s.post_recv(RecvWr::new(7, Sge::whole(&s_inbox))).unwrap();
+    c.post_send(SendWr::send(2, Sge::whole(&outbox))).unwrap();
+    completed(&c, WcOpcode::Send).await;
+    assert!(
+        a_poll_reads(&c),
+        "after a small message the poller reads the stream again"
+    );
 }
