@@ -91,7 +91,7 @@ const REPLY_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A Send or RDMA Write gathering more than this makes the outbound traffic bulk (see
 /// [`Shared::outbound_bulk`]): more than the core's batch without CRC, one FPDU.
-const OUTBOUND_BULK: usize = 64 * 1024;
+const OUTBOUND_BULK: u64 = 64 * 1024;
 
 /// State shared by a connection handle and its driver tasks.
 pub(crate) struct Shared {
@@ -250,11 +250,10 @@ impl Shared {
     /// Notes whether `wr`, a Send or RDMA Write about to be posted, makes the outbound traffic
     /// bulk ([`Shared::outbound_bulk`]); other requests leave it as it is.
     fn note_outbound(&self, wr: &SendWr) {
-        let sg = match &wr.op {
-            SendOp::Send { sg, .. } | SendOp::RdmaWrite { sg, .. } => sg,
-            SendOp::RdmaRead { .. } | SendOp::LocalInvalidate { .. } => return,
-        };
-        let bulk = sg.iter().map(|e| e.len).sum::<usize>() > OUTBOUND_BULK;
+        if !matches!(wr.op, SendOp::Send { .. } | SendOp::RdmaWrite { .. }) {
+            return;
+        }
+        let bulk = wr.byte_len() > OUTBOUND_BULK;
         if self.outbound_bulk.load(Ordering::Relaxed) != bulk {
             self.outbound_bulk.store(bulk, Ordering::Relaxed);
         }

@@ -7,7 +7,9 @@ use tokio::sync::oneshot;
 
 use super::Shared;
 use crate::rdma::soft::SoftConnection;
-use crate::rdma::{Access, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode};
+use crate::rdma::{
+    Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
+};
 
 /// A connected pair, the server's receive posted, and the client's 64-byte message of 5s.
 async fn pair_with_message() -> (SoftConnection, SoftConnection, MemoryRegion, MemoryRegion) {
@@ -35,11 +37,8 @@ async fn until_the_transmit_task_waits(shared: &Shared) {
 
 /// The message arrived whole at the server.
 async fn arrived(s: &SoftConnection, inbox: &MemoryRegion) {
-    let done = tokio::time::timeout(Duration::from_secs(5), s.poll_completion())
-        .await
-        .expect("the message went out once the lock was released");
-    assert!(done.is_success(), "{done:?}");
-    assert_eq!((done.opcode, done.wr_id), (WcOpcode::Recv, 7));
+    let done = completed(s, WcOpcode::Recv).await;
+    assert_eq!(done.wr_id, 7);
     assert_eq!(inbox.to_vec(0..64).unwrap(), vec![5; 64]);
 }
 
@@ -117,13 +116,14 @@ fn a_poll_reads(c: &SoftConnection) -> bool {
     shared.read_wake.poller_reads.load(Ordering::SeqCst)
 }
 
-/// The next completion of `c`, within 5 s.
-async fn completed(c: &SoftConnection, opcode: WcOpcode) {
+/// The next completion of `c`, within 5 s: a successful `opcode`.
+async fn completed(c: &SoftConnection, opcode: WcOpcode) -> Completion {
     let done = tokio::time::timeout(Duration::from_secs(5), c.poll_completion())
         .await
         .expect("the request completed");
     assert!(done.is_success(), "{done:?}");
     assert_eq!(done.opcode, opcode);
+    done
 }
 
 /// A poller outside the runtime's tasks (a caller in `block_on`) leaves the stream to the
@@ -136,7 +136,7 @@ async fn a_poller_outside_the_tasks_leaves_the_stream_to_the_receive_task_while_
         "the test's body is not a task"
     );
     let (c, s) = crate::rdma::soft::connected_pair().await;
-    let len = 2 * super::OUTBOUND_BULK;
+    let len = 2 * super::OUTBOUND_BULK as usize;
     let target = s
         .register(vec![0; len], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();
