@@ -17,6 +17,8 @@ mod id_map;
 pub mod rdma;
 #[cfg(feature = "rpc")]
 pub mod rpc;
+#[cfg(feature = "rpc")]
+mod socket_send;
 #[cfg(feature = "transport")]
 pub mod transport;
 pub mod xdr;

@@ -32,6 +32,7 @@ use tokio::sync::{watch, Notify};
 use super::signal::Signal;
 use super::slots::Slot;
 use crate::rpc::record::{RecordWriter, FRAGMENT_HEADER_LEN, LAST_FRAGMENT};
+use crate::socket_send::try_send_vectored;
 
 /// The most buffers given to one vectored write (Linux's IOV_MAX is 1024; a record is a
 /// header and a few parts).
@@ -236,7 +237,7 @@ impl RecordSink {
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
             let pieces = std::iter::once(&header[..]).chain(parts.iter().map(|p| p.as_ref()));
             let count = io_slices(pieces, &mut iov);
-            stream.try_write_vectored(&iov[..count])
+            try_send_vectored(stream.as_ref(), &iov[..count])
         };
         let written = match written {
             Ok(n) => n,
@@ -337,7 +338,7 @@ impl Shared {
             }
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
             let count = batch.io_slices(&mut iov);
-            match self.stream.try_write_vectored(&iov[..count]) {
+            match try_send_vectored(self.stream.as_ref(), &iov[..count]) {
                 Ok(0) => return Drain::Failed(io::ErrorKind::WriteZero.into()),
                 Ok(n) => batch.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

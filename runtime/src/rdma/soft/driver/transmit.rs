@@ -11,6 +11,7 @@ use tokio::net::TcpStream;
 use super::{Shared, TxStep};
 use crate::rdma::soft::core::Transmit;
 use crate::rdma::soft::tap::{ConnTap, Direction};
+use crate::socket_send::try_send_vectored;
 
 pub(super) async fn tx_loop(shared: Arc<Shared>) {
     let Some(wr) = shared.wr.get() else {
@@ -100,13 +101,13 @@ pub(super) fn write_some(
     Ok(())
 }
 
-/// One non-blocking write of `slices`. A single slice (every small message: the transmit queue
-/// stages them in one buffer) goes out with `send`, which skips `writev`'s iovec import and
-/// VFS layer.
+/// One non-blocking write of `slices`, never raising SIGPIPE (see [`crate::socket_send`]). A
+/// single slice (every small message: the transmit queue stages them in one buffer) goes out
+/// with `send`, which skips the iovec import.
 fn try_write(wr: &OwnedWriteHalf, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     match slices {
         [one] => wr.try_write(one),
-        _ => wr.try_write_vectored(slices),
+        _ => try_send_vectored(wr.as_ref(), slices),
     }
 }
 
