@@ -39,6 +39,17 @@ pub(crate) fn try_send_vectored(stream: &TcpStream, bufs: &[IoSlice<'_>]) -> io:
 mod tests {
     use super::*;
 
+    /// The signal set holding SIGPIPE alone.
+    fn sigpipe_only() -> libc::sigset_t {
+        // SAFETY: plain signal-set calls on a local set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            set
+        }
+    }
+
     /// Whether SIGPIPE is pending for this thread; takes it if so.
     fn take_pending_sigpipe() -> bool {
         // SAFETY: plain signal-set calls on local sets; `sigtimedwait` with a zero timeout
@@ -49,14 +60,11 @@ mod tests {
             if libc::sigismember(&pending, libc::SIGPIPE) != 1 {
                 return false;
             }
-            let mut only: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut only);
-            libc::sigaddset(&mut only, libc::SIGPIPE);
             let zero = libc::timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             };
-            libc::sigtimedwait(&only, std::ptr::null_mut(), &zero);
+            libc::sigtimedwait(&sigpipe_only(), std::ptr::null_mut(), &zero);
             true
         }
     }
@@ -68,11 +76,8 @@ mod tests {
         // raised it without changing what the rest of the test process does with it.
         // SAFETY: changes this thread's signal mask only.
         let old = unsafe {
-            let mut block: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut block);
-            libc::sigaddset(&mut block, libc::SIGPIPE);
             let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &sigpipe_only(), &mut old);
             old
         };
         let rt = tokio::runtime::Builder::new_current_thread()
