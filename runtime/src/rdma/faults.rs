@@ -371,6 +371,11 @@ impl<C: Connection> Connection for FaultyConnection<C> {
         self.inner.register(buf, access)
     }
 
+    fn register_zeroed(&self, len: usize, access: Access) -> Result<MemoryRegion> {
+        self.maybe_fail("a registration")?;
+        self.inner.register_zeroed(len, access)
+    }
+
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
         self.maybe_fail("a rekey")?;
         self.inner.rekey(mr, remote)

@@ -31,6 +31,7 @@ mod completion;
 mod error;
 mod mr;
 mod provider;
+mod region_memory;
 mod wr;
 
 #[cfg(feature = "conformance")]
@@ -49,4 +50,5 @@ pub use mr::{MemoryRegion, RegionKeys, WeakRegion};
 pub use provider::{
     CompletionHook, ConnectParams, ConnectRequest, Connection, Listener, Provider, MAX_PRIVATE_DATA,
 };
+pub use region_memory::{RegionMemory, MAPPED_FROM};
 pub use wr::{RecvWr, RemoteAddr, SendOp, SendWr, SgList, Sge, WrId};

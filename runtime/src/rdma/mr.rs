@@ -26,6 +26,7 @@ use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::access::Access;
 use super::error::{Error, Result};
+use super::region_memory::RegionMemory;
 
 /// The keys a provider assigns to a registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,7 +53,7 @@ struct Inner {
     /// The rights in force: the local ones registered, the remote ones of the current tag.
     access: AtomicU8,
     lock: RwLock<()>,
-    data: UnsafeCell<Box<[u8]>>,
+    data: UnsafeCell<RegionMemory>,
     ptr: *mut u8,
     len: usize,
 }
@@ -96,12 +97,16 @@ impl MemoryRegion {
     /// the region lives) and returns the keys plus a provider handle that is dropped, after all
     /// clones are gone and before the buffer is freed. Providers call this from
     /// [`Connection::register`](super::Connection::register).
-    pub fn register_with<H, F>(buf: Vec<u8>, access: Access, register: F) -> Result<MemoryRegion>
+    pub fn register_with<H, F>(
+        buf: impl Into<RegionMemory>,
+        access: Access,
+        register: F,
+    ) -> Result<MemoryRegion>
     where
         H: Any + Send + Sync,
         F: FnOnce(*mut u8, usize) -> Result<(RegionKeys, H)>,
     {
-        let mut data = buf.into_boxed_slice();
+        let mut data: RegionMemory = buf.into();
         let ptr = data.as_mut_ptr();
         let len = data.len();
         let (keys, handle) = register(ptr, len)?;
@@ -268,7 +273,7 @@ impl MemoryRegion {
         let guard = self.inner.lock.read();
         // SAFETY: writers through safe code hold the write lock, which the read lock held by the
         // returned guard excludes for the lifetime of the slice; see the module documentation.
-        let data = unsafe { &*self.inner.data.get() };
+        let data = unsafe { (*self.inner.data.get()).as_slice() };
         RegionReadGuard {
             _guard: guard,
             data,
@@ -286,7 +291,7 @@ impl MemoryRegion {
     pub fn with_mut_slice<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let _guard = self.inner.lock.write();
         // SAFETY: the write lock excludes every other safe accessor.
-        let data = unsafe { &mut *self.inner.data.get() };
+        let data = unsafe { (*self.inner.data.get()).as_mut_slice() };
         f(data)
     }
 

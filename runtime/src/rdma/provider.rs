@@ -200,6 +200,14 @@ pub trait Connection: Send + Sync + 'static {
     /// domain). The registration lives until the last clone of the region is dropped.
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion>;
 
+    /// Registers `len` zeroed bytes with `access`, as [`Connection::register`] does a buffer.
+    /// Providers register [`RegionMemory::zeroed`](super::RegionMemory::zeroed) memory: large
+    /// buffers are mapped on their own and go back to the operating system with their
+    /// registration. The default registers a heap buffer.
+    fn register_zeroed(&self, len: usize, access: Access) -> Result<MemoryRegion> {
+        self.register(vec![0; len], access)
+    }
+
     /// Replaces the remote steering tag of `mr` with a new one that grants the remote rights
     /// in `remote` (`Access::REMOTE_READ` and/or `Access::REMOTE_WRITE`, within the rights the
     /// region was registered with; `Access::NONE` leaves it reachable by no tag). The old tag

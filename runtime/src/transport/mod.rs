@@ -10,6 +10,7 @@
 //!
 //! [`rdma::Provider`]: crate::rdma::Provider
 
+pub mod budget;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod core;
@@ -20,5 +21,6 @@ pub mod mode2004;
 pub mod pool;
 pub mod private_data;
 
+pub use budget::{MemoryBudget, MemoryLimits};
 pub use driver::{connect, serve, PeerVersions, RdmaConfig, RdmaListener, RdmaTransport};
 pub use extension::{Extension, ExtensionAnswer, ExtensionMessage, Extensions};

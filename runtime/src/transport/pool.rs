@@ -32,7 +32,8 @@ use parking_lot::Mutex;
 
 use bytes::Bytes;
 
-use super::core::{Buf, Memory, MemoryError, Slice};
+use super::budget::{Charge, MemoryBudget, Shortage};
+use super::core::{Buf, Memory, MemoryError, MemoryErrorKind, Slice};
 use crate::rdma::{Access, Connection, Error as RdmaError, MemoryRegion};
 use crate::rpc::{BufferSource, RegisteredBuffer, RegisteredMemory};
 
@@ -73,6 +74,11 @@ pub struct PoolStats {
     pub copied_bytes: u64,
     /// Bytes handed to RDMA operations straight from the buffer they were in.
     pub zero_copy_bytes: u64,
+    /// Bytes of buffers lent now (charged to the connection's [`MemoryBudget`]).
+    pub lent_bytes: u64,
+    /// Bytes of received chunk data copied out of pool buffers into ordinary memory because
+    /// the memory lent out was near its budget ([`Memory::keep_received`]).
+    pub copied_out_bytes: u64,
 }
 
 #[derive(Default)]
@@ -83,6 +89,7 @@ struct Counters {
     checkouts: AtomicU64,
     copied_bytes: AtomicU64,
     zero_copy_bytes: AtomicU64,
+    copied_out_bytes: AtomicU64,
 }
 
 /// Deregisters on drop and counts it.
@@ -111,6 +118,8 @@ struct FreeLists {
 struct Shared<C: Connection> {
     conn: Arc<C>,
     config: PoolConfig,
+    /// What lent buffers are charged to.
+    budget: MemoryBudget,
     counters: Arc<Counters>,
     lists: Mutex<FreeLists>,
     /// False once the provider said it cannot rekey.
@@ -150,6 +159,8 @@ struct Checkout {
     /// That tag was invalidated since.
     invalidated: AtomicBool,
     home: Weak<dyn Return>,
+    /// The budget charge for the buffer, given back with it.
+    _charge: Charge,
 }
 
 /// What a checkout needs from its pool when it comes back, without naming the connection type.
@@ -326,17 +337,31 @@ fn class_of(len: usize, max: usize) -> (usize, usize) {
 }
 
 fn memory_error(e: RdmaError) -> MemoryError {
-    MemoryError(e.to_string())
+    MemoryError::failed(e.to_string())
+}
+
+/// The size of each buffer [`Memory::alloc`] lends for `len` bytes: as many of the largest as
+/// it takes, then one of the class the rest needs.
+fn buffer_sizes(len: usize, max: usize) -> impl Iterator<Item = usize> {
+    let mut left = len.max(1);
+    std::iter::from_fn(move || {
+        (left > 0).then(|| {
+            let n = left.min(max);
+            left -= n;
+            n
+        })
+    })
 }
 
 impl<C: Connection> Pool<C> {
-    /// An empty pool for `conn`.
-    pub fn new(conn: Arc<C>, config: PoolConfig) -> Pool<C> {
+    /// An empty pool for `conn`, charging what it lends to `budget`.
+    pub fn new(conn: Arc<C>, config: PoolConfig, budget: MemoryBudget) -> Pool<C> {
         let (classes, _) = class_of(config.max_buffer, config.max_buffer);
         Pool {
             shared: Arc::new(Shared {
                 conn,
                 config,
+                budget,
                 counters: Arc::default(),
                 lists: Mutex::new(FreeLists {
                     free: (0..=classes).map(|_| Vec::new()).collect(),
@@ -359,14 +384,21 @@ impl<C: Connection> Pool<C> {
             checkouts: c.checkouts.load(Ordering::Relaxed),
             copied_bytes: c.copied_bytes.load(Ordering::Relaxed),
             zero_copy_bytes: c.zero_copy_bytes.load(Ordering::Relaxed),
+            lent_bytes: self.shared.budget.used() as u64,
+            copied_out_bytes: c.copied_out_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// The budget lent buffers are charged to.
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.shared.budget
     }
 
     fn register(&self, size: usize, access: Access) -> Result<Registration, MemoryError> {
         let mr = self
             .shared
             .conn
-            .register(vec![0; size], access)
+            .register_zeroed(size, access)
             .map_err(memory_error)?;
         self.shared
             .counters
@@ -383,14 +415,25 @@ impl<C: Connection> Pool<C> {
     }
 
     /// Lends one buffer of at least `len` bytes (at most the largest class), reachable by the
-    /// peer with `remote`.
+    /// peer with `remote`, charged to the budget whatever it holds.
     fn checkout(&self, len: usize, remote: Access) -> Result<PoolBuf, MemoryError> {
+        let (_, size) = class_of(len, self.shared.config.max_buffer);
+        self.checkout_charged(len, remote, self.shared.budget.charge(size))
+    }
+
+    /// [`Pool::checkout`] paid with `charge` (the buffer's class size).
+    fn checkout_charged(
+        &self,
+        len: usize,
+        remote: Access,
+        charge: Charge,
+    ) -> Result<PoolBuf, MemoryError> {
         let (class, size) = class_of(len, self.shared.config.max_buffer);
         let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         if remote.is_remote() && !self.can_rekey() {
             // One registration for this one use, with exactly the rights needed.
             let reg = self.register(size, Access::LOCAL_WRITE | remote)?;
-            return Ok(self.lend(reg, class, false, true));
+            return Ok(self.lend(reg, class, false, true, charge));
         }
         let reused = {
             let mut lists = self.shared.lists.lock();
@@ -411,21 +454,28 @@ impl<C: Connection> Pool<C> {
                     Err(RdmaError::Unsupported(_)) => {
                         self.shared.rekeys.store(false, Ordering::Relaxed);
                         drop(reg);
-                        return self.checkout(len, remote);
+                        return self.checkout_charged(len, remote, charge);
                     }
                     Err(e) => return Err(memory_error(e)),
                 }
                 reg
             }
         };
-        let buf = self.lend(reg, class, true, false);
+        let buf = self.lend(reg, class, true, false, charge);
         if remote.is_remote() {
             self.rekey(&buf, remote)?;
         }
         Ok(buf)
     }
 
-    fn lend(&self, reg: Registration, class: usize, pooled: bool, exposed: bool) -> PoolBuf {
+    fn lend(
+        &self,
+        reg: Registration,
+        class: usize,
+        pooled: bool,
+        exposed: bool,
+        charge: Charge,
+    ) -> PoolBuf {
         self.shared
             .counters
             .checkouts
@@ -440,6 +490,7 @@ impl<C: Connection> Pool<C> {
             exposed: AtomicBool::new(exposed),
             invalidated: AtomicBool::new(false),
             home: Arc::downgrade(&home),
+            _charge: charge,
         });
         let mut lists = self.shared.lists.lock();
         lists.lent.insert(addr, (len, Arc::downgrade(&checkout)));
@@ -482,10 +533,13 @@ impl<C: Connection> Pool<C> {
     /// A buffer of `len` bytes for the application to fill (not reachable by the peer).
     pub fn lease(&self, len: usize) -> Result<PoolLease, MemoryError> {
         if len > self.shared.config.max_buffer {
-            return Err(MemoryError(format!(
-                "{len} bytes is more than the largest buffer ({})",
-                self.shared.config.max_buffer
-            )));
+            return Err(MemoryError::new(
+                MemoryErrorKind::TooLarge,
+                format!(
+                    "{len} bytes is more than the largest buffer ({})",
+                    self.shared.config.max_buffer
+                ),
+            ));
         }
         Ok(PoolLease {
             buf: self.checkout(len, Access::NONE)?,
@@ -538,20 +592,63 @@ impl<C: Connection> Memory for &Pool<C> {
     type Buf = PoolBuf;
 
     fn alloc(&mut self, len: usize, remote: Access) -> Result<Vec<Slice<PoolBuf>>, MemoryError> {
+        buffer_sizes(len, self.shared.config.max_buffer)
+            .map(|n| {
+                Ok(Slice {
+                    buf: self.checkout(n, remote)?,
+                    offset: 0,
+                    len: n,
+                })
+            })
+            .collect()
+    }
+
+    fn alloc_sinks(&mut self, lens: &[usize]) -> Result<Vec<Vec<Slice<PoolBuf>>>, MemoryError> {
         let max = self.shared.config.max_buffer;
-        let mut out = Vec::with_capacity(len.div_ceil(max).max(1));
-        let mut left = len.max(1);
-        while left > 0 {
-            let n = left.min(max);
-            let buf = self.checkout(n, remote)?;
-            out.push(Slice {
-                buf,
-                offset: 0,
-                len: n,
-            });
-            left -= n;
-        }
-        Ok(out)
+        let class_size = |n: usize| class_of(n, max).1;
+        let total: usize = lens
+            .iter()
+            .flat_map(|&len| buffer_sizes(len, max))
+            .map(class_size)
+            .sum();
+        let budget = &self.shared.budget;
+        let mut charge = budget.try_charge(total).map_err(|shortage| {
+            let kind = match shortage {
+                Shortage::Now => MemoryErrorKind::Exhausted,
+                Shortage::Never => MemoryErrorKind::TooLarge,
+            };
+            MemoryError::new(
+                kind,
+                format!("{total} bytes of Read chunk sinks over the memory budget ({budget:?})"),
+            )
+        })?;
+        lens.iter()
+            .map(|&len| {
+                buffer_sizes(len, max)
+                    .map(|n| {
+                        let part = charge.split(class_size(n));
+                        Ok(Slice {
+                            buf: self.checkout_charged(n, Access::NONE, part)?,
+                            offset: 0,
+                            len: n,
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn keep_received(&self, _len: usize) -> bool {
+        // Past half of a budget (this connection's or any parent's), what a handler keeps
+        // would start to crowd out the Read chunks of the calls to come.
+        self.shared.budget.below_half()
+    }
+
+    fn copied_out(&mut self, bytes: usize) {
+        self.shared
+            .counters
+            .copied_out_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     fn source(
@@ -617,8 +714,8 @@ impl<C: Connection> Memory for &Pool<C> {
 
     fn expose(&mut self, slices: &[Slice<PoolBuf>], remote: Access) -> Result<(), MemoryError> {
         if !self.can_rekey() {
-            return Err(MemoryError(
-                "the provider cannot make a lent buffer reachable again (no rekey)".into(),
+            return Err(MemoryError::failed(
+                "the provider cannot make a lent buffer reachable again (no rekey)",
             ));
         }
         for s in slices {

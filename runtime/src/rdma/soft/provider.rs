@@ -18,7 +18,7 @@ use super::wire::mpa::{
 };
 use crate::rdma::{
     Access, Completion, CompletionHook, ConnectParams, ConnectRequest, Connection, Error, Listener,
-    MemoryRegion, Provider, RecvWr, Result, SendWr,
+    MemoryRegion, Provider, RecvWr, RegionMemory, Result, SendWr,
 };
 
 /// Settings of the software provider.
@@ -450,6 +450,10 @@ impl SoftConnection {
 impl Connection for SoftConnection {
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
         self.tags.register(buf, access)
+    }
+
+    fn register_zeroed(&self, len: usize, access: Access) -> Result<MemoryRegion> {
+        self.tags.register_memory(RegionMemory::zeroed(len), access)
     }
 
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {

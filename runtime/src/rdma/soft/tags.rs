@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::rdma::{Access, MemoryRegion, RegionKeys, Result, WeakRegion};
+use crate::rdma::{Access, MemoryRegion, RegionKeys, RegionMemory, Result, WeakRegion};
 
 /// The registration handle stored in every region of the soft provider; dropping it (with the
 /// last clone of the region) removes the tag.
@@ -93,6 +93,15 @@ impl TagTable {
     /// Registers `buf`: a new STag (index in the upper 24 bits, a key byte below; never 0)
     /// with a tagged-offset base derived from it so that offsets are not addresses.
     pub fn register(self: &Arc<TagTable>, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
+        self.register_memory(buf.into(), access)
+    }
+
+    /// Registers `buf` as [`TagTable::register`] does a vector.
+    pub fn register_memory(
+        self: &Arc<TagTable>,
+        buf: RegionMemory,
+        access: Access,
+    ) -> Result<MemoryRegion> {
         let stag = self.lock().fresh_stag();
         let table = self.clone();
         let mr = MemoryRegion::register_with(buf, access, |_, _| {

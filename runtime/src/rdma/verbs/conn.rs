@@ -16,8 +16,8 @@ use super::resources::{
     BoundWindows, CompletionQueue, ProtectionDomain, QueuePair, Registration, Window,
 };
 use crate::rdma::{
-    Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, Result, SendOp,
-    SendWr, Sge, WcOpcode, WcStatus, WrId,
+    Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, RegionMemory, Result,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus, WrId,
 };
 
 /// The `wr_id` bit that marks receive-queue requests; the low bits are a sequence number.
@@ -630,8 +630,9 @@ impl VerbsConnection {
     }
 }
 
-impl Connection for VerbsConnection {
-    fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
+impl VerbsConnection {
+    /// Registers `buf` with `access` ([`Connection::register`]).
+    fn register_memory(&self, buf: RegionMemory, access: Access) -> Result<MemoryRegion> {
         if buf.is_empty() {
             return Err(Error::InvalidWorkRequest(
                 "cannot register an empty buffer".into(),
@@ -680,6 +681,16 @@ impl Connection for VerbsConnection {
             self.lock().pending_binds.push((region.clone(), access));
         }
         Ok(region)
+    }
+}
+
+impl Connection for VerbsConnection {
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
+        self.register_memory(buf.into(), access)
+    }
+
+    fn register_zeroed(&self, len: usize, access: Access) -> Result<MemoryRegion> {
+        self.register_memory(RegionMemory::zeroed(len), access)
     }
 
     /// On devices with memory windows (rxe): the region's type-2 window is bound again with a

@@ -90,11 +90,46 @@ impl<B: Buf> Slice<B> {
 
 /// Why memory could not be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryError(pub String);
+pub struct MemoryError {
+    kind: MemoryErrorKind,
+    message: String,
+}
+
+/// What kind of [`MemoryError`] it is: whether asking again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryErrorKind {
+    /// Over a budget now: memory coming back may make room.
+    Exhausted,
+    /// More than a budget allows at all.
+    TooLarge,
+    /// The provider failed (registration refused, connection gone).
+    Failed,
+}
+
+impl MemoryError {
+    /// A failure of the provider or the memory itself.
+    pub fn failed(message: impl Into<String>) -> MemoryError {
+        MemoryError::new(MemoryErrorKind::Failed, message)
+    }
+
+    /// An error of `kind`.
+    pub fn new(kind: MemoryErrorKind, message: impl Into<String>) -> MemoryError {
+        MemoryError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> MemoryErrorKind {
+        self.kind
+    }
+}
 
 impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "registered memory: {}", self.0)
+        write!(f, "registered memory: {}", self.message)
     }
 }
 
@@ -122,6 +157,31 @@ pub trait Memory {
     /// Makes `slices` (memory the application took from this pool earlier) reachable by the
     /// peer with `remote` under fresh handles.
     fn expose(&mut self, slices: &[Slice<Self::Buf>], remote: Access) -> Result<(), MemoryError>;
+
+    /// Memory for data the peer pushes at this side: the sinks of one call's Read chunks,
+    /// one list of slices per length in `lens`, taken together or not at all. Unlike
+    /// [`Memory::alloc`] it is refused when over a budget: [`MemoryErrorKind::Exhausted`] when
+    /// memory coming back could make room, [`MemoryErrorKind::TooLarge`] when nothing could.
+    /// The default has no budget.
+    fn alloc_sinks(&mut self, lens: &[usize]) -> Result<Vec<Vec<Slice<Self::Buf>>>, MemoryError> {
+        lens.iter()
+            .map(|&len| self.alloc(len, Access::NONE))
+            .collect()
+    }
+
+    /// Whether `len` bytes that arrived in this memory may stay in it while the application
+    /// holds them. False when the memory lent out is near its budget: the data is then copied
+    /// to ordinary memory and the registered buffer goes back at once, so what handlers keep
+    /// never grows registered (pinned) memory past the budget. The default keeps everything.
+    fn keep_received(&self, len: usize) -> bool {
+        let _ = len;
+        true
+    }
+
+    /// Counts `bytes` copied out of registered memory by [`Memory::keep_received`]'s answer.
+    fn copied_out(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
 
     /// A hint that the peer is about to write into `slices` (a Write chunk of a call being
     /// sent), passed to the provider ([`Connection::expect_write`]); the default ignores it.
@@ -207,40 +267,90 @@ pub(super) type Pulls<B> = Vec<(Slice<B>, Segment)>;
 pub(super) type SinksAndPulls<B> = (Sinks<B>, Pulls<B>);
 
 /// Local memory for each of `chunks` (none for an empty one) and the RDMA Reads that fill it.
-/// Used by a responder pulling a call's Read chunks and by a Read-Read requester pulling a
-/// reply's (seed 000 section 3.8).
+/// Used by a Read-Read requester pulling a reply's Read chunks (seed 000 section 3.8).
 pub(super) fn read_sinks<M: Memory>(
     chunks: &[ReadChunk],
     mem: &mut M,
 ) -> Result<SinksAndPulls<M::Buf>, MemoryError> {
+    let mut memory = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        let len = chunk.len() as usize;
+        memory.push(if len == 0 {
+            Vec::new()
+        } else {
+            mem.alloc(len, Access::NONE)?
+        });
+    }
+    Ok(sinks_and_pulls(chunks, memory))
+}
+
+/// The lengths of `chunks` that need memory (the non-empty ones), for
+/// [`Memory::alloc_sinks`].
+pub(super) fn sink_lens(chunks: &[ReadChunk]) -> Vec<usize> {
+    chunks
+        .iter()
+        .map(|c| c.len() as usize)
+        .filter(|&len| len > 0)
+        .collect()
+}
+
+/// Lays the memory [`Memory::alloc_sinks`] gave for [`sink_lens`] over `chunks`: each chunk's
+/// sink, and the RDMA Reads that fill it.
+pub(super) fn sinks_and_pulls<B: Buf>(
+    chunks: &[ReadChunk],
+    memory: Vec<Vec<Slice<B>>>,
+) -> SinksAndPulls<B> {
+    let mut memory = memory.into_iter();
     let mut sinks = Vec::with_capacity(chunks.len());
     let mut pulls = Vec::new();
     for chunk in chunks {
         let len = chunk.len() as usize;
-        if len == 0 {
-            sinks.push((chunk.position, Vec::new(), 0));
-            continue;
-        }
-        let slices = mem.alloc(len, Access::NONE)?;
+        let slices = match len {
+            0 => Vec::new(),
+            _ => memory.next().unwrap_or_default(),
+        };
         pulls.extend(pair_up(&slices, &chunk.segments, len));
         sinks.push((chunk.position, slices, len));
     }
-    Ok((sinks, pulls))
+    (sinks, pulls)
+}
+
+/// Each sink's data as [`Bytes`], with its Position. A sink that lies in one registered
+/// buffer stays there unless `keep` says no for its length; it is then copied to ordinary
+/// memory (and `copied` told how much), so the registered buffer goes back as soon as the
+/// sink is dropped.
+pub(super) fn sink_data<B: Buf>(
+    sinks: Sinks<B>,
+    mut keep: impl FnMut(usize) -> bool,
+    mut copied: impl FnMut(usize),
+) -> Vec<(u32, Bytes)> {
+    sinks
+        .into_iter()
+        .map(|(position, slices, len)| {
+            let data = gather(&slices, len);
+            // Several slices were gathered into ordinary memory already.
+            if slices.len() == 1 && len > 0 && !keep(len) {
+                copied(len);
+                (position, Bytes::copy_from_slice(&data))
+            } else {
+                (position, data)
+            }
+        })
+        .collect()
 }
 
 /// The RPC message and its decoder's chunk data once the Reads are done: a Position-Zero
 /// chunk is the whole message (seed 004 section 5.3.3: decoded "as if it had received it with
 /// the Send data"; seed 000 section 5.1), the others go to the decoder at their Positions, with
 /// an RDMA_MSGP message's `alignment`.
-pub(super) fn pulled_message<B: Buf>(
+pub(super) fn pulled_message(
     inline: Bytes,
-    sinks: Sinks<B>,
+    data: Vec<(u32, Bytes)>,
     alignment: Option<(AlignPadding, usize)>,
 ) -> (Bytes, Option<ReceivedChunks>) {
     let mut message = inline;
     let mut reads = Vec::new();
-    for (position, slices, len) in sinks {
-        let data = gather(&slices, len);
+    for (position, data) in data {
         if position == 0 {
             message = data;
         } else {

@@ -68,7 +68,7 @@ use crate::rdma::WcStatus;
 use crate::rpc::{Reply, TransportError};
 use crate::xdr::{self, Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
 
-pub use memory::{gather, pair_up, Buf, Memory, MemoryError, Slice};
+pub use memory::{gather, pair_up, Buf, Memory, MemoryError, MemoryErrorKind, Slice};
 use requester::Requester;
 use responder::Responder;
 pub use send_bytes::SendBytes;
@@ -140,6 +140,14 @@ pub struct CoreConfig {
     /// Speak the 2004 protocol of seed 000 (RDMA_MSGP, the Read-Read model with RDMA_DONE);
     /// `None` is RFC 8166 (seed 004 section 5.7).
     pub mode_2004: Option<Mode2004>,
+    /// A server closes a connection whose peer has sent nothing this long after
+    /// [`Core::open`] (a peer that connects and stays silent holds a connection slot and its
+    /// receive buffers). `None`: no limit.
+    pub first_message_timeout: Option<Duration>,
+    /// The connection closes when RDMA Reads of the peer's Read chunks are in flight and none
+    /// completes for this long (between one and two periods): a peer that never answers them
+    /// holds the memory they land in. `None`: no limit.
+    pub read_timeout: Option<Duration>,
 }
 
 impl CoreConfig {
@@ -165,6 +173,8 @@ impl CoreConfig {
             remote_invalidate: false,
             extensions: Extensions::default(),
             mode_2004: None,
+            first_message_timeout: None,
+            read_timeout: None,
         }
     }
 
@@ -444,6 +454,8 @@ pub struct Stats {
     pub dones_received: u64,
     /// Exposed replies released because no RDMA_DONE came in time.
     pub exposures_expired: u64,
+    /// Calls that waited for memory for their Read chunks (a budget was spent when they came).
+    pub memory_waits: u64,
 }
 
 /// Where a connection stands in version negotiation (seed 003 section 7).
@@ -474,6 +486,10 @@ pub struct Core<B: Buf> {
     /// The version this side's calls go in (a server's answers follow each call's version).
     version: u32,
     negotiation: Negotiation,
+    /// A server's deadline for the peer's first message ([`CoreConfig::first_message_timeout`]).
+    first_message: Option<Instant>,
+    /// A message came from the peer.
+    heard: bool,
     /// The properties the peer advertised, version 2 (defaults until it does).
     peer: BaseProperties,
     /// Every property the peer advertised, as sent.
@@ -520,6 +536,8 @@ impl<B: Buf> Core<B> {
             } else {
                 Negotiation::Settled
             },
+            first_message: None,
+            heard: false,
             peer: BaseProperties::default(),
             peer_properties: Vec::new(),
             config,
@@ -530,6 +548,13 @@ impl<B: Buf> Core<B> {
     /// version 2 (seed 003 section 7), and holds calls until the answer; for anyone else this
     /// does nothing. [`Core::start_call`] opens the connection itself if this was not called.
     pub fn open(&mut self, now: Instant) {
+        if let (Role::Server, Some(timeout), false) = (
+            self.config.role,
+            self.config.first_message_timeout,
+            self.heard,
+        ) {
+            self.first_message.get_or_insert(now + timeout);
+        }
         if self.negotiation != Negotiation::Unopened || self.closed {
             return;
         }
@@ -939,7 +964,12 @@ impl<B: Buf> Core<B> {
     }
 
     /// Takes the outcome of operation `id`.
-    pub fn handle_completion(&mut self, id: OpId, status: WcStatus) {
+    pub fn handle_completion<M: Memory<Buf = B>>(
+        &mut self,
+        id: OpId,
+        status: WcStatus,
+        mem: &mut M,
+    ) {
         let Some(owner) = self.out.owners.remove(&id) else {
             return;
         };
@@ -950,24 +980,53 @@ impl<B: Buf> Core<B> {
                 self.requester
                     .pulled(call, ok, &self.config, &mut self.out, &mut self.stats)
             }
-            Owner::Responder(call) => {
-                self.responder
-                    .completed(call, ok, &self.config, &mut self.out, &mut self.stats)
-            }
+            Owner::Responder(call) => self.responder.completed(
+                call,
+                ok,
+                mem,
+                &self.config,
+                &mut self.out,
+                &mut self.stats,
+            ),
             Owner::Nobody => {}
         }
     }
 
+    /// True while calls of the peer's wait for memory for their Read chunks: call
+    /// [`Core::retry_memory`] when memory has come back.
+    pub fn memory_waiting(&self) -> bool {
+        !self.closed && self.responder.memory_waiting()
+    }
+
+    /// Looks again for memory for the calls waiting for it ([`Core::memory_waiting`]).
+    pub fn retry_memory<M: Memory<Buf = B>>(&mut self, mem: &mut M) {
+        if self.closed {
+            return;
+        }
+        self.responder
+            .admit(mem, &self.config, &mut self.out, &mut self.stats);
+    }
+
     /// When [`Core::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.requester.next_deadline(), self.connection_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The deadlines of the connection rather than of one of this side's calls: a version 2
+    /// offer's, the peer's first message, the progress of RDMA Reads, Read-Read replies'
+    /// RDMA_DONE. A driver that times its calls elsewhere needs only these.
+    pub fn connection_deadline(&self) -> Option<Instant> {
         let offer = match self.negotiation {
             Negotiation::Offered { deadline, .. } => Some(deadline),
             _ => None,
         };
         [
-            self.requester.next_deadline(),
             offer,
-            self.responder.next_deadline(),
+            self.first_message,
+            self.responder.next_deadline(&self.config),
         ]
         .into_iter()
         .flatten()
@@ -976,7 +1035,8 @@ impl<B: Buf> Core<B> {
 
     /// Fails the calls whose deadline is before `now` with [`TransportError::TimedOut`], and
     /// invalidates their registrations. A version 2 offer unanswered by then settles on
-    /// version 1 (seed 003 section 7.2).
+    /// version 1 (seed 003 section 7.2). A server whose peer has sent nothing by its first
+    /// message deadline, or whose RDMA Reads made no progress, emits [`Event::Fatal`].
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Negotiation::Offered { deadline, .. } = self.negotiation {
             if deadline <= now {
@@ -984,8 +1044,16 @@ impl<B: Buf> Core<B> {
                 self.settle(VERSION);
             }
         }
+        if self.first_message.is_some_and(|at| at <= now) {
+            self.first_message = None;
+            let waited = self.config.first_message_timeout.unwrap_or_default();
+            self.out.events.push_back(Event::Fatal(format!(
+                "no message from the peer within {waited:?} of the connection opening"
+            )));
+        }
         self.requester.expire(now, &mut self.out, &mut self.stats);
-        self.responder.expire(now, &mut self.out, &mut self.stats);
+        self.responder
+            .expire(now, &self.config, &mut self.out, &mut self.stats);
     }
 
     /// The connection is gone: every call fails with [`TransportError::Closed`] (the caller

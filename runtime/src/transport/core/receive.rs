@@ -23,6 +23,8 @@ impl<B: Buf> Core<B> {
         if self.closed {
             return;
         }
+        self.heard = true;
+        self.first_message = None;
         if invalidated.is_some() {
             self.stats.remote_invalidations += 1;
         }

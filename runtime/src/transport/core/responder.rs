@@ -20,17 +20,20 @@ use super::super::header::{
     self, total_len, AlignPadding, Body, Chunks, Header, RdmaError, ReadChunk, Segment, F_RESPONSE,
     VERSION,
 };
-use super::memory::{pulled_message, read_sinks, Sinks};
+use super::memory::{pulled_message, sink_data, sink_lens, sinks_and_pulls, Sinks};
 use super::requester::revoke_slices;
 use super::slab::CallSlab;
 use super::{
-    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
+    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, MemoryErrorKind, Outbox, Owner,
+    Slice, Stats,
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
 use crate::xdr::{ChunkTarget, Encoded, MovedItem};
 
 enum Phase {
+    /// Waiting for memory for its Read chunks (a budget is spent).
+    Admitting,
     /// Pulling Read chunks: `pending` Reads not yet complete.
     Reading { pending: usize, failed: bool },
     /// Handed to the application.
@@ -59,7 +62,21 @@ struct InCall<B> {
     done_deadline: Option<Instant>,
     /// RDMA_DONE came before the reply's Send completed.
     done_early: bool,
+    /// It has waited for memory for its Read chunks (counted once).
+    waited: bool,
     phase: Phase,
+}
+
+/// Watches the RDMA Reads in flight for progress: a peer that leaves them unanswered holds
+/// their sinks, so the connection closes when none completes for a whole
+/// [`CoreConfig::read_timeout`]. Coarse on purpose (the deadline moves once per period, not
+/// per Read): a connection's task re-arms its timer only when the deadline moves.
+#[derive(Debug, Clone, Copy)]
+struct ReadWatch {
+    /// When the current period started.
+    since: Instant,
+    /// Read completions counted when it started.
+    progress: u64,
 }
 
 /// A reply's memory exposed in its Read chunks, awaiting RDMA_DONE (seed 000 section 3.8).
@@ -76,6 +93,11 @@ pub(super) struct Responder<B> {
     active: [u32; 2],
     /// Read-Read replies sent and awaiting RDMA_DONE, by XID.
     exposures: IdMap<u32, Exposure<B>>,
+    /// Calls waiting for memory for their Read chunks, in arrival order.
+    admission: VecDeque<CallId>,
+    /// RDMA Reads completed, in all.
+    read_progress: u64,
+    read_watch: Option<ReadWatch>,
 }
 
 impl<B: Buf> Responder<B> {
@@ -86,6 +108,9 @@ impl<B: Buf> Responder<B> {
             reads_in_flight: 0,
             active: [0, 0],
             exposures: IdMap::default(),
+            admission: VecDeque::new(),
+            read_progress: 0,
+            read_watch: None,
         }
     }
 
@@ -99,6 +124,14 @@ impl<B: Buf> Responder<B> {
         self.reads_in_flight = 0;
         self.active = [0, 0];
         self.exposures.clear();
+        self.admission.clear();
+        self.read_watch = None;
+    }
+
+    /// True while calls wait for memory for their Read chunks: call [`Responder::admit`]
+    /// again once memory has come back.
+    pub(super) fn memory_waiting(&self) -> bool {
+        !self.admission.is_empty()
     }
 
     /// Credits this side grants in the given direction.
@@ -206,15 +239,14 @@ impl<B: Buf> Responder<B> {
         if nomsg && chunks.reads.iter().skip(1).any(|r| r.position == 0) {
             return refuse(self, out, stats, "two Position-Zero Read chunks");
         }
-        let (sinks, reads) = match read_sinks(&chunks.reads, mem) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(xid, error = %e, "no memory for a Read chunk");
-                return refuse(self, out, stats, "no memory for the Read chunks");
-            }
-        };
         self.active[direction] += 1;
-        let pending = reads.len();
+        let reads = !sink_lens(&chunks.reads).is_empty();
+        // Without anything to pull (no Read chunk, or only empty ones) there is no memory to
+        // wait for.
+        let sinks = match reads {
+            true => Vec::new(),
+            false => sinks_and_pulls(&chunks.reads, Vec::new()).0,
+        };
         let id = self.calls.insert(InCall {
             xid,
             version,
@@ -227,19 +259,68 @@ impl<B: Buf> Responder<B> {
             exposed: Vec::new(),
             done_deadline: None,
             done_early: false,
-            phase: Phase::Reading {
-                pending,
-                failed: false,
-            },
+            waited: false,
+            phase: Phase::Admitting,
         });
-        if pending == 0 {
-            self.dispatch(id, out, stats);
+        if !reads {
+            self.dispatch(id, mem, out, stats);
             return;
         }
-        for (sink, remote) in reads {
-            self.reads_waiting.push_back((id, sink, remote));
+        self.admission.push_back(id);
+        self.admit(mem, config, out, stats);
+    }
+
+    /// Takes memory for the Read chunks of the calls waiting for it, in arrival order, and
+    /// starts pulling them. Stops at the first call the budget cannot take yet; a call that no
+    /// budget could ever take is answered with ERR_CHUNK (RDMA2_ERR_BAD_XDR): the responder
+    /// "cannot process the chunks" (seed 004 section 5.5).
+    pub(super) fn admit<M: Memory<Buf = B>>(
+        &mut self,
+        mem: &mut M,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        while let Some(&id) = self.admission.front() {
+            let Some(call) = self.calls.get_mut(id) else {
+                self.admission.pop_front();
+                continue;
+            };
+            let memory = match mem.alloc_sinks(&sink_lens(&call.chunks.reads)) {
+                Ok(memory) => memory,
+                Err(e) if e.kind() == MemoryErrorKind::Exhausted => {
+                    if !call.waited {
+                        call.waited = true;
+                        stats.memory_waits += 1;
+                        tracing::debug!(xid = call.xid, error = %e, "a call waits for memory for its Read chunks");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.admission.pop_front();
+                    let (xid, version, backward) = (call.xid, call.version, call.backward);
+                    tracing::warn!(xid, error = %e, "no memory for a call's Read chunks: ERR_CHUNK");
+                    self.finish(id, backward);
+                    self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
+                    continue;
+                }
+            };
+            self.admission.pop_front();
+            let (sinks, reads) = sinks_and_pulls(&call.chunks.reads, memory);
+            call.sinks = sinks;
+            call.phase = Phase::Reading {
+                pending: reads.len(),
+                failed: false,
+            };
+            if reads.is_empty() {
+                self.dispatch(id, mem, out, stats);
+                continue;
+            }
+            for (sink, remote) in reads {
+                self.reads_waiting.push_back((id, sink, remote));
+            }
+            self.pump_reads(config, out);
         }
-        self.pump_reads(config, out);
     }
 
     /// Posts waiting RDMA Reads while the peer's IRD allows (seed 004 section 4.3: "limits on
@@ -253,22 +334,43 @@ impl<B: Buf> Responder<B> {
                 continue;
             }
             self.reads_in_flight += 1;
+            if self.read_watch.is_none() && config.read_timeout.is_some() {
+                // The one clock reading of the Read path: when a watch period starts.
+                self.read_watch = Some(ReadWatch {
+                    since: Instant::now(),
+                    progress: self.read_progress,
+                });
+            }
             out.read(Owner::Responder(id), sink, remote);
         }
     }
 
-    /// Hands a call whose chunks are all here to the application.
-    fn dispatch(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
+    /// Hands a call whose chunks are all here to the application. Chunk data stays in its
+    /// registered buffer unless `mem` says the memory lent out is near its budget: then it is
+    /// copied to ordinary memory, so that what a handler keeps never pins more.
+    fn dispatch<M: Memory<Buf = B>>(
+        &mut self,
+        id: CallId,
+        mem: &mut M,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
         call.phase = Phase::Dispatched;
         stats.calls_received += 1;
-        let (message, chunks) = pulled_message(
-            std::mem::take(&mut call.inline),
+        let mut copied = 0usize;
+        let data = sink_data(
             std::mem::take(&mut call.sinks),
-            call.alignment,
+            |len| mem.keep_received(len),
+            |len| copied += len,
         );
+        if copied > 0 {
+            mem.copied_out(copied);
+        }
+        let (message, chunks) =
+            pulled_message(std::mem::take(&mut call.inline), data, call.alignment);
         out.events.push_back(Event::Call(IncomingCall {
             id,
             xid: call.xid,
@@ -281,10 +383,11 @@ impl<B: Buf> Responder<B> {
     }
 
     /// An operation of call `id` completed.
-    pub(super) fn completed(
+    pub(super) fn completed<M: Memory<Buf = B>>(
         &mut self,
         id: CallId,
         ok: bool,
+        mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
@@ -295,6 +398,7 @@ impl<B: Buf> Responder<B> {
         match &mut call.phase {
             Phase::Reading { pending, failed } => {
                 self.reads_in_flight = self.reads_in_flight.saturating_sub(1);
+                self.read_progress += 1;
                 *pending = pending.saturating_sub(1);
                 *failed |= !ok;
                 if *pending == 0 {
@@ -306,7 +410,7 @@ impl<B: Buf> Responder<B> {
                         self.finish(id, backward);
                         self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
                     } else {
-                        self.dispatch(id, out, stats);
+                        self.dispatch(id, mem, out, stats);
                     }
                 }
                 self.pump_reads(config, out);
@@ -319,7 +423,7 @@ impl<B: Buf> Responder<B> {
                     }
                 }
             }
-            Phase::Dispatched => {}
+            Phase::Dispatched | Phase::Admitting => {}
         }
     }
 
@@ -370,15 +474,31 @@ impl<B: Buf> Responder<B> {
         }
     }
 
-    /// When the first exposure without RDMA_DONE runs out.
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.exposures.values().map(|e| e.deadline).min()
+    /// When the first exposure without RDMA_DONE runs out, or the RDMA Reads in flight
+    /// must have made progress.
+    pub(super) fn next_deadline(&self, config: &CoreConfig) -> Option<Instant> {
+        let reads = self
+            .read_watch
+            .zip(config.read_timeout)
+            .map(|(watch, timeout)| watch.since + timeout);
+        self.exposures
+            .values()
+            .map(|e| e.deadline)
+            .chain(reads)
+            .min()
     }
 
     /// Releases the exposures whose deadline passed (seed 000 section 3.8: "In the event that
     /// the client fails to return the Done message, the server can proceed with a de-register
     /// and free chunk buffers after a time-out").
-    pub(super) fn expire(&mut self, now: Instant, out: &mut Outbox<B>, stats: &mut Stats) {
+    pub(super) fn expire(
+        &mut self,
+        now: Instant,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        self.watch_reads(now, config, out);
         let expired: Vec<u32> = self
             .exposures
             .iter()
@@ -394,6 +514,32 @@ impl<B: Buf> Responder<B> {
                 stats.exposures_expired += 1;
                 revoke_slices(&e.slices, out, stats);
             }
+        }
+    }
+
+    /// Ends a watch period that is over: the connection is unusable when RDMA Reads were in
+    /// flight all along and none completed (the peer does not answer them); otherwise a new
+    /// period starts if Reads are still in flight.
+    fn watch_reads(&mut self, now: Instant, config: &CoreConfig, out: &mut Outbox<B>) {
+        let (Some(watch), Some(timeout)) = (self.read_watch, config.read_timeout) else {
+            return;
+        };
+        if watch.since + timeout > now {
+            return;
+        }
+        if self.reads_in_flight == 0 {
+            self.read_watch = None;
+        } else if self.read_progress == watch.progress {
+            out.events.push_back(Event::Fatal(format!(
+                "{} RDMA Reads of the peer's Read chunks unanswered for {timeout:?}",
+                self.reads_in_flight
+            )));
+            self.read_watch = None;
+        } else {
+            self.read_watch = Some(ReadWatch {
+                since: now,
+                progress: self.read_progress,
+            });
         }
     }
 

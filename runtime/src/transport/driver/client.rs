@@ -11,6 +11,7 @@ use crate::rpc::{
     self, BoxFuture, BufferSource, Call, CallTransport, HeapBuffers, Reply, TransportError,
     TransportKind,
 };
+use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{Role, Stats};
 use crate::transport::pool::PoolStats;
 
@@ -179,7 +180,8 @@ async fn open<P: Provider>(
     let peer = config.peer(conn.peer_private_data());
     let mut core = core_config(Role::Client, config, &peer);
     core.remembered_version = config.versions.get(addr);
-    let conn = Conn::new(conn, recv, core, config, config.backchannel.clone());
+    let budget = MemoryBudget::new(config.memory.per_connection);
+    let conn = Conn::new(conn, recv, core, config, config.backchannel.clone(), budget);
     conn.start();
     // The 2004 mode: the configuration call is the connection's first (seed 000 section 6.1).
     if let Some(program) = config.mode_2004.as_ref().and_then(|m| m.config_program) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::rdma::ConnectParams;
 use crate::rpc::Server;
+use crate::transport::budget::MemoryLimits;
 use crate::transport::extension::{Extension, Extensions};
 use crate::transport::header::HeaderLimits;
 use crate::transport::mode2004::Mode2004;
@@ -67,6 +68,18 @@ pub struct RdmaConfig {
     /// Speak the 2004 protocol of seed 000 on this endpoint's connections
     /// ([`RdmaConfig::mode_2004`]); `None`, the default, is RFC 8166.
     pub mode_2004: Option<Mode2004>,
+    /// Registered memory one connection, and a server's connections together, may have lent
+    /// at once (see [`budget`](crate::transport::budget)): a peer's calls whose Read chunks
+    /// would go past it wait for memory to come back.
+    pub memory: MemoryLimits,
+    /// A server closes a connection whose peer sends no message this long after it was
+    /// accepted (10 s by default, as the software provider's MPA handshake): a silent peer
+    /// does not keep a connection and its receive buffers. `None`: no limit.
+    pub first_message_timeout: Option<Duration>,
+    /// A connection closes when the RDMA Reads it posted for the peer's Read chunks make no
+    /// progress for this long (between one and two periods; 30 s by default): a peer that
+    /// never answers them does not keep the memory they land in. `None`: no limit.
+    pub read_timeout: Option<Duration>,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -122,6 +135,9 @@ impl Default for RdmaConfig {
             versions: PeerVersions::default(),
             extensions: Extensions::default(),
             mode_2004: None,
+            memory: MemoryLimits::default(),
+            first_message_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -202,6 +218,25 @@ impl RdmaConfig {
     pub fn mode_2004(mut self, mode: Mode2004) -> Self {
         self.mode_2004 = Some(mode);
         self.version_2 = false;
+        self
+    }
+
+    /// Sets the registered memory budgets ([`RdmaConfig::memory`]).
+    pub fn memory(mut self, limits: MemoryLimits) -> Self {
+        self.memory = limits;
+        self
+    }
+
+    /// Sets how long a RDMA Reads may go without progress ([`RdmaConfig::read_timeout`]).
+    pub fn read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a server waits for a new connection's first message
+    /// ([`RdmaConfig::first_message_timeout`]).
+    pub fn first_message_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.first_message_timeout = timeout;
         self
     }
 

@@ -9,6 +9,7 @@ use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
 use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
 use crate::rpc::Server;
+use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{Role, Stats};
 use crate::transport::pool::PoolStats;
 
@@ -29,6 +30,9 @@ pub struct RdmaListener<P: Provider> {
     /// Raised at shutdown; read under the `connections` lock by every connection accepted,
     /// so each is either listed before shutdown looks or sees the flag and closes.
     stopping: Arc<watch::Sender<bool>>,
+    /// What all connections' pools lend is charged to (each connection's own budget is a
+    /// child of it).
+    memory: MemoryBudget,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
@@ -43,9 +47,10 @@ pub fn serve<P: Provider>(
     RdmaListener {
         listener: Mutex::new(Some(Arc::new(listener))),
         server,
-        config,
         connections: Arc::default(),
         stopping: Arc::new(watch::Sender::new(false)),
+        memory: MemoryBudget::new(config.memory.per_server),
+        config,
     }
 }
 
@@ -77,9 +82,10 @@ impl<P: Provider> RdmaListener<P> {
             let config = self.config.clone();
             let connections = self.connections.clone();
             let stopping = self.stopping.clone();
+            let budget = self.memory.child(config.memory.per_connection);
             tokio::spawn(async move {
                 let peer = request.peer_addr();
-                match accept::<P>(request, server, &config).await {
+                match accept::<P>(request, server, &config, budget).await {
                     Ok(conn) => {
                         // Listed before it starts, so its counters show every call it serves.
                         {
@@ -143,6 +149,11 @@ impl<P: Provider> RdmaListener<P> {
         self.live().iter().map(|c| c.connection().clone()).collect()
     }
 
+    /// The server's memory budget: what all its connections have lent now, and the limit.
+    pub fn memory(&self) -> &MemoryBudget {
+        &self.memory
+    }
+
     /// The connections alive now: accepted, still referenced and not closed.
     fn live(&self) -> Vec<Arc<Conn<P::Conn>>> {
         self.connections
@@ -160,6 +171,7 @@ async fn accept<P: Provider>(
     request: <P::Listener as Listener>::Request,
     server: Server,
     config: &RdmaConfig,
+    budget: MemoryBudget,
 ) -> rdma::Result<Arc<Conn<P::Conn>>> {
     let peer = config.peer(request.private_data());
     let mut recv: Option<MemoryRegion> = None;
@@ -171,5 +183,5 @@ async fn accept<P: Provider>(
         .await?;
     let recv = recv.ok_or(rdma::Error::Closed)?;
     let core = core_config(Role::Server, config, &peer);
-    Ok(Conn::new(conn, recv, core, config, Some(server)))
+    Ok(Conn::new(conn, recv, core, config, Some(server), budget))
 }

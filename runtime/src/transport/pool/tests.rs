@@ -6,6 +6,10 @@ use bytes::Bytes;
 
 use super::*;
 
+fn unlimited() -> MemoryBudget {
+    MemoryBudget::new(usize::MAX)
+}
+
 async fn connection() -> (
     Arc<crate::rdma::soft::SoftConnection>,
     crate::rdma::soft::SoftConnection,
@@ -17,7 +21,7 @@ async fn connection() -> (
 #[tokio::test]
 async fn buffers_are_reused_not_registered_again() {
     let (conn, _peer) = connection().await;
-    let pool = Pool::new(conn, PoolConfig::default());
+    let pool = Pool::new(conn, PoolConfig::default(), unlimited());
     for _ in 0..100 {
         let mut mem = &pool;
         let slices = mem.alloc(10_000, Access::REMOTE_WRITE).unwrap();
@@ -38,7 +42,7 @@ async fn buffers_are_reused_not_registered_again() {
 #[tokio::test]
 async fn a_returned_buffer_with_a_live_tag_is_revoked() {
     let (conn, _peer) = connection().await;
-    let pool = Pool::new(conn, PoolConfig::default());
+    let pool = Pool::new(conn, PoolConfig::default(), unlimited());
     let mut mem = &pool;
     let slices = mem.alloc(100, Access::REMOTE_READ).unwrap();
     let region = slices[0].buf.region().clone();
@@ -56,6 +60,7 @@ async fn large_requests_take_several_buffers() {
             max_buffer: 64 << 10,
             ..Default::default()
         },
+        unlimited(),
     );
     let mut mem = &pool;
     let slices = mem.alloc(200 << 10, Access::NONE).unwrap();
@@ -68,7 +73,7 @@ async fn large_requests_take_several_buffers() {
 #[tokio::test]
 async fn data_in_a_lent_buffer_moves_without_a_copy() {
     let (conn, _peer) = connection().await;
-    let pool = Pool::new(conn, PoolConfig::default());
+    let pool = Pool::new(conn, PoolConfig::default(), unlimited());
     let mut lease = pool.lease(5000).unwrap();
     lease.as_mut_slice().fill(0x42);
     let frozen = Box::new(lease).freeze(4000);
@@ -97,7 +102,7 @@ async fn data_in_a_lent_buffer_moves_without_a_copy() {
 #[tokio::test]
 async fn a_buffer_advertised_for_one_message_is_copied_for_another() {
     let (conn, _peer) = connection().await;
-    let pool = Pool::new(conn, PoolConfig::default());
+    let pool = Pool::new(conn, PoolConfig::default(), unlimited());
     let lease = pool.lease(100).unwrap();
     let data = Box::new(lease).freeze(100);
     let mut mem = &pool;
@@ -115,7 +120,7 @@ async fn a_buffer_advertised_for_one_message_is_copied_for_another() {
 #[tokio::test]
 async fn a_lease_comes_back_out_of_a_registered_buffer() {
     let (conn, _peer) = connection().await;
-    let pool = Pool::new(conn, PoolConfig::default());
+    let pool = Pool::new(conn, PoolConfig::default(), unlimited());
     let source = pool.buffer_source();
     let buffer = source.buffer(1000);
     assert!(buffer.is_registered());

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::{memory_error, protocol, Phase, Requester};
 use crate::rpc::Reply;
-use crate::transport::core::memory::{pulled_message, read_sinks, Sinks};
+use crate::transport::core::memory::{pulled_message, read_sinks, sink_data, Sinks};
 use crate::transport::core::{Buf, CallId, CoreConfig, Memory, Outbox, Owner, Stats};
 use crate::transport::header::{AlignPadding, Body, Header};
 
@@ -132,7 +132,8 @@ impl<B: Buf> Requester<B> {
                 "an RDMA Read of the reply's Read chunk failed".into(),
             ))
         } else {
-            let (message, chunks) = pulled_message(inline, sinks, alignment);
+            let data = sink_data(sinks, |_| true, |_| {});
+            let (message, chunks) = pulled_message(inline, data, alignment);
             stats.replies_received_read_chunks += 1;
             Ok(Reply { message, chunks })
         };

@@ -479,7 +479,8 @@ impl Pair {
         if status != WcStatus::Success {
             self.sides[from].failed_ops += 1;
         }
-        self.sides[from].core.handle_completion(id, status);
+        let side = &mut self.sides[from];
+        side.core.handle_completion(id, status, &mut side.mem);
     }
 
     /// The peer's buffer and offset for `seg`, if the RNIC would allow the access.

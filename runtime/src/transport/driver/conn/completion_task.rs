@@ -2,6 +2,8 @@
 //! the core's timers, takes the rounds a hook left, and ends every call still waiting when the
 //! connection closes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -12,12 +14,17 @@ use super::{Conn, State};
 use crate::rdma::{Completion, Connection};
 use crate::rpc::TransportError;
 
-/// The core's deadlines the completion task keeps: a version 2 offer's, and a Read-Read
-/// reply's RDMA_DONE (calls time out in their callers).
+/// The core's deadlines the completion task keeps: the connection's own (a version 2
+/// offer's, the peer's first message, RDMA Reads' progress, Read-Read replies' RDMA_DONE);
+/// calls time out in their callers.
 pub(super) fn core_deadline(st: &State) -> Option<Instant> {
-    (st.core.negotiating() || st.core.exposed_replies() > 0)
-        .then(|| st.core.poll_timeout())
-        .flatten()
+    st.core.connection_deadline()
+}
+
+/// True when the core has calls waiting for memory that no one watches the budget for: the
+/// completion task must take a round to start watching.
+pub(super) fn memory_unwatched(st: &State) -> bool {
+    !st.memory_watched && st.core.memory_waiting()
 }
 
 /// What wakes the completion task: a completion to take, or (`hooked`, see
@@ -40,6 +47,8 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
     // One future for the whole loop (a new one per round cost ~180 instructions per call).
     let mut closing = std::pin::pin!(conn.close_notify.notified());
     let mut deadline = core_deadline(&conn.state.lock());
+    // While calls wait for memory: the wait for the budget to get some back.
+    let mut memory: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
     if hooked {
         // Completions that came before the hook was set found no one to call.
         conn.task_kick.notify_one();
@@ -51,7 +60,13 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
                 None => std::future::pending().await,
             }
         };
-        let mut timed_out = false;
+        let freed = async {
+            match memory.as_mut() {
+                Some(wait) => wait.await,
+                None => std::future::pending().await,
+            }
+        };
+        let (mut timed_out, mut memory_back) = (false, false);
         let first = tokio::select! {
             // In this order, without drawing a random one to start with each round: completions
             // first, and a close still ends the loop within a round.
@@ -61,8 +76,15 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
                 timed_out = true;
                 None
             }
+            _ = freed => {
+                memory_back = true;
+                None
+            }
             _ = closing.as_mut() => break,
         };
+        if memory_back {
+            memory = None;
+        }
         {
             let mut st = conn.state.lock();
             if let Some(first) = first {
@@ -71,7 +93,19 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
             if timed_out {
                 st.core.handle_timeout(Instant::now());
             }
+            if memory_back {
+                st.core.retry_memory(&mut conn.pool());
+            }
             conn.drain(&mut st, &mut calls);
+            if memory.is_none() && st.core.memory_waiting() {
+                // Watch first, then look once more: memory that came back in between ends
+                // the wait at once.
+                memory = Some(Box::pin(conn.pool().budget().freed()));
+                st.core.retry_memory(&mut conn.pool());
+                conn.flush(&mut st);
+                calls.append(&mut st.calls);
+            }
+            st.memory_watched = memory.is_some();
             deadline = core_deadline(&st);
             st.task_deadline = deadline;
         }

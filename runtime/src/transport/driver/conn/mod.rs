@@ -29,6 +29,7 @@ use crate::rdma::{
     WcStatus,
 };
 use crate::rpc::{BufferSource, Client, Server};
+use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{
     CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Slice, Stats,
 };
@@ -42,7 +43,7 @@ mod encoders;
 mod serve;
 
 use call::Waiter;
-use completion_task::{completions, core_deadline};
+use completion_task::{completions, core_deadline, memory_unwatched};
 use encoders::Encoders;
 use serve::{serve_call, NoWake};
 
@@ -70,6 +71,9 @@ struct State {
     /// The core deadline the completion task sleeps until; the hook wakes the task when the
     /// core's changes.
     task_deadline: Option<Instant>,
+    /// The completion task watches the memory budget for calls waiting for memory; the hook
+    /// wakes the task when calls wait and it does not.
+    memory_watched: bool,
 }
 
 impl State {
@@ -175,6 +179,8 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         remote_invalidate: config.remote_invalidate,
         extensions: config.extensions.clone(),
         mode_2004: config.mode_2004.clone(),
+        first_message_timeout: config.first_message_timeout,
+        read_timeout: config.read_timeout,
     }
 }
 
@@ -182,15 +188,17 @@ impl<C: Connection> Conn<C> {
     /// A new connection, not yet started (see [`Conn::start`]): `recv` holds the receives
     /// posted at setup. Nothing reads its completions until it starts, so whoever keeps track
     /// of it can list it first and see every call it serves.
+    /// What the connection's pool lends is charged to `budget`.
     pub(crate) fn new(
         conn: C,
         recv: MemoryRegion,
         core: CoreConfig,
         config: &RdmaConfig,
         server: Option<Server>,
+        budget: MemoryBudget,
     ) -> Arc<Conn<C>> {
         let conn = Arc::new(conn);
-        let pool = Pool::new(conn.clone(), config.pool);
+        let pool = Pool::new(conn.clone(), config.pool, budget);
         let first_xid = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| {
@@ -211,6 +219,7 @@ impl<C: Connection> Conn<C> {
                 send_buffers: Vec::new(),
                 calls: Vec::new(),
                 task_deadline: None,
+                memory_watched: false,
             }),
             recv,
             recv_size,
@@ -308,7 +317,7 @@ impl<C: Connection> Conn<C> {
         }
         self.flush(st);
         std::mem::swap(calls, &mut st.calls);
-        core_deadline(st) == st.task_deadline && !self.is_closed()
+        core_deadline(st) == st.task_deadline && !memory_unwatched(st) && !self.is_closed()
     }
 
     /// The core's counters.
@@ -552,7 +561,8 @@ impl<C: Connection> Conn<C> {
             }
             _ => {}
         }
-        st.core.handle_completion(c.wr_id, c.status);
+        st.core
+            .handle_completion(c.wr_id, c.status, &mut &self.pool);
         if c.status != WcStatus::Success {
             if c.status != WcStatus::Flushed {
                 tracing::warn!(status = %c.status, opcode = ?c.opcode, peer = %self.peer,
