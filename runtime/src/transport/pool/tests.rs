@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
+use crate::transport::core::MemoryErrorKind;
 
 fn unlimited() -> MemoryBudget {
     MemoryBudget::new(usize::MAX)
@@ -127,4 +128,66 @@ async fn a_lease_comes_back_out_of_a_registered_buffer() {
     let lease = pool.take_lease(buffer).expect("our own lease");
     assert_eq!(lease.len, 1000);
     assert!(pool.take_lease(RegisteredBuffer::heap(10)).is_none());
+}
+
+#[tokio::test]
+async fn read_chunk_sinks_are_taken_within_the_budget_and_charged_by_class() {
+    let (conn, _peer) = connection().await;
+    let server = MemoryBudget::new(3 << 20);
+    let pool = Pool::new(conn, PoolConfig::default(), server.child(2 << 20));
+    let mut mem = &pool;
+    // 600 KiB takes a 1 MiB buffer: the charge is what is registered, not what was asked.
+    let first = mem.alloc_sinks(&[600 << 10]).unwrap();
+    assert_eq!(pool.stats().lent_bytes, 1 << 20);
+    assert_eq!(server.used(), 1 << 20);
+    let second = mem.alloc_sinks(&[4096, 4096]).unwrap();
+    assert_eq!(second.len(), 2);
+    assert_eq!(pool.stats().lent_bytes, (1 << 20) + 8192);
+    let refused = mem.alloc_sinks(&[1 << 20]).unwrap_err();
+    assert_eq!(refused.kind(), MemoryErrorKind::Exhausted);
+    let never = mem.alloc_sinks(&[3 << 20]).unwrap_err();
+    assert_eq!(never.kind(), MemoryErrorKind::TooLarge);
+    // Nothing of a refused request stays charged.
+    assert_eq!(pool.stats().lent_bytes, (1 << 20) + 8192);
+    drop((first, second));
+    assert_eq!(pool.stats().lent_bytes, 0);
+    assert_eq!(server.used(), 0);
+    mem.alloc_sinks(&[1 << 20]).unwrap();
+}
+
+#[tokio::test]
+async fn data_is_kept_registered_only_below_half_of_every_budget() {
+    let (conn, _peer) = connection().await;
+    let server = MemoryBudget::new(8 << 20);
+    let pool = Pool::new(conn, PoolConfig::default(), server.child(4 << 20));
+    let mut mem = &pool;
+    let held = mem.alloc_sinks(&[1 << 20]).unwrap();
+    assert!(mem.keep_received(1 << 20));
+    let more = mem.alloc_sinks(&[1 << 20, 4096]).unwrap();
+    assert!(!mem.keep_received(1 << 20), "past half of the connection's");
+    drop(more);
+    // Another connection of the same server fills the server's half.
+    let other = server.child(8 << 20).try_charge(4 << 20).unwrap();
+    assert!(!mem.keep_received(1 << 20), "past half of the server's");
+    drop((other, held));
+    assert!(mem.keep_received(1 << 20));
+    mem.copied_out(1000);
+    assert_eq!(pool.stats().copied_out_bytes, 1000);
+}
+
+#[tokio::test]
+async fn buffers_handlers_keep_count_until_their_bytes_are_dropped() {
+    let (conn, _peer) = connection().await;
+    let pool = Pool::new(conn, PoolConfig::default(), MemoryBudget::new(1 << 30));
+    let mut mem = &pool;
+    let sink = mem.alloc_sinks(&[64 << 10]).unwrap().remove(0).remove(0);
+    let kept = sink.freeze(100);
+    drop(sink);
+    assert_eq!(
+        pool.stats().lent_bytes,
+        64 << 10,
+        "the frozen bytes keep the buffer lent"
+    );
+    drop(kept);
+    assert_eq!(pool.stats().lent_bytes, 0);
 }

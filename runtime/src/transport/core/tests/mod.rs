@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -31,6 +31,16 @@ struct SimInner {
     /// Remote rights of the current handle (REMOTE_READ / REMOTE_WRITE bits).
     remote: AtomicU32,
     valid: AtomicBool,
+    /// The budget this buffer's bytes are charged to, given back when it goes.
+    charged: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for SimInner {
+    fn drop(&mut self) {
+        if let Some(used) = &self.charged {
+            used.fetch_sub(self.data.get_mut().unwrap().len(), Ordering::SeqCst);
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -59,6 +69,10 @@ struct SimMemory {
     /// The largest buffer handed out: larger requests become several slices.
     max_buf: usize,
     copied: usize,
+    /// A budget for Read chunk sinks: its limit and the bytes charged now.
+    sink_budget: Option<(usize, Arc<AtomicUsize>)>,
+    /// Bytes of received data copied out because the budget was past half.
+    copied_out: usize,
 }
 
 impl SimMemory {
@@ -69,7 +83,21 @@ impl SimMemory {
             next_addr: 0x10_0000,
             max_buf,
             copied: 0,
+            sink_budget: None,
+            copied_out: 0,
         }
+    }
+
+    /// Limits Read chunk sinks to `limit` bytes at once.
+    fn limit_sinks(&mut self, limit: usize) {
+        self.sink_budget = Some((limit, Arc::default()));
+    }
+
+    /// Bytes of sinks charged now.
+    fn sinks_used(&self) -> usize {
+        self.sink_budget
+            .as_ref()
+            .map_or(0, |(_, used)| used.load(Ordering::SeqCst))
     }
 
     fn fresh_handle(&mut self) -> u32 {
@@ -87,6 +115,7 @@ impl SimMemory {
             data: Mutex::new(vec![0; len]),
             remote: AtomicU32::new(remote.bits() as u32),
             valid: AtomicBool::new(remote.is_remote()),
+            charged: None,
         }));
         if remote.is_remote() {
             self.table.lock().unwrap().insert(handle, buf.clone());
@@ -136,6 +165,54 @@ impl Memory for SimMemory {
             at += n;
         }
         Ok(slices)
+    }
+
+    fn alloc_sinks(&mut self, lens: &[usize]) -> Result<Vec<Vec<Slice<SimBuf>>>, MemoryError> {
+        let Some((limit, used)) = self.sink_budget.clone() else {
+            return lens
+                .iter()
+                .map(|&len| self.alloc(len, Access::NONE))
+                .collect();
+        };
+        let total: usize = lens.iter().sum();
+        if total > limit {
+            return Err(MemoryError::new(
+                MemoryErrorKind::TooLarge,
+                "over the limit",
+            ));
+        }
+        if used.load(Ordering::SeqCst) + total > limit {
+            return Err(MemoryError::new(
+                MemoryErrorKind::Exhausted,
+                "over the budget now",
+            ));
+        }
+        let mut out = Vec::new();
+        for &len in lens {
+            let handle = self.fresh_handle();
+            let buf = SimBuf(Arc::new(SimInner {
+                handle: AtomicU32::new(handle),
+                addr: self.next_addr,
+                data: Mutex::new(vec![0; len]),
+                remote: AtomicU32::new(0),
+                valid: AtomicBool::new(false),
+                charged: Some(used.clone()),
+            }));
+            self.next_addr += (len as u64 + 4095) & !4095;
+            used.fetch_add(len, Ordering::SeqCst);
+            out.push(vec![Slice::whole(buf)]);
+        }
+        Ok(out)
+    }
+
+    fn keep_received(&self, _len: usize) -> bool {
+        self.sink_budget
+            .as_ref()
+            .is_none_or(|(limit, used)| used.load(Ordering::SeqCst) <= limit / 2)
+    }
+
+    fn copied_out(&mut self, bytes: usize) {
+        self.copied_out += bytes;
     }
 
     fn expose(&mut self, slices: &[Slice<SimBuf>], remote: Access) -> Result<(), MemoryError> {
@@ -341,6 +418,9 @@ type Tamper = Box<dyn FnMut(usize, &mut Vec<u8>)>;
 struct Pair {
     sides: [Side; 2],
     server: Server,
+    /// The server's RDMA Reads are held here, unanswered, instead of being carried out
+    /// (`Some`), until [`Pair::release_reads`].
+    held_reads: Option<Vec<Op<SimBuf>>>,
     /// Every message that crossed, with the sender's index.
     wire: Vec<(usize, Vec<u8>)>,
     tamper: Option<Tamper>,
@@ -369,6 +449,7 @@ impl Pair {
         Pair {
             sides: [Side::new(client, 1, max_buf), Side::new(server, 2, max_buf)],
             server: b.build(),
+            held_reads: None,
             wire: Vec::new(),
             tamper: None,
             max_reads_seen: 0,
@@ -377,6 +458,14 @@ impl Pair {
 
     fn client(&mut self) -> &mut Side {
         &mut self.sides[CLIENT]
+    }
+
+    /// Carries out the server's held RDMA Reads (and holds none from now on), then runs.
+    fn release_reads(&mut self) {
+        for op in self.held_reads.take().unwrap_or_default() {
+            self.apply(SERVER, op);
+        }
+        self.run();
     }
 
     /// Runs the fabric and both applications until nothing moves.
@@ -389,6 +478,10 @@ impl Pair {
                     if matches!(op, Op::Read { .. }) {
                         reads_now += 1;
                         self.max_reads_seen = self.max_reads_seen.max(reads_now);
+                        if let (SERVER, Some(held)) = (side, self.held_reads.as_mut()) {
+                            held.push(op);
+                            continue;
+                        }
                     }
                     self.apply(side, op);
                     moved = true;
@@ -1499,5 +1592,6 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
     }
 }
 
+mod budget;
 mod mode2004;
 mod v2;
