@@ -94,6 +94,20 @@ impl RegionMemory {
     }
 }
 
+impl std::ops::Deref for RegionMemory {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for RegionMemory {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
 impl From<Vec<u8>> for RegionMemory {
     fn from(buf: Vec<u8>) -> RegionMemory {
         RegionMemory(Kind::Heap(buf.into_boxed_slice()))

@@ -16,6 +16,7 @@ use super::{flusher, Input, Shared};
 use crate::rdma::soft::core::DirectPlacement;
 use crate::rdma::soft::tap::Direction;
 use crate::rdma::soft::wire::{ddp, mpa};
+use crate::rdma::RegionMemory;
 
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers). Only the pages
 /// reads reach are touched (a connection of small messages uses the first few).
@@ -62,7 +63,8 @@ const DIRECT_AFTER: usize = 256 * 1024;
 /// [`Connection::set_completion_hook`]: crate::rdma::Connection::set_completion_hook
 pub(crate) struct Receiver {
     rd: OwnedReadHalf,
-    buf: Vec<u8>,
+    /// Mapped on its own, so that it leaves resident memory when the connection closes.
+    buf: RegionMemory,
     /// `buf[start..end]`: read and not yet consumed by the core.
     start: usize,
     end: usize,
@@ -244,7 +246,7 @@ impl Receiver {
     pub(super) fn new(rd: OwnedReadHalf) -> Receiver {
         Receiver {
             rd,
-            buf: vec![0u8; RX_BUF],
+            buf: RegionMemory::zeroed(RX_BUF),
             start: 0,
             end: 0,
             direct_next: false,

@@ -144,7 +144,7 @@ pub(crate) fn post_receives<C: Connection>(
     count: usize,
     size: usize,
 ) -> crate::rdma::Result<MemoryRegion> {
-    let region = conn.register(vec![0; count * size], Access::LOCAL_WRITE)?;
+    let region = conn.register_zeroed(count * size, Access::LOCAL_WRITE)?;
     for slot in 0..count {
         conn.post_recv(RecvWr::new(
             RECV | slot as u64,
