@@ -95,12 +95,36 @@ pub enum TransportError {
     /// ERR_VERS and BAD_XDR (seed 003 section 5.3.3), and the call could not be retried.
     #[error("the peer refused the call: RDMA2_ERROR / {0}")]
     RdmaRefused(RdmaError),
+    /// RPC-over-RDMA: the reply needs more room than this side offers for one reply
+    /// ([`RdmaConfig::max_reply_size`](crate::transport::RdmaConfig::max_reply_size)).
+    #[error("{}", reply_too_large(*.needed, *.limit))]
+    ReplyTooLarge {
+        /// The bytes the responder said it needs (version 2); `None` when it does not say
+        /// (version 1 answers only ERR_CHUNK).
+        needed: Option<u64>,
+        /// The most this side offers.
+        limit: u64,
+    },
     /// The peer broke the protocol (an unparsable reply, a message over the inline threshold).
     #[error("protocol violation: {0}")]
     Protocol(String),
     /// A failure of the transport's own machinery (registration, posting, ...).
     #[error("{0}")]
     Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn reply_too_large(needed: Option<u64>, limit: u64) -> String {
+    match needed {
+        Some(n) => format!(
+            "the reply needs {n} bytes, more than the {limit} this side offers for one reply \
+             (raise RdmaConfig::max_reply_size)"
+        ),
+        None => format!(
+            "the reply does not fit in {limit} bytes, the most this side offers for one reply \
+             (raise RdmaConfig::max_reply_size; an RPC-over-RDMA version 1 peer does not say \
+             how much it needs)"
+        ),
+    }
 }
 
 /// Why a call failed, as the caller sees it.

@@ -46,3 +46,11 @@ pub use server::{
 /// The RPC protocol version this crate speaks (RFC 5531 section 9: "rpcvers ... MUST be equal
 /// to 2").
 pub const RPC_VERSION: u32 = 2;
+
+/// The largest call or reply message either transport takes by default: 64 MiB of payload
+/// (a DDP-eligible item of a program's, the largest NFS I/O sizes many times over) plus
+/// 64 KiB for the RPC header and the procedure's other arguments or results. ONC RPC over TCP
+/// bounds records by it ([`tcp::TcpConfig::max_record`]); RPC-over-RDMA bounds the Read
+/// chunks of a call and the room a client offers for a reply by it, so a program behaves
+/// the same on both.
+pub const DEFAULT_MAX_MESSAGE: usize = (64 << 20) + (64 << 10);

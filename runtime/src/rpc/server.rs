@@ -354,7 +354,7 @@ impl Server {
         let message = incoming.message;
         let mut dec = match Decoder::with_limits(&message, self.inner.limits) {
             Ok(dec) => dec,
-            Err(e) => return Dispatch::Drop(e),
+            Err(e) => return too_large(&message, e),
         };
         // Before the header: an RDMA_MSGP message's padding applies to every counted opaque
         // item of the message, the credential's included (seed 000 section 3.5).
@@ -411,6 +411,28 @@ impl Server {
             return args_failed(xid, error);
         }
         Dispatch::Run { xid, future }
+    }
+}
+
+/// A message over the decoding limits: a call (its first two words say so) is answered
+/// GARBAGE_ARGS, so its caller learns at once rather than at its timeout; anything else is
+/// dropped.
+fn too_large(message: &Bytes, error: xdr::Error) -> Dispatch {
+    let word = |i: usize| {
+        message
+            .get(i * 4..i * 4 + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    match (word(0), word(1)) {
+        // RFC 5531 section 9: msg_type CALL is 0.
+        (Some(xid), Some(0)) => {
+            tracing::debug!(xid, %error, "a call over the decoding limits: GARBAGE_ARGS");
+            Dispatch::Reply {
+                xid,
+                error: ReplyError::GarbageArgs,
+            }
+        }
+        _ => Dispatch::Drop(error),
     }
 }
 

@@ -182,7 +182,9 @@ pub struct HeaderLimits {
     pub max_segments: usize,
     /// Most Read chunks, and most Write chunks.
     pub max_chunks: usize,
-    /// Most bytes of all Read chunks of one call together (what the responder pulls).
+    /// Most bytes of all Read chunks of one call together (what the responder pulls);
+    /// [`DEFAULT_MAX_MESSAGE`](crate::rpc::DEFAULT_MAX_MESSAGE) by default, the bound of a
+    /// record over TCP.
     pub max_read_bytes: u64,
     /// Most transport properties in one RDMA2_CONNPROP.
     pub max_properties: usize,
@@ -193,7 +195,7 @@ impl Default for HeaderLimits {
         HeaderLimits {
             max_segments: 64,
             max_chunks: 16,
-            max_read_bytes: 64 << 20,
+            max_read_bytes: crate::rpc::DEFAULT_MAX_MESSAGE as u64,
             max_properties: 64,
         }
     }

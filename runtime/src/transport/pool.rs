@@ -725,5 +725,66 @@ impl<C: Connection> Memory for &Pool<C> {
     }
 }
 
+/// The pool as [`Memory`] for a core fed from inside a provider's lock (a received message
+/// read in place from its receive buffer): hints to the provider
+/// ([`Memory::expect_write`]), which take the provider's own locks, wait in `hints` until
+/// [`HintsLater::finish`], after that lock is released.
+pub(crate) struct HintsLater<'a, C: Connection> {
+    pool: &'a Pool<C>,
+    hints: Vec<Slice<PoolBuf>>,
+}
+
+impl<'a, C: Connection> HintsLater<'a, C> {
+    pub(crate) fn new(pool: &'a Pool<C>) -> HintsLater<'a, C> {
+        HintsLater {
+            pool,
+            hints: Vec::new(),
+        }
+    }
+
+    /// Gives the provider the hints held back.
+    pub(crate) fn finish(self) {
+        if !self.hints.is_empty() {
+            (&mut &*self.pool).expect_write(&self.hints);
+        }
+    }
+}
+
+impl<C: Connection> Memory for HintsLater<'_, C> {
+    type Buf = PoolBuf;
+
+    fn alloc(&mut self, len: usize, remote: Access) -> Result<Vec<Slice<PoolBuf>>, MemoryError> {
+        (&mut &*self.pool).alloc(len, remote)
+    }
+
+    fn source(
+        &mut self,
+        parts: &[Bytes],
+        remote: Access,
+    ) -> Result<Vec<Slice<PoolBuf>>, MemoryError> {
+        (&mut &*self.pool).source(parts, remote)
+    }
+
+    fn expose(&mut self, slices: &[Slice<PoolBuf>], remote: Access) -> Result<(), MemoryError> {
+        (&mut &*self.pool).expose(slices, remote)
+    }
+
+    fn alloc_sinks(&mut self, lens: &[usize]) -> Result<Vec<Vec<Slice<PoolBuf>>>, MemoryError> {
+        (&mut &*self.pool).alloc_sinks(lens)
+    }
+
+    fn keep_received(&self, len: usize) -> bool {
+        (&self.pool).keep_received(len)
+    }
+
+    fn copied_out(&mut self, bytes: usize) {
+        (&mut &*self.pool).copied_out(bytes)
+    }
+
+    fn expect_write(&mut self, slices: &[Slice<PoolBuf>]) {
+        self.hints.extend_from_slice(slices);
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -229,6 +229,11 @@ impl ReceivedChunks {
         }
     }
 
+    /// The bytes of all Write chunk data together (a reply's DDP-eligible results).
+    pub fn write_len(&self) -> usize {
+        self.write.iter().map(|(b, _)| b.len()).sum()
+    }
+
     /// The message came as RDMA_MSGP with `pad`, starting at offset `origin` of the receive
     /// buffer: counted opaque items that `pad` applies to are preceded by padding, which the
     /// decoder skips (seed 000 section 3.5).

@@ -19,7 +19,9 @@ pub struct Limits {
 impl Limits {
     /// Limits suited to RPC-over-RDMA headers and ordinary RPC messages.
     pub const DEFAULT: Limits = Limits {
-        max_message: 64 << 20,
+        // 64 MiB of payload and 64 KiB besides: `rpc::DEFAULT_MAX_MESSAGE`, the bound of a
+        // record over TCP and of a call's Read chunks over RPC-over-RDMA.
+        max_message: (64 << 20) + (64 << 10),
         max_elements: 1 << 20,
         max_depth: 64,
         strict_padding: false,

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use crate::rpc::record::MAX_FRAGMENT;
 
-/// The default bound on a record: 4 MiB of payload (room for the largest common I/O sizes,
-/// such as NFS's 1 MiB `rsize`/`wsize`, four times over) plus 64 KiB for the RPC header and the
-/// procedure's other arguments or results.
-pub const DEFAULT_MAX_RECORD: usize = (4 << 20) + (64 << 10);
+/// The default bound on a record: [`DEFAULT_MAX_MESSAGE`](crate::rpc::DEFAULT_MAX_MESSAGE),
+/// the bound RPC-over-RDMA applies to the same messages. Memory follows the bytes a peer
+/// actually sends, not the length it announces: a record is read into a buffer that grows
+/// at most 256 KiB ahead of the data received.
+pub const DEFAULT_MAX_RECORD: usize = crate::rpc::DEFAULT_MAX_MESSAGE;
 
 /// The default number of calls in flight on one connection (client) or running for one
 /// connection (server): 128, the credit limit Linux's RPC-over-RDMA client asks for, so a

@@ -597,12 +597,32 @@ where
         stats.replies_received_inline == 1 && stats.replies_received_write_chunks == 0,
         "a 100-byte result: {stats:?}"
     );
-    // Without the size, a Write chunk is provided, and the server must use it.
+    // Without the size, the procedure's recent results decide: 100 bytes just now, so inline.
     s.client.test_fill(100).await.step("FILL")?;
     let stats = s.transport.stats();
     ensure!(
+        stats.replies_received_inline == 2 && stats.replies_received_write_chunks == 0,
+        "a result known to be small: {stats:?}"
+    );
+    // A procedure not seen before gets a Write chunk of the default size, which the server
+    // must use however small the result (seed 002 section 3.7); once seen small, inline.
+    let echo = |n: u32| EchoArgs {
+        tag: n,
+        data: pattern_of(100, n as u8),
+    };
+    let r = s.client.test_echo(echo(1)).await.step("ECHO")?;
+    ensure!(r.data == pattern_of(100, 1), "ECHO: wrong bytes");
+    let stats = s.transport.stats();
+    ensure!(
         stats.replies_received_write_chunks == 1,
-        "a result of unknown size: {stats:?}"
+        "the first result of a procedure: {stats:?}"
+    );
+    let r = s.client.test_echo(echo(2)).await.step("ECHO again")?;
+    ensure!(r.data == pattern_of(100, 2), "ECHO again: wrong bytes");
+    let stats = s.transport.stats();
+    ensure!(
+        stats.replies_received_inline == 3 && stats.replies_received_write_chunks == 1,
+        "a result since known to be small: {stats:?}"
     );
     Ok(())
 }

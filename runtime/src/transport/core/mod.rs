@@ -144,6 +144,10 @@ pub struct CoreConfig {
     /// [`Core::open`] (a peer that connects and stays silent holds a connection slot and its
     /// receive buffers). `None`: no limit.
     pub first_message_timeout: Option<Duration>,
+    /// The most a requester offers for one reply's results when sending a call again with
+    /// room (after ERR_CHUNK, WRITE_RESOURCE or REPLY_RESOURCE); a reply needing more fails
+    /// with [`TransportError::ReplyTooLarge`].
+    pub max_reply_size: usize,
     /// The connection closes when RDMA Reads of the peer's Read chunks are in flight and none
     /// completes for this long (between one and two periods): a peer that never answers them
     /// holds the memory they land in. `None`: no limit.
@@ -175,6 +179,7 @@ impl CoreConfig {
             mode_2004: None,
             first_message_timeout: None,
             read_timeout: None,
+            max_reply_size: crate::rpc::DEFAULT_MAX_MESSAGE,
         }
     }
 
@@ -315,6 +320,11 @@ pub struct OutgoingCall<B> {
     pub timeout: Option<Duration>,
     /// True for a backward-direction call (a server calling its client).
     pub backward: bool,
+    /// The Write chunk sizes, one per DDP-eligible result, to send the call once more with
+    /// (same XID) when a version 1 responder answers ERR_CHUNK because the results did not
+    /// fit what this shape offered (seed 004 section 5.5; version 2 says what it needs, seed
+    /// 003 section 5.3.3). Empty: such a call fails instead.
+    pub room: Vec<usize>,
 }
 
 /// The memory behind one Write chunk.
@@ -866,7 +876,9 @@ impl<B: Buf> Core<B> {
     /// Sends the reply to `call` (an [`IncomingCall`]'s id): `message` is the RPC reply with
     /// DDP-eligible results moved out (an [`Encoder::for_reply`] over the call's Write chunk
     /// capacities, or [`Core::read_read_policy`]'s), `moved` the items moved to chunks. `now`
-    /// starts the RDMA_DONE timeout of a Read-Read reply.
+    /// starts the RDMA_DONE timeout of a Read-Read reply. False when the reply fit neither
+    /// inline nor the call's chunks: RDMA_ERROR went instead (seed 004 section 5.5), and the
+    /// requester may send the call again with more room.
     ///
     /// [`Encoder::for_reply`]: crate::xdr::Encoder::for_reply
     pub fn send_reply<M: Memory<Buf = B>>(
@@ -876,7 +888,7 @@ impl<B: Buf> Core<B> {
         moved: Vec<MovedItem>,
         now: Instant,
         mem: &mut M,
-    ) {
+    ) -> bool {
         let padding = self.sending_padding();
         self.responder.reply(
             call,
@@ -888,7 +900,7 @@ impl<B: Buf> Core<B> {
             &self.config,
             &mut self.out,
             &mut self.stats,
-        );
+        )
     }
 
     /// Answers `call` with RDMA_ERROR / ERR_CHUNK instead of a reply (its chunks disagreed

@@ -585,8 +585,8 @@ impl<B: Buf> Responder<B> {
         self.send_error(xid, version, error, config, out, stats);
     }
 
-    /// Sends the reply to call `id`.
-    #[allow(clippy::too_many_arguments)]
+    /// Sends the reply to call `id`; false when it fit neither inline nor the call's chunks
+    /// and RDMA_ERROR went instead.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reply<M: Memory<Buf = B>>(
         &mut self,
@@ -599,19 +599,21 @@ impl<B: Buf> Responder<B> {
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
-    ) {
+    ) -> bool {
         let Some((xid, version, backward)) = self.dispatched(id) else {
-            return;
+            return true;
         };
         match self.marshal_reply(id, message, moved, padding, now, mem, config, out, stats) {
             Ok(()) => {
                 let a = &mut self.active[backward as usize];
                 *a = a.saturating_sub(1);
+                true
             }
             Err((error, why)) => {
                 tracing::debug!(xid, %why, %error, "the reply fits neither inline nor the chunks");
                 self.finish(id, backward);
                 self.send_error(xid, version, error, config, out, stats);
+                false
             }
         }
     }

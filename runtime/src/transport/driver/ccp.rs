@@ -119,10 +119,8 @@ impl<C: Connection> CallTransport for OneConnection<C> {
     fn call<'a>(&'a self, mut call: Call<'a>) -> BoxFuture<'a, Result<rpc::Reply, rpc::Error>> {
         Box::pin(async move {
             let timeout = call.options.timeout;
-            let targets = self.conn.write_targets(&mut call, false);
-            self.conn
-                .call(&call, &mut None, targets, timeout, false)
-                .await
+            let plan = self.conn.reply_plan(&mut call, false);
+            self.conn.call(&call, &mut None, plan, timeout, false).await
         })
     }
 

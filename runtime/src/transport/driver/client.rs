@@ -137,8 +137,8 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
             // server's duplicate request cache can recognise it.
             let mut xid = None;
             for attempt in 0.. {
-                let targets = conn.write_targets(&mut call, false);
-                let result = conn.call(&call, &mut xid, targets, timeout, false).await;
+                let plan = conn.reply_plan(&mut call, false);
+                let result = conn.call(&call, &mut xid, plan, timeout, false).await;
                 match result {
                     Err(rpc::Error::Transport(TransportError::Closed))
                         if attempt == 0 && self.config.retransmit =>
@@ -208,8 +208,9 @@ impl<C: Connection> CallTransport for Backchannel<C> {
             // Seed 004 section 8.3.2: a backward caller cannot reconnect; the call fails and
             // the application may try again when the client comes back.
             let timeout = call.options.timeout;
-            let chunks = (Vec::new(), call.reply.max_len);
-            conn.call(&call, &mut None, chunks, timeout, true).await
+            let mut call = call;
+            let plan = conn.reply_plan(&mut call, true);
+            conn.call(&call, &mut None, plan, timeout, true).await
         })
     }
 

@@ -40,8 +40,16 @@ pub struct RdmaConfig {
     /// DDP-eligible arguments at least this long move to Read chunks even when they would fit
     /// inline.
     pub min_ddp_size: usize,
-    /// The Write chunk provided for a DDP-eligible result of unknown size.
+    /// The Write chunk provided for a DDP-eligible result when the caller gives a size for
+    /// another result of the call but not for this one (without any size, how the procedure's
+    /// results came back lately decides: see the crate documentation).
     pub default_write_chunk: usize,
+    /// The most a client offers for one reply's results (Write chunks, Reply chunk) when it
+    /// sends a call again with room; a reply needing more fails with
+    /// [`TransportError::ReplyTooLarge`](crate::rpc::TransportError::ReplyTooLarge), which says
+    /// so. [`DEFAULT_MAX_MESSAGE`](crate::rpc::DEFAULT_MAX_MESSAGE) by default, the bound
+    /// of a TCP record.
+    pub max_reply_size: usize,
     /// The Reply chunk provided when a reply's size is unbounded and the call does not say.
     pub default_reply_chunk: usize,
     /// Bounds on what a peer's header may ask for.
@@ -125,6 +133,7 @@ impl Default for RdmaConfig {
             min_ddp_size: 1024,
             default_write_chunk: 1 << 20,
             default_reply_chunk: 1 << 20,
+            max_reply_size: crate::rpc::DEFAULT_MAX_MESSAGE,
             limits: HeaderLimits::default(),
             pool: PoolConfig::default(),
             timeout: Some(Duration::from_secs(60)),
@@ -218,6 +227,12 @@ impl RdmaConfig {
     pub fn mode_2004(mut self, mode: Mode2004) -> Self {
         self.mode_2004 = Some(mode);
         self.version_2 = false;
+        self
+    }
+
+    /// Sets the most offered for one reply ([`RdmaConfig::max_reply_size`]).
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.max_reply_size = bytes;
         self
     }
 

@@ -51,6 +51,8 @@ struct Plan {
     moved: Vec<MovedItem>,
     write_sizes: Vec<usize>,
     reply_chunk: Option<usize>,
+    /// The Write chunk sizes to offer after a version 1 ERR_CHUNK ([`OutgoingCall::room`]).
+    room: Vec<usize>,
     /// Sent again once already: a second report fails the call (no loop).
     resent: bool,
 }
@@ -247,13 +249,15 @@ impl<B: Buf> Requester<B> {
             ));
         }
         // A version 2 call keeps what it needs to be sent again in another shape when the
-        // responder reports a limit (seed 003 section 5.3.3).
-        let plan = (self.version != VERSION || self.hold).then(|| {
+        // responder reports a limit (seed 003 section 5.3.3); so does a call that may need
+        // more room for its results than this shape offers.
+        let plan = (self.version != VERSION || self.hold || !call.room.is_empty()).then(|| {
             Box::new(Plan {
                 message: call.message.clone(),
                 moved: call.moved.clone(),
                 write_sizes: call.write_chunks.iter().map(WriteTarget::size).collect(),
                 reply_chunk: call.reply_chunk,
+                room: call.room,
                 resent: false,
             })
         });

@@ -117,7 +117,7 @@ impl<B: Buf> Requester<B> {
             self.pump(out);
             return false;
         };
-        if self.resend(
+        let error = match self.resend(
             id,
             error,
             invalidated,
@@ -127,12 +127,13 @@ impl<B: Buf> Requester<B> {
             out,
             stats,
         ) {
-            return true;
-        }
-        let error = match error {
-            RdmaError::Vers { low, high } => TransportError::RdmaVersion { low, high },
-            RdmaError::BadXdr => TransportError::RdmaChunk,
-            other => TransportError::RdmaRefused(other),
+            Ok(()) => return true,
+            Err(Some(error)) => error,
+            Err(None) => match error {
+                RdmaError::Vers { low, high } => TransportError::RdmaVersion { low, high },
+                RdmaError::BadXdr => TransportError::RdmaChunk,
+                other => TransportError::RdmaRefused(other),
+            },
         };
         self.fence(id, Err(error), invalidated, out, stats);
         self.pump(out);
@@ -145,8 +146,10 @@ impl<B: Buf> Requester<B> {
     /// goes inline, which needs no Read chunk at all), with fewer Write chunks and a Reply
     /// chunk after WRITE_CHUNKS, with a larger Write chunk after WRITE_RESOURCE or a larger
     /// Reply chunk after REPLY_RESOURCE ("it MAY send the request again using the same XID and
-    /// more reply resources"). Once only, and never past the configured byte bound; false
-    /// when the call must fail instead.
+    /// more reply resources"), and after a version 1 ERR_CHUNK with the Write chunks of the
+    /// call's [`room`](crate::transport::core::OutgoingCall::room) when they offer more.
+    /// Once only, and never past [`CoreConfig::max_reply_size`]. `Err` when the call must
+    /// fail instead, with the error to fail it with if not the one `error` maps to.
     #[allow(clippy::too_many_arguments)]
     fn resend<M: Memory<Buf = B>>(
         &mut self,
@@ -158,14 +161,28 @@ impl<B: Buf> Requester<B> {
         header_extra: usize,
         out: &mut Outbox<B>,
         stats: &mut Stats,
-    ) -> bool {
+    ) -> Result<(), Option<TransportError>> {
         let Some(call) = self.calls.get(id) else {
-            return false;
+            return Err(None);
         };
-        let Some(plan) = call.plan.as_ref().filter(|p| !p.resent) else {
-            return false;
+        let Some(plan) = call.plan.as_ref() else {
+            return Err(None);
         };
-        let bound = config.limits.max_read_bytes.min(u32::MAX as u64) as usize;
+        let bound = config.max_reply_size;
+        let too_large = |needed: Option<usize>| {
+            Some(TransportError::ReplyTooLarge {
+                needed: needed.map(|n| n as u64),
+                limit: bound as u64,
+            })
+        };
+        if plan.resent {
+            // Sent again with all the room the bound allows, and still refused.
+            let offered = plan.write_sizes.iter().sum::<usize>() + plan.reply_chunk.unwrap_or(0);
+            return Err(match error {
+                RdmaError::BadXdr if !plan.room.is_empty() && offered >= bound => too_large(None),
+                _ => None,
+            });
+        }
         let (mut message, mut moved) = (plan.message.clone(), plan.moved.clone());
         let (mut write_sizes, mut reply_chunk) = (plan.write_sizes.clone(), plan.reply_chunk);
         match error {
@@ -177,7 +194,7 @@ impl<B: Buf> Requester<B> {
                 let dropped: usize = write_sizes.drain(max as usize..).sum();
                 let reply = reply_chunk.unwrap_or(config.default_reply_chunk) + dropped;
                 if reply > bound {
-                    return false;
+                    return Err(too_large(Some(reply)));
                 }
                 reply_chunk = Some(reply);
             }
@@ -186,22 +203,44 @@ impl<B: Buf> Requester<B> {
                 length_needed,
             } => {
                 let (i, needed) = (chunk_index as usize, length_needed as usize);
-                if i == 0 || i > write_sizes.len() || needed <= write_sizes[i - 1] || needed > bound
-                {
-                    return false;
+                if i == 0 || i > write_sizes.len() || needed <= write_sizes[i - 1] {
+                    return Err(None);
+                }
+                if needed > bound {
+                    return Err(too_large(Some(needed)));
                 }
                 write_sizes[i - 1] = needed;
             }
             RdmaError::ReplyResource { length_needed } => {
                 let needed = length_needed as usize;
-                if needed > bound || reply_chunk.is_some_and(|r| r >= needed) {
-                    return false;
+                if reply_chunk.is_some_and(|r| r >= needed) {
+                    return Err(None);
+                }
+                if needed > bound {
+                    return Err(too_large(Some(needed)));
                 }
                 reply_chunk = Some(needed);
             }
-            _ => return false,
+            // Seed 004 section 5.5: version 1 says only that the chunks would not do.
+            RdmaError::BadXdr if !plan.room.is_empty() => {
+                let room: Vec<usize> = plan.room.iter().map(|&r| r.min(bound)).collect();
+                let more = room.len() > write_sizes.len()
+                    || room.iter().zip(&write_sizes).any(|(r, w)| r > w);
+                if !more {
+                    return Err((write_sizes.iter().sum::<usize>() >= bound)
+                        .then(|| too_large(None))
+                        .flatten());
+                }
+                write_sizes = room
+                    .iter()
+                    .zip(write_sizes.iter().chain(std::iter::repeat(&0)))
+                    .map(|(r, w)| *r.max(w))
+                    .collect();
+            }
+            _ => return Err(None),
         }
         let xid = call.xid;
+        let sent = (write_sizes.clone(), reply_chunk);
         let targets = write_sizes.into_iter().map(WriteTarget::Size).collect();
         let Ok(m) = self.marshal(
             xid,
@@ -214,10 +253,10 @@ impl<B: Buf> Requester<B> {
             header_extra,
             stats,
         ) else {
-            return false;
+            return Err(None);
         };
         let Some(call) = self.calls.get_mut(id) else {
-            return false;
+            return Err(None);
         };
         tracing::debug!(xid, %error, "sending the call again in the shape the responder asks for");
         let old = std::mem::replace(&mut call.exposed, m.exposed);
@@ -226,6 +265,7 @@ impl<B: Buf> Requester<B> {
         call.inv_handle = m.inv_handle;
         if let Some(plan) = call.plan.as_mut() {
             plan.resent = true;
+            (plan.write_sizes, plan.reply_chunk) = sent;
         }
         stats.resent += 1;
         // The first attempt's registrations are fenced before the second goes.
@@ -240,7 +280,7 @@ impl<B: Buf> Requester<B> {
                 ready: Box::new(m.ready),
             };
         }
-        true
+        Ok(())
     }
 
     /// Finds the call a reply answers and does the credit accounting; `None` for an unknown

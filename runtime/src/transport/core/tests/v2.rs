@@ -143,6 +143,7 @@ fn an_unanswered_offer_settles_on_version_1_at_its_deadline() {
         reply_chunk: None,
         timeout: None,
         backward: false,
+        room: Vec::new(),
     };
     c.start_call(call, now, &mut mem).unwrap();
     assert!(c.poll_op().is_none(), "held until the version is settled");
@@ -321,18 +322,19 @@ fn resource_errors_make_the_requester_send_again_with_more_room() {
 #[test]
 fn a_resource_past_the_bound_or_a_second_refusal_fails_with_a_typed_error() {
     let mut client = v2(Role::Client);
-    client.limits.max_read_bytes = 4096;
+    client.max_reply_size = 4096;
     let mut p = Pair::with(client, v2(Role::Server), 1 << 20);
     let err = p
         .call::<MaybeData>(&5000, vec![WriteTarget::Size(100)], None)
         .unwrap_err();
+    // The error names what the reply needs and the bound.
     assert!(
         matches!(
             err,
-            rpc::Error::Transport(rpc::TransportError::RdmaRefused(RdmaError::WriteResource {
-                chunk_index: 1,
-                length_needed: 5000
-            }))
+            rpc::Error::Transport(rpc::TransportError::ReplyTooLarge {
+                needed: Some(5000),
+                limit: 4096
+            })
         ),
         "{err}"
     );
@@ -539,6 +541,7 @@ fn reverse_direction_calls_carry_chunks_and_remote_invalidation_in_version_2() {
                 reply_chunk: None,
                 timeout: None,
                 backward: true,
+                room: Vec::new(),
             },
             Instant::now(),
             &mut s.mem,

@@ -92,7 +92,7 @@ impl<C: Connection> Conn<C> {
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
         xid: &mut Option<u32>,
-        targets: (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        plan: ReplyPlan,
         timeout: Option<Duration>,
         backward: bool,
     ) -> Result<Reply, rpc::Error> {
@@ -101,7 +101,7 @@ impl<C: Connection> Conn<C> {
         let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         // The call starts in a plain function: what it needs on the way is not kept in this
         // future, which is copied whole into the caller's box.
-        let (id, timer) = self.start_call(call, xid, targets, timeout, backward, waker)?;
+        let (id, timer) = self.start_call(call, xid, plan, timeout, backward, waker)?;
         // Dropping this future cancels the call: its handles are invalidated at once.
         let mut guard = Cancel {
             conn: self,
@@ -119,6 +119,9 @@ impl<C: Connection> Conn<C> {
             None => reply.await,
         };
         guard.armed = false;
+        if let Ok(reply) = &outcome {
+            self.observe_reply(call, reply);
+        }
         outcome.map_err(rpc::Error::from)
     }
 
@@ -128,7 +131,7 @@ impl<C: Connection> Conn<C> {
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
         xid: &mut Option<u32>,
-        (write_chunks, reply_inline): (Vec<WriteTarget<PoolBuf>>, Option<usize>),
+        plan: ReplyPlan,
         timeout: Option<Duration>,
         backward: bool,
         waker: Waker,
@@ -136,6 +139,11 @@ impl<C: Connection> Conn<C> {
         if self.is_closed() {
             return Err(TransportError::Closed.into());
         }
+        let ReplyPlan {
+            targets: write_chunks,
+            reply_inline,
+            room,
+        } = plan;
         let (xid, policy, reply_chunk, pad_threshold) = {
             let mut st = self.state.lock();
             // A first attempt takes a fresh XID; a retransmission keeps it.
@@ -189,6 +197,7 @@ impl<C: Connection> Conn<C> {
                 reply_chunk,
                 timeout: None,
                 backward,
+                room,
             },
             Instant::now(),
             &mut &self.pool,
@@ -244,25 +253,34 @@ impl<C: Connection> Conn<C> {
             .is_some()
     }
 
-    /// The Write chunks to provide for a call, and the largest reply that can then come
-    /// inline: the caller's buffers (from this connection's pool) and sizes, the default size
-    /// otherwise.
+    /// Where a call's results come back ([`ReplyPlan`]): the caller's buffers (from this
+    /// connection's pool) and sizes when it gave them; otherwise what the procedure's recent
+    /// results say ([`ReplySizes`](super::reply_sizes::ReplySizes)).
     ///
     /// As Linux's xprtrdma does, no Write chunk is provided when the caller gave the size of
     /// every DDP-eligible result and the whole reply then fits the receive buffer: the results
-    /// come inline, which costs no registration and no RDMA Write.
-    pub(crate) fn write_targets(
-        &self,
-        call: &mut rpc::Call<'_>,
-        backward: bool,
-    ) -> (Vec<WriteTarget<PoolBuf>>, Option<usize>) {
+    /// come inline, which costs no registration and no RDMA Write. Without sizes the same
+    /// holds when the procedure's recent results were that small: a 20-byte result costs what
+    /// a result without DDP-eligible items does. Otherwise each result gets a Write chunk of
+    /// about the largest recent size (the first call of a procedure:
+    /// [`RdmaConfig::default_write_chunk`](crate::transport::RdmaConfig)). A guess too small is put
+    /// right by sending the call once more with [`ReplyPlan::room`] (the result type's bound,
+    /// at most [`RdmaConfig::max_reply_size`](crate::transport::RdmaConfig::max_reply_size)),
+    /// same XID, which the server answers from its stash of undelivered results rather than
+    /// running the procedure again.
+    pub(crate) fn reply_plan(&self, call: &mut rpc::Call<'_>, backward: bool) -> ReplyPlan {
         let inline = call.reply.max_inline_len;
+        let plain = |reply_inline| ReplyPlan {
+            targets: Vec::new(),
+            reply_inline,
+            room: Vec::new(),
+        };
         if backward {
-            return (Vec::new(), call.reply.max_len);
+            return plain(call.reply.max_len);
         }
         if self.mode_2004 && self.state.lock().core.read_read_requester() {
             // Read-Read (seed 000 section 3.8): the responder exposes the results instead.
-            return (Vec::new(), call.reply.max_len);
+            return plain(call.reply.max_len);
         }
         let options = &mut call.options;
         let n = call
@@ -272,28 +290,60 @@ impl<C: Connection> Conn<C> {
             .max(options.reply_sizes.len());
         if n == 0 {
             // No DDP-eligible result (a NULL call, most calls): no Write chunk to provide.
-            return (Vec::new(), inline);
+            return plain(inline);
         }
-        let (default, fits) = {
-            let st = self.state.lock();
-            let all_sizes =
-                options.reply_buffers.is_empty() && n > 0 && options.reply_sizes.len() >= n;
-            let with_results = inline.map(|i| {
-                i + options
-                    .reply_sizes
-                    .iter()
-                    .map(|&len| 4 + len + crate::xdr::padding(len))
+        let st = self.state.lock();
+        let bound = call
+            .reply
+            .max_len
+            .unwrap_or(usize::MAX)
+            .min(st.core.config().max_reply_size);
+        let room = vec![bound; n];
+        let with = |sizes: &mut dyn Iterator<Item = usize>| {
+            inline.map(|i| {
+                i + sizes
+                    .map(|len| 4 + len + crate::xdr::padding(len))
                     .sum::<usize>()
-            });
-            let fits = all_sizes && !st.core.needs_reply_chunk(with_results, 0);
-            (
-                st.core.config().default_write_chunk,
-                fits.then_some(with_results),
-            )
+            })
         };
-        if let Some(with_results) = fits {
-            return (Vec::new(), with_results);
+        let given = !options.reply_buffers.is_empty() || !options.reply_sizes.is_empty();
+        if !given {
+            let procedure = (call.prog, call.vers, call.proc);
+            let predicted = self.reply_sizes.lock().predict(procedure);
+            let expected = with(&mut predicted.into_iter());
+            let size = match predicted {
+                Some(_) if !st.core.needs_reply_chunk(expected, 0) => {
+                    // Small lately: inline, with room to fall back on.
+                    return ReplyPlan {
+                        targets: Vec::new(),
+                        reply_inline: expected,
+                        room,
+                    };
+                }
+                // A quarter more than the largest recent result, in whole pages.
+                Some(size) => (size + size / 4).next_multiple_of(4096),
+                // The procedure's first call: the configured default.
+                None => st.core.config().default_write_chunk,
+            };
+            let size = size.min(bound);
+            drop(st);
+            return ReplyPlan {
+                targets: (0..n).map(|_| WriteTarget::Size(size)).collect(),
+                reply_inline: inline,
+                room,
+            };
         }
+        let all_sizes = options.reply_buffers.is_empty() && options.reply_sizes.len() >= n;
+        let with_results = with(&mut options.reply_sizes.iter().copied());
+        if all_sizes && !st.core.needs_reply_chunk(with_results, 0) {
+            return ReplyPlan {
+                targets: Vec::new(),
+                reply_inline: with_results,
+                room,
+            };
+        }
+        let default = st.core.config().default_write_chunk;
+        drop(st);
         let mut buffers = std::mem::take(&mut options.reply_buffers).into_iter();
         let targets = (0..n)
             .map(|i| {
@@ -311,8 +361,39 @@ impl<C: Connection> Conn<C> {
                 }
             })
             .collect();
-        (targets, inline)
+        ReplyPlan {
+            targets,
+            reply_inline: inline,
+            room,
+        }
     }
+
+    /// Remembers how large the DDP-eligible results of `call`'s procedure were in `reply`.
+    fn observe_reply(&self, call: &rpc::Call<'_>, reply: &Reply) {
+        if call.reply.ddp_items == 0 {
+            return;
+        }
+        let size = match &reply.chunks {
+            Some(chunks) if chunks.write_len() > 0 => chunks.write_len(),
+            _ => reply.message.len(),
+        };
+        self.reply_sizes
+            .lock()
+            .observe((call.prog, call.vers, call.proc), size);
+    }
+}
+
+/// Where a call's results come back, as [`Conn::reply_plan`] decides.
+#[derive(Debug)]
+pub(crate) struct ReplyPlan {
+    /// The Write chunks to provide, one per DDP-eligible result (none: they come inline).
+    pub(crate) targets: Vec<WriteTarget<PoolBuf>>,
+    /// The largest reply expected inline once the results are in their chunks (`None`:
+    /// unbounded), which decides the Reply chunk.
+    pub(crate) reply_inline: Option<usize>,
+    /// The Write chunk sizes to send the call again with when the results do not fit
+    /// ([`OutgoingCall::room`]).
+    pub(crate) room: Vec<usize>,
 }
 
 impl<C: Connection> Expire for Conn<C> {

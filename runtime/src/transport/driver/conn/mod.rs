@@ -34,18 +34,22 @@ use crate::transport::core::{
     CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Slice, Stats,
 };
 use crate::transport::mode2004::BASIC_INLINE;
-use crate::transport::pool::{Pool, PoolBuf, PoolStats};
+use crate::transport::pool::{HintsLater, Pool, PoolBuf, PoolStats};
 use crate::transport::private_data::PrivateData;
 
 mod call;
 mod completion_task;
 mod encoders;
+mod reply_sizes;
 mod serve;
+mod undelivered;
 
 use call::Waiter;
 use completion_task::{completions, core_deadline, memory_unwatched};
 use encoders::Encoders;
+use reply_sizes::ReplySizes;
 use serve::{serve_call, NoWake};
+use undelivered::Undelivered;
 
 /// Receive completions carry this bit in their work request id, with the slot below it.
 const RECV: u64 = 1 << 62;
@@ -121,6 +125,10 @@ pub(crate) struct Conn<C: Connection> {
     no_waker: std::task::Waker,
     /// Encoders kept for the next call and reply ([`Conn::encoder`]).
     encoders: Mutex<Encoders>,
+    /// How large each procedure's DDP-eligible results were lately ([`Conn::reply_plan`]).
+    reply_sizes: Mutex<ReplySizes>,
+    /// Results whose reply did not fit the call's chunks, for the call sent again.
+    undelivered: Mutex<Undelivered>,
     buffers: Arc<dyn BufferSource>,
     /// A client for backward-direction calls, on a server whose config allows them.
     backchannel: std::sync::OnceLock<Arc<Client>>,
@@ -181,6 +189,7 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
         mode_2004: config.mode_2004.clone(),
         first_message_timeout: config.first_message_timeout,
         read_timeout: config.read_timeout,
+        max_reply_size: config.max_reply_size,
     }
 }
 
@@ -235,6 +244,8 @@ impl<C: Connection> Conn<C> {
             runtime: tokio::runtime::Handle::current(),
             no_waker: std::task::Waker::from(Arc::new(NoWake)),
             encoders: Mutex::new(Encoders::default()),
+            reply_sizes: Mutex::new(ReplySizes::default()),
+            undelivered: Mutex::new(Undelivered::default()),
             backchannel: std::sync::OnceLock::new(),
             configuration: std::sync::OnceLock::new(),
             mode_2004: config.mode_2004.is_some(),
@@ -542,11 +553,14 @@ impl<C: Connection> Conn<C> {
             let slot = (c.wr_id & !RECV) as usize;
             let start = slot * self.recv_size;
             let len = (c.byte_len as usize).min(self.recv_size);
-            let pool = &self.pool;
+            // The receive buffer is read in place, under its lock, which the provider takes
+            // too to place data: hints to the provider wait until it is released.
+            let mut mem = HintsLater::new(&self.pool);
             self.recv.with_slice(|all| {
                 st.core
-                    .handle_recv(&all[start..start + len], c.invalidated_rkey, &mut &*pool)
+                    .handle_recv(&all[start..start + len], c.invalidated_rkey, &mut mem)
             });
+            mem.finish();
             let repost = Sge::new(&self.recv, start..start + self.recv_size)
                 .and_then(|sge| self.conn.post_recv(RecvWr::new(c.wr_id, sge)));
             if repost.is_err() {
