@@ -233,7 +233,7 @@ impl<B: Buf> Responder<B> {
             },
         });
         if pending == 0 {
-            self.dispatch(id, out, stats);
+            self.dispatch(id, config, out, stats);
             return;
         }
         for (sink, remote) in reads {
@@ -258,17 +258,31 @@ impl<B: Buf> Responder<B> {
     }
 
     /// Hands a call whose chunks are all here to the application.
-    fn dispatch(&mut self, id: CallId, out: &mut Outbox<B>, stats: &mut Stats) {
+    fn dispatch(
+        &mut self,
+        id: CallId,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
-        call.phase = Phase::Dispatched;
-        stats.calls_received += 1;
         let (message, chunks) = pulled_message(
             std::mem::take(&mut call.inline),
             std::mem::take(&mut call.sinks),
             call.alignment,
         );
+        if let Err(e) = header::check_rpc_xid(call.xid, &message) {
+            // Seed 004 section 5.1.1, as for RDMA_MSG in `receive`: here the message came in
+            // a Position-Zero Read chunk, so only now is its XID known.
+            let (xid, version, backward) = (call.xid, call.version, call.backward);
+            tracing::debug!(xid, %e, "ERR_CHUNK / RDMA2_ERR_BAD_XDR");
+            self.finish(id, backward);
+            return self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
+        }
+        call.phase = Phase::Dispatched;
+        stats.calls_received += 1;
         out.events.push_back(Event::Call(IncomingCall {
             id,
             xid: call.xid,
@@ -306,7 +320,7 @@ impl<B: Buf> Responder<B> {
                         self.finish(id, backward);
                         self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
                     } else {
-                        self.dispatch(id, out, stats);
+                        self.dispatch(id, config, out, stats);
                     }
                 }
                 self.pump_reads(config, out);
