@@ -141,7 +141,7 @@ async fn bad_peers_are_terminated_and_others_carry_on() {
             Access::REMOTE_WRITE,
             // Length 2, two ULPDU bytes, no pad, the (unchecked) CRC field.
             |_, _| vec![0x00, 0x02, 0x41, 0x43, 0, 0, 0, 0],
-            TermCode::new(TermLayer::Llp, 0, 0x04),
+            TermCode::DDP_CATASTROPHIC,
         ),
     ];
     for (what, access, make, code) in cases {

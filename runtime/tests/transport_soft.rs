@@ -3,7 +3,7 @@
 //! a generated server, every way a message can move, and the answers a lying peer gets.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rpcrdma::rdma::conformance::Harness;
@@ -43,28 +43,59 @@ mod markers {
     }));
 }
 
-/// Every hostile case once more, with every panic in the process counted (tokio catches a
-/// panicking task, so a test would not see it otherwise): none may panic.
+/// The name of the threads that run [`no_hostile_case_makes_anything_panic`]'s cases.
+const HOSTILE_THREADS: &str = "hostile-case";
+
+/// Every hostile case once more, with every panic recorded (tokio catches a panicking task, so
+/// a test would not see it otherwise): none may panic.
+///
+/// The panic hook is the process's, and the other tests of this file run in the same process
+/// at the same time: it records only panics on this test's own threads, its runtime's workers
+/// (named [`HOSTILE_THREADS`]) and the software provider's flusher thread (one per process).
+/// Each case runs on a runtime of its own, dropped before the case's record is read, so that a
+/// panic in a task the case left behind is charged to that case. A failure names the case and
+/// what it waited for (the case's own error) or each panic (thread, place, message).
 #[test]
 fn no_hostile_case_makes_anything_panic() {
-    let panics = Arc::new(AtomicUsize::new(0));
+    let panics: Arc<Mutex<Vec<String>>> = Arc::default();
     let previous = std::panic::take_hook();
-    let counter = panics.clone();
+    let record = panics.clone();
+    let test_thread = std::thread::current().id();
     std::panic::set_hook(Box::new(move |info| {
-        counter.fetch_add(1, Ordering::SeqCst);
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("");
+        if thread.id() == test_thread || name == HOSTILE_THREADS || name == "soft-rdma-flusher" {
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let place = info.location().map(|l| l.to_string()).unwrap_or_default();
+            record
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("thread '{name}' at {place}: {message}"));
+        }
         previous(info);
     }));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let put = harness(MpaConfig::default());
     for &case in Case::ALL.iter().filter(|c| c.name().starts_with("Hostile")) {
-        rt.block_on(run_case(&put, case))
-            .unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(HOSTILE_THREADS)
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt.block_on(run_case(&put, case));
+        // Every task the case spawned ends here, panicking or not.
+        drop(rt);
+        let seen = std::mem::take(&mut *panics.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Err(e) = outcome {
+            panic!("{}: {e}", case.name());
+        }
+        assert!(seen.is_empty(), "{}: {seen:#?}", case.name());
     }
-    assert_eq!(panics.load(Ordering::SeqCst), 0);
 }
 
 /// A client dropped after its runtime's `block_on` returned (as a bench's `main` does) closes

@@ -15,10 +15,12 @@ use crate::xdr::{self, Encoder};
 pub mod props;
 pub mod v1;
 pub mod v2;
+mod xid;
 
 pub use crate::rpc::RdmaError;
 pub use crate::xdr::AlignPadding;
 pub use props::{BaseProperties, PropSubset, Property};
+pub use xid::{check_rpc_xid, XidMismatch};
 
 /// Version 1 (RFC 8166; seed 004 section 5.1.2: "this field MUST contain the value 1").
 pub const VERSION: u32 = 1;

@@ -166,12 +166,19 @@ impl MpaConfig {
 
     /// The responder's answer to `request`: the Reply to send (always sent, also when this
     /// side then closes, interop draft section 5.2.1) and the outcome.
+    ///
+    /// A revision 2 request whose enhanced private data is malformed gets a Reply with the
+    /// Reject bit, never an accepting one (see [`MpaConfig::malformed`]).
     pub fn respond(
         &self,
         request: &StartupFrame,
         ulp_private_data: &[u8],
         depths: ReadDepths,
     ) -> (StartupFrame, Result<Negotiated, Refusal>) {
+        if let Some(refusal) = MpaConfig::malformed(request) {
+            // The application's private data was meant for an accepted connection.
+            return (self.reject(request, &[]), Err(refusal));
+        }
         let peer_rev = request.revision;
         let rdmac_peer = peer_rev == 0;
         // The revision of the reply and the DDP/RDMAP version this side will use.
@@ -229,6 +236,17 @@ impl MpaConfig {
         (reply, outcome)
     }
 
+    /// Why `request` cannot be accepted whatever this side's settings, if it cannot.
+    ///
+    /// RFC 6581 section 9: with revision 2 and the S bit the first four octets of the private
+    /// data are the IRD and ORD words (and their control bits); private data shorter than
+    /// that is malformed. RFC 6581 asks the responder to reject such a request, which it does
+    /// with the Reject bit of the Reply (RFC 5044 section 7.1), before anything is accepted.
+    pub fn malformed(request: &StartupFrame) -> Option<Refusal> {
+        let enhanced = request.revision >= 2 && request.enhanced;
+        MpaConfig::split(enhanced, &request.private_data).err()
+    }
+
     /// The Reply this side sends to reject a request with `ulp_private_data`.
     pub fn reject(&self, request: &StartupFrame, ulp_private_data: &[u8]) -> StartupFrame {
         let revision = match self.kind {
@@ -253,6 +271,10 @@ impl MpaConfig {
     }
 
     /// The initiator's outcome after reading `reply` to its `request`.
+    ///
+    /// A revision 2 Reply with the S bit whose private data is too short for the IRD/ORD
+    /// words (RFC 6581 section 9) is [`Refusal::Malformed`]: the initiator has no Reject of
+    /// its own to send and closes the connection.
     pub fn complete(
         &self,
         request: &StartupFrame,

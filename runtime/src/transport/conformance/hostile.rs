@@ -1,7 +1,14 @@
 //! Cases where a peer speaks the wire format but lies: it gets the protocol's answer, and a
 //! well-behaved client of the same server keeps being served.
+//!
+//! Every wait is for the event itself: an answer, the connection closing, or (for a message
+//! that must go unanswered) the answer to a later message, which the server sends after
+//! anything it would have answered first. [`STEP`] is only a safety net, so that a broken
+//! server fails the case instead of hanging it; a loaded machine never gets near it.
 
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::cases::{client_config, setup_with, Setup};
 use super::program::*;
@@ -31,10 +38,19 @@ pub(super) struct Raw<C: Connection> {
 /// What the server sent back.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Answer {
+    /// A message.
     Message(Vec<u8>),
+    /// The connection went down.
     Closed,
+    /// Neither, within the [`STEP`] safety net.
     Nothing,
 }
+
+/// XID of the NULL call that shows a message went unanswered (see [`Raw::nothing_answered`]).
+pub(super) const SENTINEL: u32 = 0x05e4_71e1;
+
+/// How often a wait looks whether the connection is still up, besides its completions.
+const STATE_POLL: Duration = Duration::from_millis(50);
 
 impl<C: Connection> Raw<C> {
     pub(super) async fn connect<P: Provider<Conn = C>>(s: &Setup<P>) -> Result<Raw<C>, Failure> {
@@ -93,17 +109,26 @@ impl<C: Connection> Raw<C> {
             .step("post a message")
     }
 
-    /// The next message the server sends, whether the connection closed, or nothing within
-    /// half a second.
+    /// The next message the server sends, or [`Answer::Closed`] once the connection is down;
+    /// [`Answer::Nothing`] only after the [`STEP`] safety net.
     pub(super) async fn answer(&mut self) -> Answer {
+        self.answer_by(Instant::now() + STEP).await
+    }
+
+    /// [`Raw::answer`] with the safety net at `deadline`.
+    async fn answer_by(&mut self, deadline: Instant) -> Answer {
         loop {
-            let c =
-                match tokio::time::timeout(Duration::from_millis(500), self.conn.poll_completion())
-                    .await
-                {
-                    Ok(c) => c,
-                    Err(_) => return Answer::Nothing,
-                };
+            // Completions first; the connection's state as well, in case a provider reports
+            // a closed connection without flushing the receives.
+            let c = match tokio::time::timeout(STATE_POLL, self.conn.poll_completion()).await {
+                Ok(c) => c,
+                Err(_) => match self.conn.try_completion() {
+                    Some(c) => c,
+                    None if !self.conn.is_connected() => return Answer::Closed,
+                    None if Instant::now() >= deadline => return Answer::Nothing,
+                    None => continue,
+                },
+            };
             if c.opcode != WcOpcode::Recv {
                 if !c.is_success() {
                     return Answer::Closed;
@@ -125,6 +150,28 @@ impl<C: Connection> Raw<C> {
             }
             return Answer::Message(bytes);
         }
+    }
+
+    /// The next message the server sends, parsed; the failure names `what` was awaited.
+    pub(super) async fn reply_to(&mut self, what: &str) -> Result<Header, Failure> {
+        parsed(self.answer().await).map_err(|e| Failure(format!("{what}: {e}")))
+    }
+
+    /// Shows that the server answered none of the messages sent so far: sends a NULL call
+    /// with XID [`SENTINEL`] and requires the next answer to be its reply. The server takes a
+    /// connection's messages in order and answers one it refuses at once, when it takes it,
+    /// so an answer to an earlier message would come first. `what` names the messages.
+    pub(super) async fn nothing_answered(&mut self, what: &str) -> Result<(), Failure> {
+        let null = rpc_call(SENTINEL, 0, &[]);
+        self.send(&message(SENTINEL, Body::Msg(Chunks::default()), &null))?;
+        let h = self
+            .reply_to(&format!("the NULL call sent after {what}"))
+            .await?;
+        ensure!(
+            h.xid == SENTINEL && matches!(h.body, Body::Msg(_)),
+            "an answer to {what} came before the reply to the NULL call sent after: {h:?}"
+        );
+        Ok(())
     }
 }
 
@@ -167,7 +214,12 @@ pub(super) fn parsed(a: Answer) -> Result<Header, Failure> {
         Answer::Message(m) => header::parse(&m, &Default::default())
             .map(|(h, _)| h)
             .map_err(|e| Failure(format!("an unparsable answer: {e}"))),
-        other => Err(Failure(format!("expected an answer, got {other:?}"))),
+        Answer::Closed => Err(Failure(
+            "expected an answer, the connection closed instead".into(),
+        )),
+        Answer::Nothing => Err(Failure(format!(
+            "expected an answer, none within the {STEP:?} safety net"
+        ))),
     }
 }
 
@@ -216,7 +268,7 @@ where
             ..Default::default()
         });
         raw.send(&message(5, body, &rpc_call(5, 1, &[7, 8])))?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to a misaligned position").await?;
         ensure!(
             (h.xid, &h.body) == (5, &Body::Error(RdmaError::BadXdr)),
             "a misaligned position: {h:?}"
@@ -235,7 +287,7 @@ where
         let mut m = message(10, Body::Msg(Chunks::default()), &rpc_call(10, 0, &[]));
         m[4..8].copy_from_slice(&2u32.to_be_bytes());
         raw.send(&m)?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to version 2").await?;
         ensure!(
             (h.xid, &h.body) == (10, &Body::Error(RdmaError::Vers { low: 1, high: 1 })),
             "version 2: {h:?}"
@@ -255,16 +307,18 @@ where
         for cut in [1, 3, 8, 15] {
             raw.send(&full[..cut])?;
         }
-        let a = raw.answer().await;
-        ensure!(a == Answer::Nothing, "stubs were answered: {a:?}");
+        raw.nothing_answered("headers cut to 1, 3, 8 and 15 bytes")
+            .await?;
         raw.send(&full[..20])?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw
+            .reply_to("the answer to a header cut in its lists")
+            .await?;
         ensure!(
             h.body == Body::Error(RdmaError::BadXdr),
             "a header cut in its lists: {h:?}"
         );
         raw.send(&full)?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to the whole call").await?;
         ensure!(matches!(h.body, Body::Msg(_)), "the whole call: {h:?}");
         Ok(())
     })
@@ -316,7 +370,9 @@ where
         // ECHO: tag 7, then a length of 40,000 whose data is a Read chunk of 16 bytes.
         let (body, rpc) = echo_from_registration(raw, 6, 40_000, 16, 16)?;
         raw.send(&message(6, body, &rpc))?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw
+            .reply_to("the answer to a chunk shorter than its count")
+            .await?;
         ensure!(
             (h.xid, &h.body) == (6, &Body::Error(RdmaError::BadXdr)),
             "a chunk shorter than its count: {h:?}"
@@ -338,7 +394,7 @@ where
             m.extend_from_slice(&w.to_be_bytes());
         }
         raw.send(&m)?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to a huge count").await?;
         ensure!(
             (h.xid, &h.body) == (7, &Body::Error(RdmaError::BadXdr)),
             "a huge count: {h:?}"
@@ -348,16 +404,17 @@ where
     .await
 }
 
-/// Waits until the server has closed the raw connection.
+/// Waits until the server has closed the raw connection, reading past the messages it sends
+/// before; false when it is still up at the [`STEP`] safety net.
 pub(super) async fn closed<C: Connection>(raw: &mut Raw<C>) -> bool {
-    for _ in 0..20 {
-        match raw.answer().await {
+    let deadline = Instant::now() + STEP;
+    loop {
+        match raw.answer_by(deadline).await {
             Answer::Closed => return true,
-            Answer::Nothing if !raw.conn.is_connected() => return true,
-            _ => {}
+            Answer::Nothing => return false,
+            Answer::Message(_) => {}
         }
     }
-    false
 }
 
 pub(super) async fn segment_past_registration<T>(put: &T) -> Result<(), Failure>
@@ -371,7 +428,10 @@ where
         raw.send(&message(8, body, &rpc))?;
         // The RNIC refuses the server's RDMA Read (an iWARP Terminate, an InfiniBand NAK): the
         // connection goes down.
-        ensure!(closed(raw).await, "the connection stayed up");
+        ensure!(
+            closed(raw).await,
+            "the connection stayed up past the {STEP:?} safety net"
+        );
         Ok(())
     })
     .await
@@ -401,7 +461,10 @@ where
             Err(e) => return Err(e),
         }
     }
-    ensure!(closed(&mut raw).await, "the connection stayed up");
+    ensure!(
+        closed(&mut raw).await,
+        "the connection stayed up past the {STEP:?} safety net"
+    );
     let r = s.client.test_null().await;
     ensure!(r.is_ok(), "the good client after the overrun: {r:?}");
     Ok(())
@@ -414,7 +477,9 @@ where
 {
     hostile(put, async |raw| {
         raw.send(&message(11, Body::NoMsg(Chunks::default()), &[]))?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw
+            .reply_to("the answer to RDMA_NOMSG without chunks")
+            .await?;
         ensure!(
             (h.xid, &h.body) == (11, &Body::Error(RdmaError::BadXdr)),
             "RDMA_NOMSG without a Position-Zero Read chunk: {h:?}"
@@ -431,8 +496,7 @@ where
 {
     hostile(put, async |raw| {
         raw.send(&message(12, Body::Done, &[]))?;
-        let a = raw.answer().await;
-        ensure!(a == Answer::Nothing, "RDMA_DONE was answered: {a:?}");
+        raw.nothing_answered("RDMA_DONE").await?;
         // RDMA_MSGP: align and thresh, then empty lists, then the call.
         let mut m = Vec::new();
         for w in [13u32, 1, 4, 2, 0, 0, 0, 0, 0] {
@@ -440,7 +504,7 @@ where
         }
         m.extend(rpc_call(13, 0, &[]));
         raw.send(&m)?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to RDMA_MSGP").await?;
         ensure!(
             h.xid == 13 && matches!(h.body, Body::Msg(_)),
             "RDMA_MSGP: {h:?}"
@@ -462,7 +526,7 @@ where
             Body::Msg(Chunks::default()),
             &rpc_call(14, 2, &[10_000]),
         ))?;
-        let h = parsed(raw.answer().await)?;
+        let h = raw.reply_to("the answer to BIG(10,000)").await?;
         ensure!(
             (h.xid, &h.body) == (14, &Body::Error(RdmaError::BadXdr)),
             "a reply without room: {h:?}"
@@ -484,8 +548,13 @@ where
             Body::Msg(Chunks::default()),
             &rpc_call(15, 1, &[]),
         ))?;
-        let Answer::Message(m) = raw.answer().await else {
-            return Err(Failure("no answer".into()));
+        let m = match raw.answer().await {
+            Answer::Message(m) => m,
+            other => {
+                return Err(Failure(format!(
+                    "the answer to ECHO without data: {other:?}"
+                )))
+            }
         };
         let (h, used) = header::parse(&m, &Default::default())
             .map_err(|e| Failure(format!("an unparsable answer: {e}")))?;
@@ -518,7 +587,7 @@ where
         Body::Msg(Chunks::default()),
         &rpc_call(16, 2, &[2000]),
     ))?;
-    let h = parsed(raw.answer().await)?;
+    let h = raw.reply_to("the answer to BIG(2,000)").await?;
     ensure!(
         (h.xid, &h.body) == (16, &Body::Error(RdmaError::BadXdr)),
         "a 2,000-byte reply to a peer without private data: {h:?}"
@@ -529,7 +598,7 @@ where
         Body::Msg(Chunks::default()),
         &rpc_call(17, 2, &[500]),
     ))?;
-    let h = parsed(raw.answer().await)?;
+    let h = raw.reply_to("the answer to BIG(500)").await?;
     ensure!(
         h.xid == 17 && matches!(h.body, Body::Msg(_)),
         "a 500-byte reply: {h:?}"

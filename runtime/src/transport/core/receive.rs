@@ -196,11 +196,6 @@ impl<B: Buf> Core<B> {
         backward: bool,
         mem: &mut M,
     ) {
-        if self.config.role == Role::Server && !backward && header.version != self.version {
-            // A server's own (backward) calls go in the version its client speaks.
-            self.version = header.version;
-            self.requester.set_version(header.version);
-        }
         if backward && self.config.backward_credits == 0 {
             // Seed 004 section 8.3.1: a peer must not send backward calls unless told it may;
             // nothing here can answer one.
@@ -210,6 +205,21 @@ impl<B: Buf> Core<B> {
             );
             self.stats.dropped += 1;
             return;
+        }
+        if matches!(header.body, Body::Msg(_)) {
+            // Seed 004 section 5.1.1: the XID "MUST be the same as the XID in the RPC header";
+            // a call that breaks it gets ERR_CHUNK (RDMA2_ERR_BAD_XDR), before any of its Read
+            // chunks is pulled (see `header::check_rpc_xid`). RDMA_NOMSG is checked once its
+            // Position-Zero Read chunk has brought the message.
+            if let Err(e) = header::check_rpc_xid(header.xid, &inline) {
+                let why = e.to_string();
+                return self.refuse(header.xid, header.version, RdmaError::BadXdr, &why);
+            }
+        }
+        if self.config.role == Role::Server && !backward && header.version != self.version {
+            // A server's own (backward) calls go in the version its client speaks.
+            self.version = header.version;
+            self.requester.set_version(header.version);
         }
         self.responder.receive(
             header,

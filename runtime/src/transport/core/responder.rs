@@ -263,7 +263,7 @@ impl<B: Buf> Responder<B> {
             phase: Phase::Admitting,
         });
         if !reads {
-            self.dispatch(id, mem, out, stats);
+            self.dispatch(id, mem, config, out, stats);
             return;
         }
         self.admission.push_back(id);
@@ -313,7 +313,7 @@ impl<B: Buf> Responder<B> {
                 failed: false,
             };
             if reads.is_empty() {
-                self.dispatch(id, mem, out, stats);
+                self.dispatch(id, mem, config, out, stats);
                 continue;
             }
             for (sink, remote) in reads {
@@ -352,14 +352,13 @@ impl<B: Buf> Responder<B> {
         &mut self,
         id: CallId,
         mem: &mut M,
+        config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };
-        call.phase = Phase::Dispatched;
-        stats.calls_received += 1;
         let mut copied = 0usize;
         let data = sink_data(
             std::mem::take(&mut call.sinks),
@@ -371,6 +370,16 @@ impl<B: Buf> Responder<B> {
         }
         let (message, chunks) =
             pulled_message(std::mem::take(&mut call.inline), data, call.alignment);
+        if let Err(e) = header::check_rpc_xid(call.xid, &message) {
+            // Seed 004 section 5.1.1, as for RDMA_MSG in `receive`: here the message came in
+            // a Position-Zero Read chunk, so only now is its XID known.
+            let (xid, version, backward) = (call.xid, call.version, call.backward);
+            tracing::debug!(xid, %e, "ERR_CHUNK / RDMA2_ERR_BAD_XDR");
+            self.finish(id, backward);
+            return self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
+        }
+        call.phase = Phase::Dispatched;
+        stats.calls_received += 1;
         out.events.push_back(Event::Call(IncomingCall {
             id,
             xid: call.xid,
@@ -410,7 +419,7 @@ impl<B: Buf> Responder<B> {
                         self.finish(id, backward);
                         self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
                     } else {
-                        self.dispatch(id, mem, out, stats);
+                        self.dispatch(id, mem, config, out, stats);
                     }
                 }
                 self.pump_reads(config, out);

@@ -222,3 +222,90 @@ fn revision_2_sets_the_s_bit_and_honours_its_absence() {
     assert!(!reply.enhanced);
     assert_eq!(reply.private_data, b"ok");
 }
+
+/// A revision 2 request with the S bit and `pd` as its private data.
+fn enhanced_request(pd: &[u8]) -> StartupFrame {
+    StartupFrame {
+        private_data: pd.to_vec(),
+        ..MpaConfig::default().request(b"", ReadDepths::default())
+    }
+}
+
+/// RFC 6581 section 9: the IRD/ORD words are the first four octets of revision 2 private data.
+/// A request without them gets a Reply with the Reject bit, whatever the responder's flavour
+/// or revision, and no accepting Reply is ever built for it.
+#[test]
+fn rejects_a_revision_2_request_with_short_private_data() {
+    let responders = [
+        MpaConfig::default(),
+        MpaConfig {
+            kind: Ietf,
+            ..MpaConfig::default()
+        },
+        MpaConfig {
+            revision: 1,
+            ..MpaConfig::default()
+        },
+    ];
+    for cfg in responders {
+        for len in 0..ENHANCED_LEN {
+            let request = enhanced_request(&[0x00, 0x04, 0x00][..len]);
+            let (reply, outcome) = cfg.respond(&request, b"welcome", ReadDepths::default());
+            assert!(reply.reject, "{cfg:?}, {len} bytes: an accepting Reply");
+            assert_eq!(reply.kind, FrameKind::Reply);
+            assert!(
+                matches!(outcome, Err(Refusal::Malformed(_))),
+                "{cfg:?}, {len} bytes: {outcome:?}"
+            );
+            // The application's private data is not sent with the rejection.
+            let (_, ulp) =
+                MpaConfig::split(reply.revision >= 2 && reply.enhanced, &reply.private_data)
+                    .unwrap();
+            assert!(ulp.is_empty(), "{cfg:?}, {len} bytes: {ulp:?}");
+            assert_eq!(
+                MpaConfig::malformed(&request),
+                outcome.err(),
+                "{cfg:?}, {len} bytes"
+            );
+        }
+    }
+    // Four octets are enough, and so is the same short data without the S bit or below
+    // revision 2, where it is all ULP private data.
+    let (reply, outcome) =
+        MpaConfig::default().respond(&enhanced_request(&[0, 4, 0, 4]), b"", ReadDepths::default());
+    assert!(!reply.reject && outcome.is_ok());
+    for request in [
+        StartupFrame {
+            enhanced: false,
+            ..enhanced_request(&[1, 2])
+        },
+        StartupFrame {
+            revision: 1,
+            ..enhanced_request(&[1, 2])
+        },
+    ] {
+        let (reply, outcome) = MpaConfig::default().respond(&request, b"", ReadDepths::default());
+        assert!(!reply.reject);
+        assert_eq!(outcome.unwrap().peer_private_data, [1, 2]);
+    }
+}
+
+/// The initiator's side of the same rule: a revision 2 Reply with the S bit and fewer than
+/// four octets of private data is malformed, and the initiator refuses it.
+#[test]
+fn rejects_a_revision_2_reply_with_short_private_data() {
+    let cfg = MpaConfig::default();
+    let request = cfg.request(b"", ReadDepths::default());
+    let (good, _) = cfg.respond(&request, b"", ReadDepths::default());
+    for len in 0..ENHANCED_LEN {
+        let reply = StartupFrame {
+            private_data: vec![0; len],
+            ..good.clone()
+        };
+        assert!(
+            matches!(cfg.complete(&request, &reply), Err(Refusal::Malformed(_))),
+            "{len} bytes"
+        );
+    }
+    assert!(cfg.complete(&request, &good).is_ok());
+}

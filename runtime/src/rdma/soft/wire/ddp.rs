@@ -91,12 +91,9 @@ impl DdpHeader {
     /// Parses the header at the start of a ULPDU.
     #[inline]
     pub fn parse(b: &[u8]) -> Result<DdpHeader, WireError> {
-        let truncated = |need| WireError::Truncated {
-            what: "DDP header",
-            got: b.len(),
-            need,
-        };
-        let &c0 = b.first().ok_or_else(|| truncated(2))?;
+        let truncated = |need| WireError::DdpHeaderTooShort { got: b.len(), need };
+        // Without its control byte a segment is short of even the shorter, tagged, header.
+        let &c0 = b.first().ok_or_else(|| truncated(TAGGED_LEN))?;
         // Fixed-size views, so the fields below are read without further bounds checks (this
         // runs for every FPDU received).
         let buffer = if c0 & T != 0 {
@@ -169,6 +166,7 @@ impl DdpHeader {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rdmap::{TermCode, TermLayer};
     use super::*;
 
     #[test]
@@ -195,6 +193,32 @@ mod tests {
         for cut in 0..out.len() {
             assert!(DdpHeader::parse(&out[..cut]).is_err());
         }
+    }
+
+    /// A ULPDU shorter than the header its T bit announces is DDP's error, reported with
+    /// the DDP layer in the Terminate (RFC 5041 section 7), never as an MPA startup frame's.
+    #[test]
+    fn rejects_a_ulpdu_too_short_for_its_ddp_header() {
+        let tagged = [0xc1, 0x40, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let untagged = [0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert!(DdpHeader::parse(&tagged).is_ok() && DdpHeader::parse(&untagged).is_ok());
+        for (whole, need) in [(&tagged[..], TAGGED_LEN), (&untagged[..], UNTAGGED_LEN)] {
+            for cut in 1..need {
+                let e = DdpHeader::parse(&whole[..cut]).unwrap_err();
+                assert_eq!(e, WireError::DdpHeaderTooShort { got: cut, need });
+                assert_eq!(e.terminate(), TermCode::DDP_CATASTROPHIC);
+                assert_eq!(e.terminate().layer, TermLayer::Ddp);
+            }
+        }
+        let empty = DdpHeader::parse(&[]).unwrap_err();
+        assert_eq!(
+            empty,
+            WireError::DdpHeaderTooShort {
+                got: 0,
+                need: TAGGED_LEN
+            }
+        );
+        assert_eq!(empty.terminate().layer, TermLayer::Ddp);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::rdmap::{TermCode, TermLayer};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WireError {
-    /// Fewer bytes than the header needs.
+    /// Fewer bytes than an MPA startup frame, its private data or a received Terminate needs.
     #[error("{what}: {got} bytes, need {need}")]
     Truncated {
         /// The header.
@@ -16,6 +16,18 @@ pub enum WireError {
         /// Bytes needed.
         need: usize,
     },
+    /// A ULPDU shorter than the DDP header its first byte announces (RFC 5041 section 4: 14
+    /// bytes tagged, 18 untagged).
+    #[error("a DDP segment of {got} bytes, shorter than its {need}-byte header")]
+    DdpHeaderTooShort {
+        /// Bytes in the ULPDU.
+        got: usize,
+        /// The header's length.
+        need: usize,
+    },
+    /// An RDMA Read Request whose payload is not the 28-byte header (RFC 5040 section 4.4).
+    #[error("an RDMA Read Request of {0} bytes, not 28")]
+    ReadRequestLength(usize),
     /// An MPA Request/Reply frame without the expected key.
     #[error("MPA startup frame without the key \"{expected}\"")]
     BadKey {
@@ -68,6 +80,16 @@ impl WireError {
             WireError::BadUlpduLength(_) => TermCode::new(Llp, 0, 0x03),
             WireError::Truncated { .. } | WireError::BadKey { .. } => TermCode::new(Llp, 0, 0x04),
             WireError::PrivateDataTooLong(_) => TermCode::new(Llp, 0, 0x04),
+            // The FPDU was whole and, under CRC, intact: what it carries is wrong, which is
+            // DDP's to report (RFC 5041 section 7.1). Section 7.2 has no code for a header cut
+            // short: each tagged (type 1) and untagged (type 2) code names a field that failed
+            // its check (STag, bounds, QN, MSN, MO, version), and a header this short has not
+            // got those fields. Type 0, "Local Catastrophic", code 0x00, is DDP's one error
+            // that names no field.
+            WireError::DdpHeaderTooShort { .. } => TermCode::DDP_CATASTROPHIC,
+            // RFC 5040 section 7.1: a remote operation error, the message itself malformed;
+            // "Unspecified Error" (0xff), as no code names a Read Request's length.
+            WireError::ReadRequestLength(_) => TermCode::new(Rdmap, 2, 0xff),
             // RFC 5041 section 7.2: untagged buffer error, invalid DDP version / QN.
             WireError::DdpVersion(_) => TermCode::new(Ddp, 2, 0x06),
             WireError::QueueNumber(_) => TermCode::new(Ddp, 2, 0x01),

@@ -47,11 +47,7 @@ impl ReadRequest {
     /// Parses the header; the payload must be exactly [`READ_REQUEST_LEN`] bytes.
     pub fn parse(b: &[u8]) -> Result<ReadRequest, WireError> {
         if b.len() != READ_REQUEST_LEN {
-            return Err(WireError::Truncated {
-                what: "RDMA Read Request",
-                got: b.len(),
-                need: READ_REQUEST_LEN,
-            });
+            return Err(WireError::ReadRequestLength(b.len()));
         }
         Ok(ReadRequest {
             sink_stag: be32(b, 0),
@@ -120,6 +116,9 @@ impl TermCode {
     pub const CANNOT_INVALIDATE: TermCode = TermCode::new(TermLayer::Rdmap, 2, 0x09);
     /// RDMAP catastrophic error, unspecified.
     pub const CATASTROPHIC: TermCode = TermCode::new(TermLayer::Rdmap, 0, 0xff);
+    /// DDP local catastrophic error (RFC 5041 section 7.2, error type 0): the DDP layer's
+    /// error that names no field, such as a header cut short.
+    pub const DDP_CATASTROPHIC: TermCode = TermCode::new(TermLayer::Ddp, 0, 0x00);
     /// DDP tagged buffer error, invalid STag (RFC 5041 section 7.2).
     pub const DDP_INVALID_STAG: TermCode = TermCode::new(TermLayer::Ddp, 1, 0x00);
     /// DDP tagged buffer error, base or bounds violation.
@@ -275,6 +274,17 @@ mod tests {
         r.emit(&mut out);
         assert_eq!(ReadRequest::parse(&out).unwrap(), r);
         assert!(ReadRequest::parse(&out[..27]).is_err());
+    }
+
+    /// A Read Request of the wrong length is RDMAP's error (RFC 5040 section 7.1), not an
+    /// MPA startup frame's.
+    #[test]
+    fn rejects_a_read_request_of_the_wrong_length_at_the_rdmap_layer() {
+        for len in [0, 27, 29] {
+            let e = ReadRequest::parse(&vec![0; len]).unwrap_err();
+            assert_eq!(e, WireError::ReadRequestLength(len));
+            assert_eq!(e.terminate(), TermCode::new(TermLayer::Rdmap, 2, 0xff));
+        }
     }
 
     #[test]

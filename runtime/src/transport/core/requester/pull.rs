@@ -7,7 +7,7 @@ use super::{memory_error, protocol, Phase, Requester};
 use crate::rpc::Reply;
 use crate::transport::core::memory::{pulled_message, read_sinks, sink_data, Sinks};
 use crate::transport::core::{Buf, CallId, CoreConfig, Memory, Outbox, Owner, Stats};
-use crate::transport::header::{AlignPadding, Body, Header};
+use crate::transport::header::{check_rpc_xid, AlignPadding, Body, Header};
 
 /// A reply whose Read chunks are being pulled.
 pub(super) struct Pull<B> {
@@ -134,8 +134,14 @@ impl<B: Buf> Requester<B> {
         } else {
             let data = sink_data(sinks, |_| true, |_| {});
             let (message, chunks) = pulled_message(inline, data, alignment);
-            stats.replies_received_read_chunks += 1;
-            Ok(Reply { message, chunks })
+            // Seed 004 section 5.1.1, as in `build_reply`: the message may only now be here.
+            match check_rpc_xid(call.xid, &message) {
+                Ok(()) => {
+                    stats.replies_received_read_chunks += 1;
+                    Ok(Reply { message, chunks })
+                }
+                Err(e) => Err(protocol(format!("a reply with {e}"))),
+            }
         };
         self.fence(id, result, invalidated, out, stats);
     }

@@ -426,6 +426,10 @@ fn build_reply<B: Buf>(
         }
         _ => return Err(protocol("not a reply".into())),
     };
+    // Seed 004 section 5.1.1: the reply's RPC XID "MUST be the same" as its transport XID,
+    // which matched it to this call; a reply that contradicts itself is one this side "cannot
+    // parse" (section 5.5), and the call fails (see `header::check_rpc_xid`).
+    header::check_rpc_xid(call.xid, &message).map_err(|e| protocol(format!("a reply with {e}")))?;
     if chunks.writes.len() > call.write_sinks.len() {
         return Err(protocol(format!(
             "a reply with {} Write chunks for {} provided",

@@ -1599,3 +1599,4 @@ fn a_read_chunk_with_or_without_its_round_up_is_taken() {
 mod budget;
 mod mode2004;
 mod v2;
+mod xid;
