@@ -162,7 +162,7 @@ fn long_reply(p: &mut Pair, n: u32, rpc_xid: Option<u32>) -> Result<Bytes, rpc::
         } = op
         {
             sent = Some(message.to_bytes().to_vec());
-            c.core.handle_completion(op, WcStatus::Success);
+            c.core.handle_completion(op, WcStatus::Success, &mut c.mem);
         }
     }
     let (call, _) = hdr::parse(&sent.expect("the call's Send"), &Default::default()).unwrap();
@@ -238,6 +238,7 @@ fn fails_a_backward_call_whose_reply_carries_another_rpc_xid() {
                     reply_chunk: None,
                     timeout: None,
                     backward: true,
+                    room: Vec::new(),
                 },
                 Instant::now(),
                 &mut s.mem,
