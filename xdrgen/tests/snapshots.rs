@@ -361,6 +361,16 @@ fn diag_lenient_no_guess_when_ambiguous() {
 }
 
 #[test]
+fn diag_lenient_no_reading_by_resemblance() {
+    // RFC 2203's shapes: the credential union is carried in the RPC header, unused here;
+    // `proc_req_arg_t` (a procedure's arguments) shares only its `_t` with it.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union rpc_gss_cred_t switch (unsigned int vers) { case 1: opaque handle<>; };\n\
+         struct rpc_gss_data_t {\n    unsigned int seq_num;\n    proc_req_arg_t arg;\n};\n"
+    ));
+}
+
+#[test]
 fn diag_lenient_keyword_says_the_kind() {
     // `struct rpc_body` needs a struct; the matching unused definition is a union.
     insta::assert_snapshot!(lenient_diag_of(
