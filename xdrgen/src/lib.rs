@@ -221,8 +221,10 @@ impl Config {
     /// `rpcrdma1_body rdma_body;` with `union rdma_body`: a definition whose name merely
     /// resembles the unknown one is suggested, never substituted, since nothing says the two
     /// are encoded alike), an undefined type used only as a discriminant or constant type
-    /// (read as `unsigned int`), repeated enum values (aliases), and the xdrzcc dialect's
-    /// `zcopaque` (read as `opaque` with a DDP mark).
+    /// (read as `unsigned int`), repeated enum values (aliases), the xdrzcc dialect's
+    /// `zcopaque` (read as `opaque` with a DDP mark), and a DDP mark written off-form
+    /// (`/* @DDP */`, `/* @ ddp */`: read as `/* @ddp */`; a misspelled one such as
+    /// `/* @dpd */` is a warning and no mark).
     ///
     /// ```
     /// let mut c = xdrgen::Config::new();

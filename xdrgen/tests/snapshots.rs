@@ -393,3 +393,20 @@ fn diag_annotation_on_a_typedef_is_ignored_with_a_warning() {
     assert!(!comp.has_errors(), "{}", comp.render());
     insta::assert_snapshot!(comp.render());
 }
+
+/// Comments that look like a DDP mark: each defect named at the `@`, with the mark meant.
+const DDP_LOOKALIKES: &str = "struct write_args {\n    /* @DDP */ opaque data<>;\n    // @ ddp\n    string name<>;\n    /** @ddp: the payload */\n    opaque more<>;\n    /* @dpd */ opaque last<>;\n};\n";
+
+#[test]
+fn diag_ddp_mark_lookalikes() {
+    insta::assert_snapshot!(diag_of(DDP_LOOKALIKES));
+}
+
+#[test]
+fn diag_ddp_mark_lookalikes_lenient() {
+    let comp = Config::new()
+        .lenient(true)
+        .check_sources(&[("t.x", DDP_LOOKALIKES)]);
+    assert!(!comp.has_errors(), "{}", comp.render());
+    insta::assert_snapshot!(comp.render());
+}
