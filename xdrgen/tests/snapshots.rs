@@ -371,6 +371,21 @@ fn diag_lenient_no_reading_by_resemblance() {
 }
 
 #[test]
+fn diag_lenient_field_named_after_a_definition_of_another_kind() {
+    // The field names the struct, but `union` is written before the unknown name.
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct rdma_body { int x; };\nstruct msg { union rpcrdma1_body rdma_body; };\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_fields_named_after_different_definitions() {
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct read_body { int a; };\nstruct write_body { int b; };\nstruct msg {\n    any_body read_body;\n    any_body write_body;\n};\n"
+    ));
+}
+
+#[test]
 fn diag_lenient_keyword_says_the_kind() {
     // `struct rpc_body` needs a struct; the matching unused definition is a union.
     insta::assert_snapshot!(lenient_diag_of(
