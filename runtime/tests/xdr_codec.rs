@@ -187,19 +187,66 @@ fn rejects_every_truncation() {
 }
 
 #[test]
-fn strict_padding_is_optional() {
+fn rejects_non_zero_padding_by_default_and_accepts_it_when_asked() {
+    // RFC 4506 section 4.10: one byte of data, then three residual zero bytes.
+    let zero = Bytes::from_static(&[0, 0, 0, 1, b'x', 0, 0, 0]);
+    assert!(Decoder::new(&zero).get_opaque(None).is_ok());
     let wire = Bytes::from_static(&[0, 0, 0, 1, b'x', 1, 0, 0]);
-    assert!(Decoder::new(&wire).get_opaque(None).is_ok());
-    let strict = Limits {
-        strict_padding: true,
-        ..Limits::default()
-    };
-    let err = Decoder::with_limits(&wire, strict)
-        .unwrap()
-        .get_opaque(None)
-        .unwrap_err();
+    assert!(Limits::default().strict_padding);
+    let err = Decoder::new(&wire).get_opaque(None).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::NonZeroPadding);
     assert_eq!(err.offset(), 5);
+    assert!(err.to_string().contains("Limits::strict_padding"), "{err}");
+    // Fixed-length opaque data and strings are held to the same rule; the offset is where
+    // the padding starts.
+    let fixed = Bytes::from_static(&[b'a', b'b', 0, 7]);
+    let err = Decoder::new(&fixed).get_fixed_opaque(2).unwrap_err();
+    assert_eq!((err.kind(), err.offset()), (&ErrorKind::NonZeroPadding, 2));
+    let err = xdr::from_bytes::<XdrString>(wire.clone()).unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::NonZeroPadding);
+    let lax = Limits {
+        strict_padding: false,
+        ..Limits::default()
+    };
+    let data = Decoder::with_limits(&wire, lax)
+        .unwrap()
+        .get_opaque(None)
+        .unwrap();
+    assert_eq!(&data[..], b"x");
+}
+
+#[test]
+fn default_depth_is_500_levels_of_boxes() {
+    #[derive(Debug)]
+    #[allow(dead_code)] // the chain is only decoded, never inspected
+    struct Node(Option<Box<Node>>);
+    impl Decode for Node {
+        fn decode(dec: &mut Decoder) -> xdr::Result<Self> {
+            Option::<Box<Node>>::decode(dec).map(Node)
+        }
+    }
+    assert_eq!(Limits::default().max_depth, 500);
+    // 500 present flags and the final absent one: each Box is a level.
+    let chain = |boxes: usize| {
+        let mut w = [0, 0, 0, 1].repeat(boxes);
+        w.extend_from_slice(&[0, 0, 0, 0]);
+        Bytes::from(w)
+    };
+    let decoded = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            (
+                xdr::from_bytes::<Node>(chain(500)).is_ok(),
+                xdr::from_bytes::<Node>(chain(501)).map(|_| ()),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(decoded.0, "500 levels decode");
+    let err = decoded.1.unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::TooDeep { maximum: 500 });
+    assert!(err.to_string().contains("Limits::max_depth"), "{err}");
 }
 
 #[test]

@@ -394,8 +394,9 @@ fn recursive_types_round_trip_and_are_depth_bounded() {
         e = Expr::Neg(Box::new(e));
     }
     round_trip(&e);
-    // 100 nested negations exceed the default depth limit of 64 without touching the stack.
-    let mut deep = words(&[1; 100]);
+    // 1,000 nested negations exceed the default depth limit of 500 without touching the
+    // stack.
+    let mut deep = words(&[1; 1000]);
     deep.extend(words(&[0, 3]));
     let err = xdr::from_bytes::<Expr>(Bytes::from(deep)).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }));

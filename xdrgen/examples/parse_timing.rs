@@ -27,7 +27,7 @@ fn main() {
     for path in std::env::args().skip(1) {
         let text = std::fs::read_to_string(&path).expect("readable file");
         let pre = preproc::preprocess(FileId(0), &text);
-        let (toks, _) = lexer::lex(&pre.text);
+        let toks = lexer::lex(&pre.text).tokens;
         let (rounds, iters) = (15, 200);
         let t_pre = best(rounds, iters, || {
             std::hint::black_box(preproc::preprocess(FileId(0), &text));

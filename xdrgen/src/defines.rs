@@ -106,10 +106,11 @@ fn is_identifier(name: &str) -> bool {
 
 /// A literal (decimal, hex, octal, possibly negative) or a constant's name.
 fn parse_value(text: &str, loc: &Loc) -> Option<Value> {
-    let (toks, errors) = lex(text);
-    if !errors.is_empty() {
+    let lexed = lex(text);
+    if !lexed.errors.is_empty() {
         return None;
     }
+    let toks = lexed.tokens;
     let toks: Vec<&Tok> = toks.iter().map(|Token { tok, .. }| tok).collect();
     let lit = |value: i128| Value::Lit {
         value,

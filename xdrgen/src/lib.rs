@@ -216,10 +216,15 @@ impl Config {
     /// Accepts the known quirks of the RPC-over-RDMA drafts' XDR (with warnings): typed
     /// constants, a missing `=` or `{`, several declarations in one union arm (an anonymous
     /// struct), an unnamed discriminant, `uint32`/`uint64`/`int32`/`int64` without a typedef,
-    /// a reversed typedef, a type named differently where it is used (when exactly one unused
-    /// definition of the kind the uses need matches; otherwise an error lists them), an undefined type used only as a discriminant or constant type
-    /// (read as `unsigned int`), repeated enum values (aliases), and the xdrzcc dialect's
-    /// `zcopaque` (read as `opaque` with a DDP mark).
+    /// a reversed typedef, a type named differently where it is used (only when the field
+    /// using it is named after an unused definition of the kind the uses need, as in
+    /// `rpcrdma1_body rdma_body;` with `union rdma_body`: a definition whose name merely
+    /// resembles the unknown one is suggested, never substituted, since nothing says the two
+    /// are encoded alike), an undefined type used only as a discriminant or constant type
+    /// (read as `unsigned int`), repeated enum values (aliases), the xdrzcc dialect's
+    /// `zcopaque` (read as `opaque` with a DDP mark), and a DDP mark written off-form
+    /// (`/* @DDP */`, `/* @ ddp */`: read as `/* @ddp */`; a misspelled one such as
+    /// `/* @dpd */` is a warning and no mark).
     ///
     /// ```
     /// let mut c = xdrgen::Config::new();

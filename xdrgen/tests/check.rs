@@ -528,24 +528,37 @@ fn recursion_with_no_way_out_stays_an_error_once_per_cycle() {
 }
 
 #[test]
-fn lenient_guesses_only_one_definition_of_the_right_kind() {
-    // Same kind, one candidate: guessed (a warning), as for the rfc5666bis draft.
+fn lenient_reads_an_unknown_type_only_as_the_definition_its_field_is_named_after() {
+    // The field is named after the one unused union, as in the rfc5666bis draft: read as it
+    // (a warning).
     let c = lenient(
-        "union rdma_body switch (int d) { case 1: int x; }; struct msg { rpcrdma1_body body; };",
+        "union rdma_body switch (int d) { case 1: int x; }; struct msg { rpcrdma1_body rdma_body; };",
     );
     assert!(!c.has_errors(), "{}", c.render());
     assert!(c
         .render()
         .contains("lenient mode reads `rpcrdma1_body` as `rdma_body`"));
-    // The same with `struct` written before the name: not a union, no guess.
+    // The same with `struct` written before the name: not a union, no reading.
     let c = lenient(
-        "union rdma_body switch (int d) { case 1: int x; }; struct msg { struct rpcrdma1_body body; };",
+        "union rdma_body switch (int d) { case 1: int x; }; struct msg { struct rpcrdma1_body rdma_body; };",
     );
     assert!(c.has_errors());
     assert!(c
         .render()
         .contains("`rdma_body` is a union, and `rpcrdma1_body` is written `struct`"));
-    // Two candidates: no guess, both listed.
+    // A field named otherwise: the names only resemble each other (same last `_` segment),
+    // which is a suggestion, not a reading.
+    let c = lenient(
+        "union rdma_body switch (int d) { case 1: int x; }; struct msg { rpcrdma1_body body; };",
+    );
+    let r = c.render();
+    assert_eq!(errors(&c), ["unknown type `rpcrdma1_body`"], "{r}");
+    assert!(
+        r.contains("did you mean `rdma_body`? write that name here, or define `rpcrdma1_body`"),
+        "{r}"
+    );
+    assert!(c.generate().is_err());
+    // Two candidates: no reading, both listed.
     let c = lenient(
         "struct read_body { int a; }; struct write_body { int b; }; struct msg { call_body body; };",
     );
@@ -555,6 +568,35 @@ fn lenient_guesses_only_one_definition_of_the_right_kind() {
         r.contains("did you mean one of `read_body`, `write_body`?"),
         "{r}"
     );
+}
+
+/// The shapes of RFC 2203 section 5: the credential union travels in the RPC header (so the
+/// file never uses it), and `proc_req_arg_t`, the procedure's own arguments, is defined by
+/// each program, not here.
+const RPCSEC_GSS: &str = "\
+enum rpc_gss_proc_t { RPCSEC_GSS_DATA = 0, RPCSEC_GSS_INIT = 1, RPCSEC_GSS_CONTINUE_INIT = 2, RPCSEC_GSS_DESTROY = 3 };
+enum rpc_gss_service_t { rpc_gss_svc_none = 1, rpc_gss_svc_integrity = 2, rpc_gss_svc_privacy = 3 };
+struct rpc_gss_cred_vers_1_t { rpc_gss_proc_t gss_proc; unsigned int seq_num; rpc_gss_service_t service; opaque handle<>; };
+const RPCSEC_GSS_VERS_1 = 1;
+union rpc_gss_cred_t switch (unsigned int vers) { case RPCSEC_GSS_VERS_1: rpc_gss_cred_vers_1_t rpc_gss_cred_vers_1_t; };
+struct rpc_gss_data_t { unsigned int seq_num; proc_req_arg_t arg; };
+";
+
+#[test]
+fn lenient_never_reads_rpcsec_gss_arguments_as_the_credential_union() {
+    // `proc_req_arg_t` and the unused `rpc_gss_cred_t` share their last `_` segment; reading
+    // one as the other would decode a procedure's arguments as a credential.
+    for c in [lenient(RPCSEC_GSS), strict(RPCSEC_GSS)] {
+        let r = c.render();
+        assert_eq!(errors(&c), ["unknown type `proc_req_arg_t`"], "{r}");
+        assert!(r.contains("did you mean `rpc_gss_cred_t`?"), "{r}");
+        assert!(!r.contains("reads `proc_req_arg_t` as"), "{r}");
+        assert!(c.generate().is_err());
+    }
+    // Defined, it is what it says.
+    let defined = format!("{RPCSEC_GSS}typedef opaque proc_req_arg_t<>;\n");
+    let out = lenient(&defined).generate().unwrap();
+    assert!(out.contains("pub arg: ProcReqArgT"), "{out}");
 }
 
 #[test]

@@ -133,15 +133,120 @@ fn rejects_malformed_marks_and_reads_binding_files() {
 }
 
 #[test]
-fn unknown_annotations_warn() {
-    let spec = "struct s { /* @dpp */ opaque data<>; };";
+fn unknown_annotations_far_from_ddp_warn() {
+    let spec = "struct s { /* @deprecated */ opaque data<>; };";
     let comp = xdrgen::Config::new().check_sources(&[("s.x", spec)]);
-    assert!(!comp.has_errors());
+    assert!(!comp.has_errors(), "{}", comp.render());
     let text = comp.render();
     assert!(
-        text.contains("unknown annotation `@dpp`") && text.contains("did you mean `@ddp`?"),
+        text.contains("warning: unknown annotation `@deprecated`")
+            && text.contains("the only annotation xdrgen reads is the DDP mark"),
         "{text}"
     );
+}
+
+/// `struct s` with `comment` on the line before its opaque field, checked in either mode.
+fn with_comment(comment: &str, lenient: bool) -> xdrgen::Compilation {
+    let spec =
+        format!("struct s {{\n    unsigned count;\n    {comment}\n    opaque data<>;\n}};\n");
+    xdrgen::Config::new()
+        .lenient(lenient)
+        .check_sources(&[("s.x", &spec)])
+}
+
+#[test]
+fn rejects_a_mark_written_off_form_and_lenient_mode_reads_it_as_the_mark() {
+    for (comment, fix) in [
+        ("/* @DDP */", "/* @ddp */"),
+        ("/* @Ddp */", "/* @ddp */"),
+        ("/* @ ddp */", "/* @ddp */"),
+        ("/** @ddp */", "/* @ddp */"),
+        ("/* @ddp: the bulk data */", "/* @ddp */"),
+        ("// @DDP", "// @ddp"),
+        ("/// @ddp", "// @ddp"),
+    ] {
+        let strict = with_comment(comment, false);
+        let text = strict.render();
+        assert_eq!(strict.diagnostics.error_count(), 1, "{comment}: {text}");
+        assert!(
+            text.contains("looks like a DDP mark but is not one")
+                && text.contains("s.x:3:")
+                && text.contains(&format!("did you mean `{fix}`?")),
+            "{comment}: {text}"
+        );
+        assert!(strict.generate().is_err());
+        let lenient = with_comment(comment, true);
+        assert!(!lenient.has_errors(), "{comment}: {}", lenient.render());
+        assert!(lenient.render().contains("warning:"), "{comment}");
+        let out = lenient.generate().unwrap();
+        assert!(
+            out.contains("enc.put_ddp_opaque(&self.data, ::core::option::Option::None)?;"),
+            "{comment}: the field is marked"
+        );
+    }
+}
+
+#[test]
+fn rejects_a_misspelled_mark_and_lenient_mode_reads_no_mark() {
+    for comment in [
+        "/* @dpd */",
+        "/* @dp */",
+        "// @ddpp",
+        "/* @ dpd */",
+        "/* @DPD */",
+    ] {
+        let strict = with_comment(comment, false);
+        let text = strict.render();
+        assert_eq!(strict.diagnostics.error_count(), 1, "{comment}: {text}");
+        assert!(
+            text.contains("looks like a DDP mark but is not one") && text.contains("did you mean"),
+            "{comment}: {text}"
+        );
+        let lenient = with_comment(comment, true);
+        let text = lenient.render();
+        assert!(!lenient.has_errors(), "{comment}: {text}");
+        assert!(
+            text.contains("warning:") && text.contains("not DDP-eligible"),
+            "{comment}: {text}"
+        );
+        let out = lenient.generate().unwrap();
+        assert!(!out.contains("put_ddp_"), "{comment}: no mark guessed");
+    }
+}
+
+#[test]
+fn accepts_ordinary_comments_that_contain_an_at_sign() {
+    for comment in [
+        "/* mail nfs-maint@example.org about this field */",
+        "/* @(#)nfs.x 1.2 88/08/01 */",
+        "/* @param data the payload */",
+        "/** @return the file's bytes */",
+        "// see @ddp in specs/nfs3.x",
+        "/* @udp: the port it came on */",
+        "/* @ */",
+    ] {
+        let c = with_comment(comment, false);
+        assert!(c.diagnostics.items.is_empty(), "{comment}: {}", c.render());
+        assert!(!c.generate().unwrap().contains("put_ddp_"), "{comment}");
+    }
+}
+
+#[test]
+fn the_mark_itself_is_accepted_in_every_documented_form() {
+    for comment in [
+        "/* @ddp */",
+        "/*@ddp*/",
+        "// @ddp",
+        "//@ddp",
+        "/*\t@ddp\t*/",
+    ] {
+        let c = with_comment(comment, false);
+        assert!(c.diagnostics.items.is_empty(), "{comment}: {}", c.render());
+        assert!(
+            c.generate().unwrap().contains("put_ddp_opaque"),
+            "{comment}: marked"
+        );
+    }
 }
 
 #[test]

@@ -93,6 +93,7 @@ fn real_world_groups() -> Vec<(&'static str, xdrgen::Config, Vec<PathBuf>)> {
             vec![r("recursion.x")],
         ),
         ("real_zcopaque", lenient, vec![r("zcopaque.x")]),
+        ("real_stellar", xdrgen::Config::new(), vec![r("stellar.x")]),
     ]
 }
 

@@ -361,6 +361,31 @@ fn diag_lenient_no_guess_when_ambiguous() {
 }
 
 #[test]
+fn diag_lenient_no_reading_by_resemblance() {
+    // RFC 2203's shapes: the credential union is carried in the RPC header, unused here;
+    // `proc_req_arg_t` (a procedure's arguments) shares only its `_t` with it.
+    insta::assert_snapshot!(lenient_diag_of(
+        "union rpc_gss_cred_t switch (unsigned int vers) { case 1: opaque handle<>; };\n\
+         struct rpc_gss_data_t {\n    unsigned int seq_num;\n    proc_req_arg_t arg;\n};\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_field_named_after_a_definition_of_another_kind() {
+    // The field names the struct, but `union` is written before the unknown name.
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct rdma_body { int x; };\nstruct msg { union rpcrdma1_body rdma_body; };\n"
+    ));
+}
+
+#[test]
+fn diag_lenient_fields_named_after_different_definitions() {
+    insta::assert_snapshot!(lenient_diag_of(
+        "struct read_body { int a; };\nstruct write_body { int b; };\nstruct msg {\n    any_body read_body;\n    any_body write_body;\n};\n"
+    ));
+}
+
+#[test]
 fn diag_lenient_keyword_says_the_kind() {
     // `struct rpc_body` needs a struct; the matching unused definition is a union.
     insta::assert_snapshot!(lenient_diag_of(
@@ -380,6 +405,23 @@ fn diag_annotation_on_a_typedef_is_ignored_with_a_warning() {
     let comp = Config::new()
         .lenient(true)
         .check_sources(&[("t.x", "typedef zcopaque buf<>;\nstruct s { buf b; };\n")]);
+    assert!(!comp.has_errors(), "{}", comp.render());
+    insta::assert_snapshot!(comp.render());
+}
+
+/// Comments that look like a DDP mark: each defect named at the `@`, with the mark meant.
+const DDP_LOOKALIKES: &str = "struct write_args {\n    /* @DDP */ opaque data<>;\n    // @ ddp\n    string name<>;\n    /** @ddp: the payload */\n    opaque more<>;\n    /* @dpd */ opaque last<>;\n};\n";
+
+#[test]
+fn diag_ddp_mark_lookalikes() {
+    insta::assert_snapshot!(diag_of(DDP_LOOKALIKES));
+}
+
+#[test]
+fn diag_ddp_mark_lookalikes_lenient() {
+    let comp = Config::new()
+        .lenient(true)
+        .check_sources(&[("t.x", DDP_LOOKALIKES)]);
     assert!(!comp.has_errors(), "{}", comp.render());
     insta::assert_snapshot!(comp.render());
 }

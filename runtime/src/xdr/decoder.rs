@@ -268,6 +268,8 @@ impl<'a> Decoder<'a> {
         Ok(data)
     }
 
+    /// RFC 4506 section 4.10: opaque data is "followed by enough (0 to 3) residual zero
+    /// bytes"; refused otherwise unless [`Limits::strict_padding`] is off.
     fn check_padding(&self, at: usize, n: usize) -> Result<()> {
         if self.limits.strict_padding && self.data[at..at + n].iter().any(|&b| b != 0) {
             return Err(Error::new(ErrorKind::NonZeroPadding, self.base + at));

@@ -172,8 +172,14 @@ impl fmt::Display for ErrorKind {
                 write!(f, "{value} is not a valid value of {type_name}")
             }
             ErrorKind::InvalidBool(v) => write!(f, "boolean or optional flag is {v}, not 0 or 1"),
-            ErrorKind::NonZeroPadding => write!(f, "non-zero padding bytes"),
-            ErrorKind::TooDeep { maximum } => write!(f, "nesting deeper than {maximum}"),
+            ErrorKind::NonZeroPadding => write!(
+                f,
+                "padding bytes are not zero (RFC 4506 section 4.10; Limits::strict_padding)"
+            ),
+            ErrorKind::TooDeep { maximum } => write!(
+                f,
+                "recursive values nested deeper than {maximum} levels (Limits::max_depth)"
+            ),
             ErrorKind::TrailingBytes(n) => write!(f, "{n} trailing bytes after the value"),
             ErrorKind::EmptyList(t) => write!(f, "{t} needs at least one element"),
             ErrorKind::ChunkLengthMismatch {

@@ -9,6 +9,11 @@
 //!   [`Encoder::as_contiguous`] + [`Encoder::clear`] let a header be copied into registered
 //!   memory with no allocation or reference counting per message.
 //! * [`Limits`] bounds everything a peer controls: message size, element counts, nesting depth.
+//!   The defaults are chosen for canonical encodings (one value, one encoding) and a 2 MiB
+//!   thread stack: padding that is not zero is refused (RFC 4506 section 4.10; rpcgen's
+//!   library and the Linux kernel write zeros, Stellar's codecs refuse anything else), and
+//!   recursive values nest up to 500 levels, deeper than real Stellar ledger values go and
+//!   within a quarter of a 2 MiB stack in a debug build. [`Limits`] says why in full.
 //! * [`Error`] carries the byte offset where decoding or encoding failed.
 //!
 //! Generated code (from `xdrgen`) and hand-written types (`#[derive(Xdr)]`) implement

@@ -347,6 +347,23 @@ impl Checker<'_> {
         None
     }
 
+    /// The diagnostic for the unknown type `name` and what lenient mode reads it as (`None`:
+    /// nothing; the diagnostic is then an error in both modes).
+    ///
+    /// Lenient mode reads an undefined name only where the reading cannot change the bytes on
+    /// the wire from what the file's author meant:
+    /// * `uint32`, `uint64`, `int32`, `int64`: the name states the width and the signedness;
+    /// * a name used only as a union discriminant or a constant's type: `unsigned int`
+    ///   (RFC 4506 section 4.15: a discriminant is `int`, `unsigned int` or an enum, four
+    ///   bytes each; a constant has no encoding);
+    /// * a name used by a declaration that is named after an unused definition of the kind the
+    ///   uses need (the C habit `T T;`, rfc5666bis-01 section 5.6: `rpcrdma1_body rdma_body;`
+    ///   with `union rdma_body`): the file spells the type meant.
+    ///
+    /// A name that merely resembles a definition's (a shared last `_` segment, a small edit
+    /// distance) is suggested, never read as it: nothing ties the undefined type's encoding
+    /// to the similar one's (RFC 2203's `proc_req_arg_t`, a procedure's own arguments, shares
+    /// its `_t` with the credential union `rpc_gss_cred_t`).
     pub(super) fn explain_unknown(
         &self,
         name: &str,
@@ -360,6 +377,7 @@ impl Checker<'_> {
         } else {
             String::new()
         };
+        let unknown = || Diagnostic::error(format!("unknown type `{name}`"));
         // uint32, uint64, int32, int64: the drafts use them without a typedef.
         if let Some(p) = builtin_type(name, true) {
             let spelled = names::prim_xdr(p);
@@ -371,94 +389,92 @@ impl Checker<'_> {
                 .note(format!("lenient mode treats `{name}` as `{spelled}`"));
             return (Some(Rename::Prim(p)), d);
         }
-        // A union or struct named differently where it is used (rfc5666bis-01 section 5.6:
-        // `rpcrdma1_body rdma_body;` with `union rdma_body`).
-        // Candidates: unused definitions other than the ones holding the uses, picked by the
-        // first rule that matches any: the declaration's field has the candidate's name;
-        // same last `_` segment; a small edit distance. Lenient mode guesses only when that
-        // rule leaves exactly one candidate and it is of the kind the uses need.
-        let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
-        let int_only = uses.iter().all(|u| u.how == "disc" || u.how == "const");
+        // Candidates: unused definitions other than the ones holding the uses.
         let pool: Vec<&String> = unused
             .iter()
             .filter(|u| !uses.iter().any(|x| &x.container == *u))
             .collect();
-        let rules: [&dyn Fn(&str) -> bool; 3] = [
-            &|u| uses.iter().any(|x| x.how.strip_prefix("field:") == Some(u)),
-            &|u| last(u) == last(name) && u.contains('_') && name.contains('_'),
-            &|u| crate::diag::edit_distance(u, name) <= name.len() / 3,
-        ];
-        let first_match = |pool: &[&String]| -> Vec<String> {
-            rules
-                .iter()
-                .map(|rule| {
-                    pool.iter()
-                        .filter(|u| rule(u))
-                        .map(|u| (*u).clone())
-                        .collect::<Vec<_>>()
-                })
-                .find(|c| !c.is_empty())
-                .unwrap_or_default()
-        };
-        let (same_kind, other_kinds): (Vec<&String>, Vec<&String>) = pool
+        let named_by_field: Vec<&String> = pool
             .iter()
-            .partition(|c| self.kind_mismatch(c, uses).is_none());
-        let fitting = first_match(&same_kind);
-        // Matches of another kind are shown (not guessed) only when none of the right kind
-        // matches, and not for integer-only uses, which have their own reading below.
-        let other_kind = if fitting.is_empty() && !int_only {
-            first_match(&other_kinds)
-        } else {
-            Vec::new()
-        };
+            .copied()
+            .filter(|u| {
+                uses.iter()
+                    .any(|x| x.how.strip_prefix("field:") == Some(u.as_str()))
+            })
+            .collect();
         let at = |c: &str| self.defs[self.types[c]].name.loc.clone();
-        if let [cand] = fitting.as_slice() {
-            let cand = cand.clone();
-            let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
-                .at(&first.loc, format!("not defined{more}"))
-                .also(
-                    &at(&cand),
-                    format!("`{cand}` is defined here and never used"),
-                )
-                .help(format!("did you mean `{cand}`? rename one of the two"))
-                .note(format!("lenient mode reads `{name}` as `{cand}`"));
-            return (Some(Rename::Type(cand)), d);
-        }
-        if fitting.len() > 1 {
-            let listed: Vec<String> = fitting.iter().map(|c| format!("`{c}`")).collect();
-            let mut d = Diagnostic::error(format!("unknown type `{name}`"))
-                .at(&first.loc, format!("not defined{more}"));
-            for c in &fitting {
-                d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+        let listed = |cands: &[&String]| {
+            cands
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match named_by_field.as_slice() {
+            [] => {}
+            [cand] if self.kind_mismatch(cand, uses).is_none() => {
+                let cand = (*cand).clone();
+                let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
+                    .at(&first.loc, format!("not defined{more}"))
+                    .also(
+                        &at(&cand),
+                        format!("`{cand}` is defined here and never used"),
+                    )
+                    .help(format!("did you mean `{cand}`? rename one of the two"))
+                    .note(format!("lenient mode reads `{name}` as `{cand}`"));
+                return (Some(Rename::Type(cand)), d);
             }
-            let d = d
-                .help(format!(
-                    "did you mean one of {}? rename the one meant, or define `{name}`",
-                    listed.join(", ")
-                ))
-                .note("lenient mode guesses only when exactly one unused definition matches");
-            return (None, d);
-        }
-        if let Some(cand) = other_kind.first() {
-            let why = self.kind_mismatch(cand, uses).unwrap_or_default();
-            let mut d = Diagnostic::error(format!("unknown type `{name}`"))
-                .at(&first.loc, format!("not defined{more}"));
-            for c in &other_kind {
-                d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+            [cand] => {
+                let why = self.kind_mismatch(cand, uses).unwrap_or_default();
+                let d = unknown()
+                    .at(&first.loc, format!("not defined{more}"))
+                    .also(&at(cand), format!("`{cand}` is defined here and never used"))
+                    .help(format!(
+                        "define `{name}`, or rename `{cand}` if it is the one meant"
+                    ))
+                    .note(format!(
+                        "lenient mode reads `{name}` as the definition the field is named after only if it is of the kind the uses need: {why}"
+                    ));
+                return (None, d);
             }
-            let d = d
-                .help(format!(
-                    "define `{name}`, or rename `{cand}` if it is the one meant"
-                ))
-                .note(format!(
-                    "lenient mode guesses only a definition of the kind the uses need: {why}"
-                ));
-            return (None, d);
+            several => {
+                let mut d = unknown().at(&first.loc, format!("not defined{more}"));
+                for c in several {
+                    d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+                }
+                let d = d
+                    .help(format!(
+                        "did you mean one of {}? rename the one meant, or define `{name}`",
+                        listed(several)
+                    ))
+                    .note("its uses are named after different definitions: lenient mode does not choose");
+                return (None, d);
+            }
         }
+        let last = |s: &str| s.rsplit('_').next().unwrap_or(s).to_string();
+        let resembling: Vec<&String> = pool
+            .iter()
+            .copied()
+            .filter(|u| {
+                (last(u) == last(name) && u.contains('_') && name.contains('_'))
+                    || crate::diag::edit_distance(u, name) <= name.len() / 3
+            })
+            .collect();
         // Used only as a discriminant or a constant's type: an integer type in all but name.
-        if int_only {
-            let d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
-                .at(&first.loc, format!("not defined{more}"))
+        if uses.iter().all(|u| u.how == "disc" || u.how == "const") {
+            let mut d = Diagnostic::quirk(self.lenient, format!("unknown type `{name}`"))
+                .at(&first.loc, format!("not defined{more}"));
+            let fitting: Vec<&String> = resembling
+                .iter()
+                .copied()
+                .filter(|c| self.kind_mismatch(c, uses).is_none())
+                .collect();
+            match fitting.as_slice() {
+                [] => {}
+                [cand] => d = d.help(format!("did you mean `{cand}`?")),
+                several => d = d.help(format!("did you mean one of {}?", listed(several))),
+            }
+            let d = d
                 .help(format!(
                     "define it, e.g. `typedef unsigned int {name};`, or use `unsigned int`"
                 ))
@@ -467,13 +483,38 @@ impl Checker<'_> {
                 ));
             return (Some(Rename::Prim(Prim::UInt)), d);
         }
+        if !resembling.is_empty() {
+            let mut d = unknown().at(&first.loc, format!("not defined{more}"));
+            for c in &resembling {
+                d = d.also(&at(c), format!("`{c}` is defined here and never used"));
+            }
+            let d = match resembling.as_slice() {
+                [cand] => match self.kind_mismatch(cand, uses) {
+                    None => d.help(format!(
+                        "did you mean `{cand}`? write that name here, or define `{name}`"
+                    )),
+                    Some(why) => d
+                        .help(format!(
+                            "define `{name}`, or rename `{cand}` if it is the one meant"
+                        ))
+                        .note(why),
+                },
+                several => d.help(format!(
+                    "did you mean one of {}? write the one meant here, or define `{name}`",
+                    listed(several)
+                )),
+            };
+            let d = d.note(format!(
+                "lenient mode does not read `{name}` as a definition whose name resembles it: nothing says the two are encoded alike"
+            ));
+            return (None, d);
+        }
         let all_names = self
             .types
             .keys()
             .map(String::as_str)
             .chain(names::BUILTIN_NAMES.iter().copied());
-        let mut d = Diagnostic::error(format!("unknown type `{name}`"))
-            .at(&first.loc, format!("not defined{more}"));
+        let mut d = unknown().at(&first.loc, format!("not defined{more}"));
         if let Some(s) = did_you_mean(name, all_names) {
             d = d.help(format!("did you mean `{s}`?"));
         } else {

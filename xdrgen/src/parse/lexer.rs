@@ -9,6 +9,8 @@ use nom::combinator::{map, recognize};
 use nom::sequence::{pair, preceded, terminated};
 use nom::IResult;
 
+use super::marks::{self, Comment, Lookalike};
+
 /// A token kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tok {
@@ -38,6 +40,19 @@ pub struct Token {
 /// A lexical error: byte range and message.
 pub type LexError = (Range<usize>, String);
 
+/// What [`lex`] makes of a text.
+#[derive(Debug, Clone, Default)]
+pub struct Lexed {
+    /// The tokens, ending with [`Tok::Eof`].
+    pub tokens: Vec<Token>,
+    /// Malformed lexemes.
+    pub errors: Vec<LexError>,
+    /// Comments that look like a DDP mark but are not one, with the byte range of the `@`
+    /// and the word. Those whose intent is unambiguous ([`Lookalike::is_mark`]) are also in
+    /// `tokens`, as the annotation `ddp`.
+    pub lookalikes: Vec<(Range<usize>, Lookalike)>,
+}
+
 const PUNCT: &str = "{}()[]<>;:,=*-";
 
 /// What one recogniser found at the current position.
@@ -48,18 +63,22 @@ enum Lexeme<'a> {
     Token(Tok),
     /// A malformed lexeme: its text is consumed and reported with `message`.
     Bad(&'a str, String),
+    /// A comment that looks like a DDP mark; `at` is relative to the comment's text.
+    Lookalike(Lookalike),
 }
 
 type LexResult<'a> = IResult<&'a str, Lexeme<'a>>;
 
-/// Splits `text` into tokens; comments are dropped except annotation comments.
+/// Splits `text` into tokens; comments are dropped except annotation comments (and those
+/// that look like a DDP mark, see [`marks`]).
 ///
 /// The recognisers are nom combinators, one per lexical class; a position no recogniser
 /// accepts is reported as an unexpected character and skipped, so lexing always finishes
 /// and every problem in a file is reported at once.
-pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
+pub fn lex(text: &str) -> Lexed {
     let mut toks = Vec::new();
     let mut errs = Vec::new();
+    let mut lookalikes = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
         let start = text.len() - rest.len();
@@ -69,6 +88,18 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
                 match lexeme {
                     Lexeme::Skip => {}
                     Lexeme::Token(tok) => toks.push(Token { tok, span }),
+                    Lexeme::Lookalike(look) => {
+                        // Both comment forms open with two characters (`/*`, `//`).
+                        let at = start + COMMENT_OPENER + look.at.start
+                            ..start + COMMENT_OPENER + look.at.end;
+                        if look.is_mark() {
+                            toks.push(Token {
+                                tok: Tok::Annotation(crate::check::ddp::DDP.to_string()),
+                                span,
+                            });
+                        }
+                        lookalikes.push((at, look));
+                    }
                     Lexeme::Bad(what, message) => {
                         errs.push((start..start + what.len(), message));
                         if what.starts_with(|c: char| c.is_ascii_digit()) {
@@ -94,8 +125,15 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
         tok: Tok::Eof,
         span: text.len()..text.len(),
     });
-    (toks, errs)
+    Lexed {
+        tokens: toks,
+        errors: errs,
+        lookalikes,
+    }
 }
+
+/// The length of `/*` and of `//`.
+const COMMENT_OPENER: usize = 2;
 
 fn lexeme(input: &str) -> LexResult<'_> {
     alt((
@@ -113,18 +151,24 @@ fn lexeme(input: &str) -> LexResult<'_> {
 fn block_comment(input: &str) -> LexResult<'_> {
     let (rest, _) = tag("/*")(input)?;
     match take_until::<_, _, nom::error::Error<&str>>("*/")(rest) {
-        Ok((after, body)) => Ok((&after[2..], comment_lexeme(body))),
+        Ok((after, body)) => Ok((&after[2..], comment_lexeme(body, true))),
         Err(_) => Ok(("", Lexeme::Bad(&input[..2], "unterminated comment".into()))),
     }
 }
 
 /// `// ...` to the end of the line, an annotation when its body is `@word`.
 fn line_comment(input: &str) -> LexResult<'_> {
-    map(preceded(tag("//"), not_line_ending), comment_lexeme)(input)
+    map(preceded(tag("//"), not_line_ending), |body| {
+        comment_lexeme(body, false)
+    })(input)
 }
 
-fn comment_lexeme(body: &str) -> Lexeme<'_> {
-    annotation(body).map_or(Lexeme::Skip, |a| Lexeme::Token(Tok::Annotation(a)))
+fn comment_lexeme(body: &str, block: bool) -> Lexeme<'_> {
+    match marks::classify(body, block) {
+        Comment::Plain => Lexeme::Skip,
+        Comment::Annotation(a) => Lexeme::Token(Tok::Annotation(a)),
+        Comment::Lookalike(l) => Lexeme::Lookalike(l),
+    }
 }
 
 fn identifier(input: &str) -> LexResult<'_> {
@@ -166,16 +210,6 @@ fn string_literal(input: &str) -> LexResult<'_> {
     }
 }
 
-/// `@word` alone in a comment body.
-fn annotation(body: &str) -> Option<String> {
-    let t = body.trim().strip_prefix('@')?;
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        Some(t.to_string())
-    } else {
-        None
-    }
-}
-
 /// Decimal, `0x` hexadecimal or leading-zero octal (RFC 4506 section 6.2), at most 2^64.
 fn number(s: &str) -> Option<i128> {
     let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
@@ -193,7 +227,7 @@ mod tests {
     use super::*;
 
     fn kinds(s: &str) -> Vec<Tok> {
-        lex(s).0.into_iter().map(|t| t.tok).collect()
+        lex(s).tokens.into_iter().map(|t| t.tok).collect()
     }
 
     #[test]
@@ -208,8 +242,8 @@ mod tests {
                 Tok::Eof
             ]
         );
-        assert!(!lex("0x").1.is_empty());
-        assert!(!lex("99999999999999999999999").1.is_empty());
+        assert!(!lex("0x").errors.is_empty());
+        assert!(!lex("99999999999999999999999").errors.is_empty());
     }
 
     #[test]
@@ -223,6 +257,31 @@ mod tests {
                 Tok::Eof
             ]
         );
-        assert!(!lex("/* open").1.is_empty());
+        assert!(!lex("/* open").errors.is_empty());
+    }
+
+    #[test]
+    fn lookalikes_are_located_and_the_unambiguous_ones_read_as_marks() {
+        let text = "a /* @DDP */ b // @dpd\n";
+        let lexed = lex(text);
+        assert_eq!(
+            lexed
+                .tokens
+                .iter()
+                .map(|t| t.tok.clone())
+                .collect::<Vec<_>>(),
+            vec![
+                Tok::Ident("a".into()),
+                Tok::Annotation("ddp".into()),
+                Tok::Ident("b".into()),
+                Tok::Eof
+            ]
+        );
+        let at: Vec<&str> = lexed
+            .lookalikes
+            .iter()
+            .map(|(r, _)| &text[r.clone()])
+            .collect();
+        assert_eq!(at, ["@DDP", "@dpd"]);
     }
 }

@@ -10,6 +10,7 @@
 //! recovery points are parsers themselves.
 
 pub mod lexer;
+pub mod marks;
 pub mod parser;
 pub mod preproc;
 
@@ -36,8 +37,8 @@ fn c_define(name: &str, text: &str, loc: &Loc) -> Option<Definition> {
             .trim_start_matches('(')
             .trim_end_matches(')')
             .trim();
-        let (toks, errs) = lexer::lex(t);
-        match (toks.as_slice(), errs.is_empty()) {
+        let lexed = lexer::lex(t);
+        match (lexed.tokens.as_slice(), lexed.errors.is_empty()) {
             (
                 [lexer::Token {
                     tok: lexer::Tok::Number(n),
@@ -116,11 +117,18 @@ pub fn parse_file_with_defines(
             .at(first, "the first one"),
         );
     }
-    let (tokens, lex_errors) = lexer::lex(&pre.text);
-    for (span, msg) in lex_errors {
+    let lexed = lexer::lex(&pre.text);
+    for (span, msg) in lexed.errors {
         diags.push(Diagnostic::error(msg).at(&Loc { file, span }, "here"));
     }
-    let spec = parser::parse(&tokens, file, lenient, diags);
+    for (span, look) in &lexed.lookalikes {
+        let loc = Loc {
+            file,
+            span: span.clone(),
+        };
+        diags.push(look.diagnostic(&loc, lenient));
+    }
+    let spec = parser::parse(&lexed.tokens, file, lenient, diags);
     let fallback = pre
         .c_defines
         .iter()

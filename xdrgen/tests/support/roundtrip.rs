@@ -493,7 +493,8 @@ mod real_recursion {
             &xdr::to_bytes(&one).unwrap()[..],
             &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
         );
-        // Each link counts against the decoder's depth limit (64 by default): 10 links fit.
+        // Each link counts against the decoder's depth limit (500 levels by default, three
+        // a link): 10 links fit.
         let long = chain(10);
         let back: Node = xdr::from_bytes(xdr::to_bytes(&long).unwrap()).unwrap();
         assert_eq!(back, long);
@@ -543,6 +544,113 @@ mod real_recursion {
         }
         let err = xdr::from_bytes::<Node>(Bytes::from(wire)).unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::TooDeep { .. }), "{err}");
+    }
+}
+
+/// Stellar-shaped contract values (`tests/real/stellar.x`), decoded with the default limits on
+/// a thread with the stack tokio gives its workers: as deep as the Soroban host lets a contract
+/// build them, and a hostile nesting far past the limit, refused without a stack overflow.
+mod real_stellar {
+    use rpcrdma::xdr::{self, Bytes, ErrorKind, Limits, XdrString};
+
+    use crate::real_stellar::*;
+
+    /// tokio's default worker thread stack.
+    const WORKER_STACK: usize = 2 << 20;
+
+    /// Runs `f` on a thread with a 2 MiB stack (a stack overflow there aborts the test).
+    fn on_worker_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new()
+            .stack_size(WORKER_STACK)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    /// A value `levels` maps deep, each map's one entry holding the next map as its value:
+    /// the shape that costs the most levels of the limit (value, boxed map, entry).
+    fn nested_maps(levels: usize) -> ScVal {
+        let mut v = ScVal::ScvU32(7);
+        for i in 0..levels {
+            let entry = ScMapEntry {
+                key: ScVal::ScvSymbol(ScSymbol(XdrString::from(format!("k{i}")))),
+                val: v,
+            };
+            v = ScVal::ScvMap(Some(Box::new(vec![entry])));
+        }
+        v
+    }
+
+    /// The deepest value the Soroban host lets a contract store: 100 values nested
+    /// (soroban-env-host DEFAULT_HOST_DEPTH_LIMIT), in a contract data entry.
+    fn deepest_ledger_entry() -> ContractDataEntry {
+        ContractDataEntry {
+            contract: ScAddress::ScAddressTypeContract(Hash(Bytes::from(vec![7u8; 32]))),
+            key: ScVal::ScvSymbol(ScSymbol(XdrString::from("state"))),
+            durability: ContractDataDurability::Persistent,
+            val: nested_maps(99),
+        }
+    }
+
+    #[test]
+    fn a_ledger_value_as_deep_as_soroban_allows_decodes_with_the_default_limits() {
+        let old_default = Limits {
+            max_depth: 64,
+            ..Limits::DEFAULT
+        };
+        let (old, new) = on_worker_stack(move || {
+            let entry = deepest_ledger_entry();
+            let wire = xdr::to_bytes(&entry).unwrap();
+            let old = xdr::from_bytes_with_limits::<ContractDataEntry>(wire.clone(), old_default)
+                .map(|_| ());
+            let new = xdr::from_bytes::<ContractDataEntry>(wire).map(|back| back == entry);
+            (old, new)
+        });
+        // 100 values (99 maps of one entry and the innermost): 298 levels, which the old
+        // default of 64 refused.
+        let err = old.unwrap_err();
+        assert_eq!(err.kind(), &ErrorKind::TooDeep { maximum: 64 });
+        assert_eq!(new, Ok(true));
+    }
+
+    #[test]
+    fn values_nest_to_the_default_limit_and_no_further() {
+        // A map level is three levels of the limit (the value, its boxed map, the entry);
+        // the innermost value is one more: 166 maps take 499, 167 take 502.
+        let (fits, over) = on_worker_stack(|| {
+            let decode = |maps: usize| {
+                let wire = xdr::to_bytes(&nested_maps(maps)).unwrap();
+                xdr::from_bytes::<ScVal>(wire).map(|_| ())
+            };
+            (decode(166), decode(167))
+        });
+        assert_eq!(fits, Ok(()));
+        assert_eq!(
+            over.unwrap_err().kind(),
+            &ErrorKind::TooDeep {
+                maximum: Limits::DEFAULT.max_depth
+            }
+        );
+    }
+
+    #[test]
+    fn hostile_nesting_far_past_the_limit_is_an_error_not_a_stack_overflow() {
+        // SCV_VEC (16), present, one element, again and again, then SCV_VOID (1): 100,000
+        // vectors, built as bytes (a value that deep could not even be dropped on this stack).
+        let mut vecs = [0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 1].repeat(100_000);
+        vecs.extend_from_slice(&[0, 0, 0, 1]);
+        // SCV_MAP (17), present, one entry whose key is SCV_VOID and whose value nests on.
+        let mut maps = [0, 0, 0, 17, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1].repeat(100_000);
+        maps.extend_from_slice(&[0, 0, 0, 1]);
+        for wire in [vecs, maps] {
+            let result = on_worker_stack(move || {
+                xdr::from_bytes::<ScVal>(Bytes::from(wire)).map(|_| ())
+            });
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), &ErrorKind::TooDeep { maximum: 500 }, "{err}");
+            assert!(err.to_string().contains("Limits::max_depth"), "{err}");
+        }
     }
 }
 

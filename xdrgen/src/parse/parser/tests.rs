@@ -4,8 +4,9 @@ use super::*;
 use crate::parse::lexer::lex;
 
 fn parse(src: &str, lenient: bool) -> (Specification, Diagnostics) {
-    let (toks, errs) = lex(src);
-    assert!(errs.is_empty(), "{errs:?}");
+    let lexed = lex(src);
+    assert!(lexed.errors.is_empty(), "{:?}", lexed.errors);
+    let toks = lexed.tokens;
     let mut diags = Diagnostics::default();
     let spec = super::parse(&toks, FileId(0), lenient, &mut diags);
     (spec, diags)
