@@ -21,7 +21,7 @@ use rpcrdma::rdma::faults::{FaultPlan, FaultyProvider};
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer, TcpTransport};
-use rpcrdma::rpc::{Client, ReplyCacheConfig, ReplyCacheStats, Server};
+use rpcrdma::rpc::{AuthSys, Client, Credentials, ReplyCacheConfig, ReplyCacheStats, Server};
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 use rpcrdma::xdr::Procedure;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,6 +38,16 @@ fn remove_doomed() -> RemoveArgs {
     RemoveArgs {
         names: vec![DOOMED.into()],
     }
+}
+
+/// A client that calls with AUTH_SYS: the cache keys on the credential too, so its
+/// retransmission must carry the same one.
+fn with_auth_sys(client: Client) -> Client {
+    let mut sys = AuthSys::new("drc-client", 1000, 100);
+    sys.stamp = 0x5eed;
+    client
+        .with_credentials(&Credentials::Sys(sys))
+        .expect("AUTH_SYS encodes")
 }
 
 fn stats(server: &Server) -> ReplyCacheStats {
@@ -178,7 +188,7 @@ async fn over_tcp_a_remove_whose_reply_was_lost_returns_the_first_ok_and_removes
     let transport = TcpTransport::connect(proxy.addr, TcpConfig::new())
         .await
         .unwrap();
-    let client = Files::new(Client::new(transport));
+    let client = Files::new(with_auth_sys(Client::new(transport)));
 
     // The first REMOVE's reply is lost with its connection; the retransmission's answer is
     // the original one: one file removed, FILES_OK.
@@ -222,7 +232,7 @@ async fn serve_rdma(server: Server) -> Rdma {
             .await
             .unwrap(),
     );
-    let files = Files::new(Client::from_arc(transport.clone()));
+    let files = Files::new(with_auth_sys(Client::from_arc(transport.clone())));
     // A round trip first: the connection is up and nothing else is in flight when the next
     // message received is lost.
     files.null().await.unwrap();

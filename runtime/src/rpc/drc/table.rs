@@ -1,6 +1,7 @@
 //! The cache's table: calls by key, running or answered, answered ones in least recently used
 //! order under the bounds. No clock and no I/O: the caller passes the time in.
 
+use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,11 +11,11 @@ use super::pending::{CachedReply, Pending};
 use super::replay::RecordedResults;
 use super::{ReplyCacheConfig, ReplyCacheStats};
 
-/// What an entry costs besides its reply's bytes: the entry in the map, the key again in the
+/// What an entry costs besides its reply's bytes: the entry in the map, its place in the
 /// order, and the recording's own fields (counted so that a flood of empty replies is bounded
 /// by bytes too, not by entries alone).
 pub(crate) const ENTRY_OVERHEAD: usize = std::mem::size_of::<(CallKey, Entry)>()
-    + std::mem::size_of::<(u64, CallKey)>()
+    + std::mem::size_of::<(u64, Used)>()
     + std::mem::size_of::<RecordedResults>();
 
 /// What to do with a call the cache covers.
@@ -39,8 +40,6 @@ enum State {
     Running(Arc<Pending>),
     Done {
         reply: CachedReply,
-        /// When it was answered or last replayed (expiry counts from here, as in nfsd).
-        used: Instant,
         /// Its place in the order of use.
         stamp: u64,
         /// The bytes it counts for.
@@ -54,13 +53,21 @@ pub(crate) struct Entry {
     state: State,
 }
 
+/// An answered entry's place in the order of use.
+#[derive(Debug)]
+pub(crate) struct Used {
+    /// When it was answered or last replayed (expiry counts from here, as in nfsd).
+    at: Instant,
+    key: CallKey,
+}
+
 /// The table (see the module's documentation).
 #[derive(Debug)]
 pub(crate) struct Table {
     config: ReplyCacheConfig,
     entries: HashMap<CallKey, Entry>,
-    /// Answered entries by their last use, oldest first.
-    order: BTreeMap<u64, CallKey>,
+    /// Answered entries by their last use, oldest first (so also the first to expire).
+    order: BTreeMap<u64, Used>,
     /// The next entry id and use stamp.
     next: u64,
     bytes: usize,
@@ -80,39 +87,33 @@ impl Table {
         }
     }
 
-    fn next(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
-
     /// Looks `key` up at time `now`.
     pub(crate) fn admit(&mut self, key: &CallKey, now: Instant) -> Admission {
         self.expire(now);
-        let stamp = self.next();
-        match self.entries.get_mut(key).map(|e| &mut e.state) {
-            Some(State::Running(pending)) => {
-                self.stats.in_progress += 1;
-                Admission::Wait(pending.clone())
-            }
-            Some(State::Done {
-                reply,
-                used,
-                stamp: old,
-                ..
-            }) => {
-                self.stats.hits += 1;
-                *used = now;
-                let old = std::mem::replace(old, stamp);
-                let reply = reply.clone();
-                self.order.remove(&old);
-                self.order.insert(stamp, *key);
-                Admission::Replay(reply)
-            }
-            None => {
+        self.next += 1;
+        let stamp = self.next;
+        match self.entries.entry(*key) {
+            MapEntry::Occupied(mut occupied) => match &mut occupied.get_mut().state {
+                State::Running(pending) => {
+                    self.stats.in_progress += 1;
+                    Admission::Wait(pending.clone())
+                }
+                State::Done {
+                    reply, stamp: old, ..
+                } => {
+                    self.stats.hits += 1;
+                    let old = std::mem::replace(old, stamp);
+                    let reply = reply.clone();
+                    self.order.remove(&old);
+                    self.order.insert(stamp, Used { at: now, key: *key });
+                    Admission::Replay(reply)
+                }
+            },
+            MapEntry::Vacant(vacant) => {
                 self.stats.misses += 1;
                 let pending = Arc::new(Pending::default());
                 let state = State::Running(pending.clone());
-                self.entries.insert(*key, Entry { id: stamp, state });
+                vacant.insert(Entry { id: stamp, state });
                 Admission::Run { id: stamp, pending }
             }
         }
@@ -128,65 +129,51 @@ impl Table {
         reply: CachedReply,
         now: Instant,
     ) -> bool {
-        if !self.is_running(key, id) {
-            return false;
-        }
         let size = ENTRY_OVERHEAD + reply.as_ref().map_or(0, |r| r.size());
-        if size > self.config.max_bytes || self.config.max_entries == 0 {
+        let fits = size <= self.config.max_bytes && self.config.max_entries > 0;
+        let Some(entry) = self
+            .entries
+            .get_mut(key)
+            .filter(|e| e.id == id && matches!(e.state, State::Running(_)))
+        else {
+            return false;
+        };
+        if !fits {
             self.entries.remove(key);
             self.stats.oversized += 1;
             return false;
         }
+        self.next += 1;
+        let stamp = self.next;
+        entry.state = State::Done { reply, stamp, size };
+        self.order.insert(stamp, Used { at: now, key: *key });
+        self.bytes += size;
         self.expire(now);
-        while self.order.len() >= self.config.max_entries
-            || self.bytes + size > self.config.max_bytes
-        {
+        // The newest entry is the last to go, and alone it fits: the loop stops before it.
+        while self.order.len() > self.config.max_entries || self.bytes > self.config.max_bytes {
             if !self.remove_oldest() {
                 break;
             }
             self.stats.evictions += 1;
         }
-        let stamp = self.next();
-        let state = State::Done {
-            reply,
-            used: now,
-            stamp,
-            size,
-        };
-        if let Some(entry) = self.entries.get_mut(key) {
-            entry.state = state;
-        }
-        self.order.insert(stamp, *key);
-        self.bytes += size;
         true
     }
 
     /// Forgets entry `id`, whose execution stopped without an answer: the next
     /// retransmission runs.
     pub(crate) fn abandon(&mut self, key: &CallKey, id: u64) {
-        if self.is_running(key, id) {
-            self.entries.remove(key);
+        if let MapEntry::Occupied(entry) = self.entries.entry(*key) {
+            if entry.get().id == id && matches!(entry.get().state, State::Running(_)) {
+                entry.remove();
+            }
         }
-    }
-
-    fn is_running(&self, key: &CallKey, id: u64) -> bool {
-        self.entries
-            .get(key)
-            .is_some_and(|e| e.id == id && matches!(e.state, State::Running(_)))
     }
 
     /// Drops the answers not used for `max_age`: the order of use is the order of age, so
     /// they are the oldest ones.
     fn expire(&mut self, now: Instant) {
-        while let Some((_, key)) = self.order.first_key_value() {
-            let expired = match self.entries.get(key).map(|e| &e.state) {
-                Some(State::Done { used, .. }) => {
-                    now.saturating_duration_since(*used) >= self.config.max_age
-                }
-                // Not an answer any more: a stale place in the order.
-                _ => true,
-            };
-            if !expired {
+        while let Some((_, used)) = self.order.first_key_value() {
+            if now.saturating_duration_since(used.at) < self.config.max_age {
                 break;
             }
             self.remove_oldest();
@@ -196,13 +183,13 @@ impl Table {
 
     /// Removes the least recently used answer; false when there is none.
     fn remove_oldest(&mut self) -> bool {
-        let Some((_, key)) = self.order.pop_first() else {
+        let Some((_, used)) = self.order.pop_first() else {
             return false;
         };
         if let Some(Entry {
             state: State::Done { size, .. },
             ..
-        }) = self.entries.remove(&key)
+        }) = self.entries.remove(&used.key)
         {
             self.bytes -= size;
         }
