@@ -335,7 +335,8 @@ impl ServerBuilder {
     }
 
     /// Lists one procedure that `xdrgen` generated as not idempotent (see
-    /// [`non_idempotent`](Self::non_idempotent)): `builder.non_idempotent_procedure::<files_v1::FilesRemove>()`.
+    /// [`non_idempotent`](Self::non_idempotent)), by its type:
+    /// `builder.non_idempotent_procedure::<files_v1::FilesRemove>()`.
     pub fn non_idempotent_procedure<P: Procedure>(&mut self) -> &mut ServerBuilder {
         self.non_idempotent(P::PROGRAM, P::VERSION, &[P::PROCEDURE])
     }

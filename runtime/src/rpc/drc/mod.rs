@@ -10,7 +10,8 @@
 //! REMOVE whose reply was lost runs twice, and the second answers "no such file".
 //!
 //! Turned on with [`ServerBuilder::reply_cache`](crate::rpc::ServerBuilder::reply_cache); it
-//! works the same for every transport, because it lives in [`Server::dispatch`]:
+//! works the same for every transport, because it lives in
+//! [`Server::dispatch`](crate::rpc::Server::dispatch):
 //!
 //! * **Which calls.** Per program version, the procedures the user lists with
 //!   [`ServerBuilder::non_idempotent`](crate::rpc::ServerBuilder::non_idempotent). A version
