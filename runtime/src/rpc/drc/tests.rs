@@ -117,12 +117,16 @@ fn setup(config: ReplyCacheConfig, list: bool, open: bool) -> Setup {
 }
 
 fn call(xid: u32, procedure: u32, args: &dyn Encode) -> Bytes {
+    call_to(PROG, xid, procedure, args)
+}
+
+fn call_to(program: u32, xid: u32, procedure: u32, args: &dyn Encode) -> Bytes {
     let none = OpaqueAuth {
         flavor: AuthFlavor::AuthNone,
         body: Bytes::new(),
     };
     let mut enc = Encoder::new();
-    encode_call_header(&mut enc, xid, PROG, 1, procedure, &none, &none).unwrap();
+    encode_call_header(&mut enc, xid, program, 1, procedure, &none, &none).unwrap();
     args.encode(&mut enc).unwrap();
     enc.finish().into_bytes()
 }
@@ -344,4 +348,45 @@ async fn the_bounds_hold_across_many_calls() {
     .await;
     assert_eq!(s.seen.removed.load(Ordering::SeqCst), 11);
     assert_eq!(stats(&s).hits, 1);
+}
+
+/// REMOVE as generated code describes it.
+struct Remove;
+
+impl crate::xdr::Procedure for Remove {
+    const PROGRAM: u32 = PROG;
+    const VERSION: u32 = 1;
+    const PROCEDURE: u32 = REMOVE;
+    const NAME: &'static str = "REMOVE";
+    type Args = u32;
+    type Result = u32;
+}
+
+#[tokio::test]
+async fn a_list_given_by_procedure_type_follows_a_renumbered_program() {
+    const LOCAL: u32 = 0x4000_0001;
+    let (_gate, rx) = watch::channel(true);
+    let seen = Arc::new(Seen {
+        started: AtomicUsize::new(0),
+        removed: AtomicUsize::new(0),
+        gate: rx,
+    });
+    let mut builder = Server::builder();
+    builder
+        .add(Files(seen.clone()))
+        .reply_cache(ReplyCacheConfig::new())
+        .non_idempotent_procedure::<Remove>()
+        .renumber(PROG, LOCAL);
+    let server = builder.build();
+    for port in [900, 901] {
+        let peer = format!("10.1.1.1:{port}");
+        let message = call_to(LOCAL, 7, REMOVE, &2u32);
+        run(dispatch(&server, message, &peer), 7).await;
+        let _ = run_handler(dispatch(&server, call_to(LOCAL, 8, PANIC, &()), &peer)).await;
+    }
+    // REMOVE ran once (listed); PANIC twice (not listed, though the default would cover it).
+    assert_eq!(seen.removed.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.started.load(Ordering::SeqCst), 3);
+    let st = server.reply_cache_stats().unwrap();
+    assert_eq!((st.misses, st.hits), (1, 1));
 }
