@@ -8,7 +8,8 @@
 //!
 //! * [`server::FileServer`] implements the trait over a directory: READ fills the connection's
 //!   registered buffer straight from the file, WRITE writes the bytes the transport fetched by
-//!   RDMA Read straight to the file.
+//!   RDMA Read straight to the file. Its ONC RPC server keeps CREATE's and REMOVE's replies
+//!   in a duplicate request cache, so a retransmitted call is answered, not run, again.
 //! * [`client::Files`] is the generated client with the status unions turned into `Result`s
 //!   and each READ's Write chunk sized to its count.
 //! * [`movement`] tells how one call and its reply moved (inline, Read chunk, Write chunk,

@@ -4,16 +4,21 @@
 //! with a status, never a panic: names must be plain (no `/`, not `.` or `..`), handles must
 //! be ones this server issued, READ counts are capped at `FILES_MAXIO` and files at
 //! [`MAX_FILE_SIZE`]. File system calls run on tokio's blocking pool.
+//!
+//! CREATE and REMOVE are not idempotent (run again, they answer FILES_ERR_EXIST and
+//! FILES_ERR_NOENT): the ONC RPC server keeps their replies in its duplicate request cache,
+//! so a call retransmitted after its connection dropped gets the first answer.
 
 use std::collections::HashMap;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use rpcrdma::rpc::{CallContext, ReplyError, Server};
+use rpcrdma::rpc::{CallContext, ReplyCacheConfig, ReplyError, Server};
 
 use crate::proto::*;
 use crate::{files_v1, FilesV1Server};
@@ -26,6 +31,8 @@ pub const MAX_FILE_SIZE: u64 = 1 << 32;
 pub struct FileServer {
     root: PathBuf,
     handles: Mutex<Handles>,
+    /// Files removed by REMOVE calls.
+    removed: AtomicU64,
 }
 
 /// The handles issued: one per name, forgotten when the file is removed.
@@ -51,14 +58,31 @@ impl FileServer {
                 last,
                 ..Handles::default()
             }),
+            removed: AtomicU64::new(0),
         }
     }
 
-    /// An ONC RPC server hosting this file server (FILES_PROG version 1).
+    /// An ONC RPC server hosting this file server (FILES_PROG version 1), with a duplicate
+    /// request cache (default bounds) for CREATE and REMOVE.
     pub fn into_rpc_server(self) -> Server {
+        Arc::new(self).rpc_server()
+    }
+
+    /// [`into_rpc_server`](Self::into_rpc_server) for a file server kept shared, so that its
+    /// counters can be read while it serves.
+    pub fn rpc_server(self: &Arc<Self>) -> Server {
         let mut builder = Server::builder();
-        files_v1::register(&mut builder, self);
+        files_v1::register_arc(&mut builder, self.clone());
+        builder
+            .reply_cache(ReplyCacheConfig::new())
+            .non_idempotent_procedure::<files_v1::FilesCreate>()
+            .non_idempotent_procedure::<files_v1::FilesRemove>();
         builder.build()
+    }
+
+    /// Files removed by REMOVE calls so far.
+    pub fn removed(&self) -> u64 {
+        self.removed.load(Ordering::Relaxed)
     }
 
     fn handles(&self) -> std::sync::MutexGuard<'_, Handles> {
@@ -198,6 +222,8 @@ impl FileServer {
                 Ok(outcome) => outcome,
                 Err(_) => (Vec::new(), Some(FilesStatus::FilesErrIo)),
             };
+        self.removed
+            .fetch_add(removed.len() as u64, Ordering::Relaxed);
         let mut h = self.handles();
         for name in &removed {
             if let Some(handle) = h.by_name.remove(name) {

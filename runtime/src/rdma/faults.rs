@@ -9,6 +9,10 @@
 //! * **fail** a registration or a rekey with a provider error;
 //! * **disconnect** the connection at the Nth posted operation of a chosen kind.
 //!
+//! And one fault asked for at a chosen moment rather than drawn:
+//! [`FaultyProvider::lose_next_receive`] loses the next message received, with its connection
+//! (a reply that was sent and never reached its caller).
+//!
 //! The same seed gives the same decisions for the same sequence of operations, so a failing
 //! seed printed by a test can be run again.
 //!
@@ -145,6 +149,8 @@ pub struct FaultCounts {
     /// completion yet (one dropped by the plan never does): on a device, such a Send may be
     /// flushed unsent. Not a fault injected; what a consumer's graceful close is judged by.
     pub disconnects_with_sends_outstanding: AtomicU64,
+    /// Received messages lost with their connection ([`FaultyProvider::lose_next_receive`]).
+    pub lost_receives: AtomicU64,
 }
 
 /// A [`Provider`] whose connections inject the faults of a [`FaultPlan`].
@@ -163,6 +169,8 @@ struct Faults {
     counts: Arc<FaultCounts>,
     /// The planned disconnect happened.
     disconnected: Arc<std::sync::atomic::AtomicBool>,
+    /// The next message received is lost ([`FaultyProvider::lose_next_receive`]).
+    lose_receive: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Faults {
@@ -173,6 +181,7 @@ impl Faults {
             plan: self.plan.clone(),
             counts: self.counts.clone(),
             disconnected: self.disconnected.clone(),
+            lose_receive: self.lose_receive.clone(),
             state: Mutex::new(State {
                 rng: Rng::new(self.plan.seed ^ n.wrapping_mul(0x5851_f42d_4c95_7f2d)),
                 held: VecDeque::new(),
@@ -193,6 +202,7 @@ impl<P: Provider> FaultyProvider<P> {
                 connections: AtomicU64::new(0),
                 counts: Arc::default(),
                 disconnected: Arc::default(),
+                lose_receive: Arc::default(),
             }),
         }
     }
@@ -200,6 +210,15 @@ impl<P: Provider> FaultyProvider<P> {
     /// The faults injected so far.
     pub fn counts(&self) -> &FaultCounts {
         &self.shared.counts
+    }
+
+    /// Loses the next message that arrives on any of the provider's connections, with its
+    /// connection: its receive completion is never delivered, and the connection disconnects
+    /// (its other receives then complete flushed). On a client, the reply to the call
+    /// outstanding was sent by the server and never reaches its caller, who sees the
+    /// connection drop: what a server's duplicate request cache is for.
+    pub fn lose_next_receive(&self) {
+        self.shared.lose_receive.store(true, Ordering::Release);
     }
 }
 
@@ -288,6 +307,7 @@ pub struct FaultyConnection<C> {
     plan: FaultPlan,
     counts: Arc<FaultCounts>,
     disconnected: Arc<std::sync::atomic::AtomicBool>,
+    lose_receive: Arc<std::sync::atomic::AtomicBool>,
     state: Mutex<State>,
 }
 
@@ -330,6 +350,17 @@ impl<C: Connection> FaultyConnection<C> {
     /// Decides the fate of a completion that just came from the inner connection: `Some` to
     /// deliver it now.
     fn sort(&self, c: Completion) -> Option<Completion> {
+        if c.opcode == WcOpcode::Recv
+            && c.status == super::WcStatus::Success
+            && self.lose_receive.swap(false, Ordering::AcqRel)
+        {
+            self.counts.lost_receives.fetch_add(1, Ordering::Relaxed);
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                let _ = inner.disconnect().await;
+            });
+            return None;
+        }
         let mut st = self.lock();
         if st.rng.per_mille(self.plan.drop_completion) {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,8 @@
 //!   a server trait) and answers every reply status of RFC 5531 section 9 itself:
 //!   RPC_MISMATCH, AUTH_ERROR, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS and
 //!   SYSTEM_ERR.
+//! * [`drc`]: a duplicate request cache in the server, so that a call retransmitted after a
+//!   reconnect gets its first reply instead of running twice.
 //! * The transports: [`tcp`] (record marking, RFC 5531 section 11) here, RPC-over-RDMA in
 //!   `rpcrdma::transport`. A program is written once; the transport is chosen when connecting.
 
@@ -16,6 +18,7 @@ mod auth;
 mod buffer;
 mod client;
 pub(crate) mod deadlines;
+pub mod drc;
 mod error;
 mod header;
 mod local;
@@ -30,6 +33,7 @@ pub use client::{
     decode_reply, BoxFuture, Call, CallOptions, CallTransport, Client, Reply, ReplyShape,
     MAX_REPLY_HEADER,
 };
+pub use drc::{ReplyCacheConfig, ReplyCacheStats};
 pub use error::{Error, RdmaError, ReplyError, TransportError};
 pub use header::{
     decode_call_header, decode_reply_header, encode_call_header, encode_reply_header, CallHeader,

@@ -18,10 +18,11 @@ use bytes::Bytes;
 use super::auth::Auth;
 use super::buffer::{BufferSource, RegisteredBuffer};
 use super::client::{BoxFuture, Client};
+use super::drc::{CallInfo, Procedures, ReplyCache, ReplyCacheConfig, ReplyCacheStats};
 use super::error::ReplyError;
 use super::header::{decode_call_header, encode_reply_header, HeaderError};
 use super::msg::AuthFlavor;
-use crate::xdr::{self, Decode, Decoder, Encode, Encoder, Limits, ReceivedChunks};
+use crate::xdr::{self, Decode, Decoder, Encode, Encoder, Limits, Procedure, ReceivedChunks};
 
 /// Which kind of transport a call came over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -243,11 +244,14 @@ impl std::fmt::Debug for Dispatch {
     }
 }
 
-/// Builds a [`Server`]: the services it hosts and the flavors it accepts.
+/// Builds a [`Server`]: the services it hosts, the flavors it accepts, and its duplicate
+/// request cache.
 pub struct ServerBuilder {
     programs: BTreeMap<u32, BTreeMap<u32, Arc<dyn Service>>>,
     flavors: Vec<AuthFlavor>,
     limits: Limits,
+    reply_cache: Option<ReplyCacheConfig>,
+    non_idempotent: Procedures,
 }
 
 impl Default for ServerBuilder {
@@ -257,12 +261,15 @@ impl Default for ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// No services; AUTH_NONE and AUTH_SYS accepted; default decoding [`Limits`].
+    /// No services; AUTH_NONE and AUTH_SYS accepted; default decoding [`Limits`]; no
+    /// duplicate request cache.
     pub fn new() -> ServerBuilder {
         ServerBuilder {
             programs: BTreeMap::new(),
             flavors: vec![AuthFlavor::AuthNone, AuthFlavor::AuthSys],
             limits: Limits::DEFAULT,
+            reply_cache: None,
+            non_idempotent: Procedures::default(),
         }
     }
 
@@ -286,6 +293,7 @@ impl ServerBuilder {
         if let Some(versions) = self.programs.remove(&program) {
             self.programs.insert(number, versions);
         }
+        self.non_idempotent.renumber(program, number);
         self
     }
 
@@ -302,13 +310,48 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps the replies of non-idempotent procedures in a duplicate request cache bounded
+    /// by `config`, so that a call retransmitted after a reconnect gets its first reply and
+    /// does not run twice (see [`drc`](crate::rpc::drc)). Which procedures: those listed with
+    /// [`non_idempotent`](Self::non_idempotent); for a program version without a list, every
+    /// procedure but NULL.
+    pub fn reply_cache(&mut self, config: ReplyCacheConfig) -> &mut ServerBuilder {
+        self.reply_cache = Some(config);
+        self
+    }
+
+    /// Lists `procedures` of `program` version `version` as not idempotent: with a
+    /// [`reply_cache`](Self::reply_cache), their replies are kept and the version's other
+    /// procedures are not. Lists add up; the program number is the one calls carry (a
+    /// [`renumber`](Self::renumber) moves the lists with the program).
+    pub fn non_idempotent(
+        &mut self,
+        program: u32,
+        version: u32,
+        procedures: &[u32],
+    ) -> &mut ServerBuilder {
+        self.non_idempotent.add(program, version, procedures);
+        self
+    }
+
+    /// Lists one procedure that `xdrgen` generated as not idempotent (see
+    /// [`non_idempotent`](Self::non_idempotent)), by its type:
+    /// `builder.non_idempotent_procedure::<files_v1::FilesRemove>()`.
+    pub fn non_idempotent_procedure<P: Procedure>(&mut self) -> &mut ServerBuilder {
+        self.non_idempotent(P::PROGRAM, P::VERSION, &[P::PROCEDURE])
+    }
+
     /// The server.
     pub fn build(&self) -> Server {
+        let cache = self
+            .reply_cache
+            .map(|config| Arc::new(ReplyCache::new(config, self.non_idempotent.clone())));
         Server {
             inner: Arc::new(Inner {
                 programs: self.programs.clone(),
                 flavors: self.flavors.clone(),
                 limits: self.limits,
+                cache,
             }),
         }
     }
@@ -318,6 +361,7 @@ struct Inner {
     programs: BTreeMap<u32, BTreeMap<u32, Arc<dyn Service>>>,
     flavors: Vec<AuthFlavor>,
     limits: Limits,
+    cache: Option<Arc<ReplyCache>>,
 }
 
 /// An ONC RPC server: the programs and versions it hosts. Cheap to clone; serve it on any
@@ -349,7 +393,15 @@ impl Server {
             .flat_map(|(p, vs)| vs.keys().map(move |v| (*p, *v)))
     }
 
-    /// Routes one incoming message (see [`Dispatch`]).
+    /// What the duplicate request cache did and holds, when it is on
+    /// ([`ServerBuilder::reply_cache`]).
+    pub fn reply_cache_stats(&self) -> Option<ReplyCacheStats> {
+        self.inner.cache.as_ref().map(|cache| cache.stats())
+    }
+
+    /// Routes one incoming message (see [`Dispatch`]). A call the duplicate request cache
+    /// covers is looked up once its arguments have decoded: the handler to run is then its
+    /// first execution, its kept reply, or a wait for the execution running.
     pub fn dispatch(&self, incoming: Incoming) -> Dispatch {
         let message = incoming.message;
         let mut dec = match Decoder::with_limits(&message, self.inner.limits) {
@@ -383,6 +435,22 @@ impl Server {
                 error: ReplyError::ProgMismatch { low, high },
             };
         };
+        let cache = self
+            .inner
+            .cache
+            .as_ref()
+            .filter(|cache| cache.covers(header.prog, header.vers, header.proc));
+        let key = cache.map(|cache| {
+            cache.key(CallInfo {
+                peer: incoming.peer,
+                auth: &header.auth,
+                xid,
+                program: header.prog,
+                version: header.vers,
+                procedure: header.proc,
+                args: &message[message.len() - dec.remaining()..],
+            })
+        });
         let ctx = CallContext {
             xid,
             procedure: header.proc,
@@ -410,6 +478,10 @@ impl Server {
         if let Err(error) = dec.finish() {
             return args_failed(xid, error);
         }
+        let future = match cache.zip(key) {
+            Some((cache, key)) => cache.handle(key, future),
+            None => future,
+        };
         Dispatch::Run { xid, future }
     }
 }

@@ -134,6 +134,32 @@ pub(super) struct EncodeChunking {
     /// Bytes (with round-up) moved out of the inline stream so far: XDR Positions count them,
     /// because a Position is an offset in the reconstructed stream (seed 002 section 3.5).
     pub(super) removed: usize,
+    /// A recording encoder's notes ([`Encoder::recording`](super::Encoder::recording)):
+    /// every DDP-eligible item stays inline and is noted here instead of asking the policy.
+    pub(super) marks: Option<Vec<DdpMark>>,
+}
+
+/// How a DDP-eligible item is written, which decides what stays inline when it moves
+/// (seed 004 section 4.4.3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DdpKind {
+    /// Variable-length opaque data or a string: its length word stays inline.
+    Counted,
+    /// Fixed-length opaque data: nothing stays inline.
+    Fixed,
+    /// A variable-length array: its element count stays inline, the encoded elements move.
+    Array,
+}
+
+/// Where a [`recording`](super::Encoder::recording) encoder found a DDP-eligible item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DdpMark {
+    /// The stream offset of the item's data (after a length word or element count).
+    pub offset: usize,
+    /// The data's length in bytes, without XDR padding.
+    pub len: usize,
+    /// How the item was written.
+    pub kind: DdpKind,
 }
 
 /// An encoder's chunking policy: the usual one held as it is, any other boxed (the usual one

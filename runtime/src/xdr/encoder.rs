@@ -2,7 +2,10 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::ddp::{ChunkPolicy, ChunkTarget, Direction, EncodeChunking, MovedItem, Policy};
+use super::ddp::{
+    ChunkPolicy, ChunkTarget, DdpKind, DdpMark, Direction, EncodeChunking, MovedItem, Policy,
+    ThresholdPolicy,
+};
 use super::{padding, AlignPadding, Block, Encode, Error, ErrorKind, Result, XdrString};
 
 /// Opaque items at least this long are kept as their own [`Bytes`] part instead of being
@@ -70,6 +73,7 @@ impl Encoder {
             write_chunk_capacities: Vec::new(),
             moved: Vec::new(),
             removed: 0,
+            marks: None,
         });
         enc
     }
@@ -84,7 +88,27 @@ impl Encoder {
             write_chunk_capacities,
             moved: Vec::new(),
             removed: 0,
+            marks: None,
         });
+        enc
+    }
+
+    /// An encoder that keeps every item inline and records where each DDP-eligible item
+    /// ([`DdpMark`]) and each non-empty counted opaque item ([`Encoded::pad_points`]) lies, so
+    /// that the message can be encoded again later for another chunking: a reply cache
+    /// replays a reply over a connection whose Write chunks differ from the first one's.
+    /// Take the result with [`finish_recorded`](Self::finish_recorded).
+    pub fn recording() -> Self {
+        let mut enc = Self::new();
+        enc.chunking = Some(EncodeChunking {
+            direction: Direction::Reply,
+            policy: Policy::new(ThresholdPolicy::default()),
+            write_chunk_capacities: Vec::new(),
+            moved: Vec::new(),
+            removed: 0,
+            marks: Some(Vec::new()),
+        });
+        enc.record_pad_points(1);
         enc
     }
 
@@ -289,12 +313,21 @@ impl Encoder {
     }
 
     /// Asks the chunking policy about an item of `len` bytes; if it moves, records it and
-    /// returns `true`. Without chunking, always `false`.
-    fn try_move(&mut self, data: &Bytes) -> Result<bool> {
+    /// returns `true`. Without chunking, always `false`; a recording encoder notes the item
+    /// and keeps it inline.
+    fn try_move(&mut self, data: &Bytes, kind: DdpKind) -> Result<bool> {
         let inline_len = self.base + self.len();
         let Some(chunking) = self.chunking.as_mut() else {
             return Ok(false);
         };
+        if let Some(marks) = chunking.marks.as_mut() {
+            marks.push(DdpMark {
+                offset: inline_len,
+                len: data.len(),
+                kind,
+            });
+            return Ok(false);
+        }
         let Some(target) = chunking.decide(data.len(), inline_len) else {
             return Ok(false);
         };
@@ -326,7 +359,7 @@ impl Encoder {
     /// (seed 004 section 4.4.3.1, "Counted Arrays").
     pub fn put_ddp_opaque(&mut self, data: &Bytes, max: Option<u32>) -> Result<()> {
         self.put_length(data.len(), max)?;
-        if !self.try_move(data)? {
+        if !self.try_move(data, DdpKind::Counted)? {
             self.note_pad_point(data.len());
             self.put_opaque_body(data);
         }
@@ -341,7 +374,7 @@ impl Encoder {
                 actual: data.len(),
             }));
         }
-        if !self.try_move(data)? {
+        if !self.try_move(data, DdpKind::Fixed)? {
             self.put_opaque_body(data);
         }
         Ok(())
@@ -364,7 +397,7 @@ impl Encoder {
         elements.set_gather_threshold(self.gather_threshold);
         items.iter().try_for_each(|v| v.encode(&mut elements))?;
         let elements = elements.finish();
-        if !self.try_move(&elements.to_bytes())? {
+        if !self.try_move(&elements.to_bytes(), DdpKind::Array)? {
             for part in elements.into_parts() {
                 self.put_gathered(part);
             }
@@ -376,6 +409,19 @@ impl Encoder {
     pub fn finish_with_chunks(mut self) -> (Encoded, Vec<MovedItem>) {
         let moved = self.chunking.take().map(|c| c.moved).unwrap_or_default();
         (self.finish(), moved)
+    }
+
+    /// Ends a [`recording`](Self::recording) encoder's message: the whole stream (nothing
+    /// moved; its [`pad_points`](Encoded::pad_points) say where counted opaque data starts)
+    /// and where each DDP-eligible item lies, in stream order. Empty marks for any other
+    /// encoder.
+    pub fn finish_recorded(mut self) -> (Encoded, Vec<DdpMark>) {
+        let marks = self
+            .chunking
+            .take()
+            .and_then(|c| c.marks)
+            .unwrap_or_default();
+        (self.finish(), marks)
     }
 
     /// The message written so far when it is one contiguous run of bytes (nothing was
@@ -723,6 +769,37 @@ mod tests {
         assert_eq!(moved.len(), 3);
         let back = reduced.with_reads_inline(&moved);
         assert_eq!(back.to_bytes(), plain.finish().to_bytes());
+    }
+
+    #[test]
+    fn a_recording_encoder_keeps_every_item_inline_and_marks_each() {
+        let data = Bytes::from(vec![1u8; 2000]);
+        let fixed = Bytes::from_static(&[2; 8]);
+        let encode = |enc: &mut Encoder| {
+            enc.put_u32(1);
+            enc.put_ddp_opaque(&data, None).unwrap();
+            enc.put_ddp_fixed_opaque(&fixed, 8).unwrap();
+            enc.put_ddp_array(&[5u32, 6], None).unwrap();
+            enc.put_opaque(&Bytes::from_static(b"abc"), None).unwrap();
+        };
+        let mut plain = Encoder::new();
+        encode(&mut plain);
+        let mut recording = Encoder::recording();
+        encode(&mut recording);
+        assert!(recording.moved_items().is_empty());
+        let (encoded, marks) = recording.finish_recorded();
+        assert_eq!(encoded.to_bytes(), plain.finish().to_bytes());
+        let at = |offset, len, kind| DdpMark { offset, len, kind };
+        assert_eq!(
+            marks,
+            [
+                at(8, 2000, DdpKind::Counted),
+                at(2008, 8, DdpKind::Fixed),
+                at(2020, 8, DdpKind::Array),
+            ]
+        );
+        // Counted opaque data, DDP-eligible or not.
+        assert_eq!(encoded.pad_points(), &[(8, 2000), (2032, 3)]);
     }
 
     #[test]

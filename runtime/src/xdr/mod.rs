@@ -47,8 +47,8 @@ pub use block::{Block, BlockNumber, BlockRef};
 pub use bounds::EncodedSize;
 pub use bytes::Bytes;
 pub use ddp::{
-    ChunkPolicy, ChunkTarget, ChunkUsage, DdpItem, Direction, MovedItem, Placement, ReceivedChunks,
-    ThresholdPolicy,
+    ChunkPolicy, ChunkTarget, ChunkUsage, DdpItem, DdpKind, DdpMark, Direction, MovedItem,
+    Placement, ReceivedChunks, ThresholdPolicy,
 };
 pub use ddp_marks::DdpEligible;
 pub use decoder::Decoder;
