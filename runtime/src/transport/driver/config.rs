@@ -67,6 +67,16 @@ pub struct RdmaConfig {
     /// Speak the 2004 protocol of seed 000 on this endpoint's connections
     /// ([`RdmaConfig::mode_2004`]); `None`, the default, is RFC 8166.
     pub mode_2004: Option<Mode2004>,
+    /// Server: the most connections it serves at once, those being accepted included. A
+    /// request beyond it is rejected at once (the provider's reject: an MPA Reply with the
+    /// Reject bit, an rdma_cm REJ), with a rate-limited `warn` line naming the peer and the
+    /// limit; the connection's place comes back when it closes.
+    ///
+    /// Default [`DEFAULT_MAX_CONNECTIONS`](crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS), as over
+    /// TCP: above the 10,000 connections a server is meant to
+    /// carry, so it only stops a flood; what each connection may hold is bounded by its
+    /// credits and pool, not by this. Values below 1 count as 1.
+    pub max_connections: usize,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -122,6 +132,7 @@ impl Default for RdmaConfig {
             versions: PeerVersions::default(),
             extensions: Extensions::default(),
             mode_2004: None,
+            max_connections: crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -202,6 +213,12 @@ impl RdmaConfig {
     pub fn mode_2004(mut self, mode: Mode2004) -> Self {
         self.mode_2004 = Some(mode);
         self.version_2 = false;
+        self
+    }
+
+    /// Sets the most connections a server serves at once ([`RdmaConfig::max_connections`]).
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
         self
     }
 
