@@ -12,6 +12,8 @@
 extern crate self as rpcrdma;
 
 #[cfg(feature = "rpc")]
+mod admission;
+#[cfg(feature = "rpc")]
 mod id_map;
 #[cfg(feature = "rdma")]
 pub mod rdma;

@@ -7,11 +7,13 @@
 //! * [`core`]: the sans-IO connection core (bytes and work requests in, bytes and
 //!   completions out).
 //! * `driver`: the tokio tasks that move bytes between a TCP stream and the core.
-//! * [`SoftProvider`]: the [`Provider`](crate::rdma::Provider) built from them.
+//! * [`SoftProvider`]: the [`Provider`](crate::rdma::Provider) built from them; its
+//!   [`SoftListener`] reads every connection's MPA Request in a task of its own.
 //! * [`pcap`]: capture files of its traffic (a [`WireTap`] written as pcap) for Wireshark.
 
 pub mod core;
 mod driver;
+mod listener;
 pub mod negotiate;
 pub mod pcap;
 mod provider;
@@ -20,10 +22,11 @@ pub mod tap;
 pub mod wire;
 
 pub use self::core::PlacementStats;
+pub use listener::SoftListener;
 pub use negotiate::{MpaConfig, Negotiated, Refusal, RnicKind};
 pub use pcap::PcapTap;
 #[cfg(test)]
 pub(crate) use provider::connected_pair;
-pub use provider::{SoftConfig, SoftConnection, SoftListener, SoftProvider, SoftRequest};
+pub use provider::{SoftConfig, SoftConnection, SoftProvider, SoftRequest};
 pub use tags::live_registrations;
 pub use tap::{Direction, WireTap};

@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 
 use super::core::{Core, CoreConfig, PlacementStats, State};
 use super::driver::{self, Shared};
+use super::listener::SoftListener;
 use super::negotiate::{MpaConfig, Negotiated, ReadDepths, Refusal};
 use super::tags::TagTable;
 use super::tap::{ConnTap, Direction, WireTap};
@@ -17,7 +19,7 @@ use super::wire::mpa::{
     FrameKind, Framing, StartupFrame, ENHANCED_LEN, MAX_PRIVATE_DATA, STARTUP_HEADER_LEN,
 };
 use crate::rdma::{
-    Access, Completion, CompletionHook, ConnectParams, ConnectRequest, Connection, Error, Listener,
+    Access, Completion, CompletionHook, ConnectParams, ConnectRequest, Connection, Error,
     MemoryRegion, Provider, RecvWr, RegionMemory, Result, SendWr,
 };
 
@@ -32,8 +34,27 @@ pub struct SoftConfig {
     /// RPC-over-RDMA READs and WRITEs between two processes 25-30 % slower (most of each read
     /// then landed after the segment being placed and was copied once more).
     pub mulpdu: usize,
-    /// Limit for the MPA startup exchange.
+    /// The deadline of the MPA startup exchange, counted from the TCP connection: an
+    /// initiator's whole exchange (connect, Request, Reply), and the whole Request a listener
+    /// reads, however slowly its bytes arrive (a peer that trickles it cannot stretch the
+    /// deadline). Default 10 s: an initiator sends its Request as soon as TCP connects (RFC
+    /// 5044 section 7.1) and it fits one segment, so even a lossy path delivers it well
+    /// within that, and a silent peer holds a place among [`SoftConfig::max_handshakes`] no
+    /// longer.
     pub handshake_timeout: Duration,
+    /// The most connections a listener lets negotiate at once: from the TCP connection until
+    /// the request is accepted or rejected (a request read but not yet taken by
+    /// [`next_request`](crate::rdma::Listener::next_request), or taken but not yet answered,
+    /// still counts). A connection beyond it is closed at once, with a rate-limited `warn`
+    /// line naming the peer and the cap, so peers that never finish their Request cost a
+    /// bounded number of sockets and tasks, and every other peer's handshake runs in a task of
+    /// its own, never behind theirs.
+    ///
+    /// Default 1024: the listen backlog tokio (and Linux's `somaxconn` before 5.4) gives a
+    /// listening socket, so a burst of reconnecting clients the kernel would have queued is
+    /// not refused here, while silent peers can hold at most that many descriptors for
+    /// [`SoftConfig::handshake_timeout`]. Values below 1 count as 1.
+    pub max_handshakes: usize,
     /// Sees every byte of every connection (capture files, tests).
     pub tap: Option<Arc<dyn WireTap>>,
     /// Complete Sends and RDMA Writes once the peer confirmed them, so that a refusal shows
@@ -53,6 +74,7 @@ impl Default for SoftConfig {
             mpa: MpaConfig::default(),
             mulpdu: 65000,
             handshake_timeout: Duration::from_secs(10),
+            max_handshakes: 1024,
             tap: None,
             confirm_completions: true,
         }
@@ -65,6 +87,7 @@ impl std::fmt::Debug for SoftConfig {
             .field("mpa", &self.mpa)
             .field("mulpdu", &self.mulpdu)
             .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_handshakes", &self.max_handshakes)
             .field("tap", &self.tap.is_some())
             .field("confirm_completions", &self.confirm_completions)
             .finish()
@@ -112,7 +135,7 @@ fn depths(params: &ConnectParams) -> ReadDepths {
     }
 }
 
-async fn read_frame(stream: &mut TcpStream, kind: FrameKind) -> Result<StartupFrame> {
+pub(super) async fn read_frame(stream: &mut TcpStream, kind: FrameKind) -> Result<StartupFrame> {
     let mut head = [0u8; STARTUP_HEADER_LEN];
     stream.read_exact(&mut head).await?;
     let (mut frame, pd_len) =
@@ -137,7 +160,7 @@ async fn write_frame(
     Ok(())
 }
 
-fn record_frame(tap: Option<&ConnTap>, frame: &StartupFrame) {
+pub(super) fn record_frame(tap: Option<&ConnTap>, frame: &StartupFrame) {
     if let Some(tap) = tap {
         let mut out = Vec::with_capacity(frame.len());
         frame.emit(&mut out);
@@ -145,7 +168,7 @@ fn record_frame(tap: Option<&ConnTap>, frame: &StartupFrame) {
     }
 }
 
-fn conn_tap(config: &SoftConfig, stream: &TcpStream) -> Option<ConnTap> {
+pub(super) fn conn_tap(config: &SoftConfig, stream: &TcpStream) -> Option<ConnTap> {
     let tap = config.tap.clone()?;
     Some(ConnTap::new(
         tap,
@@ -208,54 +231,7 @@ impl Provider for SoftProvider {
     }
 
     async fn listen(&self, addr: SocketAddr) -> Result<SoftListener> {
-        Ok(SoftListener {
-            listener: TcpListener::bind(addr).await?,
-            config: self.config.clone(),
-        })
-    }
-}
-
-/// A listening socket of the soft provider.
-#[derive(Debug)]
-pub struct SoftListener {
-    listener: TcpListener,
-    config: SoftConfig,
-}
-
-impl Listener for SoftListener {
-    type Conn = SoftConnection;
-    type Request = SoftRequest;
-
-    fn local_addr(&self) -> Result<SocketAddr> {
-        Ok(self.listener.local_addr()?)
-    }
-
-    async fn next_request(&self) -> Result<SoftRequest> {
-        loop {
-            let (mut stream, peer) = self.listener.accept().await?;
-            stream.set_nodelay(true)?;
-            let tap = conn_tap(&self.config, &stream);
-            let read = tokio::time::timeout(
-                self.config.handshake_timeout,
-                read_frame(&mut stream, FrameKind::Request),
-            )
-            .await;
-            match read {
-                Ok(Ok(request)) => {
-                    record_frame(tap.as_ref(), &request);
-                    return Ok(SoftRequest {
-                        stream,
-                        peer,
-                        request,
-                        config: self.config.clone(),
-                        tap,
-                    });
-                }
-                // A peer that cannot send an MPA Request does not stop the listener.
-                Ok(Err(e)) => tracing::warn!(%peer, error = %e, "bad MPA Request"),
-                Err(_) => tracing::warn!(%peer, "MPA Request timed out"),
-            }
-        }
+        SoftListener::bind(addr, self.config.clone()).await
     }
 }
 
@@ -266,9 +242,31 @@ pub struct SoftRequest {
     request: StartupFrame,
     config: SoftConfig,
     tap: Option<ConnTap>,
+    /// Its place among the listener's [`SoftConfig::max_handshakes`], given back when the
+    /// request is answered or dropped.
+    _handshake: OwnedSemaphorePermit,
 }
 
 impl SoftRequest {
+    /// A request read by a listener's handshake task, holding its place `handshake`.
+    pub(super) fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        request: StartupFrame,
+        config: SoftConfig,
+        tap: Option<ConnTap>,
+        handshake: OwnedSemaphorePermit,
+    ) -> SoftRequest {
+        SoftRequest {
+            stream,
+            peer,
+            request,
+            config,
+            tap,
+            _handshake: handshake,
+        }
+    }
+
     /// The raw MPA Request frame.
     pub fn frame(&self) -> &StartupFrame {
         &self.request

@@ -438,6 +438,15 @@ impl Listener for VerbsListener {
         Ok(self.local)
     }
 
+    /// The next connect request, as soon as rdma_cm delivers it: the kernel's connection
+    /// manager has already received the whole request (an IB CM REQ, or the MPA Request under
+    /// iWARP), so nothing here waits on the peer, and the caller can answer in a task of its
+    /// own (the RPC-over-RDMA server does). A request is answered on an event channel of its
+    /// own (see [`VerbsRequest::accept_with`]); until then its identifier's events arrive here
+    /// and are skipped, which loses nothing: an initiator that vanishes before the answer
+    /// leaves a REJ (IB CM) or a closed stream (iWARP) behind, and `rdma_accept` then fails at
+    /// once; one that vanishes later is seen on the request's own channel, or at worst when
+    /// the establishment timeout (30 s) ends the wait and destroys the identifier.
     async fn next_request(&self) -> Result<VerbsRequest> {
         loop {
             let ev = self.id.channel().next_event().await?;
@@ -579,6 +588,8 @@ impl Drop for VerbsRequest {
     }
 }
 
+#[cfg(all(test, feature = "conformance", feature = "transport"))]
+mod handshake_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(all(test, feature = "conformance", feature = "transport"))]

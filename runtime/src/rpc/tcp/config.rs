@@ -18,6 +18,19 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 /// The default call timeout: 25 seconds, what `rpcgen`'s client stubs pass to `clnt_call`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
 
+/// The default bound on the connections a server serves at once: 16,384, the 10,000
+/// connections a server is meant to carry with room to spare. The same default bounds an
+/// RPC-over-RDMA server (`RdmaConfig::max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
+
+/// The default time a new connection has to deliver its first complete record: 30 seconds.
+///
+/// A client connects in order to call, and Linux's and our own clients send their first call
+/// at once; but libtirpc's `clnt_create` connects when the client is made, and a program may
+/// make its first call a little later. 30 seconds leaves such a program room, and a peer that
+/// never speaks gives its place among [`DEFAULT_MAX_CONNECTIONS`] back within half a minute.
+pub const DEFAULT_FIRST_RECORD_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Settings of ONC RPC over TCP with record marking (RFC 5531 section 11).
 ///
 /// One type serves both ends; each field says which end reads it.
@@ -62,6 +75,18 @@ pub struct TcpConfig {
     /// [`TransportError::Closed`](crate::rpc::TransportError::Closed). A call that never went
     /// out because the connection was already gone is always sent on a new one.
     pub retransmits: u32,
+    /// Server: the most connections served at once. A connection beyond it is accepted and
+    /// closed at once, unread, with a rate-limited `warn` line naming the peer and the limit
+    /// (TCP offers no way to refuse a connection the kernel has already completed). Default
+    /// [`DEFAULT_MAX_CONNECTIONS`]; values below 1 count as 1.
+    pub max_connections: usize,
+    /// Server: how long a new connection has to deliver its first complete record, counted
+    /// from its acceptance, one deadline for the whole record (a peer trickling its record
+    /// marker or its call a byte at a time gets no more time than a silent one). A connection
+    /// that misses it is closed. After the first record there is no such deadline: a client
+    /// may stay connected and idle. Default [`DEFAULT_FIRST_RECORD_TIMEOUT`]; `None` waits
+    /// forever.
+    pub first_record_timeout: Option<Duration>,
 }
 
 impl Default for TcpConfig {
@@ -72,13 +97,16 @@ impl Default for TcpConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             timeout: Some(DEFAULT_TIMEOUT),
             retransmits: 1,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            first_record_timeout: Some(DEFAULT_FIRST_RECORD_TIMEOUT),
         }
     }
 }
 
 impl TcpConfig {
     /// The defaults: [`DEFAULT_MAX_RECORD`], one fragment per record,
-    /// [`DEFAULT_MAX_IN_FLIGHT`], [`DEFAULT_TIMEOUT`], one retransmission.
+    /// [`DEFAULT_MAX_IN_FLIGHT`], [`DEFAULT_TIMEOUT`], one retransmission,
+    /// [`DEFAULT_MAX_CONNECTIONS`], [`DEFAULT_FIRST_RECORD_TIMEOUT`].
     pub fn new() -> TcpConfig {
         TcpConfig::default()
     }
@@ -110,6 +138,18 @@ impl TcpConfig {
     /// Sets [`retransmits`](Self::retransmits).
     pub fn retransmits(mut self, times: u32) -> TcpConfig {
         self.retransmits = times;
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections).
+    pub fn max_connections(mut self, connections: usize) -> TcpConfig {
+        self.max_connections = connections;
+        self
+    }
+
+    /// Sets [`first_record_timeout`](Self::first_record_timeout).
+    pub fn first_record_timeout(mut self, timeout: Option<Duration>) -> TcpConfig {
+        self.first_record_timeout = timeout;
         self
     }
 

@@ -10,7 +10,8 @@
 //! * Server: [`TcpServer::bind`] / [`TcpServer::spawn`] (in the background, with a graceful
 //!   shutdown), or [`serve`] as a future.
 //! * Bounds ([`TcpConfig`]): the size of a record, checked on each fragment header before
-//!   its data is buffered; calls in flight per connection, both ends.
+//!   its data is buffered; calls in flight per connection, both ends; on a server, the
+//!   connections served at once and the time a new connection has to send its first record.
 //!
 //! The record marking itself is the sans-IO [`record`](crate::rpc::record) module.
 //!
@@ -80,5 +81,8 @@ mod slots;
 mod stream;
 
 pub use client::{connect, connect_with, TcpTransport};
-pub use config::{TcpConfig, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_RECORD, DEFAULT_TIMEOUT};
+pub use config::{
+    TcpConfig, DEFAULT_FIRST_RECORD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_RECORD, DEFAULT_TIMEOUT,
+};
 pub use server::{serve, TcpServer};

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{ready, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -20,15 +19,18 @@ use super::signal::Signal;
 use super::sink::{Record, RecordSink, SinkClosed};
 use super::slots::{Slot, Slots};
 use super::stream::{poll_record, ReadError, Records};
+use crate::admission::{is_about_one_connection, Refusals, ACCEPT_BACKOFF};
 use crate::rpc::{
     encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
     HeapBuffers, Incoming, ReplyError, Server, TransportKind,
 };
 use crate::xdr::Encoder;
 
-/// How long to wait before accepting again after an error that is not about one connection
-/// (out of file descriptors, memory).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// The log line of a connection refused at the limit.
+static AT_LIMIT: Refusals = Refusals::new(
+    "refusing a connection: the server is at its connection limit",
+    "TcpConfig::max_connections",
+);
 
 /// A [`Server`] served over TCP with record marking (RFC 5531 section 11), in the
 /// background.
@@ -36,7 +38,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Every connection is served on its own: its calls run concurrently (up to
 /// [`TcpConfig::max_in_flight`] at once) and their replies go out as they complete, in any
 /// order. A connection that breaks the record marking (a record over
-/// [`TcpConfig::max_record`]) is closed, and only it.
+/// [`TcpConfig::max_record`]) is closed, and only it. Every connection has a task of its own
+/// from the moment it is accepted, so a peer that never sends (or sends a byte at a time)
+/// delays nobody else; it is closed when it has not delivered a whole record within
+/// [`TcpConfig::first_record_timeout`]. At most [`TcpConfig::max_connections`] are served at
+/// once: one more is closed as soon as it is accepted.
 ///
 /// [`shutdown`](Self::shutdown) stops accepting and lets every connection answer the calls
 /// already running before it closes; dropping the `TcpServer` stops everything at once.
@@ -132,13 +138,20 @@ async fn accept(listener: TcpListener, context: Arc<Context>, mut stop: watch::R
     // Each live connection's stop signal, raised at shutdown (a flag each rather than a
     // `watch` subscription: the connections look at it on every wake-up).
     let mut stops: Vec<Weak<Signal>> = Vec::new();
+    let max_connections = context.config.max_connections.max(1);
     loop {
-        while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => break,
         };
+        // Connections that ended since the last one was accepted give their places back.
+        while connections.try_join_next().is_some() {}
         match accepted {
+            Ok((stream, peer)) if connections.len() >= max_connections => {
+                // Closed unread: the peer sees its connection end at once.
+                AT_LIMIT.refused(peer, max_connections);
+                drop(stream);
+            }
             Ok((stream, peer)) => {
                 stops.retain(|s| s.strong_count() > 0);
                 let connection_stop = Arc::new(Signal::default());
@@ -169,16 +182,6 @@ async fn accept(listener: TcpListener, context: Arc<Context>, mut stop: watch::R
     while connections.join_next().await.is_some() {}
 }
 
-fn is_about_one_connection(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-    )
-}
-
 /// Closes the sink however the connection's task ends (aborted included), so the socket
 /// closes.
 struct CloseOnDrop(RecordSink);
@@ -197,6 +200,8 @@ enum End {
     Closed,
     /// The client closed its sending side, between records.
     Finished,
+    /// No complete record arrived within [`TcpConfig::first_record_timeout`].
+    Silent,
     /// The stream cannot be read any further.
     Broken(ReadError),
 }
@@ -234,6 +239,11 @@ async fn serve_connection(
     let mut slot: Option<Slot> = None;
     // The wakers last registered with the stop and closed signals.
     let (mut stop_waker, mut closed_waker) = (None, None);
+    // Until the first record is complete: one deadline for all of it, however its bytes come.
+    let mut first_record = context
+        .config
+        .first_record_timeout
+        .map(|timeout| Box::pin(tokio::time::sleep(timeout)));
     // Each call is read and started within the poll that finds it, and the next one looked
     // for at once: no `await` between calls (one per call, and a future's state changing
     // around it, cost 110 instructions per NULL call). Everything the task waits for is
@@ -247,6 +257,11 @@ async fn serve_connection(
         }
         if sink.poll_closed_with(cx, &mut closed_waker).is_ready() {
             return Poll::Ready(End::Closed);
+        }
+        if let Some(deadline) = &mut first_record {
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(End::Silent);
+            }
         }
         loop {
             // A unit of the task's budget per call: a client pipelining calls faster than
@@ -267,6 +282,7 @@ async fn serve_connection(
             match poll_record(cx, &mut stream, &mut reader) {
                 Poll::Ready(Ok(Some(message))) => {
                     budget.made_progress();
+                    first_record = None;
                     connection.handle(message, held, &mut encoder, cx);
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(End::Finished),
@@ -286,6 +302,14 @@ async fn serve_connection(
             tracing::debug!(%peer, "the client closed the connection");
             // It may have closed only its sending side and still wait for replies.
             true
+        }
+        End::Silent => {
+            tracing::warn!(
+                %peer,
+                timeout = ?context.config.first_record_timeout,
+                "no complete record within the first-record timeout: closing the connection"
+            );
+            false
         }
         End::Broken(ReadError::Record(error)) => {
             tracing::warn!(%peer, %error, "bad record marking: closing the connection");

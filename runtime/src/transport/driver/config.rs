@@ -88,6 +88,16 @@ pub struct RdmaConfig {
     /// progress for this long (between one and two periods; 30 s by default): a peer that
     /// never answers them does not keep the memory they land in. `None`: no limit.
     pub read_timeout: Option<Duration>,
+    /// Server: the most connections it serves at once, those being accepted included. A
+    /// request beyond it is rejected at once (the provider's reject: an MPA Reply with the
+    /// Reject bit, an rdma_cm REJ), with a rate-limited `warn` line naming the peer and the
+    /// limit; the connection's place comes back when it closes.
+    ///
+    /// Default [`DEFAULT_MAX_CONNECTIONS`](crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS), as over
+    /// TCP: above the 10,000 connections a server is meant to
+    /// carry, so it only stops a flood; what each connection may hold is bounded by its
+    /// credits and pool, not by this. Values below 1 count as 1.
+    pub max_connections: usize,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -147,6 +157,7 @@ impl Default for RdmaConfig {
             memory: MemoryLimits::default(),
             first_message_timeout: Some(Duration::from_secs(10)),
             read_timeout: Some(Duration::from_secs(30)),
+            max_connections: crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -252,6 +263,12 @@ impl RdmaConfig {
     /// ([`RdmaConfig::first_message_timeout`]).
     pub fn first_message_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.first_message_timeout = timeout;
+        self
+    }
+
+    /// Sets the most connections a server serves at once ([`RdmaConfig::max_connections`]).
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
         self
     }
 

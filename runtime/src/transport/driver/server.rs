@@ -3,10 +3,11 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
+use crate::admission::Refusals;
 use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
 use crate::rpc::Server;
 use crate::transport::budget::MemoryBudget;
@@ -15,6 +16,17 @@ use crate::transport::pool::PoolStats;
 
 /// The connections a listener accepted, for their counters.
 type Accepted<C> = Arc<Mutex<Vec<Weak<Conn<C>>>>>;
+
+/// The log line of a request rejected at the limit.
+static AT_LIMIT: Refusals = Refusals::new(
+    "rejecting a connection: the server is at its connection limit",
+    "RdmaConfig::max_connections",
+);
+
+/// How long a rejection may take to go out. A provider's reject writes one small frame (an MPA
+/// Reply, an rdma_cm REJ) and does not wait for the peer; the bound only keeps a task from
+/// lingering if one ever did.
+const REJECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A listening RPC-over-RDMA server; see [`serve`].
 ///
@@ -33,17 +45,27 @@ pub struct RdmaListener<P: Provider> {
     /// What all connections' pools lend is charged to (each connection's own budget is a
     /// child of it).
     memory: MemoryBudget,
+    /// Places for connections: [`RdmaConfig::max_connections`], one held by each connection
+    /// from its request until it closes.
+    places: Arc<Semaphore>,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
 /// the credits it grants before it accepts, agrees on inline sizes and remote invalidation
 /// with the peer's private data (RFC 8797), and runs until the peer goes away. Errors on one
 /// connection never touch the others.
+///
+/// Every request is accepted in a task of its own, so a peer slow to complete its part of the
+/// handshake delays nobody else (the provider bounds that part: the soft provider's listener
+/// reads each MPA Request under its own deadline, the verbs provider waits for establishment
+/// under its own). At most [`RdmaConfig::max_connections`] connections are served at once,
+/// those being accepted included: a request beyond that is rejected at once.
 pub fn serve<P: Provider>(
     listener: P::Listener,
     server: Server,
     config: RdmaConfig,
 ) -> RdmaListener<P> {
+    let places = max_connections(&config);
     RdmaListener {
         listener: Mutex::new(Some(Arc::new(listener))),
         server,
@@ -51,6 +73,7 @@ pub fn serve<P: Provider>(
         stopping: Arc::new(watch::Sender::new(false)),
         memory: MemoryBudget::new(config.memory.per_server),
         config,
+        places: Arc::new(Semaphore::new(places)),
     }
 }
 
@@ -78,6 +101,10 @@ impl<P: Provider> RdmaListener<P> {
                 request = listener.next_request() => request?,
                 _ = stop.wait_for(|stopping| *stopping) => return Ok(()),
             };
+            let Ok(place) = self.places.clone().try_acquire_owned() else {
+                self.reject_at_limit(request);
+                continue;
+            };
             let server = self.server.clone();
             let config = self.config.clone();
             let connections = self.connections.clone();
@@ -98,11 +125,31 @@ impl<P: Provider> RdmaListener<P> {
                             list.push(Arc::downgrade(&conn));
                         }
                         conn.start();
+                        hold_until_closed(conn, place).await;
                     }
                     Err(e) => tracing::warn!(%peer, error = %e, "accepting a connection failed"),
                 }
             });
         }
+    }
+
+    /// Rejects `request`, which came when every place was taken, in a task of its own.
+    fn reject_at_limit(&self, request: <P::Listener as Listener>::Request) {
+        let peer = request.peer_addr();
+        AT_LIMIT.refused(peer, max_connections(&self.config));
+        tokio::spawn(async move {
+            match tokio::time::timeout(REJECT_TIMEOUT, request.reject(&[])).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "rejecting a connection failed"),
+                Err(_) => tracing::debug!(%peer, "rejecting a connection timed out"),
+            }
+        });
+    }
+
+    /// Connections served now, those being accepted included (at most
+    /// [`RdmaConfig::max_connections`]).
+    pub fn connection_count(&self) -> usize {
+        max_connections(&self.config) - self.places.available_permits()
     }
 
     /// Shuts the server down gracefully: stops accepting at once (the listening endpoint
@@ -164,6 +211,17 @@ impl<P: Provider> RdmaListener<P> {
             .filter(|c| !c.is_closed())
             .collect()
     }
+}
+
+/// [`RdmaConfig::max_connections`] as a count of places.
+fn max_connections(config: &RdmaConfig) -> usize {
+    config.max_connections.clamp(1, Semaphore::MAX_PERMITS)
+}
+
+/// Keeps a connection's place among [`RdmaConfig::max_connections`] until it closes.
+async fn hold_until_closed<C: rdma::Connection>(conn: Arc<Conn<C>>, place: OwnedSemaphorePermit) {
+    conn.closed().await;
+    drop(place);
 }
 
 /// Accepts one connection request; the connection returned is not started yet.
