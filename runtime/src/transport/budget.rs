@@ -129,6 +129,12 @@ impl MemoryBudget {
         true
     }
 
+    /// True while someone waits for memory under this budget's root (a call's Read chunks
+    /// that did not fit).
+    pub fn under_pressure(&self) -> bool {
+        self.root().inner.waiting.load(Ordering::Relaxed) > 0
+    }
+
     /// True when this budget and every parent have at most half their limit charged.
     pub fn below_half(&self) -> bool {
         let mut at = Some(self);

@@ -638,6 +638,10 @@ impl<C: Connection> Memory for &Pool<C> {
             .collect()
     }
 
+    fn max_piece(&self) -> usize {
+        self.shared.config.max_buffer
+    }
+
     fn keep_received(&self, _len: usize) -> bool {
         // Past half of a budget (this connection's or any parent's), what a handler keeps
         // would start to crowd out the Read chunks of the calls to come.
@@ -771,6 +775,10 @@ impl<C: Connection> Memory for HintsLater<'_, C> {
 
     fn alloc_sinks(&mut self, lens: &[usize]) -> Result<Vec<Vec<Slice<PoolBuf>>>, MemoryError> {
         (&mut &*self.pool).alloc_sinks(lens)
+    }
+
+    fn max_piece(&self) -> usize {
+        (&self.pool).max_piece()
     }
 
     fn keep_received(&self, len: usize) -> bool {

@@ -169,6 +169,13 @@ pub trait Memory {
             .collect()
     }
 
+    /// The largest slice [`Memory::alloc_sinks`] hands out for one length: a Read chunk is
+    /// pulled in pieces of at most this, each taking its memory as its data is about to come.
+    /// The default has no limit.
+    fn max_piece(&self) -> usize {
+        usize::MAX
+    }
+
     /// Whether `len` bytes that arrived in this memory may stay in it while the application
     /// holds them. False when the memory lent out is near its budget: the data is then copied
     /// to ordinary memory and the registered buffer goes back at once, so what handlers keep

@@ -45,6 +45,7 @@
 
 mod memory;
 mod msgp;
+mod pulling;
 mod receive;
 mod requester;
 mod responder;
@@ -1010,13 +1011,28 @@ impl<B: Buf> Core<B> {
         !self.closed && self.responder.memory_waiting()
     }
 
+    /// Tells the core whether the memory it shares with other connections is short (someone
+    /// waits for it): RDMA Reads of the peer's Read chunks that stall then close the connection
+    /// after a short while instead of the whole [`CoreConfig::read_timeout`], freeing their
+    /// sinks for others.
+    pub fn set_memory_pressure(&mut self, on: bool) {
+        self.responder.set_pressure(on);
+    }
+
+    /// True while RDMA Reads of the peer's Read chunks are watched for progress: a driver that
+    /// learns of memory pressure by looking ([`Core::set_memory_pressure`]) looks again in a
+    /// while.
+    pub fn reads_watched(&self) -> bool {
+        self.responder.reads_watched()
+    }
+
     /// Looks again for memory for the calls waiting for it ([`Core::memory_waiting`]).
     pub fn retry_memory<M: Memory<Buf = B>>(&mut self, mem: &mut M) {
         if self.closed {
             return;
         }
         self.responder
-            .admit(mem, &self.config, &mut self.out, &mut self.stats);
+            .pull(mem, &self.config, &mut self.out, &mut self.stats);
     }
 
     /// When [`Core::handle_timeout`] should be called next.

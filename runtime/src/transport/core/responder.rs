@@ -11,7 +11,6 @@
 //!   chunk as RDMA_NOMSG when one was provided, and as RDMA_ERROR / ERR_CHUNK otherwise;
 //! * with the peer's agreement the reply's Send invalidates one of the requester's handles.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -21,21 +20,19 @@ use super::super::header::{
     VERSION,
 };
 use super::memory::{pulled_message, sink_data, sink_lens, sinks_and_pulls, Sinks};
+use super::pulling::{Pulled, Puller};
 use super::requester::revoke_slices;
 use super::slab::CallSlab;
 use super::{
-    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, MemoryErrorKind, Outbox, Owner,
-    Slice, Stats,
+    pair_up, Buf, CallId, CoreConfig, Event, IncomingCall, Memory, Outbox, Owner, Slice, Stats,
 };
 use crate::id_map::IdMap;
 use crate::rdma::Access;
 use crate::xdr::{ChunkTarget, Encoded, MovedItem};
 
 enum Phase {
-    /// Waiting for memory for its Read chunks (a budget is spent).
-    Admitting,
-    /// Pulling Read chunks: `pending` Reads not yet complete.
-    Reading { pending: usize, failed: bool },
+    /// Its Read chunks are being pulled ([`Puller`]).
+    Reading,
     /// Handed to the application.
     Dispatched,
     /// The reply is posted: `pending` operations (Writes and the Send) not yet complete.
@@ -52,8 +49,6 @@ struct InCall<B> {
     inline: Bytes,
     /// RDMA_MSGP: the sender's padding and where the message starts in the Send.
     alignment: Option<(AlignPadding, usize)>,
-    /// Each Read chunk's position, sink and length.
-    sinks: Sinks<B>,
     /// Memory that must outlive the posted operations.
     held: Vec<Slice<B>>,
     /// Read-Read: this side's memory exposed in the reply's Read chunks, kept until
@@ -62,21 +57,7 @@ struct InCall<B> {
     done_deadline: Option<Instant>,
     /// RDMA_DONE came before the reply's Send completed.
     done_early: bool,
-    /// It has waited for memory for its Read chunks (counted once).
-    waited: bool,
     phase: Phase,
-}
-
-/// Watches the RDMA Reads in flight for progress: a peer that leaves them unanswered holds
-/// their sinks, so the connection closes when none completes for a whole
-/// [`CoreConfig::read_timeout`]. Coarse on purpose (the deadline moves once per period, not
-/// per Read): a connection's task re-arms its timer only when the deadline moves.
-#[derive(Debug, Clone, Copy)]
-struct ReadWatch {
-    /// When the current period started.
-    since: Instant,
-    /// Read completions counted when it started.
-    progress: u64,
 }
 
 /// A reply's memory exposed in its Read chunks, awaiting RDMA_DONE (seed 000 section 3.8).
@@ -87,30 +68,21 @@ struct Exposure<B> {
 
 pub(super) struct Responder<B> {
     calls: CallSlab<InCall<B>>,
-    reads_waiting: VecDeque<(CallId, Slice<B>, Segment)>,
-    reads_in_flight: usize,
+    /// The calls' Read chunks being pulled.
+    puller: Puller<B>,
     /// Calls received and not yet answered, per direction (forward, backward).
     active: [u32; 2],
     /// Read-Read replies sent and awaiting RDMA_DONE, by XID.
     exposures: IdMap<u32, Exposure<B>>,
-    /// Calls waiting for memory for their Read chunks, in arrival order.
-    admission: VecDeque<CallId>,
-    /// RDMA Reads completed, in all.
-    read_progress: u64,
-    read_watch: Option<ReadWatch>,
 }
 
 impl<B: Buf> Responder<B> {
     pub(super) fn new() -> Responder<B> {
         Responder {
             calls: CallSlab::default(),
-            reads_waiting: VecDeque::new(),
-            reads_in_flight: 0,
+            puller: Puller::new(),
             active: [0, 0],
             exposures: IdMap::default(),
-            admission: VecDeque::new(),
-            read_progress: 0,
-            read_watch: None,
         }
     }
 
@@ -120,18 +92,25 @@ impl<B: Buf> Responder<B> {
 
     pub(super) fn clear(&mut self) {
         self.calls.clear();
-        self.reads_waiting.clear();
-        self.reads_in_flight = 0;
+        self.puller.clear();
         self.active = [0, 0];
         self.exposures.clear();
-        self.admission.clear();
-        self.read_watch = None;
     }
 
-    /// True while calls wait for memory for their Read chunks: call [`Responder::admit`]
+    /// True while calls wait for memory for their Read chunks: call [`Responder::pull`]
     /// again once memory has come back.
     pub(super) fn memory_waiting(&self) -> bool {
-        !self.admission.is_empty()
+        self.puller.memory_waiting()
+    }
+
+    /// Says whether memory is short for others ([`Puller`]).
+    pub(super) fn set_pressure(&mut self, on: bool) {
+        self.puller.set_pressure(on);
+    }
+
+    /// True while RDMA Reads of the peer's Read chunks are watched for progress.
+    pub(super) fn reads_watched(&self) -> bool {
+        self.puller.watched()
     }
 
     /// Credits this side grants in the given direction.
@@ -241,12 +220,7 @@ impl<B: Buf> Responder<B> {
         }
         self.active[direction] += 1;
         let reads = !sink_lens(&chunks.reads).is_empty();
-        // Without anything to pull (no Read chunk, or only empty ones) there is no memory to
-        // wait for.
-        let sinks = match reads {
-            true => Vec::new(),
-            false => sinks_and_pulls(&chunks.reads, Vec::new()).0,
-        };
+        let pulled = chunks.reads.clone();
         let id = self.calls.insert(InCall {
             xid,
             version,
@@ -254,94 +228,63 @@ impl<B: Buf> Responder<B> {
             chunks,
             inline,
             alignment,
-            sinks,
             held: Vec::new(),
             exposed: Vec::new(),
             done_deadline: None,
             done_early: false,
-            waited: false,
-            phase: Phase::Admitting,
+            phase: Phase::Reading,
         });
         if !reads {
-            self.dispatch(id, mem, config, out, stats);
-            return;
+            // Nothing to pull (no Read chunk, or only empty ones).
+            let sinks = sinks_and_pulls(&pulled, Vec::new()).0;
+            return self.dispatch(id, sinks, mem, config, out, stats);
         }
-        self.admission.push_back(id);
-        self.admit(mem, config, out, stats);
+        self.puller.start(id, pulled, mem.max_piece());
+        self.pull(mem, config, out, stats);
     }
 
-    /// Takes memory for the Read chunks of the calls waiting for it, in arrival order, and
-    /// starts pulling them. Stops at the first call the budget cannot take yet; a call that no
-    /// budget could ever take is answered with ERR_CHUNK (RDMA2_ERR_BAD_XDR): the responder
-    /// "cannot process the chunks" (seed 004 section 5.5).
-    pub(super) fn admit<M: Memory<Buf = B>>(
+    /// Takes memory for the pieces of the calls' Read chunks and posts their RDMA Reads as
+    /// far as the window, the budget and the peer's IRD allow ([`Puller::pump`]).
+    pub(super) fn pull<M: Memory<Buf = B>>(
         &mut self,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        while let Some(&id) = self.admission.front() {
-            let Some(call) = self.calls.get_mut(id) else {
-                self.admission.pop_front();
-                continue;
-            };
-            let memory = match mem.alloc_sinks(&sink_lens(&call.chunks.reads)) {
-                Ok(memory) => memory,
-                Err(e) if e.kind() == MemoryErrorKind::Exhausted => {
-                    if !call.waited {
-                        call.waited = true;
-                        stats.memory_waits += 1;
-                        tracing::debug!(xid = call.xid, error = %e, "a call waits for memory for its Read chunks");
-                    }
-                    return;
-                }
-                Err(e) => {
-                    self.admission.pop_front();
-                    let (xid, version, backward) = (call.xid, call.version, call.backward);
-                    tracing::warn!(xid, error = %e, "no memory for a call's Read chunks: ERR_CHUNK");
-                    self.finish(id, backward);
-                    self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
-                    continue;
-                }
-            };
-            self.admission.pop_front();
-            let (sinks, reads) = sinks_and_pulls(&call.chunks.reads, memory);
-            call.sinks = sinks;
-            call.phase = Phase::Reading {
-                pending: reads.len(),
-                failed: false,
-            };
-            if reads.is_empty() {
-                self.dispatch(id, mem, config, out, stats);
-                continue;
-            }
-            for (sink, remote) in reads {
-                self.reads_waiting.push_back((id, sink, remote));
-            }
-            self.pump_reads(config, out);
-        }
+        let ended = self.puller.pump(mem, config, out, stats);
+        self.pulled(ended, mem, config, out, stats);
     }
 
-    /// Posts waiting RDMA Reads while the peer's IRD allows (seed 004 section 4.3: "limits on
-    /// RDMA Read operations in progress at the responder").
-    fn pump_reads(&mut self, config: &CoreConfig, out: &mut Outbox<B>) {
-        while self.reads_in_flight < config.max_reads.max(1) {
-            let Some((id, sink, remote)) = self.reads_waiting.pop_front() else {
-                return;
-            };
-            if !self.calls.contains(id) {
-                continue;
+    /// Dispatches the calls whose Read chunks are all here, and answers those that cannot
+    /// be pulled with ERR_CHUNK (RDMA2_ERR_BAD_XDR): the chunk is unusable, or no budget could
+    /// hold it (seed 004 section 5.5). Usually the connection is gone by then when the peer
+    /// refused a Read, and the answer with it.
+    fn pulled<M: Memory<Buf = B>>(
+        &mut self,
+        ended: Vec<Pulled<B>>,
+        mem: &mut M,
+        config: &CoreConfig,
+        out: &mut Outbox<B>,
+        stats: &mut Stats,
+    ) {
+        let memory_back = !ended.is_empty();
+        for end in ended {
+            match end {
+                Pulled::Done(id, sinks) => self.dispatch(id, sinks, mem, config, out, stats),
+                Pulled::Failed(id) => {
+                    let Some(call) = self.calls.get(id) else {
+                        continue;
+                    };
+                    let (xid, version, backward) = (call.xid, call.version, call.backward);
+                    self.finish(id, backward);
+                    self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
+                }
             }
-            self.reads_in_flight += 1;
-            if self.read_watch.is_none() && config.read_timeout.is_some() {
-                // The one clock reading of the Read path: when a watch period starts.
-                self.read_watch = Some(ReadWatch {
-                    since: Instant::now(),
-                    progress: self.read_progress,
-                });
-            }
-            out.read(Owner::Responder(id), sink, remote);
+        }
+        if memory_back && self.puller.memory_waiting() {
+            // What the ended calls held may be back (a copy out, a failed call's sinks).
+            self.pull(mem, config, out, stats);
         }
     }
 
@@ -351,6 +294,7 @@ impl<B: Buf> Responder<B> {
     fn dispatch<M: Memory<Buf = B>>(
         &mut self,
         id: CallId,
+        sinks: Sinks<B>,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
@@ -360,11 +304,7 @@ impl<B: Buf> Responder<B> {
             return;
         };
         let mut copied = 0usize;
-        let data = sink_data(
-            std::mem::take(&mut call.sinks),
-            |len| mem.keep_received(len),
-            |len| copied += len,
-        );
+        let data = sink_data(sinks, |len| mem.keep_received(len), |len| copied += len);
         if copied > 0 {
             mem.copied_out(copied);
         }
@@ -405,24 +345,9 @@ impl<B: Buf> Responder<B> {
             return;
         };
         match &mut call.phase {
-            Phase::Reading { pending, failed } => {
-                self.reads_in_flight = self.reads_in_flight.saturating_sub(1);
-                self.read_progress += 1;
-                *pending = pending.saturating_sub(1);
-                *failed |= !ok;
-                if *pending == 0 {
-                    if *failed {
-                        // The peer refused our Read (a bad handle or range in its chunk): the
-                        // chunk is unusable (seed 004 section 5.5). Usually the connection is
-                        // gone by now, and the answer with it.
-                        let (xid, version, backward) = (call.xid, call.version, call.backward);
-                        self.finish(id, backward);
-                        self.send_error(xid, version, RdmaError::BadXdr, config, out, stats);
-                    } else {
-                        self.dispatch(id, mem, config, out, stats);
-                    }
-                }
-                self.pump_reads(config, out);
+            Phase::Reading => {
+                let ended = self.puller.completed(id, ok, mem, config, out, stats);
+                self.pulled(ended, mem, config, out, stats);
             }
             Phase::Replying { pending } => {
                 *pending = pending.saturating_sub(1);
@@ -432,7 +357,7 @@ impl<B: Buf> Responder<B> {
                     }
                 }
             }
-            Phase::Dispatched | Phase::Admitting => {}
+            Phase::Dispatched => {}
         }
     }
 
@@ -486,10 +411,7 @@ impl<B: Buf> Responder<B> {
     /// When the first exposure without RDMA_DONE runs out, or the RDMA Reads in flight
     /// must have made progress.
     pub(super) fn next_deadline(&self, config: &CoreConfig) -> Option<Instant> {
-        let reads = self
-            .read_watch
-            .zip(config.read_timeout)
-            .map(|(watch, timeout)| watch.since + timeout);
+        let reads = self.puller.next_deadline(config);
         self.exposures
             .values()
             .map(|e| e.deadline)
@@ -507,7 +429,7 @@ impl<B: Buf> Responder<B> {
         out: &mut Outbox<B>,
         stats: &mut Stats,
     ) {
-        self.watch_reads(now, config, out);
+        self.puller.expire(now, config, out);
         let expired: Vec<u32> = self
             .exposures
             .iter()
@@ -523,32 +445,6 @@ impl<B: Buf> Responder<B> {
                 stats.exposures_expired += 1;
                 revoke_slices(&e.slices, out, stats);
             }
-        }
-    }
-
-    /// Ends a watch period that is over: the connection is unusable when RDMA Reads were in
-    /// flight all along and none completed (the peer does not answer them); otherwise a new
-    /// period starts if Reads are still in flight.
-    fn watch_reads(&mut self, now: Instant, config: &CoreConfig, out: &mut Outbox<B>) {
-        let (Some(watch), Some(timeout)) = (self.read_watch, config.read_timeout) else {
-            return;
-        };
-        if watch.since + timeout > now {
-            return;
-        }
-        if self.reads_in_flight == 0 {
-            self.read_watch = None;
-        } else if self.read_progress == watch.progress {
-            out.events.push_back(Event::Fatal(format!(
-                "{} RDMA Reads of the peer's Read chunks unanswered for {timeout:?}",
-                self.reads_in_flight
-            )));
-            self.read_watch = None;
-        } else {
-            self.read_watch = Some(ReadWatch {
-                since: now,
-                progress: self.read_progress,
-            });
         }
     }
 

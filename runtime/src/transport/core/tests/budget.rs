@@ -16,6 +16,34 @@ fn budgeted(limit: usize) -> Pair {
 #[test]
 fn a_call_over_the_memory_budget_waits_and_runs_once_memory_comes_back() {
     let mut p = budgeted(100 << 10);
+    // Memory other connections hold.
+    let used = p.sides[SERVER].mem.sink_budget.clone().unwrap().1;
+    used.fetch_add(60 << 10, Ordering::SeqCst);
+    let a = pattern(60 << 10, 1);
+    let call = p
+        .start::<Echo>(&DdpData(a.clone()), vec![WriteTarget::Size(60 << 10)], None)
+        .unwrap();
+    p.run();
+    let server = &p.sides[SERVER];
+    assert_eq!(server.mem.sinks_used(), 60 << 10, "no sink for the call");
+    assert!(server.core.memory_waiting());
+    assert_eq!(server.core.stats().memory_waits, 1);
+    assert!(p.sides[CLIENT].replies.is_empty());
+
+    // The others give their memory back; told so, the server takes the call.
+    used.fetch_sub(60 << 10, Ordering::SeqCst);
+    assert!(p.sides[SERVER].core.memory_waiting(), "nothing retried yet");
+    let s = &mut p.sides[SERVER];
+    s.core.retry_memory(&mut s.mem);
+    p.run();
+    assert!(!p.sides[SERVER].core.memory_waiting());
+    assert_eq!(p.result::<Echo>(call).unwrap().0, a);
+    assert_eq!(p.sides[SERVER].core.stats().memory_waits, 1);
+}
+
+#[test]
+fn calls_over_the_budget_run_in_turn_as_earlier_ones_give_their_memory_back() {
+    let mut p = budgeted(100 << 10);
     p.held_reads = Some(Vec::new());
     let (a, b) = (pattern(60 << 10, 1), pattern(60 << 10, 2));
     let first = p
@@ -25,29 +53,18 @@ fn a_call_over_the_memory_budget_waits_and_runs_once_memory_comes_back() {
         .start::<Echo>(&DdpData(b.clone()), vec![WriteTarget::Size(60 << 10)], None)
         .unwrap();
     p.run();
-    let server = &p.sides[SERVER];
     assert_eq!(
-        server.mem.sinks_used(),
+        p.sides[SERVER].mem.sinks_used(),
         60 << 10,
-        "only the first call's sink"
+        "only the first's sink"
     );
-    assert!(server.core.memory_waiting());
-    assert_eq!(server.core.stats().memory_waits, 1);
-    assert!(p.sides[CLIENT].replies.is_empty());
-
-    // The first call's Reads complete: it is answered and its sink goes back.
+    assert!(p.sides[SERVER].core.memory_waiting());
+    // The first call's Reads complete: it is answered, its sink goes back, and the second
+    // takes it.
     p.release_reads();
     assert_eq!(p.result::<Echo>(first).unwrap().0, a);
-    assert_eq!(p.sides[SERVER].mem.sinks_used(), 0);
-    assert!(p.sides[SERVER].core.memory_waiting(), "nothing retried yet");
-
-    // Told that memory came back, the server takes the second call.
-    let s = &mut p.sides[SERVER];
-    s.core.retry_memory(&mut s.mem);
-    p.run();
-    assert!(!p.sides[SERVER].core.memory_waiting());
     assert_eq!(p.result::<Echo>(second).unwrap().0, b);
-    assert_eq!(p.sides[SERVER].core.stats().memory_waits, 1);
+    assert!(!p.sides[SERVER].core.memory_waiting());
 }
 
 #[test]
@@ -223,4 +240,84 @@ fn a_server_closes_a_connection_whose_peer_never_speaks() {
     p.sides[SERVER].core.open(Instant::now());
     p.call::<Null>(&(), vec![], None).unwrap();
     assert_eq!(p.sides[SERVER].core.connection_deadline(), None);
+}
+
+#[test]
+fn a_peer_that_does_not_answer_holds_one_window_of_memory_however_large_its_chunks() {
+    let mut p = budgeted(1 << 30);
+    p.held_reads = Some(Vec::new());
+    let data: Vec<Bytes> = (0..3).map(|i| pattern(600 << 10, i)).collect();
+    let calls: Vec<CallId> = data
+        .iter()
+        .map(|d| {
+            p.start::<Echo>(
+                &DdpData(d.clone()),
+                vec![WriteTarget::Size(600 << 10)],
+                None,
+            )
+            .unwrap()
+        })
+        .collect();
+    p.run();
+    // The window starts at 1 MiB: the first call's piece, not the second's; and nothing counts
+    // as waiting for memory (there is plenty: the peer is what holds things up).
+    assert_eq!(p.sides[SERVER].mem.sinks_used(), 600 << 10);
+    assert!(!p.sides[SERVER].core.memory_waiting());
+    // Answered, each piece makes room for the next, and the window grows.
+    p.release_reads();
+    for (call, d) in calls.into_iter().zip(&data) {
+        assert_eq!(&p.result::<Echo>(call).unwrap().0, d);
+    }
+    assert_eq!(p.sides[SERVER].mem.sinks_used(), 0);
+}
+
+#[test]
+fn a_chunk_larger_than_a_piece_takes_its_memory_piece_by_piece() {
+    // 512 KiB buffers: a 2 MiB chunk is four pieces, two of which fit the first window.
+    let mut p = Pair::with(config(Role::Client), config(Role::Server), 512 << 10);
+    p.sides[SERVER].mem.limit_sinks(1 << 30);
+    p.call::<Null>(&(), vec![], None).unwrap();
+    p.held_reads = Some(Vec::new());
+    let data = pattern(2 << 20, 4);
+    let call = p
+        .start::<Echo>(
+            &DdpData(data.clone()),
+            vec![WriteTarget::Size(2 << 20)],
+            None,
+        )
+        .unwrap();
+    p.run();
+    assert_eq!(p.held_reads.as_ref().unwrap().len(), 2, "two pieces' Reads");
+    assert_eq!(p.sides[SERVER].mem.sinks_used(), 1 << 20);
+    p.release_reads();
+    assert_eq!(p.result::<Echo>(call).unwrap().0, data);
+}
+
+#[test]
+fn under_memory_pressure_stalled_reads_close_the_connection_sooner() {
+    let mut p = with_read_timeout(Duration::from_secs(30));
+    p.held_reads = Some(Vec::new());
+    p.start::<Echo>(
+        &DdpData(pattern(8 << 10, 9)),
+        vec![WriteTarget::Size(8 << 10)],
+        None,
+    )
+    .unwrap();
+    p.run();
+    let relaxed = p.sides[SERVER].core.connection_deadline().unwrap();
+    assert!(p.sides[SERVER].core.reads_watched());
+    p.sides[SERVER].core.set_memory_pressure(true);
+    let pressed = p.sides[SERVER].core.connection_deadline().unwrap();
+    assert_eq!(
+        relaxed - pressed,
+        Duration::from_secs(30) - pulling::PRESSURE_STALL
+    );
+    p.sides[SERVER].core.handle_timeout(pressed);
+    p.run();
+    assert_eq!(
+        p.sides[SERVER].fatal.len(),
+        1,
+        "{:?}",
+        p.sides[SERVER].fatal
+    );
 }

@@ -205,6 +205,10 @@ impl Memory for SimMemory {
         Ok(out)
     }
 
+    fn max_piece(&self) -> usize {
+        self.max_buf
+    }
+
     fn keep_received(&self, _len: usize) -> bool {
         self.sink_budget
             .as_ref()

@@ -7,18 +7,33 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::serve::serve_call;
 use super::{Conn, State};
 use crate::rdma::{Completion, Connection};
 use crate::rpc::TransportError;
 
+/// How often a connection whose RDMA Reads are watched looks whether memory became short
+/// elsewhere ([`Core::set_memory_pressure`](crate::transport::core::Core::set_memory_pressure)).
+const PRESSURE_CHECK: Duration = Duration::from_secs(1);
+
 /// The core's deadlines the completion task keeps: the connection's own (a version 2
 /// offer's, the peer's first message, RDMA Reads' progress, Read-Read replies' RDMA_DONE);
 /// calls time out in their callers.
 pub(super) fn core_deadline(st: &State) -> Option<Instant> {
     st.core.connection_deadline()
+}
+
+/// When the completion task wakes by itself: the core's deadline, and while RDMA Reads are
+/// watched at most [`PRESSURE_CHECK`] from now, to look at the memory budget.
+fn wake_at(st: &State) -> Option<Instant> {
+    let deadline = core_deadline(st);
+    if st.core.reads_watched() {
+        let check = Instant::now() + PRESSURE_CHECK;
+        return Some(deadline.map_or(check, |d| d.min(check)));
+    }
+    deadline
 }
 
 /// True when the core has calls waiting for memory that no one watches the budget for: the
@@ -91,6 +106,8 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
                 conn.complete(&mut st, first);
             }
             if timed_out {
+                let pressure = conn.pool().budget().under_pressure();
+                st.core.set_memory_pressure(pressure);
                 st.core.handle_timeout(Instant::now());
             }
             if memory_back {
@@ -106,8 +123,8 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
                 calls.append(&mut st.calls);
             }
             st.memory_watched = memory.is_some();
-            deadline = core_deadline(&st);
-            st.task_deadline = deadline;
+            st.task_deadline = core_deadline(&st);
+            deadline = wake_at(&st);
         }
         // Handlers run without the lock: they may call back through the backchannel.
         if !calls.is_empty() {
