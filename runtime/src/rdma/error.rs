@@ -17,9 +17,12 @@ pub enum Error {
         /// The private data of the rejection.
         private_data: Vec<u8>,
     },
-    /// Connection establishment failed (negotiation refused, malformed handshake, timeout).
+    /// Connection establishment failed (negotiation refused, malformed handshake).
     #[error("connection establishment failed: {0}")]
     Establishment(String),
+    /// Connection establishment did not finish in time (which step, in the text).
+    #[error("connection establishment timed out: {0}")]
+    TimedOut(String),
     /// The connection is closed or in error: nothing more can be posted.
     #[error("the connection is closed")]
     Closed,

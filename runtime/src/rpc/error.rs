@@ -105,12 +105,79 @@ pub enum TransportError {
         /// The most this side offers.
         limit: u64,
     },
+    /// The peer refused the connection when it was being made (RPC-over-RDMA: the provider's
+    /// reject, such as a server at its connection limit; over TCP a refused connect is
+    /// [`TransportError::Io`] with [`std::io::ErrorKind::ConnectionRefused`]).
+    #[error("the peer refused the connection")]
+    Rejected,
+    /// Making the connection failed past the socket: the handshake was refused or malformed
+    /// (RPC-over-RDMA: MPA, rdma_cm).
+    #[error("connection establishment failed: {0}")]
+    Handshake(String),
     /// The peer broke the protocol (an unparsable reply, a message over the inline threshold).
     #[error("protocol violation: {0}")]
     Protocol(String),
     /// A failure of the transport's own machinery (registration, posting, ...).
     #[error("{0}")]
     Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// What kind of failure an [`Error`] is, the same on every transport: match on it without
+/// knowing which transport a call went over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Nothing listens at the address, or the peer refused the connection.
+    ConnectionRefused,
+    /// The connection broke (reset, closed) before the reply came.
+    ConnectionLost,
+    /// No reply (or no connection) within the time allowed.
+    TimedOut,
+    /// The server's RPC layer refused the call: RPC version, credentials, program, version,
+    /// procedure or arguments (RFC 5531 section 9).
+    Refused,
+    /// The server ran the call and failed (SYSTEM_ERR).
+    ServerFailed,
+    /// The peer's transport refused the call as sent (RPC-over-RDMA's RDMA_ERROR: ERR_CHUNK,
+    /// ERR_VERS and version 2's codes).
+    TransportRefused,
+    /// A message over a configured bound (a record, a reply's room).
+    TooLarge,
+    /// The peer broke the protocol, or its reply did not decode.
+    Protocol,
+    /// The arguments did not encode (a value over a declared maximum).
+    Encode,
+    /// Anything else (this side's machinery: registration, posting).
+    Other,
+}
+
+impl TransportError {
+    /// What kind of failure it is ([`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TransportError::Io(e) => match e.kind() {
+                io::ErrorKind::ConnectionRefused => ErrorKind::ConnectionRefused,
+                io::ErrorKind::TimedOut => ErrorKind::TimedOut,
+                io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::NotConnected
+                | io::ErrorKind::UnexpectedEof => ErrorKind::ConnectionLost,
+                _ => ErrorKind::Other,
+            },
+            TransportError::Closed => ErrorKind::ConnectionLost,
+            TransportError::TimedOut(_) => ErrorKind::TimedOut,
+            TransportError::TooLarge { .. } | TransportError::ReplyTooLarge { .. } => {
+                ErrorKind::TooLarge
+            }
+            TransportError::RdmaVersion { .. }
+            | TransportError::RdmaChunk
+            | TransportError::RdmaRefused(_) => ErrorKind::TransportRefused,
+            TransportError::Rejected => ErrorKind::ConnectionRefused,
+            TransportError::Handshake(_) | TransportError::Protocol(_) => ErrorKind::Protocol,
+            TransportError::Other(_) => ErrorKind::Other,
+        }
+    }
 }
 
 fn reply_too_large(needed: Option<u64>, limit: u64) -> String {
@@ -174,6 +241,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// What kind of failure it is, the same whichever transport the call went over.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::RpcMismatch { .. }
+            | Error::Auth(_)
+            | Error::ProgUnavail
+            | Error::ProgMismatch { .. }
+            | Error::ProcUnavail
+            | Error::GarbageArgs => ErrorKind::Refused,
+            Error::SystemErr => ErrorKind::ServerFailed,
+            Error::Encode(_) => ErrorKind::Encode,
+            Error::Decode(_) => ErrorKind::Protocol,
+            Error::Transport(t) => t.kind(),
+        }
+    }
+
     /// True for the failures that a server reported (as opposed to encode, decode or transport
     /// failures on this side).
     pub fn is_reply(&self) -> bool {

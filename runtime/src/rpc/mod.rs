@@ -34,7 +34,7 @@ pub use client::{
     MAX_REPLY_HEADER,
 };
 pub use drc::{ReplyCacheConfig, ReplyCacheStats};
-pub use error::{Error, RdmaError, ReplyError, TransportError};
+pub use error::{Error, ErrorKind, RdmaError, ReplyError, TransportError};
 pub use header::{
     decode_call_header, decode_reply_header, encode_call_header, encode_reply_header, CallHeader,
     HeaderError,

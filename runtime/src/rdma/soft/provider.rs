@@ -227,7 +227,7 @@ impl Provider for SoftProvider {
         };
         tokio::time::timeout(self.config.handshake_timeout, work)
             .await
-            .map_err(|_| Error::Establishment("MPA startup timed out".into()))?
+            .map_err(|_| Error::TimedOut("the MPA startup exchange".into()))?
     }
 
     async fn listen(&self, addr: SocketAddr) -> Result<SoftListener> {

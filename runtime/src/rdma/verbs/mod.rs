@@ -179,9 +179,7 @@ impl VerbsProvider {
 async fn next_event(channel: &EventChannel, what: &str) -> Result<CmEvent> {
     match tokio::time::timeout(ESTABLISH_TIMEOUT, channel.next_event()).await {
         Ok(r) => r.map_err(Error::Io),
-        Err(_) => Err(Error::Establishment(format!(
-            "timed out waiting for {what}"
-        ))),
+        Err(_) => Err(Error::TimedOut(format!("waiting for {what}"))),
     }
 }
 

@@ -162,6 +162,22 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
     }
 }
 
+/// A provider's failure to connect as the error every transport gives for it: a refused or
+/// reset socket stays an I/O error, as over TCP.
+fn connect_error(e: crate::rdma::Error) -> TransportError {
+    use crate::rdma::Error as E;
+    match e {
+        E::Io(e) => TransportError::Io(e),
+        E::Rejected { .. } => TransportError::Rejected,
+        E::TimedOut(what) => {
+            TransportError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
+        }
+        E::Establishment(why) => TransportError::Handshake(why),
+        E::Closed => TransportError::Closed,
+        other => TransportError::Other(Box::new(other)),
+    }
+}
+
 /// Makes one connection: private data out and in, receives posted before the peer can send.
 async fn open<P: Provider>(
     provider: &P,
@@ -175,7 +191,7 @@ async fn open<P: Provider>(
             Ok(())
         })
         .await
-        .map_err(|e| TransportError::Other(Box::new(e)))?;
+        .map_err(connect_error)?;
     let recv = recv.ok_or(TransportError::Closed)?;
     let peer = config.peer(conn.peer_private_data());
     let mut core = core_config(Role::Client, config, &peer);
