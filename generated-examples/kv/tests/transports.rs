@@ -327,3 +327,69 @@ async fn a_call_sent_again_with_more_room_is_not_run_twice() {
         assert!(kv.is_empty());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_typed_method_takes_per_call_options() {
+    use rpcrdma::rpc::CallOptions;
+    let (_server, addr) = rdma_server(RdmaConfig::default()).await;
+    let transport = rdma_client(addr, RdmaConfig::default()).await;
+    let client = KvV1Client::new(Client::from_arc(transport.clone()));
+    let key = KvKey("big".to_string().into());
+    let put = value("big", 4 * MIB);
+    client
+        .kv_put_with(
+            KvPutArgs {
+                key: key.clone(),
+                value: put.clone(),
+            },
+            CallOptions::new().timeout(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    // The expected size: the result goes straight into a Write chunk large enough.
+    let before = transport.stats();
+    let KvGetRes::KvOk(found) = client
+        .kv_get_with(key.clone(), CallOptions::new().reply_size(4 * MIB))
+        .await
+        .unwrap()
+    else {
+        panic!("the value is there");
+    };
+    assert!(found.value == put);
+    assert_eq!(
+        transport.stats().resent,
+        before.resent,
+        "sized right the first time"
+    );
+    // A registered buffer of the caller's: the result is received into it, no copy.
+    let buffer = client.rpc().buffer(4 * MIB);
+    let start = buffer.as_slice().as_ptr() as usize;
+    let KvGetRes::KvOk(found) = client
+        .kv_get_with(key.clone(), CallOptions::new().reply_buffer(buffer))
+        .await
+        .unwrap()
+    else {
+        panic!("the value is there");
+    };
+    assert!(found.value == put);
+    assert_eq!(found.value.as_ptr() as usize, start, "read in place");
+    // A deadline already past fails the call at once, as over TCP.
+    let err = client
+        .kv_null_with(CallOptions::new().deadline(std::time::Instant::now()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), rpcrdma::rpc::ErrorKind::TimedOut, "{err:?}");
+    let tcp_server = TcpServer::bind("127.0.0.1:0", server().0, TcpConfig::new())
+        .await
+        .unwrap();
+    let tcp = KvV1Client::new(Client::new(
+        TcpTransport::connect(tcp_server.local_addr(), TcpConfig::new())
+            .await
+            .unwrap(),
+    ));
+    let err = tcp
+        .kv_null_with(CallOptions::new().deadline(std::time::Instant::now()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), rpcrdma::rpc::ErrorKind::TimedOut, "{err:?}");
+}

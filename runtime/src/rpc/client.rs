@@ -93,6 +93,13 @@ impl CallOptions {
         self.timeout = Some(timeout);
         self
     }
+
+    /// Fail the call with [`TransportError::TimedOut`] if no reply came by `deadline` (the
+    /// time left from now becomes its [`timeout`](Self::timeout); a deadline already past
+    /// leaves none).
+    pub fn deadline(self, deadline: std::time::Instant) -> CallOptions {
+        self.timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    }
 }
 
 /// One call as a transport sees it: routing, credentials, the arguments (encoded on demand,
@@ -248,6 +255,11 @@ impl Client {
         P::Args: Sync,
         P::Result: EncodedSize,
     {
+        if options.timeout == Some(Duration::ZERO) {
+            // A deadline already past: the call is not sent (a timer of zero could lose the
+            // race against a quick reply).
+            return Err(TransportError::TimedOut(Duration::ZERO).into());
+        }
         let encode = |enc: &mut Encoder| args.encode(enc);
         let call = Call {
             prog: match self.renumbered {

@@ -50,12 +50,40 @@ impl Signature<'_> {
         quote!(#(#p: #t),*)
     }
 
+    /// The parameters followed by `last`.
+    fn param_list_with(&self, last: TokenStream) -> TokenStream {
+        let (p, t) = (&self.params, &self.types);
+        quote!(#(#p: #t,)* #last)
+    }
+
     fn allow_many(&self) -> TokenStream {
-        if self.params.len() > MANY_ARGS {
+        self.allow_more(0)
+    }
+
+    /// `allow_many` for a method with `extra` parameters besides.
+    fn allow_more(&self, extra: usize) -> TokenStream {
+        if self.params.len() + extra > MANY_ARGS {
             quote!(#[allow(clippy::too_many_arguments)])
         } else {
             TokenStream::new()
         }
+    }
+}
+
+/// The name of the form of method `m` that takes per-call options: `<m>_with` (an escaped
+/// name's trailing `_` dropped), `<m>_with_options` when another procedure's method already
+/// has that name.
+fn with_options_method(
+    m: &proc_macro2::Ident,
+    taken: &std::collections::HashSet<String>,
+) -> proc_macro2::Ident {
+    let base = m.to_string();
+    let base = base.trim_start_matches("r#").trim_end_matches('_');
+    let with = format!("{base}_with");
+    if taken.contains(&with) {
+        quote::format_ident!("{base}_with_options")
+    } else {
+        quote::format_ident!("{with}")
     }
 }
 
@@ -109,6 +137,8 @@ impl Gen<'_> {
     fn client(&self, what: &str, names: &VersionNames, sigs: &[Signature]) -> TokenStream {
         let rpc = &self.rpc;
         let name = &names.client;
+        let taken: std::collections::HashSet<String> =
+            sigs.iter().map(|s| s.method.to_string()).collect();
         let methods = sigs.iter().map(|s| {
             let (id, m, res) = (s.id, s.method, &s.result);
             let params = s.param_list();
@@ -118,19 +148,34 @@ impl Gen<'_> {
                 "Calls `{}` = {} ({}).",
                 s.procedure.name, s.procedure.number, s.procedure.origin
             ));
+            let with = with_options_method(m, &taken);
+            let with_params = s.param_list_with(quote!(options: #rpc::CallOptions));
+            let allow_with = s.allow_more(1);
+            let dw = doc(&format!(
+                "Calls `{}` = {} ({}) with per-call `options`: a deadline or timeout, the \
+                 expected size of each DDP-eligible result, a registered buffer to receive it in.",
+                s.procedure.name, s.procedure.number, s.procedure.origin
+            ));
             quote! {
                 #d
                 #allow
                 pub async fn #m(&self, #params) -> ::core::result::Result<#res, #rpc::Error> {
                     self.rpc.call::<#id>(&#args).await
                 }
+
+                #dw
+                #allow_with
+                pub async fn #with(&self, #with_params) -> ::core::result::Result<#res, #rpc::Error> {
+                    self.rpc.call_with::<#id>(&#args, options).await
+                }
             }
         });
         let d = doc(&format!(
             "A typed client for {what}: one async method per procedure.\n\n\
              Wraps an ONC RPC `Client` (any transport); clones share its connection. \
-             For per-call options (reply buffers, a timeout), call \
-             `self.rpc().call_with::<Procedure>(..)` with the procedure's struct."
+             Each method has a form taking per-call options (`<method>_with`: a deadline, \
+             the expected size of each DDP-eligible result, a registered buffer to receive it \
+             in)."
         ));
         quote! {
             #d
