@@ -109,6 +109,16 @@ impl KvV1Server for MemoryKv {
         })
     }
 
+    async fn kv_peek(&self, _ctx: CallContext, key: KvKey) -> Result<KvPeekRes, ReplyError> {
+        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(match values.get(&key) {
+            Some(value) if value.len() <= 1024 => KvPeekRes::KvOk(value.clone()),
+            _ => KvPeekRes::Default {
+                discriminant: KvStatus::KvNoent,
+            },
+        })
+    }
+
     async fn kv_blob(&self, ctx: CallContext, len: u32) -> Result<KvBlob, ReplyError> {
         let len = len as usize;
         // Filled in the connection's registered memory where there is one: it then goes by
