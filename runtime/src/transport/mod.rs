@@ -7,6 +7,27 @@
 //!   from `specs/rpcrdma-v1.x` and from `specs/common.x` + `specs/baseops.x`, and version 2's
 //!   transport properties.
 //! * [`private_data`] is the RFC 8797 connection private data.
+//! * [`budget`] bounds what a peer can make a connection and a server commit: registered
+//!   memory is lent within a per-connection and a per-server [`MemoryBudget`]; a call's Read
+//!   chunks are pulled a piece at a time within it and within a window that grows as the peer
+//!   answers ([`core`]'s `pulling`); [`pool`] says who owns which buffer and for how long.
+//!
+//! # Where results come back
+//!
+//! A client decides before a call goes out where its DDP-eligible results land: a Write chunk
+//! it provides (which the server must then use, seed 002 section 3.7) or inline in the reply.
+//! With a size or buffer from the caller ([`CallOptions`](crate::rpc::CallOptions)) that is
+//! decided exactly, as Linux's client does for an NFS READ. Without, each connection
+//! remembers how large the procedure's results were lately: small ones come back inline
+//! (a 20-byte result costs what a result without DDP-eligible items does), large ones into a
+//! Write chunk of about their size, the first into [`RdmaConfig::default_write_chunk`]. A
+//! guess too small is put right by sending the call once more, same XID, with room up to
+//! the result type's bound and [`RdmaConfig::max_reply_size`]: version 2 says how much it
+//! needs (seed 003 section 5.3.3), version 1 only ERR_CHUNK. The server keeps the result
+//! whose reply did not fit for that second attempt, so a procedure is never run twice for it.
+//! A reply past the ceiling fails with
+//! [`TransportError::ReplyTooLarge`](crate::rpc::TransportError::ReplyTooLarge), which names
+//! the setting.
 //!
 //! [`rdma::Provider`]: crate::rdma::Provider
 

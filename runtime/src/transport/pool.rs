@@ -20,6 +20,22 @@
 //!
 //! On a provider that cannot rekey (Linux siw has no memory windows) buffers that must be
 //! reachable by the peer are registered for that one use and deregistered after it.
+//!
+//! # Who owns what, and how much of it
+//!
+//! Every lent buffer is charged to the connection's [`MemoryBudget`] (a child of its server's,
+//! see [`budget`](super::budget)) until the last handle to it is dropped. A handler that keeps
+//! an argument's [`Bytes`] keeps the buffer the argument arrived in, and with it the charge:
+//! on the verbs provider that is pinned memory. So received chunk data stays in its
+//! registered buffer only while the memory lent out is below half of every budget
+//! ([`Memory::keep_received`]); past that it is copied once to ordinary memory as it is handed
+//! over (counted in [`PoolStats::copied_out_bytes`]) and the registered buffer goes back at
+//! once. A handler may therefore keep argument `Bytes` for as long as it likes: what it keeps
+//! never grows registered memory past half the budget, and the calls to come always find the
+//! other half for their Read chunks. Buffers this side fills (a handler's
+//! [`CallContext::buffer`](crate::rpc::CallContext::buffer), a caller's
+//! [`Client::buffer`](crate::rpc::Client::buffer)) are the application's: they count while
+//! held, and are never refused (the application, not the peer, decides how many it takes).
 
 use std::any::Any;
 use std::collections::BTreeMap;
