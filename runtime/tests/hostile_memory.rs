@@ -104,6 +104,18 @@ async fn serve_with(config: RdmaConfig) -> (Arc<RdmaListener<SoftProvider>>, Soc
     (rdma, addr)
 }
 
+/// Open descriptors of this process.
+fn descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Tasks alive on the current runtime.
+fn tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
 /// Waits (up to a safety net) until `done` holds, looking every 20 ms.
 async fn until(what: &str, safety: Duration, done: impl Fn() -> bool) {
     tokio::time::timeout(safety, async {
@@ -156,6 +168,7 @@ async fn a_hundred_connections_of_unanswered_maximal_read_chunks_stay_within_the
     // Warm the legitimate path (its pool, the server's task) before the baseline.
     legitimate_write(&good, 0, Duration::from_secs(30)).await;
     let before = rss();
+    let (fds_before, tasks_before) = (descriptors(), tasks());
 
     let mut peers = JoinSet::new();
     for _ in 0..100 {
@@ -207,6 +220,15 @@ async fn a_hundred_connections_of_unanswered_maximal_read_chunks_stay_within_the
     .await;
     let after = rss();
     eprintln!("RSS after they are gone: {} MiB", after >> 20);
+    // Their sockets and tasks are gone too (the server closes its side as they close theirs).
+    until("descriptors back", Duration::from_secs(30), || {
+        descriptors() <= fds_before
+    })
+    .await;
+    until("tasks back", Duration::from_secs(30), || {
+        tasks() <= tasks_before
+    })
+    .await;
     assert!(
         after.saturating_sub(before) < 64 * MIB,
         "RSS stayed {} MiB above where it started",

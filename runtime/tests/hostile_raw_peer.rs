@@ -328,3 +328,81 @@ fn the_raw_peers_crc32c_is_crc32c() {
     assert_eq!(crc32c(b"123456789"), 0xe306_9283);
     assert_eq!(crc32c(b""), 0);
 }
+
+/// Seed 004 section 4.3: "The requester MUST NOT send unacknowledged requests in excess of
+/// this granted responder credit limit. If the limit is exceeded, the RDMA layer may signal an
+/// error, possibly terminating the connection." A peer that sends one call more than the 32
+/// credits the server grants, while the others are still running, loses its connection;
+/// another connection is served meanwhile.
+#[test]
+fn closes_the_connection_of_a_peer_over_its_credits() {
+    two_workers().block_on(async {
+        let provider = SoftProvider::default();
+        let (listener, addr, _running) = serve_program(&provider).await;
+        let mut peer = connect_good(addr).await;
+        const TEST_SLEEP: u32 = 6;
+        for xid in 1..=33 {
+            peer.send_message(&rdma_msg(xid, 32, &call(xid, TEST_SLEEP, &[10_000])))
+                .await
+                .unwrap();
+        }
+        let after = within("the server's close", peer.drain()).await.unwrap();
+        assert!(
+            !after.iter().any(|m| matches!(m, Inbound::Send(_))),
+            "no reply to any call: {after:?}"
+        );
+        // A well-behaved connection is served.
+        let mut other = connect_good(addr).await;
+        other
+            .send_message(&rdma_msg(7, 4, &call(7, 0, &[])))
+            .await
+            .unwrap();
+        assert_null_reply(&answer(&mut other, "the NULL reply").await, 7);
+        assert_eq!(
+            listener.stats().len(),
+            1,
+            "only the well-behaved one is open"
+        );
+    });
+}
+
+/// A peer that completes the MPA exchange and then says nothing is closed after the server's
+/// first-message timeout, not kept for ever.
+#[test]
+fn closes_a_connection_whose_peer_sends_nothing_after_the_handshake() {
+    two_workers().block_on(async {
+        let provider = SoftProvider::default();
+        let listener = provider
+            .listen("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = rdma::Listener::local_addr(&listener).unwrap();
+        let config = RdmaConfig::default().first_message_timeout(Some(Duration::from_millis(300)));
+        let server = Arc::new(rpcrdma::transport::serve::<SoftProvider>(
+            listener,
+            rpcrdma::transport::conformance::program::server(),
+            config,
+        ));
+        tokio::spawn({
+            let server = server.clone();
+            async move { server.run().await }
+        });
+        let mut silent = connect_good(addr).await;
+        let after = within("the server's close", silent.drain()).await.unwrap();
+        assert!(
+            !after.iter().any(|m| matches!(m, Inbound::Send(_))),
+            "{after:?}"
+        );
+        // One that speaks in time is served, and stays.
+        let mut peer = connect_good(addr).await;
+        peer.send_message(&rdma_msg(5, 4, &call(5, 0, &[])))
+            .await
+            .unwrap();
+        assert_null_reply(&answer(&mut peer, "the NULL reply").await, 5);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        peer.send_message(&rdma_msg(6, 4, &call(6, 0, &[])))
+            .await
+            .unwrap();
+        assert_null_reply(&answer(&mut peer, "the second NULL reply").await, 6);
+    });
+}

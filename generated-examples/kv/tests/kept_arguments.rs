@@ -57,9 +57,13 @@ async fn a_server_keeping_every_put_argument_stays_under_its_memory_ceiling() {
         async move { server.run().await }
     });
     let transport = Arc::new(
-        RdmaTransport::connect(Arc::new(SoftProvider::default()), addr, RdmaConfig::default())
-            .await
-            .unwrap(),
+        RdmaTransport::connect(
+            Arc::new(SoftProvider::default()),
+            addr,
+            RdmaConfig::default(),
+        )
+        .await
+        .unwrap(),
     );
     let client = KvV1Client::new(Client::from_arc(transport.clone()));
 
