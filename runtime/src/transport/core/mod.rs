@@ -37,42 +37,47 @@
 //!
 //! # Layout
 //!
-//! This file holds the core's state, its configuration, the calls' and replies' entry points
-//! and the completions; `receive` takes each received message (header checks, every message
-//! type); `requester` keeps this side's calls, `responder` the calls it answers; `memory` is
-//! the registered-memory interface, `send_bytes` a Send's bytes, `msgp` the padded RDMA_MSGP
-//! of the 2004 protocol.
+//! This file holds the core's state, the calls' and replies' entry points and the
+//! completions; `config` its settings, `ops` what it emits and takes (operations, events,
+//! calls), `stats` its counters; `receive` takes each received message (header checks, every
+//! message type); `requester` keeps this side's calls, `responder` the calls it answers and
+//! `pulling` their Read chunks; `memory` is the registered-memory interface, `send_bytes` a
+//! Send's bytes, `msgp` the padded RDMA_MSGP of the 2004 protocol.
 
+mod config;
 mod memory;
 mod msgp;
+mod ops;
 mod pulling;
 mod receive;
 mod requester;
 mod responder;
 mod send_bytes;
 mod slab;
+mod stats;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::extension::Extensions;
 use super::header::v2::Rpcrdma2Rvreqsup;
 use super::header::{
-    self, AlignPadding, BaseProperties, Body, Header, HeaderLimits, Property, RdmaError, Segment,
-    VERSION, VERSION_2,
+    self, AlignPadding, BaseProperties, Body, Header, Property, RdmaError, VERSION, VERSION_2,
 };
-use super::mode2004::Mode2004;
 use crate::id_map::IdMap;
 use crate::rdma::WcStatus;
-use crate::rpc::{Reply, TransportError};
-use crate::xdr::{self, Encoded, MovedItem, ReceivedChunks, ThresholdPolicy};
+use crate::rpc::TransportError;
+use crate::xdr::{self, Encoded, MovedItem, ThresholdPolicy};
 
+pub use config::CoreConfig;
 pub use memory::{gather, pair_up, Buf, Memory, MemoryError, MemoryErrorKind, Slice};
+pub use ops::{Event, IncomingCall, Op, OutgoingCall, WriteTarget};
+use ops::{Outbox, Owner};
 use requester::Requester;
 use responder::Responder;
 pub use send_bytes::SendBytes;
+pub use stats::Stats;
 
 /// Identifies an operation the core emitted; its completion carries it back.
 pub type OpId = u64;
@@ -88,385 +93,6 @@ pub enum Role {
     Client,
     /// The ONC RPC server: it accepted the connection and answers forward calls.
     Server,
-}
-
-/// Settings of one connection's core.
-#[derive(Debug, Clone)]
-pub struct CoreConfig {
-    /// Client or server.
-    pub role: Role,
-    /// Forward credits: requested by a client in its calls, granted by a server in its
-    /// replies (seed 004 section 4.3). At least 1.
-    pub credits: u32,
-    /// Backward-direction credits (seed 004 section 8.2.1): the backward calls a client
-    /// accepts at once, or the backward calls a server asks to send. 0 turns the backward
-    /// direction off.
-    pub backward_credits: u32,
-    /// The size of this side's receive buffers: the largest message the peer may send.
-    pub recv_size: usize,
-    /// The size of the peer's receive buffers: the largest message this side may send,
-    /// transport header included (seed 002 section 4.1).
-    pub peer_recv_size: usize,
-    /// The peer accepts Send With Invalidate of the handles it advertises (RFC 8797).
-    pub peer_remote_invalidate: bool,
-    /// RDMA Reads this side may have outstanding (the peer's IRD, our ORD).
-    pub max_reads: usize,
-    /// Bounds on what a peer's header may ask for.
-    pub limits: HeaderLimits,
-    /// DDP-eligible arguments at least this long move to Read chunks even when they would fit
-    /// inline.
-    pub min_ddp_size: usize,
-    /// The Write chunk size a requester provides for a DDP-eligible result whose size the
-    /// call does not say.
-    pub default_write_chunk: usize,
-    /// The Reply chunk size a requester provides when the reply's size is unbounded and the
-    /// call does not say.
-    pub default_reply_chunk: usize,
-    /// Speak RPC-over-RDMA version 2 (seed 003) with a peer that does: a client offers it in
-    /// [`Core::open`], a server accepts it. Off: version 1 only.
-    pub version_2: bool,
-    /// A client's remembered outcome of an earlier negotiation with the same server: `Some(1)`
-    /// starts in version 1 without offering version 2 again (seed 003 section 7.2: "a client
-    /// can avoid a possible version negotiation loop").
-    pub remembered_version: Option<u32>,
-    /// How long a client waits for the answer to its version 2 offer before it assumes a
-    /// version 1 server (seed 003 section 7.2: the same is assumed "if the initial negotiation
-    /// message is lost or dropped").
-    pub negotiation_timeout: Duration,
-    /// This side accepts Send With Invalidate of the handles it advertises: a version 2
-    /// requester names one in `rdma_inv_handle` (seed 003 section 3.3).
-    pub remote_invalidate: bool,
-    /// Version 2 extensions this side speaks (seed 003 section 9).
-    pub extensions: Extensions,
-    /// Speak the 2004 protocol of seed 000 (RDMA_MSGP, the Read-Read model with RDMA_DONE);
-    /// `None` is RFC 8166 (seed 004 section 5.7).
-    pub mode_2004: Option<Mode2004>,
-    /// A server closes a connection whose peer has sent nothing this long after
-    /// [`Core::open`] (a peer that connects and stays silent holds a connection slot and its
-    /// receive buffers). `None`: no limit.
-    pub first_message_timeout: Option<Duration>,
-    /// The most a requester offers for one reply's results when sending a call again with
-    /// room (after ERR_CHUNK, WRITE_RESOURCE or REPLY_RESOURCE); a reply needing more fails
-    /// with [`TransportError::ReplyTooLarge`].
-    pub max_reply_size: usize,
-    /// The connection closes when RDMA Reads of the peer's Read chunks are in flight and none
-    /// completes for this long (between one and two periods): a peer that never answers them
-    /// holds the memory they land in. `None`: no limit.
-    pub read_timeout: Option<Duration>,
-}
-
-impl CoreConfig {
-    /// Defaults for `role`: 32 credits, no backward direction, 4 KiB receive buffers on both
-    /// sides, 16 RDMA Reads, DDP from 1 KiB, 1 MiB Write and Reply chunks by default, version
-    /// 1 only.
-    pub fn new(role: Role) -> CoreConfig {
-        CoreConfig {
-            role,
-            credits: 32,
-            backward_credits: 0,
-            recv_size: 4096,
-            peer_recv_size: 4096,
-            peer_remote_invalidate: false,
-            max_reads: 16,
-            limits: HeaderLimits::default(),
-            min_ddp_size: 1024,
-            default_write_chunk: 1 << 20,
-            default_reply_chunk: 1 << 20,
-            version_2: false,
-            remembered_version: None,
-            negotiation_timeout: Duration::from_secs(2),
-            remote_invalidate: false,
-            extensions: Extensions::default(),
-            mode_2004: None,
-            first_message_timeout: None,
-            read_timeout: None,
-            max_reply_size: crate::rpc::DEFAULT_MAX_MESSAGE,
-        }
-    }
-
-    /// Receives this side must keep posted: one per forward credit and one per backward
-    /// credit (seed 004 section 8.2.2), and in the Read-Read model one more per forward
-    /// credit and one more for RDMA_DONE (seed 000 section 3.8).
-    pub fn receives(&self) -> usize {
-        let done = match &self.mode_2004 {
-            Some(m) if m.read_read => self.credits.max(1) + 1,
-            _ => 0,
-        };
-        (self.credits.max(1) + done + self.backward_credits) as usize
-    }
-}
-
-/// An RDMA operation to post.
-#[derive(Debug, Clone)]
-pub enum Op<B> {
-    /// A Send of the concatenated `message` (transport header and inline RPC message), with
-    /// Send With Invalidate of the peer's handle `invalidate`.
-    Send {
-        /// The operation.
-        id: OpId,
-        /// The bytes, in order; at most the peer's receive size in all.
-        message: SendBytes,
-        /// Send With Invalidate of this handle.
-        invalidate: Option<u32>,
-    },
-    /// An RDMA Read of `remote` into `sink`.
-    Read {
-        /// The operation.
-        id: OpId,
-        /// Where the bytes land (as long as `remote`).
-        sink: Slice<B>,
-        /// The peer's segment.
-        remote: Segment,
-    },
-    /// An RDMA Write of `source` to `remote`.
-    Write {
-        /// The operation.
-        id: OpId,
-        /// The bytes (as long as `remote`).
-        source: Slice<B>,
-        /// The peer's segment.
-        remote: Segment,
-    },
-    /// A local invalidate of the handle of `buf`: the peer can no longer reach the memory.
-    Invalidate {
-        /// The operation.
-        id: OpId,
-        /// The buffer whose handle to invalidate.
-        buf: B,
-    },
-    /// Revoke the handle of `buf` at once, without a work request and without a completion
-    /// (the driver rekeys the buffer to no remote rights). For an abandoned call, whose reply
-    /// may still come with a Send With Invalidate of that very handle: invalidating a handle
-    /// twice is an error on every RNIC (and crashes Linux 6.1's rxe), while a handle that no
-    /// longer exists only fails the peer's invalidation.
-    Revoke {
-        /// The buffer whose handle to revoke.
-        buf: B,
-    },
-}
-
-impl<B> Op<B> {
-    /// The operation's id (`None` for a revocation, which has no completion).
-    pub fn id(&self) -> Option<OpId> {
-        match self {
-            Op::Send { id, .. }
-            | Op::Read { id, .. }
-            | Op::Write { id, .. }
-            | Op::Invalidate { id, .. } => Some(*id),
-            Op::Revoke { .. } => None,
-        }
-    }
-}
-
-/// A call the peer sent, ready to be dispatched (its Read chunks have been pulled).
-#[derive(Debug)]
-pub struct IncomingCall {
-    /// Pass it back to [`Core::send_reply`].
-    pub id: CallId,
-    /// The call's XID.
-    pub xid: u32,
-    /// The whole RPC call message (from a Position-Zero Read chunk for RDMA_NOMSG).
-    pub message: Bytes,
-    /// Chunk data for DDP-eligible arguments.
-    pub chunks: Option<ReceivedChunks>,
-    /// The capacity of each Write chunk the requester provided, for the reply's encoder.
-    pub write_chunks: Vec<u64>,
-    /// The capacity of the Reply chunk, if one was provided.
-    pub reply_chunk: Option<u64>,
-    /// True for a backward-direction call (the server calling the client).
-    pub backward: bool,
-}
-
-/// What happened, for the application.
-#[derive(Debug)]
-pub enum Event {
-    /// A call started with [`Core::start_call`] finished: its reply (with every registration
-    /// fenced from the peer), or why not.
-    Reply {
-        /// The call.
-        call: CallId,
-        /// The reply or the failure.
-        result: Result<Reply, TransportError>,
-    },
-    /// A call to dispatch.
-    Call(IncomingCall),
-    /// The peer broke the protocol in a way that leaves no answer but closing the connection
-    /// (more calls than the credits granted, seed 004 section 4.3).
-    Fatal(String),
-    /// A client's version negotiation ended: the connection speaks `version` from now on (worth
-    /// remembering for the next connection to the same server, [`CoreConfig::remembered_version`]).
-    Negotiated {
-        /// 1 or 2.
-        version: u32,
-    },
-}
-
-/// A call to send, as the driver prepared it.
-#[derive(Debug)]
-pub struct OutgoingCall<B> {
-    /// The XID, from [`Core::next_xid`], already in `message`.
-    pub xid: u32,
-    /// The RPC call message, with DDP-eligible items moved out (an [`Encoder::for_call`]
-    /// with [`Core::call_policy`]).
-    ///
-    /// [`Encoder::for_call`]: crate::xdr::Encoder::for_call
-    pub message: Encoded,
-    /// The moved items: each becomes a Read chunk at its Position.
-    pub moved: Vec<MovedItem>,
-    /// Where the DDP-eligible results go: one Write chunk each.
-    pub write_chunks: Vec<WriteTarget<B>>,
-    /// The Reply chunk to provide, if the reply may not fit the receive buffer.
-    pub reply_chunk: Option<usize>,
-    /// The call fails with [`TransportError::TimedOut`] if no reply came within this long.
-    pub timeout: Option<Duration>,
-    /// True for a backward-direction call (a server calling its client).
-    pub backward: bool,
-    /// The Write chunk sizes, one per DDP-eligible result, to send the call once more with
-    /// (same XID) when a version 1 responder answers ERR_CHUNK because the results did not
-    /// fit what this shape offered (seed 004 section 5.5; version 2 says what it needs, seed
-    /// 003 section 5.3.3). Empty: such a call fails instead.
-    pub room: Vec<usize>,
-}
-
-/// The memory behind one Write chunk.
-#[derive(Debug)]
-pub enum WriteTarget<B> {
-    /// Fresh registered memory of this many bytes (plus room for XDR round-up).
-    Size(usize),
-    /// Memory the application took from the pool, to receive the result in place.
-    Buffer(Vec<Slice<B>>),
-}
-
-impl<B> WriteTarget<B> {
-    /// The bytes the chunk offers.
-    pub fn size(&self) -> usize {
-        match self {
-            WriteTarget::Size(n) => *n,
-            WriteTarget::Buffer(slices) => slices.iter().map(|s| s.len).sum(),
-        }
-    }
-}
-
-/// Whom an operation's completion concerns.
-#[derive(Debug, Clone, Copy)]
-enum Owner {
-    /// A local invalidation fencing a requester's call.
-    Requester(CallId),
-    /// An RDMA Read of a reply's Read chunk (the Read-Read model, seed 000 section 3.8).
-    Pull(CallId),
-    /// An RDMA Read, RDMA Write or Send of a call the responder handles.
-    Responder(CallId),
-    /// An error reply or other Send nothing waits for.
-    Nobody,
-}
-
-/// The operations and events produced so far, shared by both directions.
-struct Outbox<B> {
-    next_op: OpId,
-    owners: IdMap<OpId, Owner>,
-    ops: VecDeque<Op<B>>,
-    events: VecDeque<Event>,
-}
-
-impl<B> Outbox<B> {
-    fn id(&mut self, owner: Owner) -> OpId {
-        self.next_op += 1;
-        // Nothing waits for an operation of nobody's: its completion needs no entry.
-        if !matches!(owner, Owner::Nobody) {
-            self.owners.insert(self.next_op, owner);
-        }
-        self.next_op
-    }
-
-    fn send(&mut self, owner: Owner, message: SendBytes, invalidate: Option<u32>) {
-        let id = self.id(owner);
-        self.ops.push_back(Op::Send {
-            id,
-            message,
-            invalidate,
-        });
-    }
-
-    fn read(&mut self, owner: Owner, sink: Slice<B>, remote: Segment) {
-        let id = self.id(owner);
-        self.ops.push_back(Op::Read { id, sink, remote });
-    }
-
-    fn write(&mut self, owner: Owner, source: Slice<B>, remote: Segment) {
-        let id = self.id(owner);
-        self.ops.push_back(Op::Write { id, source, remote });
-    }
-
-    fn invalidate(&mut self, owner: Owner, buf: B)
-    where
-        B: Buf,
-    {
-        let id = self.id(owner);
-        self.ops.push_back(Op::Invalidate { id, buf });
-    }
-
-    fn revoke(&mut self, buf: B) {
-        self.ops.push_back(Op::Revoke { buf });
-    }
-}
-
-/// Counters of what a core has done, for tests and operators.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Calls sent inline (RDMA_MSG, no chunks).
-    pub calls_inline: u64,
-    /// Calls sent with Read chunks for DDP-eligible arguments.
-    pub calls_read_chunks: u64,
-    /// Long calls (RDMA_NOMSG with a Position-Zero Read chunk).
-    pub calls_long: u64,
-    /// Calls received whole (their Read chunks pulled) and handed over to be served.
-    pub calls_received: u64,
-    /// Replies sent inline.
-    pub replies_inline: u64,
-    /// Replies whose DDP-eligible results went by RDMA Write into Write chunks.
-    pub replies_write_chunks: u64,
-    /// Long replies (RDMA_NOMSG through the Reply chunk).
-    pub replies_long: u64,
-    /// Replies this side's requester received inline (RDMA_MSG with no Write chunk data).
-    pub replies_received_inline: u64,
-    /// Replies received with DDP-eligible results in Write chunks.
-    pub replies_received_write_chunks: u64,
-    /// Long replies received through the Reply chunk (RDMA_NOMSG).
-    pub replies_received_long: u64,
-    /// RDMA_ERROR messages sent.
-    pub errors_sent: u64,
-    /// Messages dropped unanswered (too short, RDMA_DONE, unknown XID, ...).
-    pub dropped: u64,
-    /// Handles the peer invalidated with Send With Invalidate.
-    pub remote_invalidations: u64,
-    /// Local invalidations posted.
-    pub local_invalidations: u64,
-    /// Handles of abandoned calls revoked.
-    pub revocations: u64,
-    /// Version 2 calls resent after the responder reported a limit (READ_CHUNKS,
-    /// WRITE_CHUNKS, WRITE_RESOURCE, REPLY_RESOURCE).
-    pub resent: u64,
-    /// Replies whose Send With Invalidate named a handle other than the one the call offered.
-    pub unexpected_invalidations: u64,
-    /// RDMA_MSGP messages sent (seed 000 section 3.5).
-    pub padded_sent: u64,
-    /// Padding bytes those messages carried (0 when every item was aligned already or none
-    /// reached the threshold).
-    pub padding_bytes_sent: u64,
-    /// RDMA_MSGP messages received and decoded with their padding.
-    pub padded_received: u64,
-    /// Read-Read (seed 000 section 3.8): replies sent with results exposed in Read chunks.
-    pub replies_read_chunks: u64,
-    /// Read-Read: replies received with Read chunks, pulled by RDMA Read.
-    pub replies_received_read_chunks: u64,
-    /// RDMA_DONE messages sent (including for calls this side no longer waited for).
-    pub dones_sent: u64,
-    /// RDMA_DONE messages that released an exposed reply.
-    pub dones_received: u64,
-    /// Exposed replies released because no RDMA_DONE came in time.
-    pub exposures_expired: u64,
-    /// Calls that waited for memory for their Read chunks (a budget was spent when they came).
-    pub memory_waits: u64,
 }
 
 /// Where a connection stands in version negotiation (seed 003 section 7).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::*;
-use crate::transport::core::MemoryErrorKind;
+use crate::transport::core::{Memory, MemoryErrorKind};
 
 fn unlimited() -> MemoryBudget {
     MemoryBudget::new(usize::MAX)
