@@ -261,6 +261,8 @@ impl<B: Buf> Puller<B> {
                 return;
             };
             if !self.pulls.contains_key(&id) {
+                // Its call is gone: the Read never goes, and its piece is out no more.
+                self.read_done(id);
                 continue;
             }
             self.reads_in_flight += 1;
@@ -322,6 +324,24 @@ impl<B: Buf> Puller<B> {
         }
         ended.extend(self.pump(mem, config, out, stats));
         ended
+    }
+
+    /// Counts one Read of call `id` done (completed, or never to be posted): a piece whose
+    /// Reads are all done leaves the window, which grows by it (slow start: by what the peer
+    /// answered).
+    fn read_done(&mut self, id: CallId) {
+        if let Some(at) = self
+            .pieces_out
+            .iter()
+            .position(|&(c, _, left)| c == id && left > 0)
+        {
+            self.pieces_out[at].2 -= 1;
+        }
+        while let Some(&(_, len, 0)) = self.pieces_out.front() {
+            self.pieces_out.pop_front();
+            self.window.used = self.window.used.saturating_sub(len);
+            self.window.size = (self.window.size + len).min(MAX_WINDOW);
+        }
     }
 
     /// Stops pulling call `id`, its memory given back (what Reads still target stays with
