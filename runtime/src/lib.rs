@@ -27,4 +27,4 @@ pub mod xdr;
 
 /// `#[derive(Xdr)]` (Encode + Decode) and `#[derive(DdpEligible)]`; see the `xdr-derive` crate.
 #[cfg(feature = "derive")]
-pub use xdr_derive::{DdpEligible, Xdr};
+pub use rpcrdma_derive::{DdpEligible, Xdr};
