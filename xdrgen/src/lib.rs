@@ -1,5 +1,16 @@
 //! `xdrgen`: an XDR (RFC 4506) and ONC RPC (RFC 5531) compiler that emits zero-copy Rust
-//! codecs for the `rpcrdma::xdr` runtime.
+//! codecs for the `rpcrdma::xdr` runtime, with a typed client and a server trait per program
+//! version for `rpcrdma::rpc`.
+//!
+//! This is its library, for build scripts in the manner of `prost-build`; the package also
+//! installs the `xdrgen` command (`cargo install rpcrdma-xdrgen`). The `rpcrdma` crate's
+//! documentation is a guide from a `.x` file to a program served and called over
+//! RPC-over-RDMA and TCP.
+//!
+//! ```toml
+//! [build-dependencies]
+//! rpcrdma-xdrgen = "0.1"
+//! ```
 //!
 //! ```no_run
 //! // build.rs
