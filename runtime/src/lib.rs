@@ -223,8 +223,8 @@
 //!   in a Write chunk of about their size, and the first call of a procedure offers
 //!   [`RdmaConfig::default_write_chunk`](transport::RdmaConfig::default_write_chunk)
 //!   (1 MiB). A guess too small costs one more round trip: the call goes again with room,
-//!   once, and a server with a [reply cache](rpc::ServerBuilder::reply_cache) answers it
-//!   from the first run's reply.
+//!   once, and the server answers it with the result it kept, without running the procedure
+//!   again.
 //! * **Copies.** Data sent from this side's registered memory, a buffer from
 //!   [`Client::buffer`](rpc::Client::buffer) or [`CallContext::buffer`](rpc::CallContext::buffer)
 //!   (a file read straight into it), moves without any copy in user space; data in ordinary
