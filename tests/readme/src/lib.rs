@@ -1,4 +1,4 @@
-//! The Rust snippets of the READMEs, compiled (and, unless marked `no_run`, run) as doctests
+//! The Rust snippets of the READMEs (the repository's and each published crate's), compiled (and, unless marked `no_run`, run) as doctests
 //! exactly as they are shown: `cargo test -p readme-tests --doc`. `build.rs` generates the
 //! code they include from `$OUT_DIR`, as a user's build script would.
 
@@ -6,6 +6,11 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct Readme;
+
+/// runtime/README.md (the crate `rpcrdma`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../runtime/README.md")]
+pub struct RuntimeReadme;
 
 /// xdrgen/README.md (the crate `rpcrdma-xdrgen`).
 #[cfg(doctest)]
