@@ -2,7 +2,7 @@
 //! `ui/services/`, as a user's build script would.
 
 fn main() {
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("calc.rs")
         .compile(&["../xdrgen/tests/services/calc.x"])
         .unwrap_or_else(|e| panic!("xdrgen: {e}"));

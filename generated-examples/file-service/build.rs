@@ -4,7 +4,7 @@
 use std::error::Error;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("files.rs")
         .compile(&["files.x"])?;
     Ok(())

@@ -3,7 +3,7 @@
 use std::error::Error;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("kv.rs")
         .compile(&["kv.x"])?;
     Ok(())

@@ -6,19 +6,19 @@ use std::error::Error;
 fn main() -> Result<(), Box<dyn Error>> {
     // The marks are also written as `/* @ddp */` in nfs3.x; the binding file says the same, and
     // a test checks that the two agree. Giving both here exercises both paths.
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .binding_file("../../specs/nfs3.ddp")
         .output_file("nfs3.rs")
         .compile(&["../../specs/nfs3.x"])?;
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("rpc_msg.rs")
         .compile(&["../../specs/rpc_msg.x"])?;
     // What a client needs before its first NFS call: the port mapper (where MOUNT listens) and
     // MOUNT (the export's root file handle).
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("mount3.rs")
         .compile(&["../../specs/mount3.x"])?;
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .output_file("pmap.rs")
         .compile(&["../../specs/pmap.x"])?;
     Ok(())

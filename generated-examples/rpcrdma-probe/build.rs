@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     for input in INPUTS {
         println!("cargo:rerun-if-changed={input}");
     }
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .lenient(false)
         .services(false)
         .output_file("rpcrdma_v2_probe.rs")

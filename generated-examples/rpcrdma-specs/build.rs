@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         for input in inputs {
             println!("cargo:rerun-if-changed={input}");
         }
-        xdrgen::Config::new()
+        rpcrdma_xdrgen::Config::new()
             .lenient(false)
             .services(false)
             .output_file(output)

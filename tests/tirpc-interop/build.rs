@@ -17,7 +17,7 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let spec = manifest.join("interop.x");
 
-    if let Err(e) = xdrgen::Config::new()
+    if let Err(e) = rpcrdma_xdrgen::Config::new()
         .output_file("interop.rs")
         .compile(&[&spec])
     {

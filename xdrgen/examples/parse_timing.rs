@@ -1,13 +1,13 @@
 //! Times the front end on some `.x` files: preprocessing, lexing, the parser alone (on
 //! tokens lexed once) and the whole of `parse_file`.
 //!
-//! `cargo run --release -p xdrgen --example parse_timing -- specs/nfs3.x /usr/include/rpcsvc/nis.x`
+//! `cargo run --release -p rpcrdma-xdrgen --example parse_timing -- specs/nfs3.x /usr/include/rpcsvc/nis.x`
 
 use std::time::{Duration, Instant};
 
-use xdrgen::ast::FileId;
-use xdrgen::diag::Diagnostics;
-use xdrgen::parse::{lexer, parse_file, preproc};
+use rpcrdma_xdrgen::ast::FileId;
+use rpcrdma_xdrgen::diag::Diagnostics;
+use rpcrdma_xdrgen::parse::{lexer, parse_file, preproc};
 
 /// The best of `rounds` averages of `iters` runs of `f`.
 fn best(rounds: usize, iters: usize, mut f: impl FnMut()) -> Duration {
@@ -41,7 +41,7 @@ fn main() {
         });
         let t_parse = best(rounds, iters, || {
             let mut d = Diagnostics::default();
-            std::hint::black_box(xdrgen::parse::parser::parse(
+            std::hint::black_box(rpcrdma_xdrgen::parse::parser::parse(
                 &toks,
                 FileId(0),
                 false,

@@ -163,7 +163,7 @@ impl std::error::Error for ExtractError {}
 /// last `FILE ENDS:` marker (if any is not blank) goes to `name` too.
 ///
 /// ```
-/// use xdrgen::extract::{extract, Mode};
+/// use rpcrdma_xdrgen::extract::{extract, Mode};
 ///
 /// let draft = "   <CODE BEGINS>\n      const A = 1;\n   <CODE ENDS>\n";
 /// let files = extract(draft, &Mode::Auto, "a.x").unwrap();

@@ -1,9 +1,20 @@
 //! `xdrgen`: an XDR (RFC 4506) and ONC RPC (RFC 5531) compiler that emits zero-copy Rust
-//! codecs for the `rpcrdma::xdr` runtime.
+//! codecs for the `rpcrdma::xdr` runtime, with a typed client and a server trait per program
+//! version for `rpcrdma::rpc`.
+//!
+//! This is its library, for build scripts in the manner of `prost-build`; the package also
+//! installs the `xdrgen` command (`cargo install rpcrdma-xdrgen`). The `rpcrdma` crate's
+//! documentation is a guide from a `.x` file to a program served and called over
+//! RPC-over-RDMA and TCP.
+//!
+//! ```toml
+//! [build-dependencies]
+//! rpcrdma-xdrgen = "0.1"
+//! ```
 //!
 //! ```no_run
 //! // build.rs
-//! xdrgen::Config::new()
+//! rpcrdma_xdrgen::Config::new()
 //!     .lenient(false)
 //!     .runtime_crate("rpcrdma")
 //!     .output_file("rpcrdma_v1.rs")
@@ -227,7 +238,7 @@ impl Config {
     /// `/* @dpd */` is a warning and no mark).
     ///
     /// ```
-    /// let mut c = xdrgen::Config::new();
+    /// let mut c = rpcrdma_xdrgen::Config::new();
     /// c.lenient(true);
     /// let out = c.check_sources(&[("d.x", "const uint32 X = 1;")]).generate().unwrap();
     /// assert!(out.contains("pub const X: u32 = 1;"));
@@ -242,7 +253,7 @@ impl Config {
     /// `/* @ddp */` comment before its declaration, or a line of a binding file.
     ///
     /// ```
-    /// let out = xdrgen::Config::new()
+    /// let out = rpcrdma_xdrgen::Config::new()
     ///     .ddp("write_args.data")
     ///     .check_sources(&[("w.x", "struct write_args { unsigned off; opaque data<>; };")])
     ///     .generate()
@@ -261,7 +272,7 @@ impl Config {
     /// warning), and `#ifdef name` holds. CLI: `--define NAME=VALUE`.
     ///
     /// ```
-    /// let out = xdrgen::Config::new()
+    /// let out = rpcrdma_xdrgen::Config::new()
     ///     .define("FHSIZE", "32")
     ///     .check_sources(&[("f.x", "typedef opaque fh[FHSIZE];")])
     ///     .generate()
@@ -283,7 +294,7 @@ impl Config {
     /// The crate generated code refers to as `::NAME::xdr::...` (default `rpcrdma`).
     ///
     /// ```
-    /// let out = xdrgen::Config::new()
+    /// let out = rpcrdma_xdrgen::Config::new()
     ///     .runtime_crate("my_runtime")
     ///     .check_sources(&[("a.x", "struct s { int a; };")])
     ///     .generate()
@@ -304,9 +315,9 @@ impl Config {
     ///
     /// ```
     /// let x = "program P { version V { int GET(void) = 1; } = 1; } = 0x20000001;";
-    /// let with = xdrgen::Config::new().check_sources(&[("p.x", x)]).generate().unwrap();
+    /// let with = rpcrdma_xdrgen::Config::new().check_sources(&[("p.x", x)]).generate().unwrap();
     /// assert!(with.contains("pub trait VServer"));
-    /// let without = xdrgen::Config::new()
+    /// let without = rpcrdma_xdrgen::Config::new()
     ///     .services(false)
     ///     .check_sources(&[("p.x", x)])
     ///     .generate()
@@ -323,7 +334,7 @@ impl Config {
     ///
     /// ```
     /// let dir = std::env::temp_dir();
-    /// xdrgen::Config::new().out_dir(&dir);
+    /// rpcrdma_xdrgen::Config::new().out_dir(&dir);
     /// ```
     pub fn out_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.out_dir = Some(dir.into());
@@ -333,7 +344,7 @@ impl Config {
     /// The output file name (default: the stem of the last input, `-` replaced by `_`, `.rs`).
     ///
     /// ```
-    /// xdrgen::Config::new().output_file("rpcrdma_v1.rs");
+    /// rpcrdma_xdrgen::Config::new().output_file("rpcrdma_v1.rs");
     /// ```
     pub fn output_file(&mut self, name: impl Into<String>) -> &mut Self {
         self.output_file = Some(name.into());
@@ -380,7 +391,7 @@ impl Config {
     /// both define `uint32`.
     ///
     /// ```no_run
-    /// let lua = xdrgen::Config::new()
+    /// let lua = rpcrdma_xdrgen::Config::new()
     ///     .dissector(&[
     ///         &["specs/rpcrdma-v1.x"][..],
     ///         &["specs/common.x", "specs/baseops.x"][..],

@@ -125,8 +125,8 @@ struct CheckArgs {
     common: CommonArgs,
 }
 
-fn config(c: &CommonArgs) -> xdrgen::Config {
-    let mut cfg = xdrgen::Config::new();
+fn config(c: &CommonArgs) -> rpcrdma_xdrgen::Config {
+    let mut cfg = rpcrdma_xdrgen::Config::new();
     cfg.lenient(c.lenient)
         .runtime_crate(c.runtime_crate.clone())
         .services(!c.no_services);
@@ -137,13 +137,13 @@ fn config(c: &CommonArgs) -> xdrgen::Config {
         cfg.binding_file(path.clone());
     }
     for arg in &c.defines {
-        let (name, value) = xdrgen::defines::split_define(arg);
+        let (name, value) = rpcrdma_xdrgen::defines::split_define(arg);
         cfg.define(name, value);
     }
     cfg
 }
 
-fn report(comp: &xdrgen::Compilation) {
+fn report(comp: &rpcrdma_xdrgen::Compilation) {
     let choice = if std::io::stderr().is_terminal() {
         ColorChoice::Auto
     } else {
@@ -183,10 +183,10 @@ fn run(common: &CommonArgs, output: Option<&PathBuf>, generate: bool) -> ExitCod
 }
 
 fn dissector(a: &DissectorArgs) -> ExitCode {
-    let mut cfg = xdrgen::Config::new();
+    let mut cfg = rpcrdma_xdrgen::Config::new();
     cfg.lenient(a.lenient);
     for arg in &a.defines {
-        let (name, value) = xdrgen::defines::split_define(arg);
+        let (name, value) = rpcrdma_xdrgen::defines::split_define(arg);
         cfg.define(name, value);
     }
     let mut parts = Vec::new();
@@ -208,8 +208,8 @@ fn dissector(a: &DissectorArgs) -> ExitCode {
             }
         }
     }
-    let refs: Vec<&xdrgen::Compilation> = parts.iter().collect();
-    let code = match xdrgen::lua::generate(&refs) {
+    let refs: Vec<&rpcrdma_xdrgen::Compilation> = parts.iter().collect();
+    let code = match rpcrdma_xdrgen::lua::generate(&refs) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
@@ -223,7 +223,7 @@ fn dissector(a: &DissectorArgs) -> ExitCode {
 fn write_output(path: Option<&PathBuf>, code: &str) -> ExitCode {
     match path {
         Some(path) => {
-            if let Err(e) = xdrgen::write_if_changed(path, code) {
+            if let Err(e) = rpcrdma_xdrgen::write_if_changed(path, code) {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
@@ -238,7 +238,7 @@ fn write_output(path: Option<&PathBuf>, code: &str) -> ExitCode {
 }
 
 fn extract(a: &ExtractArgs) -> ExitCode {
-    use xdrgen::extract::{extract, Mode};
+    use rpcrdma_xdrgen::extract::{extract, Mode};
     let text = match std::fs::read_to_string(&a.draft) {
         Ok(t) => t,
         Err(e) => {
@@ -281,7 +281,7 @@ fn extract(a: &ExtractArgs) -> ExitCode {
             return ExitCode::from(1);
         };
         let path = a.output.join(file_name);
-        if let Err(e) = xdrgen::write_if_changed(&path, &f.contents) {
+        if let Err(e) = rpcrdma_xdrgen::write_if_changed(&path, &f.contents) {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }

@@ -1,8 +1,8 @@
 //! One test per checking rule and per grammar feature, through the public API.
 
-use xdrgen::diag::Severity;
-use xdrgen::ir::{ItemKind, Payload, Prim, Repr};
-use xdrgen::{Compilation, Config};
+use rpcrdma_xdrgen::diag::Severity;
+use rpcrdma_xdrgen::ir::{ItemKind, Payload, Prim, Repr};
+use rpcrdma_xdrgen::{Compilation, Config};
 
 fn strict(src: &str) -> Compilation {
     Config::new().check_sources(&[("t.x", src)])

@@ -129,14 +129,14 @@ fn build_api_writes_into_out_dir_with_the_default_name() {
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("rpcrdma-v1.x");
     std::fs::write(&x, "struct a { int x; };").unwrap();
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .out_dir(dir.path())
         .compile(&[&x])
         .unwrap();
     assert!(dir.path().join("rpcrdma_v1.rs").exists());
     let bad = dir.path().join("bad.x");
     std::fs::write(&bad, "struct a { nope x; };").unwrap();
-    let err = xdrgen::Config::new()
+    let err = rpcrdma_xdrgen::Config::new()
         .out_dir(dir.path())
         .compile(&[&bad])
         .unwrap_err();
@@ -154,14 +154,16 @@ fn follows_includes_relative_to_the_including_file() {
         "#include \"sub/common.x\"\n#include \"sub/common.x\"\nstruct top { base b; };",
     )
     .unwrap();
-    let comp = xdrgen::Config::new().check_files(&[&main]).unwrap();
+    let comp = rpcrdma_xdrgen::Config::new().check_files(&[&main]).unwrap();
     assert!(!comp.has_errors(), "{}", comp.render());
     assert_eq!(comp.paths.len(), 2);
     let code = comp.generate().unwrap();
     assert!(code.contains("pub struct Base"));
     let missing = dir.path().join("missing.x");
     std::fs::write(&missing, "#include \"nope.x\"\n").unwrap();
-    let comp = xdrgen::Config::new().check_files(&[&missing]).unwrap();
+    let comp = rpcrdma_xdrgen::Config::new()
+        .check_files(&[&missing])
+        .unwrap();
     assert!(comp.render().contains("cannot read"), "{}", comp.render());
 }
 
@@ -170,7 +172,7 @@ fn accepts_latin1_in_comments() {
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("l1.x");
     std::fs::write(&x, b"/* caf\xe9 */ struct a { int x; };").unwrap();
-    let comp = xdrgen::Config::new().check_files(&[&x]).unwrap();
+    let comp = rpcrdma_xdrgen::Config::new().check_files(&[&x]).unwrap();
     assert!(!comp.has_errors(), "{}", comp.render());
 }
 
@@ -191,7 +193,7 @@ fn cli_and_build_script_generate_the_same_services() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        xdrgen::Config::new()
+        rpcrdma_xdrgen::Config::new()
             .services(services)
             .out_dir(dir.path())
             .output_file("from_build.rs")

@@ -18,7 +18,7 @@ struct holder { readlink_res r; fh h; fh *maybe; unsigned nums<16>; };
 ";
 
 fn generate(marks: &[&str]) -> Result<String, String> {
-    let mut cfg = xdrgen::Config::new();
+    let mut cfg = rpcrdma_xdrgen::Config::new();
     for m in marks {
         cfg.ddp(*m);
     }
@@ -114,7 +114,7 @@ fn rejects_malformed_marks_and_reads_binding_files() {
         "# RFC 8267\nreadlink_ok.data\n  holder.r  # wrong\n",
     )
     .unwrap();
-    let comp = xdrgen::Config::new()
+    let comp = rpcrdma_xdrgen::Config::new()
         .binding_file(&binding)
         .check_sources(&[("nfs.x", SPEC)]);
     let err = comp.render();
@@ -124,7 +124,7 @@ fn rejects_malformed_marks_and_reads_binding_files() {
         "points into the binding file: {err}"
     );
     std::fs::write(&binding, "readlink_ok.data\n").unwrap();
-    let out = xdrgen::Config::new()
+    let out = rpcrdma_xdrgen::Config::new()
         .binding_file(&binding)
         .check_sources(&[("nfs.x", SPEC)])
         .generate()
@@ -135,7 +135,7 @@ fn rejects_malformed_marks_and_reads_binding_files() {
 #[test]
 fn unknown_annotations_far_from_ddp_warn() {
     let spec = "struct s { /* @deprecated */ opaque data<>; };";
-    let comp = xdrgen::Config::new().check_sources(&[("s.x", spec)]);
+    let comp = rpcrdma_xdrgen::Config::new().check_sources(&[("s.x", spec)]);
     assert!(!comp.has_errors(), "{}", comp.render());
     let text = comp.render();
     assert!(
@@ -146,10 +146,10 @@ fn unknown_annotations_far_from_ddp_warn() {
 }
 
 /// `struct s` with `comment` on the line before its opaque field, checked in either mode.
-fn with_comment(comment: &str, lenient: bool) -> xdrgen::Compilation {
+fn with_comment(comment: &str, lenient: bool) -> rpcrdma_xdrgen::Compilation {
     let spec =
         format!("struct s {{\n    unsigned count;\n    {comment}\n    opaque data<>;\n}};\n");
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .lenient(lenient)
         .check_sources(&[("s.x", &spec)])
 }
@@ -279,7 +279,7 @@ fn maximum_sizes_count_what_stays_inline_when_items_move() {
 /// `RESULT_DDP_ITEMS` of each procedure of `program`, by procedure struct, from the generated
 /// code (absent when zero).
 fn result_ddp_items(spec: &str) -> Vec<(String, usize)> {
-    let comp = xdrgen::Config::new()
+    let comp = rpcrdma_xdrgen::Config::new()
         .services(false)
         .check_sources(&[("r.x", spec)]);
     let out = comp.generate().unwrap_or_else(|e| panic!("{e}"));

@@ -1,4 +1,4 @@
-//! The Wireshark Lua dissector backend (`xdrgen::lua`, `xdrgen dissector`): the shipped
+//! The Wireshark Lua dissector backend (`rpcrdma_xdrgen::lua`, `xdrgen dissector`): the shipped
 //! dissector is what xdrgen generates now, the conventions of the drafts are read off the
 //! XDR, and inputs without an RPC-over-RDMA header are refused. tshark runs the generated
 //! Lua in `tests/wireshark`.
@@ -16,7 +16,7 @@ fn spec(name: &str) -> PathBuf {
 
 /// The parts of the shipped dissector: version 1, then version 2.
 fn shipped() -> String {
-    xdrgen::Config::new()
+    rpcrdma_xdrgen::Config::new()
         .dissector(&[
             &[spec("rpcrdma-v1.x")][..],
             &[spec("common.x"), spec("baseops.x")][..],
@@ -31,7 +31,7 @@ fn the_shipped_dissector_is_what_xdrgen_generates() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == shipped(),
-        "{} differs from what xdrgen generates now; regenerate it with\n    cargo run -p xdrgen \
+        "{} differs from what xdrgen generates now; regenerate it with\n    cargo run -p rpcrdma-xdrgen \
          -- dissector specs/common.x specs/baseops.x --v1 specs/rpcrdma-v1.x -o \
          dissectors/rpcrdma.lua\nand review the difference before committing it",
         path.display()
@@ -44,7 +44,7 @@ fn the_shipped_dissector_is_what_xdrgen_generates() {
 fn the_shipped_extension_dissector_is_what_xdrgen_generates() {
     let path = root().join("dissectors/rpcrdma-probe.lua");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    let now = xdrgen::Config::new()
+    let now = rpcrdma_xdrgen::Config::new()
         .dissector(&[
             &[spec("rpcrdma-v1.x")][..],
             &[
@@ -56,7 +56,7 @@ fn the_shipped_extension_dissector_is_what_xdrgen_generates() {
         .unwrap();
     assert!(
         committed == now,
-        "{} differs from what xdrgen generates now; regenerate it with\n    cargo run -p xdrgen \
+        "{} differs from what xdrgen generates now; regenerate it with\n    cargo run -p rpcrdma-xdrgen \
          -- dissector specs/common.x specs/baseops.x specs/extensions/probe.x --v1 \
          specs/rpcrdma-v1.x -o dissectors/rpcrdma-probe.lua",
         path.display()
@@ -94,10 +94,10 @@ fn the_header_names_the_sources_and_how_to_load_it() {
     assert!(lua.contains("p:register_heuristic(\"infiniband.payload\""));
 }
 
-fn v2_with(extension: &str) -> Result<String, xdrgen::Error> {
+fn v2_with(extension: &str) -> Result<String, rpcrdma_xdrgen::Error> {
     let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
     let (common, baseops) = (read(spec("common.x")), read(spec("baseops.x")));
-    let comp = xdrgen::Config::new().check_sources(&[
+    let comp = rpcrdma_xdrgen::Config::new().check_sources(&[
         ("common.x", &common),
         ("baseops.x", &baseops),
         ("ext.x", extension),
@@ -163,18 +163,18 @@ fn two_header_types_with_one_value_are_refused() {
 
 #[test]
 fn an_input_without_a_header_is_refused() {
-    let comp = xdrgen::Config::new().check_sources(&[("a.x", "struct s { int a; };")]);
+    let comp = rpcrdma_xdrgen::Config::new().check_sources(&[("a.x", "struct s { int a; };")]);
     let err = comp.generate_lua().unwrap_err().to_string();
     assert!(err.contains("no RPC-over-RDMA header"), "{err}");
 }
 
 #[test]
 fn a_name_two_parts_define_differently_is_refused() {
-    let v1 = xdrgen::Config::new()
+    let v1 = rpcrdma_xdrgen::Config::new()
         .check_files(&[spec("rpcrdma-v1.x")])
         .unwrap();
-    let other = xdrgen::Config::new().check_sources(&[("other.x", "typedef int uint32;")]);
-    let err = xdrgen::lua::generate(&[&v1, &other])
+    let other = rpcrdma_xdrgen::Config::new().check_sources(&[("other.x", "typedef int uint32;")]);
+    let err = rpcrdma_xdrgen::lua::generate(&[&v1, &other])
         .unwrap_err()
         .to_string();
     assert!(
@@ -185,7 +185,7 @@ fn a_name_two_parts_define_differently_is_refused() {
 
 #[test]
 fn an_input_with_errors_gives_its_diagnostics() {
-    let comp = xdrgen::Config::new().check_sources(&[("bad.x", "struct s { nosuch a; };")]);
+    let comp = rpcrdma_xdrgen::Config::new().check_sources(&[("bad.x", "struct s { nosuch a; };")]);
     let err = comp.generate_lua().unwrap_err().to_string();
     assert!(err.contains("unknown type `nosuch`"), "{err}");
 }

@@ -3,7 +3,7 @@
 //! reports no error, the generated code must be valid Rust syntax.
 
 use proptest::prelude::*;
-use xdrgen::Config;
+use rpcrdma_xdrgen::Config;
 
 const VOCAB: &[&str] = &[
     "const",

@@ -14,9 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use xdrgen::diag::Severity;
-use xdrgen::extract::{extract, Mode};
-use xdrgen::{Compilation, Config};
+use rpcrdma_xdrgen::diag::Severity;
+use rpcrdma_xdrgen::extract::{extract, Mode};
+use rpcrdma_xdrgen::{Compilation, Config};
 
 const DRAFT: &str = "tests/fixtures/drafts/draft-ietf-nfsv4-rpcrdma-version-two-07.txt";
 

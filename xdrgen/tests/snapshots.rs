@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use xdrgen::diag::Severity;
-use xdrgen::Config;
+use rpcrdma_xdrgen::diag::Severity;
+use rpcrdma_xdrgen::Config;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(

@@ -13,7 +13,7 @@
 
 use crate::alloc_bound::bound;
 use crate::cases::Flagged;
-use xdrgen::Config;
+use rpcrdma_xdrgen::Config;
 
 /// The largest single allocation allowed for an input of `len` bytes (see above).
 pub fn limit(len: usize) -> usize {

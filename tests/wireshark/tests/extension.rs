@@ -11,7 +11,7 @@ use wireshark_tests::{save, scratch, shipped_dissector, v2, workspace};
 /// The dissector for version 2 with the ping extension, generated now.
 fn ping_dissector() -> std::path::PathBuf {
     let ws = workspace();
-    let lua = xdrgen::Config::new()
+    let lua = rpcrdma_xdrgen::Config::new()
         .dissector(&[&[
             ws.join("specs/common.x"),
             ws.join("specs/baseops.x"),

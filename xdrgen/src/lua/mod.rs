@@ -2,11 +2,11 @@
 //! [`Model`](crate::ir::Model) the Rust backend reads.
 //!
 //! ```no_run
-//! let v1 = xdrgen::Config::new().check_files(&["specs/rpcrdma-v1.x"]).unwrap();
-//! let v2 = xdrgen::Config::new()
+//! let v1 = rpcrdma_xdrgen::Config::new().check_files(&["specs/rpcrdma-v1.x"]).unwrap();
+//! let v2 = rpcrdma_xdrgen::Config::new()
 //!     .check_files(&["specs/common.x", "specs/baseops.x"])
 //!     .unwrap();
-//! let lua = xdrgen::lua::generate(&[&v1, &v2]).unwrap();
+//! let lua = rpcrdma_xdrgen::lua::generate(&[&v1, &v2]).unwrap();
 //! std::fs::write("rpcrdma.lua", lua).unwrap();
 //! ```
 //!
