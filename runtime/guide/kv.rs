@@ -263,7 +263,7 @@ pub mod kv_prog {
         }
         /// A typed client for version `KV_V1` = 1 of program `KV_PROG` = 536873740 (kv.x:32): one async method per procedure.
         ///
-        /// Wraps an ONC RPC `Client` (any transport); clones share its connection. For per-call options (reply buffers, a timeout), call `self.rpc().call_with::<Procedure>(..)` with the procedure's struct.
+        /// Wraps an ONC RPC `Client` (any transport); clones share its connection. Each method has a form taking per-call options (`<method>_with`: a deadline, the expected size of each DDP-eligible result, a registered buffer to receive it in).
         #[derive(Debug, Clone)]
         pub struct KvV1Client {
             rpc: ::rpcrdma::rpc::Client,
@@ -283,12 +283,27 @@ pub mod kv_prog {
             ) -> ::core::result::Result<(), ::rpcrdma::rpc::Error> {
                 self.rpc.call::<KvNull>(&()).await
             }
+            /// Calls `KV_NULL` = 0 (kv.x:33) with per-call `options`: a deadline or timeout, the expected size of each DDP-eligible result, a registered buffer to receive it in.
+            pub async fn kv_null_with(
+                &self,
+                options: ::rpcrdma::rpc::CallOptions,
+            ) -> ::core::result::Result<(), ::rpcrdma::rpc::Error> {
+                self.rpc.call_with::<KvNull>(&(), options).await
+            }
             /// Calls `KV_PUT` = 1 (kv.x:34).
             pub async fn kv_put(
                 &self,
                 args: super::super::KvPutArgs,
             ) -> ::core::result::Result<super::super::KvStatus, ::rpcrdma::rpc::Error> {
                 self.rpc.call::<KvPut>(&args).await
+            }
+            /// Calls `KV_PUT` = 1 (kv.x:34) with per-call `options`: a deadline or timeout, the expected size of each DDP-eligible result, a registered buffer to receive it in.
+            pub async fn kv_put_with(
+                &self,
+                args: super::super::KvPutArgs,
+                options: ::rpcrdma::rpc::CallOptions,
+            ) -> ::core::result::Result<super::super::KvStatus, ::rpcrdma::rpc::Error> {
+                self.rpc.call_with::<KvPut>(&args, options).await
             }
             /// Calls `KV_GET` = 2 (kv.x:35).
             pub async fn kv_get(
@@ -297,12 +312,28 @@ pub mod kv_prog {
             ) -> ::core::result::Result<super::super::KvGetRes, ::rpcrdma::rpc::Error> {
                 self.rpc.call::<KvGet>(&args).await
             }
+            /// Calls `KV_GET` = 2 (kv.x:35) with per-call `options`: a deadline or timeout, the expected size of each DDP-eligible result, a registered buffer to receive it in.
+            pub async fn kv_get_with(
+                &self,
+                args: super::super::KvKey,
+                options: ::rpcrdma::rpc::CallOptions,
+            ) -> ::core::result::Result<super::super::KvGetRes, ::rpcrdma::rpc::Error> {
+                self.rpc.call_with::<KvGet>(&args, options).await
+            }
             /// Calls `KV_REMOVE` = 3 (kv.x:36).
             pub async fn kv_remove(
                 &self,
                 args: super::super::KvKey,
             ) -> ::core::result::Result<super::super::KvStatus, ::rpcrdma::rpc::Error> {
                 self.rpc.call::<KvRemove>(&args).await
+            }
+            /// Calls `KV_REMOVE` = 3 (kv.x:36) with per-call `options`: a deadline or timeout, the expected size of each DDP-eligible result, a registered buffer to receive it in.
+            pub async fn kv_remove_with(
+                &self,
+                args: super::super::KvKey,
+                options: ::rpcrdma::rpc::CallOptions,
+            ) -> ::core::result::Result<super::super::KvStatus, ::rpcrdma::rpc::Error> {
+                self.rpc.call_with::<KvRemove>(&args, options).await
             }
         }
         /// The server side of version `KV_V1` = 1 of program `KV_PROG` = 536873740 (kv.x:32): one async method per procedure, each given the call's `CallContext` and the decoded arguments.
