@@ -16,8 +16,9 @@ use crate::transport::private_data::{self, PrivateData};
 
 /// Settings of an RPC-over-RDMA client or server.
 ///
-/// The defaults follow the Linux kernel's: 4 KiB receive buffers (its inline threshold),
-/// 128 credits on a server, 32 requested by a client, Send With Invalidate accepted.
+/// The defaults follow the Linux kernel's where it has one: 4 KiB receive buffers (its
+/// inline threshold), Send With Invalidate accepted; 32 credits granted by a server and
+/// requested by a client.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RdmaConfig {
