@@ -108,7 +108,7 @@ pub enum TransportError {
     /// The peer refused the connection when it was being made (RPC-over-RDMA: the provider's
     /// reject, such as a server at its connection limit; over TCP a refused connect is
     /// [`TransportError::Io`] with [`std::io::ErrorKind::ConnectionRefused`]).
-    #[error("the peer refused the connection")]
+    #[error("the peer rejected the connection")]
     Rejected,
     /// Making the connection failed past the socket: the handshake was refused or malformed
     /// (RPC-over-RDMA: MPA, rdma_cm).
