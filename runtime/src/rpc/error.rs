@@ -171,6 +171,10 @@ pub enum Error {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The client's interceptor refused the call before it was sent
+    /// ([`Client::with_interceptor`](crate::rpc::Client::with_interceptor)).
+    #[error("the interceptor refused the call: {0}")]
+    Refused(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {
