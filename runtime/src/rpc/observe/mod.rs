@@ -85,8 +85,10 @@ mod span;
 mod status;
 mod transport_stats;
 
+#[cfg(feature = "metrics")]
+pub(crate) use span::transport_name;
 pub(crate) use span::{
-    calls_enabled, client_span, finish_client, record_call, record_reply, transport_name, Moved,
+    calls_enabled, client_span, finish_client, record_call, record_reply, Moved,
     ServerCall,
 };
 pub use status::{CallStats, CallStatus};
