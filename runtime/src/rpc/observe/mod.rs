@@ -41,7 +41,7 @@
 //! | `accept` | `DEBUG` | `peer`, `transport` | a server accepted a connection (RPC-over-RDMA: once the provider's handshake is done and receives are posted) |
 //! | `connect` | `DEBUG` | `peer`, `transport` | a client made a connection (the first, or a reconnection) |
 //! | `mpa_negotiated` | `DEBUG` | `peer`, `revision`, `markers_sent`, `markers_received`, `crc` | the soft iWARP provider's MPA startup ended (RFC 5044 section 7) |
-//! | `private_data` | `DEBUG` | `peer`, `peer_receive_size`, `peer_remote_invalidate`, `rfc8797` | RPC-over-RDMA read the peer's connection private data (RFC 8797; `rfc8797` false: the peer sent none, defaults apply) |
+//! | `private_data` | `DEBUG` | `peer`, `peer_receive_size`, `peer_send_size`, `peer_remote_invalidate`, `rfc8797` | RPC-over-RDMA read the peer's connection private data (RFC 8797; `rfc8797` false: the peer sent none, defaults apply) |
 //! | `version_settled` | `DEBUG` | `peer`, `version` | a client's RPC-over-RDMA version negotiation ended (seed 003 section 7) |
 //! | `credits_exhausted` | `DEBUG` | `peer`, `transport`, `credits` | a call had to wait for a credit (RPC-over-RDMA, seed 004 section 4.3) or a slot ([`TcpConfig::max_in_flight`](crate::rpc::tcp::TcpConfig::max_in_flight)); once per episode, until a call goes out at once again |
 //! | `protocol_error` | `WARN` or `DEBUG` | `peer`, `transport`, `kind`, `detail` | `kind`: `rdma_error_sent`, `rdma_error_received` (RDMA_ERROR, seed 004 section 5.5), `terminate_sent`, `terminate_received` (RDMAP Terminate, RFC 5040 section 7), `fatal` (a violation that closes the connection), `record_marking` (TCP) |
