@@ -10,7 +10,12 @@ use rpcrdma::rpc::observe::metric;
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::transport::conformance::program::{server, EchoArgs, TestversClient};
 
-type Snapshot = Vec<(CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)>;
+type Snapshot = Vec<(
+    CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+)>;
 
 /// The value of counter `name` whose labels include every one of `labels`, summed.
 fn counter(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> u64 {
@@ -70,8 +75,16 @@ fn a_recorder_sees_calls_connections_and_bytes_under_their_names() {
         let null = [("side", side), ("procedure", "0"), ("status", "ok")];
         assert_eq!(counter(&snapshot, metric::CALLS_TOTAL, &null), 1, "{side}");
         let conns = [("side", side), ("transport", "tcp")];
-        assert_eq!(counter(&snapshot, metric::CONNECTIONS_TOTAL, &conns), 1, "{side}");
-        assert_eq!(counter(&snapshot, metric::CONNECTIONS_CLOSED_TOTAL, &conns), 1, "{side}");
+        assert_eq!(
+            counter(&snapshot, metric::CONNECTIONS_TOTAL, &conns),
+            1,
+            "{side}"
+        );
+        assert_eq!(
+            counter(&snapshot, metric::CONNECTIONS_CLOSED_TOTAL, &conns),
+            1,
+            "{side}"
+        );
     }
     // What one end sent, the other received.
     let bytes = |side, direction| {

@@ -121,7 +121,11 @@ async fn a_timeout_layer_answers_a_slow_handler_with_system_err() {
     // Far over it (the handler would sleep a minute): SYSTEM_ERR, and the handler dropped.
     let slow = client.call::<Sleep>(&60_000).await;
     assert!(matches!(slow, Err(Error::SystemErr)), "{slow:?}");
-    assert_eq!(sleeper.running.load(Ordering::SeqCst), 0, "the handler was dropped");
+    assert_eq!(
+        sleeper.running.load(Ordering::SeqCst),
+        0,
+        "the handler was dropped"
+    );
     // A handler's own refusal passes the layer unchanged.
     let refused = client.call::<Refuse>(&()).await;
     assert!(matches!(refused, Err(Error::ProcUnavail)), "{refused:?}");
@@ -162,16 +166,22 @@ async fn load_shedding_answers_the_excess_with_system_err_at_once() {
         .filter(|a| matches!(a, Err(Error::SystemErr)))
         .count();
     assert_eq!((served, shed), (1, 3), "{answers:?}");
-    assert_eq!(sleeper.runs.load(Ordering::SeqCst), 1, "shed calls never ran");
+    assert_eq!(
+        sleeper.runs.load(Ordering::SeqCst),
+        1,
+        "shed calls never ran"
+    );
 }
 
 #[tokio::test]
 async fn the_reply_cache_keeps_working_under_layers() {
     let sleeper: Arc<Sleeper> = Arc::default();
     let mut builder = builder(&sleeper);
-    builder
-        .reply_cache(ReplyCacheConfig::new())
-        .layer(ServiceBuilder::new().concurrency_limit(1).timeout(Duration::from_secs(30)));
+    builder.reply_cache(ReplyCacheConfig::new()).layer(
+        ServiceBuilder::new()
+            .concurrency_limit(1)
+            .timeout(Duration::from_secs(30)),
+    );
     let server = builder.build();
     let client = Client::new(LocalTransport::new(server.clone()));
     for answer in four_at_once(&client, 1).await {

@@ -231,7 +231,10 @@ async fn rdma_spans_say_how_each_call_and_its_reply_moved() {
         .await
         .unwrap();
     // An unbounded result over the threshold: the whole reply in the Reply chunk.
-    assert_eq!(client.test_big(16 << 10).await.unwrap().data.len(), 16 << 10);
+    assert_eq!(
+        client.test_big(16 << 10).await.unwrap().data.len(),
+        16 << 10
+    );
 
     let expect = [
         (0, "inline", "inline"),
@@ -245,9 +248,17 @@ async fn rdma_spans_say_how_each_call_and_its_reply_moved() {
         let call = &spans[0];
         assert_eq!(call.get("transport"), "rdma");
         assert_eq!(call.get("status"), "ok");
-        assert_eq!((call.get("args"), call.get("result")), (args, result), "{call:?}");
+        assert_eq!(
+            (call.get("args"), call.get("result")),
+            (args, result),
+            "{call:?}"
+        );
         let serve = served_as(&capture, call);
-        assert_eq!((serve.get("args"), serve.get("result")), (args, result), "{serve:?}");
+        assert_eq!(
+            (serve.get("args"), serve.get("result")),
+            (args, result),
+            "{serve:?}"
+        );
         assert_eq!(serve.get("status"), "ok");
     }
     // The 64 KiB went by RDMA both ways; a NULL call moved nothing by RDMA.
@@ -261,7 +272,9 @@ async fn rdma_spans_say_how_each_call_and_its_reply_moved() {
     // The connection's events.
     let mpa = capture.conn_events("mpa_negotiated");
     assert_eq!(mpa.len(), 2, "both ends: {mpa:?}");
-    assert!(mpa.iter().all(|e| e.get("crc") == "true" && e.get("revision") == "2"));
+    assert!(mpa
+        .iter()
+        .all(|e| e.get("crc") == "true" && e.get("revision") == "2"));
     let private = capture.conn_events("private_data");
     assert_eq!(private.len(), 2, "both ends: {private:?}");
     assert!(private.iter().all(|e| e.get("rfc8797") == "true"));
@@ -398,7 +411,11 @@ async fn an_interceptor_sets_credentials_and_refuses_calls() {
     assert_eq!(served.stats().total(), 2);
     let calls = client.call_stats();
     assert_eq!(calls.count(CallStatus::Refused), 1);
-    assert_eq!(calls.count(CallStatus::Ok), 2, "shared with the client it came from");
+    assert_eq!(
+        calls.count(CallStatus::Ok),
+        2,
+        "shared with the client it came from"
+    );
 }
 
 /// Without a subscriber the spans are `Span::none()`, and calls are counted all the same; a
@@ -412,8 +429,13 @@ async fn without_a_subscriber_calls_are_counted_and_contexts_name_the_program() 
     client.call::<Peek>(&()).await.unwrap();
     assert_eq!(served.stats().count(CallStatus::Ok), 1);
     assert_eq!(client.call_stats().count(CallStatus::Ok), 1);
-    let ctx = CONTEXT.with(|c| c.borrow_mut().take()).expect("the service saw the call");
-    assert_eq!((ctx.program(), ctx.version(), ctx.procedure()), (0x2000_0101, 1, 3));
+    let ctx = CONTEXT
+        .with(|c| c.borrow_mut().take())
+        .expect("the service saw the call");
+    assert_eq!(
+        (ctx.program(), ctx.version(), ctx.procedure()),
+        (0x2000_0101, 1, 3)
+    );
 }
 
 struct Peek;

@@ -193,7 +193,10 @@ async fn futures_join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F:
         }
     })
     .await;
-    outputs.into_iter().map(|o| o.expect("every future finished")).collect()
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

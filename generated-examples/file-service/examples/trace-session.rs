@@ -46,7 +46,11 @@ async fn main() -> Result<(), Error> {
     let listener = provider.listen(([127, 0, 0, 1], 0).into()).await?;
     let addr = listener.local_addr()?;
     let server = FileServer::new(dir.path()).into_rpc_server();
-    let listener = Arc::new(serve::<SoftProvider>(listener, server.clone(), config.clone()));
+    let listener = Arc::new(serve::<SoftProvider>(
+        listener,
+        server.clone(),
+        config.clone(),
+    ));
     tokio::spawn({
         let listener = listener.clone();
         async move { listener.run().await }
@@ -71,8 +75,14 @@ async fn main() -> Result<(), Error> {
 
     println!();
     println!("{} calls, {failed} results wrong", steps.len());
-    println!("client, by status:  {:?}", client.call_stats().iter().collect::<Vec<_>>());
-    println!("server, by status:  {:?}", server.stats().iter().collect::<Vec<_>>());
+    println!(
+        "client, by status:  {:?}",
+        client.call_stats().iter().collect::<Vec<_>>()
+    );
+    println!(
+        "server, by status:  {:?}",
+        server.stats().iter().collect::<Vec<_>>()
+    );
     if let Some(stats) = client.transport_stats() {
         println!(
             "client transport:   {} connection(s), {} calls, {} replies, {} B sent, {} B received",

@@ -10,9 +10,9 @@ use super::client::{BoxFuture, Call, CallTransport, Reply};
 use super::error::{Error, TransportError};
 use super::header::encode_reply_header;
 use super::observe::{CallStatus, ServerCall};
-use tracing::Instrument;
 use super::server::{encode_reply, run_handler, Dispatch, Incoming, Server, TransportKind};
 use crate::xdr::Encoder;
+use tracing::Instrument;
 
 /// Calls a [`Server`] in the same process.
 #[derive(Debug, Clone)]
@@ -46,15 +46,17 @@ impl CallTransport for LocalTransport {
                 backchannel: None,
             };
             let mut enc = Encoder::new();
-            let observed =
-                ServerCall::start(TransportKind::Other, None, &incoming.message);
+            let observed = ServerCall::start(TransportKind::Other, None, &incoming.message);
             let (encoded, status) = match self.server.dispatch(incoming) {
                 Dispatch::Run { xid, future } => {
                     let result = match &observed {
                         Some(o) => run_handler(future).instrument(o.span().clone()).await,
                         None => run_handler(future).await,
                     };
-                    (encode_reply(&mut enc, xid, &result), CallStatus::of_reply(&result))
+                    (
+                        encode_reply(&mut enc, xid, &result),
+                        CallStatus::of_reply(&result),
+                    )
                 }
                 Dispatch::Reply { xid, error } => (
                     encode_reply_header(&mut enc, xid, Err(error)),

@@ -369,10 +369,8 @@ impl ServerBuilder {
     pub fn layer<L>(&mut self, layer: L) -> &mut ServerBuilder
     where
         L: tower::Layer<super::layer::Handlers>,
-        L::Service: tower::Service<
-                super::layer::Request,
-                Response = Box<dyn Encode + Send>,
-            > + Clone
+        L::Service: tower::Service<super::layer::Request, Response = Box<dyn Encode + Send>>
+            + Clone
             + Send
             + Sync
             + 'static,

@@ -66,7 +66,11 @@ impl Capture {
     /// The spans named `name`.
     pub fn spans(&self, name: &str) -> Vec<SpanSeen> {
         let seen = self.0.lock().unwrap();
-        seen.spans.iter().filter(|s| s.name == name).cloned().collect()
+        seen.spans
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect()
     }
 
     /// The connection events (target `rpcrdma::conn`) whose `event` field is `event`.
@@ -89,7 +93,8 @@ struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
 impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.0.insert(field.name().to_string(), format!("{value:?}"));
+        self.0
+            .insert(field.name().to_string(), format!("{value:?}"));
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {

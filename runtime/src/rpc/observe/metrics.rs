@@ -93,7 +93,8 @@ pub(crate) fn bytes(side: Side, transport: &'static str, sent: bool, bytes: u64)
 #[inline]
 pub(crate) fn credits_exhausted(transport: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(super::metric::CREDITS_EXHAUSTED_TOTAL, "transport" => transport).increment(1);
+    metrics::counter!(super::metric::CREDITS_EXHAUSTED_TOTAL, "transport" => transport)
+        .increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = transport;
 }

@@ -88,15 +88,14 @@ mod transport_stats;
 #[cfg(feature = "metrics")]
 pub(crate) use span::transport_name;
 pub(crate) use span::{
-    calls_enabled, client_span, finish_client, record_call, record_reply, Moved,
-    ServerCall,
+    calls_enabled, client_span, finish_client, record_call, record_reply, Moved, ServerCall,
 };
-pub use status::{CallStats, CallStatus};
 pub(crate) use status::CallCounters;
+pub use status::{CallStats, CallStatus};
 #[cfg(feature = "transport")]
 pub use transport_stats::RdmaStats;
-pub use transport_stats::TransportStats;
 pub(crate) use transport_stats::TcpCounters;
+pub use transport_stats::TransportStats;
 
 /// The target of the call spans (`rpc.call`, `rpc.serve`) and their `call finished` events.
 pub const CALLS: &str = "rpcrdma::call";

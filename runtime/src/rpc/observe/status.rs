@@ -223,7 +223,10 @@ mod tests {
         assert_eq!(CallStatus::of_call(&timed_out), CallStatus::TimedOut);
         let closed: Result<(), Error> = Err(TransportError::Closed.into());
         assert_eq!(CallStatus::of_call(&closed), CallStatus::Closed);
-        assert_eq!(CallStatus::of_call(&Err::<(), _>(Error::ProcUnavail)), CallStatus::ProcUnavail);
+        assert_eq!(
+            CallStatus::of_call(&Err::<(), _>(Error::ProcUnavail)),
+            CallStatus::ProcUnavail
+        );
         assert_eq!(CallStatus::of_call(&Ok::<(), Error>(())), CallStatus::Ok);
         assert_eq!(
             CallStatus::of_reply(&Err::<(), _>(ReplyError::GarbageArgs)),

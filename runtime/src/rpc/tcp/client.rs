@@ -482,7 +482,9 @@ impl std::future::Future for Exchange<'_> {
                     };
                     match outcome {
                         Ok(message) => {
-                            return Poll::Ready(Ok(this.inner.received(message, this.sent as usize)))
+                            return Poll::Ready(Ok(this
+                                .inner
+                                .received(message, this.sent as usize)))
                         }
                         Err(lost) => this.slow(Some(Attempt {
                             connection,

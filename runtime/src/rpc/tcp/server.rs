@@ -422,7 +422,9 @@ impl ConnectionContext {
                             replier.send(xid, &result, slot, None, observed);
                         };
                         match span {
-                            Some(span) => tokio::spawn(tracing::Instrument::instrument(answer, span)),
+                            Some(span) => {
+                                tokio::spawn(tracing::Instrument::instrument(answer, span))
+                            }
                             None => tokio::spawn(answer),
                         };
                     }
@@ -437,7 +439,8 @@ impl ConnectionContext {
                 // arguments that do not decode.
                 tracing::warn!(%peer, xid, %error, "a chunk error on TCP: GARBAGE_ARGS");
                 let error = Err(ReplyError::GarbageArgs);
-                self.replier.send(xid, &error, slot, Some(encoder), observed);
+                self.replier
+                    .send(xid, &error, slot, Some(encoder), observed);
             }
             Dispatch::NotACall { xid } => {
                 tracing::debug!(%peer, xid, "a REPLY from the client (no backward direction over TCP): dropped");

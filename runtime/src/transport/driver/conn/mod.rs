@@ -23,12 +23,12 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::config::{PeerVersions, RdmaConfig};
+use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::id_map::IdMap;
 use crate::rdma::{
     Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::rpc::observe::metrics::{self, Side};
 use crate::rpc::observe::{self, CloseReason};
 use crate::rpc::{BufferSource, Client, Server, TransportError};
@@ -572,9 +572,13 @@ impl<C: Connection> Conn<C> {
                             e @ (TransportError::RdmaChunk
                             | TransportError::RdmaVersion { .. }
                             | TransportError::RdmaRefused(_)),
-                        ) => {
-                            observe::protocol_error("rdma", self.peer, "rdma_error_received", e, false)
-                        }
+                        ) => observe::protocol_error(
+                            "rdma",
+                            self.peer,
+                            "rdma_error_received",
+                            e,
+                            false,
+                        ),
                         Err(_) => {}
                     }
                     if let Some(waiter) = st.waiters.get_mut(&call) {
