@@ -151,7 +151,7 @@ where
     };
     let started = Instant::now();
     let args = ReadArgs {
-        handle: file.handle.clone(),
+        handle: file.handle,
         offset: 0,
         count: file.attr.size as u32,
     };

@@ -24,7 +24,7 @@
 //! A layer's error becomes the reply: a [`ReplyError`] (a layer may return one, boxed) is
 //! sent as it is; anything else (tower's `Elapsed` from a timeout, `Overloaded` from load
 //! shedding) is answered SYSTEM_ERR, with a `DEBUG` event on target
-//! [`CALLS`](crate::rpc::observe::CALLS) naming it. ONC RPC has no "busy" reply; SYSTEM_ERR is
+//! [`CALLS`] naming it. ONC RPC has no "busy" reply; SYSTEM_ERR is
 //! what RFC 5531 section 9 offers for a call the server could not complete.
 //!
 //! # Readiness and the transports' fast path

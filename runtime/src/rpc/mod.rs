@@ -14,7 +14,8 @@
 //! * [`observe`]: a `tracing` span per call on both ends, connection events, counters for
 //!   clients, servers and transports, and (feature `metrics`) the same as metrics.
 //! * [`Client::with_interceptor`] runs a hook before every call (credentials, refusal);
-//!   [`ServerBuilder::layer`] (feature `tower`) wraps every handler in `tower` middleware.
+//!   `ServerBuilder::layer` (feature `tower`, module `layer`) wraps every handler in `tower`
+//!   middleware.
 //! * The transports: [`tcp`] (record marking, RFC 5531 section 11) here, RPC-over-RDMA in
 //!   `rpcrdma::transport`. A program is written once; the transport is chosen when connecting.
 

@@ -30,7 +30,7 @@
 //! When no subscriber wants `rpcrdma::call` at `DEBUG`, a span is `Span::none()`, decided by a
 //! level check and a cached interest: the transports then skip the clock reads and the
 //! bookkeeping (measured: no change of the NULL round trip, see the crate's benchmarks).
-//! Middleware (feature `tower`, [`layer`](crate::rpc::layer)) runs inside the server's span.
+//! Middleware (feature `tower`, module `rpc::layer`) runs inside the server's span.
 //!
 //! # Events: connections
 //!
@@ -106,6 +106,7 @@ pub const CONNECTIONS: &str = "rpcrdma::conn";
 /// True when a subscriber wants connection events at `DEBUG` (the transports then do the
 /// bookkeeping some of them need).
 #[inline]
+#[cfg(feature = "transport")]
 pub(crate) fn connection_events_enabled() -> bool {
     tracing::enabled!(target: CONNECTIONS, tracing::Level::DEBUG)
 }

@@ -19,6 +19,8 @@ use crate::rpc::TransportKind;
 /// How a call's arguments or a reply's results moved: the value of a span's `args` and
 /// `result` fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only RPC-over-RDMA (feature `transport`) moves anything but records.
+#[cfg_attr(not(feature = "transport"), allow(dead_code))]
 pub(crate) enum Moved {
     /// In the Send (RPC-over-RDMA RDMA_MSG without chunk data).
     Inline,
