@@ -122,8 +122,11 @@ pub(crate) fn finish_client(span: &Span, started: Instant, status: CallStatus) {
 
 /// A served call's span (`rpc.serve`) and when it arrived, from the moment the transport
 /// took the message until its reply went out. Made only when a subscriber wants it
-/// ([`ServerCall::start`]).
-pub(crate) struct ServerCall {
+/// ([`ServerCall::start`]); boxed, so that the `None` every call carries otherwise is a word.
+pub(crate) struct ServerCall(Box<Observed>);
+
+/// What [`ServerCall`] keeps.
+struct Observed {
     span: Span,
     started: Instant,
     rdma_bytes: u64,
@@ -175,58 +178,61 @@ impl ServerCall {
             status = Empty,
             duration_us = Empty,
         );
-        ServerCall {
+        ServerCall(Box::new(Observed {
             span,
             started: Instant::now(),
             rdma_bytes: 0,
             copied_bytes: 0,
             routing,
             transport: transport_name(kind),
-        }
+        }))
     }
 
     /// The span, to enter while the handler runs.
     pub(crate) fn span(&self) -> &Span {
-        &self.span
+        &self.0.span
     }
 
     /// How the call arrived.
     pub(crate) fn arrived(&mut self, args: Moved, rdma: u64, copied: u64) {
-        self.span.record("args", args.as_str());
-        self.rdma_bytes += rdma;
-        self.copied_bytes += copied;
+        let o = &mut self.0;
+        o.span.record("args", args.as_str());
+        o.rdma_bytes += rdma;
+        o.copied_bytes += copied;
     }
 
     /// How the reply left.
     pub(crate) fn replied(&mut self, result: Moved, rdma: u64, copied: u64) {
-        self.span.record("result", result.as_str());
-        self.rdma_bytes += rdma;
-        self.copied_bytes += copied;
+        let o = &mut self.0;
+        o.span.record("result", result.as_str());
+        o.rdma_bytes += rdma;
+        o.copied_bytes += copied;
     }
 
     /// Ends the span: the `status`, the time since the call was taken, the byte counts, and a
     /// `DEBUG` event `call finished` inside it.
     pub(crate) fn finish(self, status: CallStatus) {
-        let elapsed = self.started.elapsed();
+        let o = *self.0;
+        let elapsed = o.started.elapsed();
         #[cfg(feature = "metrics")]
         super::metrics::call(
             super::metrics::Side::Server,
-            self.transport,
-            self.routing[0],
-            self.routing[1],
-            self.routing[2],
+            o.transport,
+            o.routing[0],
+            o.routing[1],
+            o.routing[2],
             status,
             elapsed.as_secs_f64(),
         );
-        if self.span.is_disabled() {
+        if o.span.is_disabled() {
             return;
         }
         let micros = elapsed.as_micros() as u64;
-        let span = &self.span;
+        let span = &o.span;
         span.record("status", status.as_str());
         span.record("duration_us", micros);
-        span.record("rdma_bytes", self.rdma_bytes);
-        span.record("copied_bytes", self.copied_bytes);
+        span.record("rdma_bytes", o.rdma_bytes);
+        span.record("copied_bytes", o.copied_bytes);
         let _in = span.enter();
         tracing::debug!(target: CALLS, status = status.as_str(), duration_us = micros, "call finished");
     }
