@@ -191,8 +191,16 @@ impl<P: Provider> RdmaListener<P> {
     /// The counters of every connection accepted, closed ones included: connections, calls
     /// received, replies sent, bytes of Sends, and the engine's and pool's counters summed.
     pub fn total_stats(&self) -> TransportStats {
-        let live = self.live();
-        self.totals.snapshot(live.iter().map(|c| c.snapshot()))
+        // Every connection still referenced, closed ones included: one closing now may not
+        // have added its counters to the totals yet (each says whether it has).
+        let listed: Vec<Arc<Conn<P::Conn>>> = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        self.totals.snapshot(listed.iter().map(|c| c.snapshot()))
     }
 
     /// Counters of the connections alive now: transport and pool, one entry per connection
