@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use rpcrdma::rpc::{CallContext, ReplyCacheConfig, ReplyError, Server};
+use rpcrdma::rpc::{CallContext, ReplyCacheConfig, ReplyError, Server, ServerBuilder};
 
 use crate::proto::*;
 use crate::{files_v1, FilesV1Server};
@@ -71,13 +71,19 @@ impl FileServer {
     /// [`into_rpc_server`](Self::into_rpc_server) for a file server kept shared, so that its
     /// counters can be read while it serves.
     pub fn rpc_server(self: &Arc<Self>) -> Server {
+        self.rpc_server_builder().build()
+    }
+
+    /// The builder [`rpc_server`](Self::rpc_server) builds, for more settings first (the
+    /// middleware of `examples/tower-layers.rs`).
+    pub fn rpc_server_builder(self: &Arc<Self>) -> ServerBuilder {
         let mut builder = Server::builder();
         files_v1::register_arc(&mut builder, self.clone());
         builder
             .reply_cache(ReplyCacheConfig::new())
             .non_idempotent_procedure::<files_v1::FilesCreate>()
             .non_idempotent_procedure::<files_v1::FilesRemove>();
-        builder.build()
+        builder
     }
 
     /// Files removed by REMOVE calls so far.

@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use tracing::Instrument;
+
 use super::auth::Credentials;
 use super::buffer::{BufferSource, RegisteredBuffer};
 use super::error::{Error, TransportError};
 use super::header::{decode_plain_reply_header, decode_reply_header, encode_call_header};
+use super::intercept::{Intercepted, Interceptor};
 use super::msg::{AuthFlavor, OpaqueAuth};
+use super::observe::{self, CallCounters, CallStats, CallStatus, TransportStats};
 use super::server::TransportKind;
 use crate::xdr::{self, Decode, Decoder, Encode, EncodedSize, Encoder, Procedure, ReceivedChunks};
 
@@ -155,12 +159,21 @@ pub trait CallTransport: Send + Sync + 'static {
 
     /// Which kind of transport this is.
     fn kind(&self) -> TransportKind;
+
+    /// The transport's counters, cumulative across its connections, if it keeps any (the
+    /// default: it does not). Both of this crate's transports do.
+    fn stats(&self) -> Option<TransportStats> {
+        None
+    }
 }
 
 /// An ONC RPC client over any transport. Cheap to clone; clones share the connection.
 ///
 /// Generated clients (one per program version, from `xdrgen`) wrap one and offer a method per
 /// procedure; [`Client::call`] is what they call.
+///
+/// Every call is counted by how it ended ([`Client::call_stats`]) and, when a `tracing`
+/// subscriber wants it, has a span `rpc.call` (see [`observe`](crate::rpc::observe)).
 #[derive(Clone)]
 pub struct Client {
     transport: Arc<dyn CallTransport>,
@@ -168,6 +181,10 @@ pub struct Client {
     verf: OpaqueAuth,
     /// A program called by another number ([`Client::with_program_number`]).
     renumbered: Option<(u32, u32)>,
+    /// The per-call hook ([`Client::with_interceptor`]).
+    interceptor: Option<Arc<dyn Interceptor>>,
+    /// The calls of this client and of every client derived from it, by status.
+    counters: Arc<CallCounters>,
 }
 
 impl std::fmt::Debug for Client {
@@ -199,6 +216,8 @@ impl Client {
             cred: none_auth(),
             verf: none_auth(),
             renumbered: None,
+            interceptor: None,
+            counters: Arc::default(),
         }
     }
 
@@ -215,11 +234,32 @@ impl Client {
     /// The same connection with other credentials.
     pub fn with_credentials(&self, credentials: &Credentials) -> Result<Client, Error> {
         Ok(Client {
-            transport: self.transport.clone(),
             cred: credentials.to_opaque_auth().map_err(Error::Encode)?,
             verf: none_auth(),
-            renumbered: self.renumbered,
+            ..self.clone()
         })
+    }
+
+    /// The same connection with a per-call hook: `interceptor` sees every call (program,
+    /// version, procedure) before it is sent, and may set its credentials or refuse it (the
+    /// call then fails with [`Error::Refused`]). It replaces any earlier one.
+    pub fn with_interceptor(&self, interceptor: impl Interceptor) -> Client {
+        Client {
+            interceptor: Some(Arc::new(interceptor)),
+            ..self.clone()
+        }
+    }
+
+    /// The calls made through this client and the clients derived from it (clones,
+    /// [`with_credentials`](Self::with_credentials), ...), counted by how they ended.
+    pub fn call_stats(&self) -> CallStats {
+        self.counters.snapshot()
+    }
+
+    /// The transport's counters, cumulative across its connections ([`CallTransport::stats`];
+    /// `None` for a transport that keeps none).
+    pub fn transport_stats(&self) -> Option<TransportStats> {
+        self.transport.stats()
     }
 
     /// The transport underneath.
@@ -258,24 +298,68 @@ impl Client {
         if options.timeout == Some(Duration::ZERO) {
             // A deadline already past: the call is not sent (a timer of zero could lose the
             // race against a quick reply).
+            self.counters.count(CallStatus::TimedOut);
             return Err(TransportError::TimedOut(Duration::ZERO).into());
+        }
+        let prog = match self.renumbered {
+            Some((program, number)) if program == P::PROGRAM => number,
+            _ => P::PROGRAM,
+        };
+        let mut own_cred = None;
+        if let Some(interceptor) = &self.interceptor {
+            let mut seen = Intercepted::new(prog, P::VERSION, P::PROCEDURE);
+            if let Err(refusal) = interceptor.intercept(&mut seen) {
+                self.counters.count(CallStatus::Refused);
+                return Err(Error::Refused(refusal));
+            }
+            own_cred = seen.into_credentials();
         }
         let encode = |enc: &mut Encoder| args.encode(enc);
         let call = Call {
-            prog: match self.renumbered {
-                Some((program, number)) if program == P::PROGRAM => number,
-                _ => P::PROGRAM,
-            },
+            prog,
             vers: P::VERSION,
             proc: P::PROCEDURE,
-            cred: &self.cred,
+            cred: own_cred.as_ref().unwrap_or(&self.cred),
             verf: &self.verf,
             args: &encode,
             reply: ReplyShape::of::<P::Result>(P::RESULT_DDP_ITEMS),
             options,
         };
-        let reply = self.transport.call(call).await?;
-        decode_reply(reply)
+        let span = observe::client_span(prog, P::VERSION, P::PROCEDURE, self.transport.kind());
+        // Without a subscriber for the span (and without `metrics`), no clock is read.
+        if span.is_disabled() && !cfg!(feature = "metrics") {
+            // Not kept across the wait: a smaller future.
+            drop(span);
+            let result = match self.transport.call(call).await {
+                Ok(reply) => decode_reply(reply),
+                Err(e) => Err(e),
+            };
+            self.counters.count(CallStatus::of_call(&result));
+            return result;
+        }
+        let started = std::time::Instant::now();
+        let result = async {
+            let reply = self.transport.call(call).await?;
+            decode_reply(reply)
+        }
+        .instrument(span.clone())
+        .await;
+        let status = CallStatus::of_call(&result);
+        self.counters.count(status);
+        if !span.is_disabled() {
+            observe::finish_client(&span, started, status);
+        }
+        #[cfg(feature = "metrics")]
+        observe::metrics::call(
+            observe::metrics::Side::Client,
+            observe::transport_name(self.transport.kind()),
+            prog,
+            P::VERSION,
+            P::PROCEDURE,
+            status,
+            started.elapsed().as_secs_f64(),
+        );
+        result
     }
 }
 

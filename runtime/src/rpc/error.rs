@@ -147,6 +147,9 @@ pub enum ErrorKind {
     Protocol,
     /// The arguments did not encode (a value over a declared maximum).
     Encode,
+    /// This side's interceptor refused the call before it was sent
+    /// ([`Client::with_interceptor`](crate::rpc::Client::with_interceptor)).
+    Intercepted,
     /// Anything else (this side's machinery: registration, posting).
     Other,
 }
@@ -238,6 +241,10 @@ pub enum Error {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The client's interceptor refused the call before it was sent
+    /// ([`Client::with_interceptor`](crate::rpc::Client::with_interceptor)).
+    #[error("the interceptor refused the call: {0}")]
+    Refused(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {
@@ -252,6 +259,7 @@ impl Error {
             | Error::GarbageArgs => ErrorKind::Refused,
             Error::SystemErr => ErrorKind::ServerFailed,
             Error::Encode(_) => ErrorKind::Encode,
+            Error::Refused(_) => ErrorKind::Intercepted,
             Error::Decode(_) => ErrorKind::Protocol,
             Error::Transport(t) => t.kind(),
         }

@@ -9,8 +9,10 @@ use super::buffer::{BufferSource, HeapBuffers};
 use super::client::{BoxFuture, Call, CallTransport, Reply};
 use super::error::{Error, TransportError};
 use super::header::encode_reply_header;
+use super::observe::{CallStatus, ServerCall};
 use super::server::{encode_reply, run_handler, Dispatch, Incoming, Server, TransportKind};
 use crate::xdr::Encoder;
+use tracing::Instrument;
 
 /// Calls a [`Server`] in the same process.
 #[derive(Debug, Clone)]
@@ -44,20 +46,32 @@ impl CallTransport for LocalTransport {
                 backchannel: None,
             };
             let mut enc = Encoder::new();
-            match self.server.dispatch(incoming) {
+            let observed = ServerCall::start(TransportKind::Other, None, &incoming.message);
+            let (encoded, status) = match self.server.dispatch(incoming) {
                 Dispatch::Run { xid, future } => {
-                    let result = run_handler(future).await;
-                    encode_reply(&mut enc, xid, &result)
+                    let result = match &observed {
+                        Some(o) => run_handler(future).instrument(o.span().clone()).await,
+                        None => run_handler(future).await,
+                    };
+                    (
+                        encode_reply(&mut enc, xid, &result),
+                        CallStatus::of_reply(&result),
+                    )
                 }
-                Dispatch::Reply { xid, error } => encode_reply_header(&mut enc, xid, Err(error)),
+                Dispatch::Reply { xid, error } => (
+                    encode_reply_header(&mut enc, xid, Err(error)),
+                    CallStatus::of_reply_error(&error),
+                ),
                 other => {
+                    self.server.served(observed, CallStatus::Dropped);
                     return Err(TransportError::Protocol(format!(
                         "the server did not answer: {other:?}"
                     ))
-                    .into())
+                    .into());
                 }
-            }
-            .map_err(Error::Encode)?;
+            };
+            self.server.served(observed, status);
+            encoded.map_err(Error::Encode)?;
             Ok(Reply {
                 message: enc.finish().into_bytes(),
                 chunks: None,

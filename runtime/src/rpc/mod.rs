@@ -11,6 +11,11 @@
 //!   SYSTEM_ERR.
 //! * [`drc`]: a duplicate request cache in the server, so that a call retransmitted after a
 //!   reconnect gets its first reply instead of running twice.
+//! * [`observe`]: a `tracing` span per call on both ends, connection events, counters for
+//!   clients, servers and transports, and (feature `metrics`) the same as metrics.
+//! * [`Client::with_interceptor`] runs a hook before every call (credentials, refusal);
+//!   `ServerBuilder::layer` (feature `tower`, module `layer`) wraps every handler in `tower`
+//!   middleware.
 //! * The transports: [`tcp`] (record marking, RFC 5531 section 11) here, RPC-over-RDMA in
 //!   `rpcrdma::transport`. A program is written once; the transport is chosen when connecting.
 
@@ -21,8 +26,12 @@ pub(crate) mod deadlines;
 pub mod drc;
 mod error;
 mod header;
+mod intercept;
+#[cfg(feature = "tower")]
+pub mod layer;
 mod local;
 pub mod msg;
+pub mod observe;
 pub mod record;
 mod server;
 pub mod tcp;
@@ -39,7 +48,9 @@ pub use header::{
     decode_call_header, decode_reply_header, encode_call_header, encode_reply_header, CallHeader,
     HeaderError,
 };
+pub use intercept::{Intercepted, Interceptor, Refusal};
 pub use local::LocalTransport;
+pub use observe::{CallStats, CallStatus, TransportStats};
 pub use record::{RecordError, RecordReader, RecordWriter};
 pub use server::{
     decode_args, encode_reply, handler, run_handler, CallContext, CatchPanic, Dispatch,

@@ -22,6 +22,7 @@ use super::drc::{CallInfo, Procedures, ReplyCache, ReplyCacheConfig, ReplyCacheS
 use super::error::ReplyError;
 use super::header::{decode_call_header, encode_reply_header, HeaderError};
 use super::msg::AuthFlavor;
+use super::observe::{CallCounters, CallStats, CallStatus, ServerCall};
 use crate::xdr::{self, Decode, Decoder, Encode, Encoder, Limits, Procedure, ReceivedChunks};
 
 /// Which kind of transport a call came over.
@@ -119,6 +120,8 @@ where
 #[derive(Clone)]
 pub struct CallContext {
     xid: u32,
+    program: u32,
+    version: u32,
     procedure: u32,
     auth: Auth,
     transport: TransportKind,
@@ -131,6 +134,8 @@ impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
             .field("xid", &self.xid)
+            .field("program", &self.program)
+            .field("version", &self.version)
             .field("procedure", &self.procedure)
             .field("auth", &self.auth)
             .field("transport", &self.transport)
@@ -143,6 +148,16 @@ impl CallContext {
     /// The call's transaction id.
     pub fn xid(&self) -> u32 {
         self.xid
+    }
+
+    /// The program number, as the call carried it.
+    pub fn program(&self) -> u32 {
+        self.program
+    }
+
+    /// The program version.
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// The procedure number.
@@ -252,6 +267,8 @@ pub struct ServerBuilder {
     limits: Limits,
     reply_cache: Option<ReplyCacheConfig>,
     non_idempotent: Procedures,
+    #[cfg(feature = "tower")]
+    layered: Option<Arc<dyn super::layer::Layered>>,
 }
 
 impl Default for ServerBuilder {
@@ -270,6 +287,8 @@ impl ServerBuilder {
             limits: Limits::DEFAULT,
             reply_cache: None,
             non_idempotent: Procedures::default(),
+            #[cfg(feature = "tower")]
+            layered: None,
         }
     }
 
@@ -341,6 +360,28 @@ impl ServerBuilder {
         self.non_idempotent(P::PROGRAM, P::VERSION, &[P::PROCEDURE])
     }
 
+    /// Wraps the handlers of every hosted program in `layer` (feature `tower`): a
+    /// `tower::Layer` around [`Handlers`](super::layer::Handlers), such as a
+    /// `tower::ServiceBuilder` of several. Calls the server answers itself never reach it,
+    /// and the duplicate request cache sits outside it (see [`layer`](super::layer)). A
+    /// second call replaces the first's layer.
+    #[cfg(feature = "tower")]
+    pub fn layer<L>(&mut self, layer: L) -> &mut ServerBuilder
+    where
+        L: tower::Layer<super::layer::Handlers>,
+        L::Service: tower::Service<super::layer::Request, Response = Box<dyn Encode + Send>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        <L::Service as tower::Service<super::layer::Request>>::Error: Into<tower::BoxError>,
+        <L::Service as tower::Service<super::layer::Request>>::Future: Send + 'static,
+    {
+        let stack = super::layer::Stack(layer.layer(super::layer::Handlers));
+        self.layered = Some(Arc::new(stack));
+        self
+    }
+
     /// The server.
     pub fn build(&self) -> Server {
         let cache = self
@@ -352,6 +393,9 @@ impl ServerBuilder {
                 flavors: self.flavors.clone(),
                 limits: self.limits,
                 cache,
+                counters: CallCounters::default(),
+                #[cfg(feature = "tower")]
+                layered: self.layered.clone(),
             }),
         }
     }
@@ -362,6 +406,11 @@ struct Inner {
     flavors: Vec<AuthFlavor>,
     limits: Limits,
     cache: Option<Arc<ReplyCache>>,
+    /// The calls answered (or dropped), by status, over every transport.
+    counters: CallCounters,
+    /// The middleware around the handlers ([`ServerBuilder::layer`]).
+    #[cfg(feature = "tower")]
+    layered: Option<Arc<dyn super::layer::Layered>>,
 }
 
 /// An ONC RPC server: the programs and versions it hosts. Cheap to clone; serve it on any
@@ -397,6 +446,24 @@ impl Server {
     /// ([`ServerBuilder::reply_cache`]).
     pub fn reply_cache_stats(&self) -> Option<ReplyCacheStats> {
         self.inner.cache.as_ref().map(|cache| cache.stats())
+    }
+
+    /// The calls this server answered since it was built, over every transport and
+    /// connection serving it, by how they ended ([`CallStatus`]): the reply's status, or
+    /// ERR_CHUNK (RPC-over-RDMA) or dropped unanswered. A call is counted when its reply was
+    /// handed to its connection.
+    pub fn stats(&self) -> CallStats {
+        self.inner.counters.snapshot()
+    }
+
+    /// Counts a call that ended with `status`, and ends its span (`observed`), if it has one:
+    /// what every transport does once it has answered (or dropped) a call.
+    #[inline]
+    pub(crate) fn served(&self, observed: Option<ServerCall>, status: CallStatus) {
+        self.inner.counters.count(status);
+        if let Some(observed) = observed {
+            observed.finish(status);
+        }
     }
 
     /// Routes one incoming message (see [`Dispatch`]). A call the duplicate request cache
@@ -453,6 +520,8 @@ impl Server {
         });
         let ctx = CallContext {
             xid,
+            program: header.prog,
+            version: header.vers,
             procedure: header.proc,
             auth: header.auth,
             transport: incoming.transport,
@@ -460,6 +529,9 @@ impl Server {
             buffers: incoming.buffers,
             backchannel: incoming.backchannel,
         };
+        // The layers' view of the call: its context, kept only when there are layers.
+        #[cfg(feature = "tower")]
+        let layered = self.inner.layered.as_ref().map(|l| (l, ctx.clone()));
         let future = match service.call(ctx, header.proc, &mut dec) {
             Ok(f) => f,
             Err(DispatchError::ProcUnavail) => {
@@ -478,6 +550,11 @@ impl Server {
         if let Err(error) = dec.finish() {
             return args_failed(xid, error);
         }
+        #[cfg(feature = "tower")]
+        let future = match layered {
+            Some((layers, ctx)) => layers.call(super::layer::Request::new(ctx, future)),
+            None => future,
+        };
         let future = match cache.zip(key) {
             Some((cache, key)) => cache.handle(key, future),
             None => future,

@@ -255,6 +255,11 @@ impl ReceivedChunks {
         }
     }
 
+    /// The bytes of all Read chunk data together (a call's DDP-eligible arguments).
+    pub fn read_len(&self) -> usize {
+        self.read.iter().map(|(_, b, _)| b.len()).sum()
+    }
+
     /// The bytes of all Write chunk data together (a reply's DDP-eligible results).
     pub fn write_len(&self) -> usize {
         self.write.iter().map(|(b, _)| b.len()).sum()

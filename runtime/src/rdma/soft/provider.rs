@@ -403,7 +403,16 @@ impl SoftConnection {
             ird: params.ird.max(1) as usize,
             confirm: config.confirm_completions,
         };
-        tracing::debug!(?negotiated, "MPA Full Operation");
+        tracing::debug!(
+            target: crate::rpc::observe::CONNECTIONS,
+            event = "mpa_negotiated",
+            %peer,
+            revision = negotiated.local_revision.min(negotiated.peer_revision),
+            markers_sent = negotiated.tx_markers,
+            markers_received = negotiated.rx_markers,
+            crc = negotiated.crc,
+            "MPA Full Operation"
+        );
         let tags = Arc::new(TagTable::default());
         let shared = Shared::new(Core::new(cfg, tags.clone()), tap);
         let conn = SoftConnection {

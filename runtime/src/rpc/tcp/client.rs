@@ -22,9 +22,11 @@ use super::sink::{RecordSink, SinkClosed};
 use crate::rpc::deadlines::{self, CoarseInstant, Expire};
 use crate::rpc::header::encode_call_header;
 use crate::rpc::msg::OpaqueAuth;
+use crate::rpc::observe::metrics::{self, Side};
+use crate::rpc::observe::{self, CloseReason, Moved, TcpCounters};
 use crate::rpc::{
     BoxFuture, BufferSource, Call, CallTransport, Client, Error, HeapBuffers, Reply,
-    TransportError, TransportKind,
+    TransportError, TransportKind, TransportStats,
 };
 use crate::xdr::{self, Encoder};
 
@@ -78,7 +80,8 @@ impl TcpTransport {
     pub async fn connect(addr: impl ToSocketAddrs, config: TcpConfig) -> io::Result<TcpTransport> {
         let stream = TcpStream::connect(addr).await?;
         let peer = stream.peer_addr()?;
-        let connection = Connection::start(stream, &config)?;
+        let counters = Arc::new(TcpCounters::default());
+        let connection = Connection::start(stream, &config, &counters)?;
         Ok(TcpTransport {
             inner: Arc::new(Inner {
                 peer,
@@ -86,6 +89,7 @@ impl TcpTransport {
                 current: Mutex::new(connection),
                 connecting: tokio::sync::Mutex::new(()),
                 config,
+                counters,
             }),
         })
     }
@@ -113,11 +117,17 @@ impl CallTransport for TcpTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Tcp
     }
+
+    fn stats(&self) -> Option<TransportStats> {
+        Some(self.inner.counters.snapshot())
+    }
 }
 
 struct Inner {
     peer: SocketAddr,
     config: TcpConfig,
+    /// Connections, calls, replies and bytes, across reconnections.
+    counters: Arc<TcpCounters>,
     next_xid: AtomicU32,
     /// The connection calls go to (possibly lost: then the next call reconnects).
     current: Mutex<Arc<Connection>>,
@@ -265,11 +275,11 @@ impl Inner {
                     self.connection_until(Some(&connection), deadline).await?
                 }
             };
-            match connection
+            let (outcome, sent) = connection
                 .exchange(self, &mut xid, &message, deadline, &waker)
-                .await?
-            {
-                Ok(message) => return Ok(plain(message)),
+                .await?;
+            match outcome {
+                Ok(message) => return Ok(self.received(message, sent)),
                 Err(lost) => {
                     last = Some(Attempt {
                         connection,
@@ -307,10 +317,21 @@ impl Inner {
             return Ok(c);
         }
         let stream = TcpStream::connect(self.peer).await?;
-        let connection = Connection::start(stream, &self.config)?;
-        tracing::debug!(peer = %self.peer, "reconnected");
+        let connection = Connection::start(stream, &self.config, &self.counters)?;
         *self.current.lock() = connection.clone();
         Ok(connection)
+    }
+
+    /// A reply of a call `sent` bytes long: counted, recorded in the call's span.
+    #[inline]
+    fn received(&self, message: Bytes, sent: usize) -> Reply {
+        self.counters.reply(message.len(), false);
+        metrics::bytes(Side::Client, "tcp", false, message.len() as u64 + 4);
+        if observe::calls_enabled() {
+            let copied = (sent + message.len() + 8) as u64;
+            observe::record_reply(Moved::Record, 0, copied);
+        }
+        plain(message)
     }
 
     fn usable(&self, lost: Option<&Arc<Connection>>) -> Option<Arc<Connection>> {
@@ -332,6 +353,8 @@ struct Exchange<'a> {
     /// The deadline under the configured default timeout (its limit is in `inner`: a
     /// smaller future, copied into its box with fewer instructions).
     at: Option<CoarseInstant>,
+    /// The length of the call as sent (for the reply's record in the span).
+    sent: u32,
     step: Step<'a>,
 }
 
@@ -365,6 +388,7 @@ impl<'a> Exchange<'a> {
             inner,
             message,
             at,
+            sent: 0,
             step: Step::Start,
         }
     }
@@ -388,9 +412,13 @@ impl<'a> Exchange<'a> {
         };
         let xid = Xid::Fresh(&self.inner.next_xid);
         let mut ticket = match connection.replies.register(xid, self.at, cx) {
-            Ok(ticket) => ticket,
+            Ok(ticket) => {
+                connection.replies.note_full(false);
+                ticket
+            }
             // No slot free: the slow path waits for one.
             Err(Lost::Full) => {
+                connection.replies.note_full(true);
                 self.slow(None);
                 return Ok(false);
             }
@@ -405,7 +433,8 @@ impl<'a> Exchange<'a> {
         };
         let xid = ticket.xid();
         match connection.send(self.inner, &self.message, xid) {
-            Ok(Ok(())) => {
+            Ok(Ok(sent)) => {
+                self.sent = sent as u32;
                 let listening = ticket.listening();
                 self.step = Step::Waiting { connection, ticket };
                 Ok(listening)
@@ -452,7 +481,11 @@ impl std::future::Future for Exchange<'_> {
                         unreachable!("matched above")
                     };
                     match outcome {
-                        Ok(message) => return Poll::Ready(Ok(plain(message))),
+                        Ok(message) => {
+                            return Poll::Ready(Ok(this
+                                .inner
+                                .received(message, this.sent as usize)))
+                        }
                         Err(lost) => this.slow(Some(Attempt {
                             connection,
                             xid: Some(ticket.xid()),
@@ -522,12 +555,24 @@ struct Connection {
 }
 
 impl Connection {
-    fn start(stream: TcpStream, config: &TcpConfig) -> io::Result<Arc<Connection>> {
+    fn start(
+        stream: TcpStream,
+        config: &TcpConfig,
+        counters: &Arc<TcpCounters>,
+    ) -> io::Result<Arc<Connection>> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         let (read, write) = stream.into_split();
         let sink = RecordSink::new(write, config.max_fragment);
-        let replies = Arc::new(Replies::new(peer, read, config, sink.clone()));
+        let replies = Arc::new(Replies::new(
+            peer,
+            read,
+            config,
+            sink.clone(),
+            counters.clone(),
+        ));
+        counters.opened();
+        observe::opened(Side::Client, "tcp", peer);
         let sweeper = match config.timeout {
             Some(timeout) => {
                 let expire: Arc<dyn Expire> = replies.clone();
@@ -548,7 +593,8 @@ impl Connection {
     }
 
     /// Registers the call (with a fresh XID, or `xid` once it has one, which is then set),
-    /// sends `message` and waits for its reply, at most until `deadline`.
+    /// sends `message` and waits for its reply, at most until `deadline`; with the length
+    /// sent.
     async fn exchange(
         &self,
         inner: &Inner,
@@ -556,7 +602,7 @@ impl Connection {
         message: &Message<'_>,
         deadline: Option<Deadline>,
         waker: &Waker,
-    ) -> Result<Result<Bytes, Lost>, Error> {
+    ) -> Result<(Result<Bytes, Lost>, usize), Error> {
         let chosen = match *xid {
             Some(xid) => Xid::Same(xid),
             None => Xid::Fresh(&inner.next_xid),
@@ -571,37 +617,53 @@ impl Connection {
             match registered {
                 Ok(ticket) => break Waiter::new(&self.replies, ticket),
                 Err(Lost::Full) => {
+                    self.replies.note_full(true);
                     Deadline::bound(deadline, async {
                         self.replies.slot_freed().await;
                         Ok(())
                     })
                     .await?
                 }
-                Err(lost) => return Ok(Err(lost)),
+                Err(lost) => return Ok((Err(lost), 0)),
             }
         };
         *xid = Some(waiter.xid());
-        if self.send(inner, message, waiter.xid())?.is_err() {
-            return Ok(Err(Lost::BeforeSending));
-        }
-        Ok(waiter.await)
+        let Ok(sent) = self.send(inner, message, waiter.xid())? else {
+            return Ok((Err(Lost::BeforeSending), 0));
+        };
+        Ok((waiter.await, sent))
     }
 
-    /// Encodes `message` with `xid` and sends it. Encoded on every sending (rarely more than
-    /// once): a small message goes out from the thread's encoder, with nothing kept.
+    /// Encodes `message` with `xid` and sends it; its length. Encoded on every sending
+    /// (rarely more than once): a small message goes out from the thread's encoder, with
+    /// nothing kept.
     fn send(
         &self,
         inner: &Inner,
         message: &Message<'_>,
         xid: u32,
-    ) -> Result<Result<(), SinkClosed>, Error> {
-        let encode = |enc: &mut Encoder| message.encode(xid, enc, inner.config.max_record);
-        with_message(encode, |call| self.sink.send(call, None))
+    ) -> Result<Result<usize, SinkClosed>, Error> {
+        let mut len = 0;
+        let encode = |enc: &mut Encoder| {
+            message.encode(xid, enc, inner.config.max_record)?;
+            len = enc.len();
+            Ok::<(), Error>(())
+        };
+        if let Err(closed) = with_message(encode, |call| self.sink.send(call, None))? {
+            return Ok(Err(closed));
+        }
+        inner.counters.call(len, true);
+        metrics::bytes(Side::Client, "tcp", true, len as u64 + 4);
+        if observe::calls_enabled() {
+            observe::record_call(xid, Moved::Record);
+        }
+        Ok(Ok(len))
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        self.replies.closed(CloseReason::Local);
         self.task.abort();
         if let Some(sweeper) = &self.sweeper {
             sweeper.abort();

@@ -28,6 +28,9 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
+
+use crate::rpc::observe::metrics::Side;
+use crate::rpc::observe::{self, CloseReason, TcpCounters};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::Notify;
 
@@ -101,6 +104,12 @@ pub(super) struct Replies {
     /// Wakes the calls waiting for a slot when one frees up from full (or the connection
     /// ends).
     slot_freed: Notify,
+    /// The client's counters (connections closed).
+    counters: Arc<TcpCounters>,
+    /// The connection's `close` was told (once, however it ended).
+    close_told: AtomicBool,
+    /// Calls wait for a slot: the `credits_exhausted` event was told for this episode.
+    full_told: AtomicBool,
 }
 
 struct ReadSide {
@@ -145,6 +154,7 @@ impl Replies {
         stream: OwnedReadHalf,
         config: &TcpConfig,
         sink: RecordSink,
+        counters: Arc<TcpCounters>,
     ) -> Replies {
         Replies {
             peer,
@@ -163,6 +173,28 @@ impl Replies {
             sink,
             max_calls: config.slots() as usize,
             slot_freed: Notify::new(),
+            counters,
+            close_told: AtomicBool::new(false),
+            full_told: AtomicBool::new(false),
+        }
+    }
+
+    /// Tells the connection's end (`close` event, counters), once.
+    pub(super) fn closed(&self, reason: CloseReason) {
+        if !self.close_told.swap(true, Ordering::AcqRel) {
+            self.counters.closed();
+            observe::closed(Side::Client, "tcp", self.peer, reason);
+        }
+    }
+
+    /// A call found every slot taken (`full`) or one free: the `credits_exhausted` event
+    /// once per episode of waiting calls.
+    pub(super) fn note_full(&self, full: bool) {
+        if self.full_told.load(Ordering::Relaxed) != full
+            && self.full_told.swap(full, Ordering::Relaxed) != full
+            && full
+        {
+            observe::credits_exhausted("tcp", self.peer, self.max_calls as u64);
         }
     }
 
@@ -429,16 +461,19 @@ impl Replies {
     /// The connection has ended (`end` says how): nothing more is written, and every waiting
     /// call fails.
     fn end(&self, end: Result<Option<Bytes>, ReadError>) {
-        match end {
-            Ok(None) => tracing::debug!(peer = %self.peer, "the server closed the connection"),
+        let reason = match end {
+            Ok(None) => CloseReason::PeerClosed,
             Err(ReadError::Record(error)) => {
-                tracing::warn!(peer = %self.peer, %error, "bad record marking: closing the connection")
+                observe::protocol_error("tcp", self.peer, "record_marking", &error, true);
+                CloseReason::ProtocolViolation
             }
             Err(ReadError::Io(error)) => {
-                tracing::debug!(peer = %self.peer, %error, "connection lost")
+                tracing::debug!(peer = %self.peer, %error, "connection lost");
+                CloseReason::Error
             }
-            Ok(Some(_)) => {}
-        }
+            Ok(Some(_)) => CloseReason::Error,
+        };
+        self.closed(reason);
         self.sink.close();
         self.fail_all();
     }

@@ -20,9 +20,11 @@ use super::sink::{Record, RecordSink, SinkClosed};
 use super::slots::{Slot, Slots};
 use super::stream::{poll_record, ReadError, Records};
 use crate::admission::{is_about_one_connection, Refusals, ACCEPT_BACKOFF};
+use crate::rpc::observe::metrics::{self, Side};
+use crate::rpc::observe::{self, CallStatus, CloseReason, Moved, ServerCall, TcpCounters};
 use crate::rpc::{
     encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
-    HeapBuffers, Incoming, ReplyError, Server, TransportKind,
+    HeapBuffers, Incoming, ReplyError, Server, TransportKind, TransportStats,
 };
 use crate::xdr::Encoder;
 
@@ -62,6 +64,7 @@ pub struct TcpServer {
     local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    context: Arc<Context>,
 }
 
 impl TcpServer {
@@ -82,12 +85,21 @@ impl TcpServer {
     ) -> io::Result<TcpServer> {
         let local_addr = listener.local_addr()?;
         let (shutdown, stop) = watch::channel(false);
-        let task = tokio::spawn(accept(listener, Arc::new(Context { server, config }), stop));
+        let context = Arc::new(Context::new(server, config));
+        let task = tokio::spawn(accept(listener, context.clone(), stop));
         Ok(TcpServer {
             local_addr,
             shutdown,
             task: Some(task),
+            context,
         })
+    }
+
+    /// What the server's connections did since it started, closed ones included:
+    /// connections accepted and closed, calls received, replies sent, bytes (see
+    /// [`observe`](crate::rpc::observe)).
+    pub fn stats(&self) -> TransportStats {
+        self.context.counters.snapshot()
     }
 
     /// The address the server listens on.
@@ -124,13 +136,33 @@ impl Drop for TcpServer {
 /// background, with a graceful shutdown.
 pub async fn serve(listener: TcpListener, server: Server, config: TcpConfig) {
     let (_never, stop) = watch::channel(false);
-    accept(listener, Arc::new(Context { server, config }), stop).await;
+    accept(listener, Arc::new(Context::new(server, config)), stop).await;
 }
 
 /// What every connection of a listener shares.
 struct Context {
     server: Server,
     config: TcpConfig,
+    counters: TcpCounters,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("server", &self.server)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    fn new(server: Server, config: TcpConfig) -> Context {
+        Context {
+            server,
+            config,
+            counters: TcpCounters::default(),
+        }
+    }
 }
 
 async fn accept(listener: TcpListener, context: Arc<Context>, mut stop: watch::Receiver<bool>) {
@@ -226,15 +258,16 @@ async fn serve_connection(
         replier: Replier {
             peer,
             sink: sink.clone(),
-            max_record: context.config.max_record,
+            context: context.clone(),
         },
         buffers: Arc::new(HeapBuffers),
         context: context.clone(),
     };
+    context.counters.opened();
+    observe::opened(Side::Server, "tcp", peer);
     let mut reader = Records::new(context.config.max_record);
     // The replies the task writes itself (the others, from tasks of their own, the thread's).
     let mut encoder = KeptEncoder::default();
-    tracing::debug!(%peer, "connection accepted");
     // Taken before reading, kept while no record is complete.
     let mut slot: Option<Slot> = None;
     // The wakers last registered with the stop and closed signals.
@@ -295,29 +328,26 @@ async fn serve_connection(
         }
     })
     .await;
-    let answer_running = match end {
-        End::Stop => true,
-        End::Closed => false,
-        End::Finished => {
-            tracing::debug!(%peer, "the client closed the connection");
-            // It may have closed only its sending side and still wait for replies.
-            true
-        }
+    let (answer_running, reason) = match end {
+        End::Stop => (true, CloseReason::Shutdown),
+        End::Closed => (false, CloseReason::Error),
+        // It may have closed only its sending side and still wait for replies.
+        End::Finished => (true, CloseReason::PeerClosed),
         End::Silent => {
             tracing::warn!(
                 %peer,
                 timeout = ?context.config.first_record_timeout,
                 "no complete record within the first-record timeout: closing the connection"
             );
-            false
+            (false, CloseReason::Timeout)
         }
         End::Broken(ReadError::Record(error)) => {
-            tracing::warn!(%peer, %error, "bad record marking: closing the connection");
-            false
+            observe::protocol_error("tcp", peer, "record_marking", &error, true);
+            (false, CloseReason::ProtocolViolation)
         }
         End::Broken(ReadError::Io(error)) => {
             tracing::debug!(%peer, %error, "connection lost");
-            false
+            (false, CloseReason::Error)
         }
     };
     drop((stream, slot));
@@ -330,7 +360,8 @@ async fn serve_connection(
         })
         .await;
     }
-    tracing::debug!(%peer, "connection closed");
+    context.counters.closed();
+    observe::closed(Side::Server, "tcp", peer, reason);
 }
 
 /// One connection's view of the server.
@@ -352,6 +383,12 @@ impl ConnectionContext {
         encoder: &mut KeptEncoder,
         cx: &mut std::task::Context<'_>,
     ) {
+        self.context.counters.call(message.len(), false);
+        metrics::bytes(Side::Server, "tcp", false, message.len() as u64 + 4);
+        let mut observed = ServerCall::start(TransportKind::Tcp, Some(self.peer), &message);
+        if let Some(o) = &mut observed {
+            o.arrived(Moved::Record, 0, message.len() as u64 + 4);
+        }
         let incoming = Incoming {
             message,
             chunks: None,
@@ -361,40 +398,59 @@ impl ConnectionContext {
             backchannel: None,
         };
         let peer = self.peer;
-        match self.context.server.dispatch(incoming) {
+        let server = &self.context.server;
+        match server.dispatch(incoming) {
             Dispatch::Run { xid, future } => {
                 // A handler that is done at once (NULL, a lookup in memory) is answered
                 // without a task switch, as libtirpc's single-threaded dispatch does; one
                 // that waits goes on in a task of its own, and the connection reads on.
                 let mut future = CatchPanic::new(future);
-                match Pin::new(&mut future).poll(cx) {
-                    Poll::Ready(result) => self.replier.send(xid, &result, slot, Some(encoder)),
+                let polled = match &observed {
+                    Some(o) => o.span().in_scope(|| Pin::new(&mut future).poll(cx)),
+                    None => Pin::new(&mut future).poll(cx),
+                };
+                match polled {
+                    Poll::Ready(result) => {
+                        self.replier
+                            .send(xid, &result, slot, Some(encoder), observed)
+                    }
                     Poll::Pending => {
                         let replier = self.replier.clone();
-                        tokio::spawn(async move {
+                        let span = observed.as_ref().map(|o| o.span().clone());
+                        let answer = async move {
                             let result = future.await;
-                            replier.send(xid, &result, slot, None);
-                        });
+                            replier.send(xid, &result, slot, None, observed);
+                        };
+                        match span {
+                            Some(span) => {
+                                tokio::spawn(tracing::Instrument::instrument(answer, span))
+                            }
+                            None => tokio::spawn(answer),
+                        };
                     }
                 }
             }
             Dispatch::Reply { xid, error } => {
-                self.replier.send(xid, &Err(error), slot, Some(encoder))
+                self.replier
+                    .send(xid, &Err(error), slot, Some(encoder), observed)
             }
             Dispatch::ChunkError { xid, error } => {
                 // Calls over TCP carry no chunks, so this cannot happen; answer as for any
                 // arguments that do not decode.
                 tracing::warn!(%peer, xid, %error, "a chunk error on TCP: GARBAGE_ARGS");
                 let error = Err(ReplyError::GarbageArgs);
-                self.replier.send(xid, &error, slot, Some(encoder));
+                self.replier
+                    .send(xid, &error, slot, Some(encoder), observed);
             }
             Dispatch::NotACall { xid } => {
                 tracing::debug!(%peer, xid, "a REPLY from the client (no backward direction over TCP): dropped");
+                server.served(observed, CallStatus::Dropped);
             }
             Dispatch::Drop(error) => {
                 // RFC 5531 section 9 has no reply for a message without a readable call
                 // header.
                 tracing::debug!(%peer, %error, "an unreadable message: dropped");
+                server.served(observed, CallStatus::Dropped);
             }
         }
     }
@@ -405,32 +461,39 @@ impl ConnectionContext {
 struct Replier {
     peer: SocketAddr,
     sink: RecordSink,
-    max_record: usize,
+    context: Arc<Context>,
 }
 
 impl Replier {
     /// Encodes the reply to `xid` (in `encoder`, else the thread's) and sends it; `slot` is
-    /// given back once it has been written.
+    /// given back once it has been written. The call is then counted, and its span
+    /// (`observed`) ended.
     fn send(
         &self,
         xid: u32,
         result: &HandlerResult,
         slot: Slot,
         encoder: Option<&mut KeptEncoder>,
+        mut observed: Option<ServerCall>,
     ) {
+        let max_record = self.context.config.max_record;
+        let mut status = CallStatus::of_reply(result);
+        let mut len = 0;
         let encode = |enc: &mut Encoder| -> crate::xdr::Result<()> {
             encode_reply(enc, xid, result)?;
-            if enc.len() > self.max_record {
+            if enc.len() > max_record {
                 tracing::warn!(
                     peer = %self.peer,
                     xid,
                     len = enc.len(),
-                    max = self.max_record,
+                    max = max_record,
                     "the reply exceeds the record bound: SYSTEM_ERR"
                 );
                 enc.clear();
                 encode_reply_header(enc, xid, Err(ReplyError::SystemErr))?;
+                status = CallStatus::SystemErr;
             }
+            len = enc.len();
             Ok(())
         };
         let send = |reply: Record<'_>| self.sink.send(reply, Some(slot));
@@ -439,13 +502,22 @@ impl Replier {
             None => with_message(encode, send),
         };
         match sent {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                self.context.counters.reply(len, true);
+                metrics::bytes(Side::Server, "tcp", true, len as u64 + 4);
+                if let Some(o) = &mut observed {
+                    o.replied(Moved::Record, 0, len as u64 + 4);
+                }
+            }
             Err(error) => {
                 tracing::error!(peer = %self.peer, xid, %error, "the reply header does not encode");
+                status = CallStatus::Dropped;
             }
             Ok(Err(SinkClosed)) => {
                 tracing::debug!(peer = %self.peer, xid, "the connection closed before the reply");
+                status = CallStatus::Dropped;
             }
         }
+        self.context.server.served(observed, status);
     }
 }

@@ -344,6 +344,12 @@ impl<B: Buf> Core<B> {
         self.requester.len()
     }
 
+    /// Calls of the requester queued for a credit (seed 004 section 4.3) or, while a version
+    /// 2 client negotiates, for the version.
+    pub fn calls_queued(&self) -> usize {
+        self.requester.queued()
+    }
+
     /// In the 2004 mode with RDMA_MSGP: the opaque length from which an encoder must record
     /// where data starts ([`Encoder::record_pad_points`](crate::xdr::Encoder::record_pad_points)).
     pub fn pad_threshold(&self) -> Option<usize> {

@@ -6,10 +6,12 @@ use std::sync::{Arc, Weak};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
+use super::totals::Totals;
 use crate::rdma::{Connection, MemoryRegion, Provider};
+use crate::rpc::observe::CloseReason;
 use crate::rpc::{
     self, BoxFuture, BufferSource, Call, CallTransport, HeapBuffers, Reply, TransportError,
-    TransportKind,
+    TransportKind, TransportStats,
 };
 use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{Role, Stats};
@@ -25,6 +27,8 @@ pub struct RdmaTransport<P: Provider> {
     current: tokio::sync::Mutex<Arc<Conn<P::Conn>>>,
     /// The current connection, for synchronous readers (stats, buffers).
     latest: parking_lot::Mutex<Arc<Conn<P::Conn>>>,
+    /// The counters of every connection made, closed ones included.
+    totals: Arc<Totals>,
 }
 
 impl<P: Provider> RdmaTransport<P> {
@@ -34,13 +38,15 @@ impl<P: Provider> RdmaTransport<P> {
         addr: SocketAddr,
         config: RdmaConfig,
     ) -> Result<RdmaTransport<P>, rpc::Error> {
-        let conn = open(&*provider, addr, &config).await?;
+        let totals = Arc::new(Totals::default());
+        let conn = open(&*provider, addr, &config, &totals).await?;
         Ok(RdmaTransport {
             provider,
             addr,
             config,
             current: tokio::sync::Mutex::new(conn.clone()),
             latest: parking_lot::Mutex::new(conn),
+            totals,
         })
     }
 
@@ -48,9 +54,19 @@ impl<P: Provider> RdmaTransport<P> {
         self.latest.lock().clone()
     }
 
-    /// The connection's transport counters (how calls and replies moved).
+    /// The current connection's transport counters (how calls and replies moved); see
+    /// [`total_stats`](Self::total_stats) for every connection's.
     pub fn stats(&self) -> Stats {
         self.latest().stats()
+    }
+
+    /// The counters of every connection this transport made (the first and each
+    /// reconnection), closed ones included: connections, calls, replies, bytes of Sends, and
+    /// the engine's and pool's counters summed (also what
+    /// [`Client::transport_stats`](rpc::Client::transport_stats) returns).
+    pub fn total_stats(&self) -> TransportStats {
+        let latest = self.latest();
+        self.totals.snapshot([latest.snapshot()])
     }
 
     /// The RPC-over-RDMA version the connection's calls go in: 2 once a version 2 offer
@@ -90,7 +106,7 @@ impl<P: Provider> RdmaTransport<P> {
 
     /// Closes the connection now; waiting calls fail (or are retransmitted on a new one).
     pub fn disconnect(&self) {
-        self.latest().close();
+        self.latest().close(CloseReason::Local);
     }
 
     /// The current connection, if it is open.
@@ -108,7 +124,9 @@ impl<P: Provider> RdmaTransport<P> {
         let mut current = self.current.lock().await;
         let stale = current.is_closed() || failed.is_some_and(|f| Arc::ptr_eq(f, &current));
         if stale {
-            let conn = open(&*self.provider, self.addr, &self.config).await?;
+            // Closed (if it was not already) so that its counters go to the totals.
+            current.close(CloseReason::Local);
+            let conn = open(&*self.provider, self.addr, &self.config, &self.totals).await?;
             *self.latest.lock() = conn.clone();
             *current = conn;
         }
@@ -118,7 +136,7 @@ impl<P: Provider> RdmaTransport<P> {
 
 impl<P: Provider> Drop for RdmaTransport<P> {
     fn drop(&mut self) {
-        self.latest().close();
+        self.latest().close(CloseReason::Local);
     }
 }
 
@@ -160,6 +178,10 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
     fn kind(&self) -> TransportKind {
         TransportKind::Rdma
     }
+
+    fn stats(&self) -> Option<TransportStats> {
+        Some(self.total_stats())
+    }
 }
 
 /// A provider's failure to connect as the error every transport gives for it: a refused or
@@ -183,6 +205,7 @@ async fn open<P: Provider>(
     provider: &P,
     addr: SocketAddr,
     config: &RdmaConfig,
+    totals: &Arc<Totals>,
 ) -> Result<Arc<Conn<P::Conn>>, rpc::Error> {
     let mut recv: Option<MemoryRegion> = None;
     let conn = provider
@@ -194,17 +217,26 @@ async fn open<P: Provider>(
         .map_err(connect_error)?;
     let recv = recv.ok_or(TransportError::Closed)?;
     let peer = config.peer(conn.peer_private_data());
+    super::config::tell_private_data(addr, conn.peer_private_data(), &peer);
     let mut core = core_config(Role::Client, config, &peer);
     core.remembered_version = config.versions.get(addr);
     let budget = MemoryBudget::new(config.memory.per_connection);
-    let conn = Conn::new(conn, recv, core, config, config.backchannel.clone(), budget);
+    let conn = Conn::new(
+        conn,
+        recv,
+        core,
+        config,
+        config.backchannel.clone(),
+        budget,
+        Some(totals.clone()),
+    );
     conn.start();
     // The 2004 mode: the configuration call is the connection's first (seed 000 section 6.1).
     if let Some(program) = config.mode_2004.as_ref().and_then(|m| m.config_program) {
         if let Err(e) =
             super::ccp::configure_client(&conn, config, program, peer.receive_size).await
         {
-            conn.close();
+            conn.close(CloseReason::Local);
             return Err(e);
         }
     }

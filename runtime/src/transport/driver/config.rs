@@ -326,3 +326,18 @@ impl RdmaConfig {
         })
     }
 }
+
+/// The `private_data` event: what RPC-over-RDMA took from the peer's connection private data
+/// (RFC 8797 section 4), or that it found none it could read and applies the defaults.
+pub(super) fn tell_private_data(peer: std::net::SocketAddr, data: &[u8], taken: &PrivateData) {
+    tracing::debug!(
+        target: crate::rpc::observe::CONNECTIONS,
+        event = "private_data",
+        %peer,
+        peer_receive_size = taken.receive_size,
+        peer_send_size = taken.send_size,
+        peer_remote_invalidate = taken.remote_invalidate,
+        rfc8797 = PrivateData::decode(data).is_some(),
+        "connection private data"
+    );
+}

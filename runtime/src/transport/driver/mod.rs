@@ -10,6 +10,7 @@ mod client;
 mod config;
 mod conn;
 mod server;
+mod totals;
 
 pub use client::RdmaTransport;
 pub use config::{PeerVersions, RdmaConfig};

@@ -7,9 +7,11 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
+use super::totals::Totals;
 use crate::admission::Refusals;
 use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
-use crate::rpc::Server;
+use crate::rpc::observe::CloseReason;
+use crate::rpc::{Server, TransportStats};
 use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{Role, Stats};
 use crate::transport::pool::PoolStats;
@@ -48,6 +50,8 @@ pub struct RdmaListener<P: Provider> {
     /// Places for connections: [`RdmaConfig::max_connections`], one held by each connection
     /// from its request until it closes.
     places: Arc<Semaphore>,
+    /// The counters of every connection accepted, closed ones included.
+    totals: Arc<Totals>,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
@@ -74,6 +78,7 @@ pub fn serve<P: Provider>(
         memory: MemoryBudget::new(config.memory.per_server),
         config,
         places: Arc::new(Semaphore::new(places)),
+        totals: Arc::default(),
     }
 }
 
@@ -110,16 +115,17 @@ impl<P: Provider> RdmaListener<P> {
             let connections = self.connections.clone();
             let stopping = self.stopping.clone();
             let budget = self.memory.child(config.memory.per_connection);
+            let totals = self.totals.clone();
             tokio::spawn(async move {
                 let peer = request.peer_addr();
-                match accept::<P>(request, server, &config, budget).await {
+                match accept::<P>(request, server, &config, budget, totals).await {
                     Ok(conn) => {
                         // Listed before it starts, so its counters show every call it serves.
                         {
                             let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
                             if *stopping.borrow() {
                                 drop(list);
-                                return conn.close();
+                                return conn.close(CloseReason::Shutdown);
                             }
                             list.retain(|c| c.strong_count() > 0);
                             list.push(Arc::downgrade(&conn));
@@ -182,7 +188,23 @@ impl<P: Provider> RdmaListener<P> {
         }
     }
 
-    /// Counters of the connections alive now: transport and pool, one entry per connection.
+    /// The counters of every connection accepted, closed ones included: connections, calls
+    /// received, replies sent, bytes of Sends, and the engine's and pool's counters summed.
+    pub fn total_stats(&self) -> TransportStats {
+        // Every connection still referenced, closed ones included: one closing now may not
+        // have added its counters to the totals yet (each says whether it has).
+        let listed: Vec<Arc<Conn<P::Conn>>> = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        self.totals.snapshot(listed.iter().map(|c| c.snapshot()))
+    }
+
+    /// Counters of the connections alive now: transport and pool, one entry per connection
+    /// (see [`total_stats`](Self::total_stats) for the sum over every connection).
     pub fn stats(&self) -> Vec<(Stats, PoolStats)> {
         self.live()
             .iter()
@@ -230,8 +252,10 @@ async fn accept<P: Provider>(
     server: Server,
     config: &RdmaConfig,
     budget: MemoryBudget,
+    totals: Arc<Totals>,
 ) -> rdma::Result<Arc<Conn<P::Conn>>> {
     let peer = config.peer(request.private_data());
+    super::config::tell_private_data(request.peer_addr(), request.private_data(), &peer);
     let mut recv: Option<MemoryRegion> = None;
     let conn = request
         .accept_with(config.connect_params(), |c| {
@@ -241,5 +265,13 @@ async fn accept<P: Provider>(
         .await?;
     let recv = recv.ok_or(rdma::Error::Closed)?;
     let core = core_config(Role::Server, config, &peer);
-    Ok(Conn::new(conn, recv, core, config, Some(server), budget))
+    Ok(Conn::new(
+        conn,
+        recv,
+        core,
+        config,
+        Some(server),
+        budget,
+        Some(totals),
+    ))
 }

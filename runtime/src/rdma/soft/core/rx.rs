@@ -448,7 +448,15 @@ impl Core {
         if self.state != State::Established {
             return;
         }
-        tracing::warn!(code = ?fault.code, "terminating connection");
+        crate::rpc::observe::metrics::protocol_error("rdma", "terminate_sent");
+        tracing::warn!(
+            target: crate::rpc::observe::CONNECTIONS,
+            event = "protocol_error",
+            transport = "rdma",
+            kind = "terminate_sent",
+            detail = ?fault.code,
+            "terminating connection"
+        );
         let mut term = Terminate::new(fault.code);
         term.ddp = fault.ddp;
         term.rdmap = fault.rdmap;
@@ -721,7 +729,15 @@ impl Core {
             _ => {
                 let term = Terminate::parse(payload)
                     .unwrap_or_else(|_| Terminate::new(TermCode::new(TermLayer::Llp, 0, 0x04)));
-                tracing::warn!(code = ?term.code, "peer terminated the connection");
+                crate::rpc::observe::metrics::protocol_error("rdma", "terminate_received");
+                tracing::warn!(
+                    target: crate::rpc::observe::CONNECTIONS,
+                    event = "protocol_error",
+                    transport = "rdma",
+                    kind = "terminate_received",
+                    detail = ?term.code,
+                    "peer terminated the connection"
+                );
                 let status = status_of(term.code);
                 self.state = State::Error;
                 self.apply_terminate(&term, status);

@@ -170,6 +170,11 @@ impl<B: Buf> Requester<B> {
         self.calls.len()
     }
 
+    /// Calls waiting for a credit (or the version).
+    pub(super) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// The credits this side asks for.
     pub(super) fn requested(&self) -> u32 {
         self.requested

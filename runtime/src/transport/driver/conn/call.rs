@@ -15,8 +15,9 @@ use super::encoders::EncoderUse;
 use super::Conn;
 use crate::rdma::Connection;
 use crate::rpc::deadlines::{self, CoarseInstant, Expire};
+use crate::rpc::observe::{self, Moved};
 use crate::rpc::{self, Reply, TransportError};
-use crate::transport::core::{CallId, OutgoingCall, Slice, WriteTarget};
+use crate::transport::core::{CallId, OutgoingCall, Slice, Stats, WriteTarget};
 use crate::transport::pool::PoolBuf;
 use crate::xdr::Encoder;
 
@@ -101,7 +102,7 @@ impl<C: Connection> Conn<C> {
         let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         // The call starts in a plain function: what it needs on the way is not kept in this
         // future, which is copied whole into the caller's box.
-        let (id, timer) = self.start_call(call, xid, plan, timeout, backward, waker)?;
+        let (id, timer, observed) = self.start_call(call, xid, plan, timeout, backward, waker)?;
         // Dropping this future cancels the call: its handles are invalidated at once.
         let mut guard = Cancel {
             conn: self,
@@ -121,12 +122,36 @@ impl<C: Connection> Conn<C> {
         guard.armed = false;
         if let Ok(reply) = &outcome {
             self.observe_reply(call, reply);
+            if let (Some(sent), Some(xid)) = (observed, *xid) {
+                self.record_reply(sent, xid, reply);
+            }
         }
         outcome.map_err(rpc::Error::from)
     }
 
-    /// Encodes and starts a call (see [`Conn::call`]) whose waiter wakes `waker`; its id, and
-    /// the timer it needs of its own, if any.
+    /// Records in the call's span how its reply came (see [`observe`]): the Write chunks it
+    /// brought, and whether it was RDMA_NOMSG through the Reply chunk.
+    #[cold]
+    fn record_reply(&self, sent: Sent, xid: u32, reply: &Reply) {
+        let long = Conn::<C>::took_nomsg(&mut self.state.lock(), xid);
+        let written = reply.chunks.as_ref().map_or(0, |c| c.write_len()) as u64;
+        let message = reply.message.len() as u64;
+        let moved = match (written > 0, long) {
+            (false, false) => Moved::Inline,
+            (true, false) => Moved::WriteChunks,
+            (false, true) => Moved::ReplyChunk,
+            (true, true) => Moved::WriteAndReplyChunks,
+        };
+        let (rdma, copied) = match long {
+            true => (written + message, 0),
+            false => (written, message),
+        };
+        observe::record_reply(moved, sent.rdma + rdma, sent.copied + copied);
+    }
+
+    /// Encodes and starts a call (see [`Conn::call`]) whose waiter wakes `waker`; its id, the
+    /// timer it needs of its own, if any, and, when a subscriber wants its span, how it went
+    /// out.
     fn start_call(
         self: &Arc<Self>,
         call: &rpc::Call<'_>,
@@ -135,7 +160,7 @@ impl<C: Connection> Conn<C> {
         timeout: Option<Duration>,
         backward: bool,
         waker: Waker,
-    ) -> Result<(CallId, Option<Duration>), rpc::Error> {
+    ) -> Result<(CallId, Option<Duration>, Option<Sent>), rpc::Error> {
         if self.is_closed() {
             return Err(TransportError::Closed.into());
         }
@@ -187,7 +212,14 @@ impl<C: Connection> Conn<C> {
             }
             (None, limit) => (limit, None),
         };
+        // What the span needs, only when a subscriber wants it: the sizes, and the core's
+        // counters around the call, which say how it went out.
+        let observed = observe::calls_enabled().then(|| {
+            let moved: usize = moved.iter().map(|m| m.data.len()).sum();
+            (message.len() as u64, moved as u64)
+        });
         let mut st = self.state.lock();
+        let before = observed.map(|_| st.core.stats());
         let id = st.core.start_call(
             OutgoingCall {
                 xid,
@@ -202,9 +234,31 @@ impl<C: Connection> Conn<C> {
             Instant::now(),
             &mut &self.pool,
         )?;
+        st.counts.calls += 1;
+        self.note_credits(&mut st);
+        let sent = match (observed, before) {
+            (Some((inline, moved)), Some(before)) => {
+                Some(Sent::record(xid, &before, &st.core.stats(), inline, moved))
+            }
+            _ => None,
+        };
         st.waiters.insert(id, Waiter::new(Some(waker), deadline));
         self.flush(&mut st);
-        Ok((id, timer))
+        Ok((id, timer, sent))
+    }
+
+    /// Tells `credits_exhausted` when calls start waiting for a credit, once per episode
+    /// (until a call finds none waiting).
+    #[inline]
+    fn note_credits(&self, st: &mut super::State) {
+        let waiting = st.core.calls_queued() > 0 && !st.core.negotiating();
+        if waiting != st.credit_wait {
+            st.credit_wait = waiting;
+            if waiting {
+                let credits = u64::from(st.core.config().credits);
+                observe::credits_exhausted("rdma", self.peer, credits);
+            }
+        }
     }
 
     /// The outcome of call `id` once it has one (its waiter is then gone), else `cx` is woken
@@ -380,6 +434,45 @@ impl<C: Connection> Conn<C> {
         self.reply_sizes
             .lock()
             .observe((call.prog, call.vers, call.proc), size);
+    }
+}
+
+/// How an observed call went out: bytes for its reply's record in the span.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sent {
+    /// Bytes the responder reads by RDMA Read (Read chunks, the message of a long call).
+    rdma: u64,
+    /// Bytes copied into the Send.
+    copied: u64,
+}
+
+impl Sent {
+    /// Records `xid` and how the call moved, read from the core's counters `before` and
+    /// `after` it started (the core marshals a call when it starts), in the current span;
+    /// `inline` is the message's length, `moved` its DDP-eligible items'.
+    #[cold]
+    fn record(xid: u32, before: &Stats, after: &Stats, inline: u64, moved: u64) -> Sent {
+        let (args, sent) = if after.calls_long > before.calls_long {
+            let sent = Sent {
+                rdma: inline + moved,
+                copied: 0,
+            };
+            (Moved::LongCall, sent)
+        } else if after.calls_read_chunks > before.calls_read_chunks {
+            let sent = Sent {
+                rdma: moved,
+                copied: inline,
+            };
+            (Moved::ReadChunks, sent)
+        } else {
+            let sent = Sent {
+                rdma: 0,
+                copied: inline,
+            };
+            (Moved::Inline, sent)
+        };
+        observe::record_call(xid, args);
+        sent
     }
 }
 

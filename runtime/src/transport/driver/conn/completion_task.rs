@@ -141,7 +141,7 @@ pub(super) async fn completions<C: Connection>(conn: Arc<Conn<C>>) {
         }
     }
     let mut st = conn.state.lock();
-    conn.close_locked(&mut st);
+    conn.close_locked(&mut st, crate::rpc::observe::CloseReason::PeerClosed);
     // Every caller still waiting learns that the connection is gone. A reply that came
     // before the end stays for its caller to take (`poll_reply` reads a missing waiter as
     // `Closed`): its caller may not have run since.

@@ -23,12 +23,15 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::config::{PeerVersions, RdmaConfig};
+use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::id_map::IdMap;
 use crate::rdma::{
     Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
     WcStatus,
 };
-use crate::rpc::{BufferSource, Client, Server};
+use crate::rpc::observe::metrics::{self, Side};
+use crate::rpc::observe::{self, CloseReason};
+use crate::rpc::{BufferSource, Client, Server, TransportError};
 use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{
     CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Slice, Stats,
@@ -78,7 +81,21 @@ struct State {
     /// The completion task watches the memory budget for calls waiting for memory; the hook
     /// wakes the task when calls wait and it does not.
     memory_watched: bool,
+    /// Messages and bytes, for the transport's totals.
+    counts: ConnCounts,
+    /// The XIDs of RDMA_NOMSG messages received while a subscriber wanted call spans (long
+    /// calls on a server, long replies on a client), for their spans; the latest few only.
+    nomsg: VecDeque<u32>,
+    /// A call waits for a credit: the `credits_exhausted` event was told for this episode.
+    credit_wait: bool,
+    /// RDMA_ERRORs sent, as the last `protocol_error` events told them.
+    errors_told: u64,
 }
+
+/// How many XIDs of RDMA_NOMSG messages [`State::nomsg`] keeps: more than the calls a
+/// connection has in flight at once by default (its credits), so a span looks its own up
+/// before it is pushed out.
+const NOMSG_KEPT: usize = 64;
 
 impl State {
     /// What operation `id` held, if anything. The core numbers operations in the order it
@@ -143,6 +160,48 @@ pub(crate) struct Conn<C: Connection> {
     /// first call that needs it; `None` inside if it could not start (calls then keep a timer
     /// of their own).
     sweeper: std::sync::OnceLock<Option<tokio::task::JoinHandle<()>>>,
+    /// Which end this is, for events and metrics.
+    side: Side,
+    /// Where the connection's counters go when it closes (its transport's or listener's).
+    totals: Option<Arc<Totals>>,
+    /// The counters went to `totals` (under its lock).
+    retired: AtomicBool,
+}
+
+/// Why a connection closes when a work request ends with `status`: a flush is the queue pair
+/// leaving the connected state, which (this side not having closed first) the peer's close
+/// causes; anything else is a failure.
+fn failed(status: WcStatus) -> CloseReason {
+    if status == WcStatus::Flushed {
+        CloseReason::PeerClosed
+    } else {
+        CloseReason::Error
+    }
+}
+
+/// Why a connection closes on the core's [`Event::Fatal`]: the core's deadlines (the peer's
+/// first message, RDMA Reads' progress) are timeouts, everything else a violation.
+fn fatal_reason(why: &str) -> CloseReason {
+    if why.starts_with("no message from the peer") || why.contains("unanswered for") {
+        CloseReason::Timeout
+    } else {
+        CloseReason::ProtocolViolation
+    }
+}
+
+/// Notes the XID of a received RDMA_NOMSG (message type 1 in both versions: seed 004 section
+/// 5.2, seed 003's RDMA2_NOMSG) when a subscriber wants call spans, for [`Conn::took_nomsg`].
+#[inline]
+fn note_nomsg(st: &mut State, message: &[u8]) {
+    let word = |i: usize| crate::transport::header::word(message, i);
+    if word(3) == Some(1) && observe::calls_enabled() {
+        if let Some(xid) = word(0) {
+            if st.nomsg.len() == NOMSG_KEPT {
+                st.nomsg.pop_front();
+            }
+            st.nomsg.push_back(xid);
+        }
+    }
 }
 
 /// Registers `count` receive buffers of `size` bytes in one region and posts them: run in
@@ -205,6 +264,7 @@ impl<C: Connection> Conn<C> {
         config: &RdmaConfig,
         server: Option<Server>,
         budget: MemoryBudget,
+        totals: Option<Arc<Totals>>,
     ) -> Arc<Conn<C>> {
         let conn = Arc::new(conn);
         let pool = Pool::new(conn.clone(), config.pool, budget);
@@ -229,6 +289,10 @@ impl<C: Connection> Conn<C> {
                 calls: Vec::new(),
                 task_deadline: None,
                 memory_watched: false,
+                counts: ConnCounts::default(),
+                nomsg: VecDeque::new(),
+                credit_wait: false,
+                errors_told: 0,
             }),
             recv,
             recv_size,
@@ -251,7 +315,17 @@ impl<C: Connection> Conn<C> {
             mode_2004: config.mode_2004.is_some(),
             timeout: config.timeout,
             sweeper: std::sync::OnceLock::new(),
+            side: match role {
+                Role::Client => Side::Client,
+                Role::Server => Side::Server,
+            },
+            totals,
+            retired: AtomicBool::new(false),
         });
+        if let Some(totals) = &shared.totals {
+            totals.opened();
+        }
+        observe::opened(shared.side, "rdma", shared.peer);
         if let (Role::Server, Some(program)) = (
             role,
             config.mode_2004.as_ref().and_then(|m| m.config_program),
@@ -336,6 +410,21 @@ impl<C: Connection> Conn<C> {
         self.state.lock().core.stats()
     }
 
+    /// Every counter of the connection now, and a way to ask, under the totals' lock, whether
+    /// it has retired since (see [`Totals::snapshot`]).
+    pub(crate) fn snapshot(&self) -> (ConnSnapshot, Box<dyn Fn() -> bool + '_>) {
+        let (core, counts) = {
+            let st = self.state.lock();
+            (st.core.stats(), st.counts)
+        };
+        let snapshot = ConnSnapshot {
+            core,
+            pool: self.pool.stats(),
+            counts,
+        };
+        (snapshot, Box::new(|| self.retired.load(Ordering::Acquire)))
+    }
+
     /// The version this side's calls go in.
     pub(crate) fn version(&self) -> u32 {
         self.state.lock().core.version()
@@ -384,13 +473,14 @@ impl<C: Connection> Conn<C> {
         let _ = signal.wait_for(|closed| *closed).await;
     }
 
-    /// Closes the connection: every waiting call fails with `Closed`.
-    pub(crate) fn close(self: &Arc<Self>) {
+    /// Closes the connection (this side's doing, `reason`): every waiting call fails with
+    /// `Closed`.
+    pub(crate) fn close(self: &Arc<Self>, reason: CloseReason) {
         let mut st = self.state.lock();
-        self.close_locked(&mut st);
+        self.close_locked(&mut st, reason);
     }
 
-    fn close_locked(self: &Arc<Self>, st: &mut State) {
+    fn close_locked(self: &Arc<Self>, st: &mut State, reason: CloseReason) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -399,6 +489,15 @@ impl<C: Connection> Conn<C> {
         }
         st.core.close();
         self.deliver(st);
+        observe::closed(self.side, "rdma", self.peer, reason);
+        if let Some(totals) = &self.totals {
+            let last = ConnSnapshot {
+                core: st.core.stats(),
+                pool: self.pool.stats(),
+                counts: st.counts,
+            };
+            totals.retire(&last, || self.retired.store(true, Ordering::Release));
+        }
         self.close_notify.notify_one();
         self.closed_signal.send_replace(true);
         // On the connection's own runtime: this may run on a provider's thread (a completion
@@ -419,7 +518,7 @@ impl<C: Connection> Conn<C> {
                 posted = true;
                 if let Err(e) = self.post(st, op) {
                     tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
-                    return self.close_locked(st);
+                    return self.close_locked(st, CloseReason::Error);
                 }
             }
             // A Send that completed as it was written is the poster's to take: a provider's
@@ -438,6 +537,9 @@ impl<C: Connection> Conn<C> {
             }
         }
         self.deliver(st);
+        if observe::connection_events_enabled() {
+            self.tell_errors_sent(st);
+        }
         if self.draining.load(Ordering::Acquire)
             && st.core.calls_in_progress() == 0
             && st.posted.is_empty()
@@ -445,7 +547,18 @@ impl<C: Connection> Conn<C> {
             // Every posted Send has completed too: a Send alone ends its call in the core
             // when it is posted, and a disconnect flushes what a device has not sent yet (on
             // rxe the last reply of a draining connection was lost that way).
-            self.close_locked(st);
+            self.close_locked(st, CloseReason::Shutdown);
+        }
+    }
+
+    /// The `protocol_error` event for RDMA_ERRORs the core sent since the last one told.
+    #[cold]
+    fn tell_errors_sent(&self, st: &mut State) {
+        let sent = st.core.stats().errors_sent;
+        if sent > st.errors_told {
+            let detail = format!("{} RDMA_ERROR message(s)", sent - st.errors_told);
+            st.errors_told = sent;
+            observe::protocol_error("rdma", self.peer, "rdma_error_sent", &detail, false);
         }
     }
 
@@ -453,6 +566,21 @@ impl<C: Connection> Conn<C> {
         while let Some(event) = st.core.poll_event() {
             match event {
                 Event::Reply { call, result } => {
+                    match &result {
+                        Ok(_) => st.counts.replies += 1,
+                        Err(
+                            e @ (TransportError::RdmaChunk
+                            | TransportError::RdmaVersion { .. }
+                            | TransportError::RdmaRefused(_)),
+                        ) => observe::protocol_error(
+                            "rdma",
+                            self.peer,
+                            "rdma_error_received",
+                            e,
+                            false,
+                        ),
+                        Err(_) => {}
+                    }
                     if let Some(waiter) = st.waiters.get_mut(&call) {
                         waiter.finish(result);
                     }
@@ -460,13 +588,22 @@ impl<C: Connection> Conn<C> {
                 Event::Call(call) if self.draining.load(Ordering::Acquire) => {
                     st.core.discard_call(call.id);
                 }
-                Event::Call(call) => st.calls.push(call),
+                Event::Call(call) => {
+                    st.counts.calls += 1;
+                    st.calls.push(call)
+                }
                 Event::Fatal(why) => {
-                    tracing::warn!(peer = %self.peer, %why, "protocol violation: closing");
-                    self.close_locked(st);
+                    observe::protocol_error("rdma", self.peer, "fatal", &why, true);
+                    self.close_locked(st, fatal_reason(&why));
                 }
                 Event::Negotiated { version } => {
-                    tracing::debug!(peer = %self.peer, version, "RPC-over-RDMA version settled");
+                    tracing::debug!(
+                        target: observe::CONNECTIONS,
+                        event = "version_settled",
+                        peer = %self.peer,
+                        version,
+                        "RPC-over-RDMA version settled"
+                    );
                     if let Some(versions) = &self.versions {
                         versions.remember(self.peer, version);
                     }
@@ -510,6 +647,8 @@ impl<C: Connection> Conn<C> {
                 });
                 // The buffer is all this side needs back: a requester learns from the reply
                 // that its call arrived, and a responder needs no word of its reply's arrival.
+                st.counts.bytes_sent += len as u64;
+                metrics::bytes(self.side, "rdma", true, len as u64);
                 let mut wr = SendWr::send(id, Sge::new(&mr, 0..len)?).complete_locally();
                 if let Some(handle) = invalidate {
                     wr = wr.with_invalidate(handle);
@@ -548,23 +687,26 @@ impl<C: Connection> Conn<C> {
                 if c.status != WcStatus::Flushed {
                     tracing::warn!(status = %c.status, peer = %self.peer, "a receive failed");
                 }
-                return self.close_locked(st);
+                return self.close_locked(st, failed(c.status));
             }
             let slot = (c.wr_id & !RECV) as usize;
             let start = slot * self.recv_size;
             let len = (c.byte_len as usize).min(self.recv_size);
+            st.counts.bytes_received += len as u64;
+            metrics::bytes(self.side, "rdma", false, len as u64);
             // The receive buffer is read in place, under its lock, which the provider takes
             // too to place data: hints to the provider wait until it is released.
             let mut mem = HintsLater::new(&self.pool);
             self.recv.with_slice(|all| {
-                st.core
-                    .handle_recv(&all[start..start + len], c.invalidated_rkey, &mut mem)
+                let message = &all[start..start + len];
+                note_nomsg(st, message);
+                st.core.handle_recv(message, c.invalidated_rkey, &mut mem)
             });
             mem.finish();
             let repost = Sge::new(&self.recv, start..start + self.recv_size)
                 .and_then(|sge| self.conn.post_recv(RecvWr::new(c.wr_id, sge)));
             if repost.is_err() {
-                return self.close_locked(st);
+                return self.close_locked(st, CloseReason::Error);
             }
             return;
         }
@@ -582,7 +724,17 @@ impl<C: Connection> Conn<C> {
                 tracing::warn!(status = %c.status, opcode = ?c.opcode, peer = %self.peer,
                     "an operation failed: closing");
             }
-            self.close_locked(st);
+            self.close_locked(st, failed(c.status));
+        }
+    }
+
+    /// Whether the RDMA_NOMSG message `xid` came while a subscriber wanted call spans (and
+    /// forgets it): the call was long (a server), or the reply came in the Reply chunk (a
+    /// client).
+    fn took_nomsg(st: &mut State, xid: u32) -> bool {
+        match st.nomsg.iter().position(|&x| x == xid) {
+            Some(at) => st.nomsg.remove(at).is_some(),
+            None => false,
         }
     }
 

@@ -11,10 +11,12 @@ use super::encoders::EncoderUse;
 use super::undelivered::CallKey;
 use super::Conn;
 use crate::rdma::Connection;
+use crate::rpc::observe::{CallStatus, Moved, ServerCall};
 use crate::rpc::{
-    encode_reply, encode_reply_header, CatchPanic, Dispatch, HandlerResult, Incoming, TransportKind,
+    encode_reply, encode_reply_header, CatchPanic, Dispatch, HandlerResult, Incoming, Server,
+    TransportKind,
 };
-use crate::transport::core::{CallId, IncomingCall};
+use crate::transport::core::{CallId, IncomingCall, Stats};
 use crate::xdr::{Encoder, ThresholdPolicy};
 
 /// Wakes nothing: a handler polled by the hook that waits is polled again in a task.
@@ -44,6 +46,10 @@ pub(super) fn serve_call<C: Connection>(
         st.core.discard_call(call.id);
         return conn.flush(&mut st);
     };
+    let mut observed = ServerCall::start(TransportKind::Rdma, Some(conn.peer), &call.message);
+    if let Some(o) = &mut observed {
+        arrived(conn, o, &call);
+    }
     let (id, write_chunks) = (call.id, call.write_chunks);
     // A call sent again because its reply did not fit is answered with the result kept for
     // it, without running its procedure again.
@@ -56,7 +62,11 @@ pub(super) fn serve_call<C: Connection>(
     if let (Some(result), Some(xid)) = (kept, crate::transport::header::word(&call.message, 0)) {
         tracing::debug!(xid, "a call sent again with more room: its kept result");
         let key = || CallKey::of(call.xid, &call.message);
-        return conn.reply_keeping(id, &write_chunks, xid, result, key);
+        let answer = Answer {
+            server: &server,
+            observed,
+        };
+        return conn.reply_keeping(id, &write_chunks, xid, result, key, answer);
     }
     let message = call.message.clone();
     let transport_xid = call.xid;
@@ -72,23 +82,46 @@ pub(super) fn serve_call<C: Connection>(
     match dispatch {
         Dispatch::Run { xid, future } => {
             let mut future = CatchPanic::new(future);
-            match Pin::new(&mut future).poll(cx) {
+            let polled = match &observed {
+                Some(o) => o.span().in_scope(|| Pin::new(&mut future).poll(cx)),
+                None => Pin::new(&mut future).poll(cx),
+            };
+            match polled {
                 Poll::Ready(result) => {
                     let key = || CallKey::of(transport_xid, &message);
-                    conn.reply_keeping(id, &write_chunks, xid, result, key)
+                    let answer = Answer {
+                        server: &server,
+                        observed,
+                    };
+                    conn.reply_keeping(id, &write_chunks, xid, result, key, answer)
                 }
                 Poll::Pending => {
                     let conn = conn.clone();
-                    conn.runtime.clone().spawn(async move {
+                    let runtime = conn.runtime.clone();
+                    let span = observed.as_ref().map(|o| o.span().clone());
+                    let answer = async move {
                         let result = future.await;
                         let key = || CallKey::of(transport_xid, &message);
-                        conn.reply_keeping(id, &write_chunks, xid, result, key);
-                    });
+                        let answer = Answer {
+                            server: &server,
+                            observed,
+                        };
+                        conn.reply_keeping(id, &write_chunks, xid, result, key, answer);
+                    };
+                    match span {
+                        Some(span) => runtime.spawn(tracing::Instrument::instrument(answer, span)),
+                        None => runtime.spawn(answer),
+                    };
                 }
             }
         }
         Dispatch::Reply { xid, error } => {
-            conn.reply(id, &write_chunks, |enc| {
+            let answer = Answer {
+                server: &server,
+                observed,
+            };
+            let status = CallStatus::of_reply_error(&error);
+            conn.reply(id, &write_chunks, status, answer, |enc| {
                 encode_reply_header(enc, xid, Err(error))
             });
         }
@@ -97,14 +130,38 @@ pub(super) fn serve_call<C: Connection>(
             let mut st = conn.state.lock();
             st.core.reject_chunks(id);
             conn.flush(&mut st);
+            drop(st);
+            server.served(observed, CallStatus::ChunkError);
         }
         Dispatch::NotACall { .. } | Dispatch::Drop(_) => {
             let mut st = conn.state.lock();
             st.core.discard_call(id);
             // A connection shutting down may have been waiting for this call alone.
             conn.flush(&mut st);
+            drop(st);
+            server.served(observed, CallStatus::Dropped);
         }
     }
+}
+
+/// Records how `call` arrived in its span: DDP-eligible arguments in Read chunks, or the whole
+/// call in a Position-Zero Read chunk (it came as RDMA_NOMSG, noted when it was received).
+#[cold]
+fn arrived<C: Connection>(conn: &Conn<C>, observed: &mut ServerCall, call: &IncomingCall) {
+    let long = Conn::<C>::took_nomsg(&mut conn.state.lock(), call.xid);
+    let read = call.chunks.as_ref().map_or(0, |c| c.read_len()) as u64;
+    let message = call.message.len() as u64;
+    match (long, read > 0) {
+        (true, _) => observed.arrived(Moved::LongCall, message + read, 0),
+        (false, true) => observed.arrived(Moved::ReadChunks, read, message),
+        (false, false) => observed.arrived(Moved::Inline, 0, message),
+    }
+}
+
+/// Who hears how a call ended: the server that counts it, and its span.
+struct Answer<'a> {
+    server: &'a Server,
+    observed: Option<ServerCall>,
 }
 
 impl<C: Connection> Conn<C> {
@@ -118,8 +175,12 @@ impl<C: Connection> Conn<C> {
         xid: u32,
         result: HandlerResult,
         key: impl FnOnce() -> CallKey,
+        answer: Answer<'_>,
     ) {
-        let delivered = self.reply(id, write_chunks, |enc| encode_reply(enc, xid, &result));
+        let status = CallStatus::of_reply(&result);
+        let delivered = self.reply(id, write_chunks, status, answer, |enc| {
+            encode_reply(enc, xid, &result)
+        });
         if !delivered && result.is_ok() {
             self.undelivered.lock().keep(key(), result, Instant::now());
         }
@@ -128,11 +189,14 @@ impl<C: Connection> Conn<C> {
     /// Encodes a reply with `encode` for call `id` and sends it: DDP-eligible results go to
     /// the call's Write chunks (seed 004 section 4.4.5 and seed 002 section 3.7: a result with
     /// a Write chunk provided for it moves there, whatever its size). False when it fit
-    /// neither inline nor the chunks, and RDMA_ERROR went instead.
+    /// neither inline nor the chunks, and RDMA_ERROR went instead. The call is then counted
+    /// with `status` (or ERR_CHUNK's), and its span ended.
     fn reply(
         self: &Arc<Self>,
         id: CallId,
         write_chunks: &[u64],
+        status: CallStatus,
+        mut answer: Answer<'_>,
         encode: impl FnOnce(&mut Encoder) -> crate::xdr::Result<()>,
     ) -> bool {
         let (read_read, pad_threshold) = if self.mode_2004 {
@@ -160,7 +224,14 @@ impl<C: Connection> Conn<C> {
         }
         let encoded = encode(&mut enc);
         let (message, moved) = self.finish_encoder(enc, kept);
+        // For the span: the sizes, and the core's counters around the reply, which say how it
+        // went out.
+        let sizes = answer.observed.is_some().then(|| {
+            let moved: usize = moved.iter().map(|m| m.data.len()).sum();
+            (message.len() as u64, moved as u64)
+        });
         let mut st = self.state.lock();
+        let before = sizes.map(|_| st.core.stats());
         let delivered = match encoded {
             Ok(()) => st
                 .core
@@ -171,7 +242,36 @@ impl<C: Connection> Conn<C> {
                 false
             }
         };
+        if delivered {
+            st.counts.replies += 1;
+        }
+        if let (Some(o), Some(before), Some((inline, moved))) =
+            (answer.observed.as_mut(), before, sizes)
+        {
+            replied(o, &before, &st.core.stats(), inline, moved);
+        }
         self.flush(&mut st);
+        drop(st);
+        let status = if delivered {
+            status
+        } else {
+            CallStatus::ChunkError
+        };
+        answer.server.served(answer.observed, status);
         delivered
+    }
+}
+
+/// Records how a reply went out, read from the core's counters `before` and `after` it was
+/// sent: `inline` is the message's length, `moved` its DDP-eligible items' (in Write chunks).
+#[cold]
+fn replied(observed: &mut ServerCall, before: &Stats, after: &Stats, inline: u64, moved: u64) {
+    let write = after.replies_write_chunks > before.replies_write_chunks;
+    let long = after.replies_long > before.replies_long;
+    match (write, long) {
+        (false, false) => observed.replied(Moved::Inline, 0, inline),
+        (true, false) => observed.replied(Moved::WriteChunks, moved, inline),
+        (false, true) => observed.replied(Moved::ReplyChunk, inline, 0),
+        (true, true) => observed.replied(Moved::WriteAndReplyChunks, moved + inline, 0),
     }
 }
