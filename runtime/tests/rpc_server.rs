@@ -210,6 +210,7 @@ fn incoming(message: Vec<u8>) -> Incoming {
         peer: None,
         buffers: Arc::new(HeapBuffers),
         backchannel: None,
+        caller: None,
     }
 }
 

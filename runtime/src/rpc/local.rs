@@ -44,6 +44,7 @@ impl CallTransport for LocalTransport {
                 peer: None,
                 buffers: Arc::new(HeapBuffers),
                 backchannel: None,
+                caller: None,
             };
             let mut enc = Encoder::new();
             let observed = ServerCall::start(TransportKind::Other, None, &incoming.message);

@@ -21,6 +21,7 @@
 
 mod auth;
 mod buffer;
+mod caller;
 mod client;
 pub(crate) mod deadlines;
 pub mod drc;
@@ -38,6 +39,7 @@ pub mod tcp;
 
 pub use auth::{Auth, AuthSys, Credentials, MAX_AUTH_BODY};
 pub use buffer::{BufferSource, HeapBuffers, RegisteredBuffer, RegisteredMemory};
+pub use caller::CallerConnection;
 pub use client::{
     decode_reply, BoxFuture, Call, CallOptions, CallTransport, Client, Reply, ReplyShape,
     MAX_REPLY_HEADER,

@@ -12,11 +12,13 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::auth::Auth;
 use super::buffer::{BufferSource, RegisteredBuffer};
+use super::caller::{with_deadline, CallerConnection};
 use super::client::{BoxFuture, Client};
 use super::drc::{CallInfo, Procedures, ReplyCache, ReplyCacheConfig, ReplyCacheStats};
 use super::error::ReplyError;
@@ -128,6 +130,8 @@ pub struct CallContext {
     peer: Option<SocketAddr>,
     buffers: Arc<dyn BufferSource>,
     backchannel: Option<Arc<Client>>,
+    caller: Option<Arc<dyn CallerConnection>>,
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -191,6 +195,33 @@ impl CallContext {
     pub fn backchannel(&self) -> Option<&Client> {
         self.backchannel.as_deref()
     }
+
+    /// When the server wants the answer by ([`ServerBuilder::call_timeout`]): past it the
+    /// handler is dropped and the call answered SYSTEM_ERR. `None` when the server sets no
+    /// limit.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// True once the connection the call came on has closed: no reply can reach the caller,
+    /// and the transport drops the handler at its next wait (unless the reply cache covers
+    /// the call: that runs on for the retransmission). A handler doing a long piece of work
+    /// without waiting can look here and stop.
+    pub fn caller_gone(&self) -> bool {
+        self.caller.as_ref().is_some_and(|c| c.is_closed())
+    }
+
+    /// Completes when the connection the call came on has closed (never, for a transport
+    /// without connections).
+    pub fn caller_closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let closed = self.caller.as_ref().map(|c| c.closed());
+        async move {
+            match closed {
+                Some(closed) => closed.await,
+                None => std::future::pending().await,
+            }
+        }
+    }
 }
 
 /// An incoming message as a transport hands it to the server.
@@ -209,6 +240,9 @@ pub struct Incoming {
     /// A client for backward-direction calls on this connection, if any (shared: every
     /// call's context holds it, and a `Client` inline would double the context's size).
     pub backchannel: Option<Arc<Client>>,
+    /// The connection the call came on, for a handler to see whether its caller is still
+    /// there ([`CallContext::caller_gone`]); `None` for a transport without connections.
+    pub caller: Option<Arc<dyn CallerConnection>>,
 }
 
 /// What to do with an incoming message.
@@ -267,6 +301,7 @@ pub struct ServerBuilder {
     limits: Limits,
     reply_cache: Option<ReplyCacheConfig>,
     non_idempotent: Procedures,
+    call_timeout: Option<Duration>,
     #[cfg(feature = "tower")]
     layered: Option<Arc<dyn super::layer::Layered>>,
 }
@@ -287,6 +322,7 @@ impl ServerBuilder {
             limits: Limits::DEFAULT,
             reply_cache: None,
             non_idempotent: Procedures::default(),
+            call_timeout: None,
             #[cfg(feature = "tower")]
             layered: None,
         }
@@ -320,6 +356,15 @@ impl ServerBuilder {
     /// AUTH_TOOWEAK). Flavors other than AUTH_NONE and AUTH_SYS are never accepted.
     pub fn accept_flavors(&mut self, flavors: &[AuthFlavor]) -> &mut ServerBuilder {
         self.flavors = flavors.to_vec();
+        self
+    }
+
+    /// Gives each call's handler `timeout`: its [`CallContext::deadline`] is that long after
+    /// the call is dispatched, and a handler still running then is dropped and the call
+    /// answered SYSTEM_ERR. None by default (a handler may take as long as it needs; a
+    /// connection that closes drops its handlers anyway).
+    pub fn call_timeout(&mut self, timeout: Duration) -> &mut ServerBuilder {
+        self.call_timeout = Some(timeout);
         self
     }
 
@@ -394,6 +439,7 @@ impl ServerBuilder {
                 limits: self.limits,
                 cache,
                 counters: CallCounters::default(),
+                call_timeout: self.call_timeout,
                 #[cfg(feature = "tower")]
                 layered: self.layered.clone(),
             }),
@@ -408,6 +454,8 @@ struct Inner {
     cache: Option<Arc<ReplyCache>>,
     /// The calls answered (or dropped), by status, over every transport.
     counters: CallCounters,
+    /// The time each call's handler has ([`ServerBuilder::call_timeout`]).
+    call_timeout: Option<Duration>,
     /// The middleware around the handlers ([`ServerBuilder::layer`]).
     #[cfg(feature = "tower")]
     layered: Option<Arc<dyn super::layer::Layered>>,
@@ -528,7 +576,10 @@ impl Server {
             peer: incoming.peer,
             buffers: incoming.buffers,
             backchannel: incoming.backchannel,
+            caller: incoming.caller,
+            deadline: self.inner.call_timeout.map(|t| Instant::now() + t),
         };
+        let deadline = ctx.deadline;
         // The layers' view of the call: its context, kept only when there are layers.
         #[cfg(feature = "tower")]
         let layered = self.inner.layered.as_ref().map(|l| (l, ctx.clone()));
@@ -553,6 +604,10 @@ impl Server {
         #[cfg(feature = "tower")]
         let future = match layered {
             Some((layers, ctx)) => layers.call(super::layer::Request::new(ctx, future)),
+            None => future,
+        };
+        let future = match deadline {
+            Some(deadline) => with_deadline(future, deadline),
             None => future,
         };
         let future = match cache.zip(key) {

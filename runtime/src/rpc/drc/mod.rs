@@ -41,13 +41,20 @@
 //! * **A duplicate of a running call** waits for the first execution's reply and then sends
 //!   it; its own handler never runs. Linux drops such a duplicate (RC_DROPIT) and counts on
 //!   the client sending it again; ours retransmit once, so a dropped one would go unanswered
-//!   until its timeout. If the first execution never ends (its connection or the server went
-//!   away and its future was dropped), the duplicate runs the call itself.
+//!   until its timeout.
+//! * **A call whose caller went away** (its connection closed while the handler ran) runs on
+//!   to the end, and its reply is kept: the client retransmits on its next connection and
+//!   gets that reply, where dropping the handler halfway would leave a half-done change that
+//!   the retransmission runs again. Calls the cache does not cover are dropped instead. At
+//!   most [`max_orphans`](ReplyCacheConfig::max_orphans) run on so; past that (and when the
+//!   server's runtime is shutting down) the execution is dropped, and a duplicate runs the
+//!   call itself.
 //! * **Bounds**: answered entries are bounded by [`max_entries`](ReplyCacheConfig::max_entries)
 //!   and [`max_bytes`](ReplyCacheConfig::max_bytes) (least recently used go first) and expire
 //!   [`max_age`](ReplyCacheConfig::max_age) after their last use. Running calls are not
 //!   counted: each is a handler running, bounded by the transports' own limits (slots per TCP
-//!   connection, credits per RPC-over-RDMA connection).
+//!   connection, credits per RPC-over-RDMA connection) and, once their caller went away, by
+//!   [`max_orphans`](ReplyCacheConfig::max_orphans).
 //! * **Counters** ([`ReplyCacheStats`], from
 //!   [`Server::reply_cache_stats`](crate::rpc::Server::reply_cache_stats)).
 //!
@@ -86,6 +93,10 @@ pub const DEFAULT_MAX_BYTES: usize = 8 << 20;
 /// nfsd (`RC_EXPIRE`), longer than a client's timeout and retransmission take.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(120);
 
+/// [`ReplyCacheConfig::max_orphans`] by default: as many calls as 32 connections' full credit
+/// windows.
+pub const DEFAULT_MAX_ORPHANS: usize = 1024;
+
 /// The procedure number of NULL in every program (RFC 5531's convention): never cached.
 const NULL_PROCEDURE: u32 = 0;
 
@@ -118,6 +129,11 @@ pub struct ReplyCacheConfig {
     /// How many leading bytes of the arguments the checksum covers
     /// ([`DEFAULT_CHECKSUM_LEN`]); their whole length is compared anyway.
     pub checksum_len: usize,
+    /// Covered calls whose caller went away (its connection closed) that run on to the end at
+    /// most ([`DEFAULT_MAX_ORPHANS`]): a retransmission on the next connection then gets their
+    /// reply instead of running a half-done change again. Past the bound such a call is
+    /// dropped, and its retransmission runs it.
+    pub max_orphans: usize,
 }
 
 impl Default for ReplyCacheConfig {
@@ -127,13 +143,14 @@ impl Default for ReplyCacheConfig {
             max_bytes: DEFAULT_MAX_BYTES,
             max_age: DEFAULT_MAX_AGE,
             checksum_len: DEFAULT_CHECKSUM_LEN,
+            max_orphans: DEFAULT_MAX_ORPHANS,
         }
     }
 }
 
 impl ReplyCacheConfig {
     /// The defaults: [`DEFAULT_MAX_ENTRIES`], [`DEFAULT_MAX_BYTES`], [`DEFAULT_MAX_AGE`],
-    /// [`DEFAULT_CHECKSUM_LEN`].
+    /// [`DEFAULT_CHECKSUM_LEN`], [`DEFAULT_MAX_ORPHANS`].
     pub fn new() -> ReplyCacheConfig {
         ReplyCacheConfig::default()
     }
@@ -161,6 +178,12 @@ impl ReplyCacheConfig {
         self.checksum_len = bytes;
         self
     }
+
+    /// Sets [`max_orphans`](Self::max_orphans).
+    pub fn max_orphans(mut self, calls: usize) -> ReplyCacheConfig {
+        self.max_orphans = calls;
+        self
+    }
 }
 
 /// What a server's duplicate request cache did since it was built, and holds now.
@@ -184,6 +207,9 @@ pub struct ReplyCacheStats {
     pub entries: usize,
     /// Covered calls running now.
     pub running: usize,
+    /// Covered calls running now whose caller went away
+    /// ([`max_orphans`](ReplyCacheConfig::max_orphans)).
+    pub orphans: usize,
     /// Bytes the answered entries hold now.
     pub bytes: usize,
 }
@@ -233,6 +259,8 @@ pub(crate) struct ReplyCache {
     table: Mutex<Table>,
     procedures: Procedures,
     checksum_len: usize,
+    /// Calls running on after their caller went away.
+    orphans: run::Orphans,
 }
 
 /// What the server tells the cache about a call.
@@ -260,6 +288,7 @@ impl ReplyCache {
             table: Mutex::new(Table::new(config)),
             procedures,
             checksum_len: config.checksum_len,
+            orphans: run::Orphans::new(config.max_orphans),
         }
     }
 
@@ -315,7 +344,9 @@ impl ReplyCache {
 
     /// The counters.
     pub(crate) fn stats(&self) -> ReplyCacheStats {
-        self.table.lock().stats()
+        let mut stats = self.table.lock().stats();
+        stats.orphans = self.orphans.count();
+        stats
     }
 }
 

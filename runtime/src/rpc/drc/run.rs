@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -73,9 +74,52 @@ impl Drop for Owed {
 /// A panic in the handler becomes SYSTEM_ERR here rather than in the transport, so that it is
 /// the reply kept: the handler may have changed something before it panicked, and at most
 /// once means a retransmission must not run it again.
+///
+/// Dropped unfinished (its caller went away), it hands the handler to a task of its own that
+/// runs it to the end and keeps the reply, within [`Orphans`]' bound.
 pub(super) struct FirstRun {
-    future: CatchPanic,
+    future: Option<CatchPanic>,
     owed: Option<Owed>,
+}
+
+/// Counts the executions running on after their caller went away, up to a bound.
+#[derive(Debug)]
+pub(super) struct Orphans {
+    count: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl Orphans {
+    pub(super) fn new(max: usize) -> Orphans {
+        Orphans {
+            count: Arc::default(),
+            max,
+        }
+    }
+
+    /// How many run now.
+    pub(super) fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// A place for one more, if the bound allows: held while it runs.
+    fn admit(&self) -> Option<OrphanTicket> {
+        self.count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| OrphanTicket(self.count.clone()))
+    }
+}
+
+/// One orphan's place in [`Orphans`].
+struct OrphanTicket(Arc<AtomicUsize>);
+
+impl Drop for OrphanTicket {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl FirstRun {
@@ -87,7 +131,7 @@ impl FirstRun {
         future: HandlerFuture,
     ) -> FirstRun {
         FirstRun {
-            future: CatchPanic::new(future),
+            future: Some(CatchPanic::new(future)),
             owed: Some(Owed {
                 cache,
                 key,
@@ -103,13 +147,48 @@ impl Future for FirstRun {
     type Output = HandlerResult;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<HandlerResult> {
-        let result = ready!(Pin::new(&mut self.future).poll(cx));
+        let Some(future) = self.future.as_mut() else {
+            return Poll::Ready(Err(ReplyError::SystemErr));
+        };
+        let result = ready!(Pin::new(future).poll(cx));
+        self.future = None;
         if let Some(owed) = self.owed.take() {
             owed.pay(&result);
         }
         // The first reply goes out from the handler's own results (over RPC-over-RDMA, its
         // registered buffers move without a copy); only replays use the recording.
         Poll::Ready(result)
+    }
+}
+
+impl Drop for FirstRun {
+    fn drop(&mut self) {
+        let (Some(future), Some(owed)) = (self.future.take(), self.owed.take()) else {
+            return;
+        };
+        // Without a runtime to run on, or past the bound, `owed` is dropped unpaid: the entry
+        // is abandoned and a duplicate runs the call.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some(ticket) = owed.cache.orphans.admit() else {
+            tracing::debug!(
+                xid = owed.key.xid,
+                "too many calls running on without their caller: this one is dropped"
+            );
+            return;
+        };
+        tracing::debug!(
+            xid = owed.key.xid,
+            "the caller went away: the call runs on so that its retransmission gets the reply"
+        );
+        // A task of its own, not a `FirstRun`: if the runtime drops it, it abandons the entry
+        // instead of handing itself on again.
+        runtime.spawn(async move {
+            let _ticket = ticket;
+            let result = future.await;
+            owed.pay(&result);
+        });
     }
 }
 

@@ -141,6 +141,7 @@ fn dispatch(server: &Server, message: Bytes, peer: &str) -> HandlerFuture {
         peer: Some(peer),
         buffers: Arc::new(HeapBuffers),
         backchannel: None,
+        caller: None,
     }) {
         Dispatch::Run { future, .. } => future,
         other => panic!("{other:?}"),
@@ -236,9 +237,10 @@ async fn a_duplicate_of_a_running_call_waits_for_it_and_is_not_executed_twice() 
     );
 }
 
-#[tokio::test]
-async fn a_duplicate_of_an_abandoned_call_runs_it() {
-    let s = setup(ReplyCacheConfig::new(), true, false);
+/// Starts REMOVE 5 (xid 9) from one port and, once its handler runs (held at the gate), a
+/// retransmission from another port; then the first one's connection goes away: its future is
+/// dropped unfinished.
+async fn first_run_dropped(s: &Setup) -> tokio::task::JoinHandle<Bytes> {
     let first = tokio::spawn(run(
         dispatch(&s.server, call(9, REMOVE, &5u32), "10.1.1.1:900"),
         9,
@@ -250,12 +252,36 @@ async fn a_duplicate_of_an_abandoned_call_runs_it() {
         dispatch(&s.server, call(9, REMOVE, &5u32), "10.1.1.1:950"),
         9,
     ));
-    // The first execution's connection went away: its future is dropped unfinished.
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
+    duplicate
+}
+
+#[tokio::test]
+async fn a_call_whose_caller_went_away_runs_on_and_its_duplicate_gets_that_reply() {
+    let s = setup(ReplyCacheConfig::new(), true, false);
+    let duplicate = first_run_dropped(&s).await;
+    assert_eq!(stats(&s).orphans, 1, "the first execution runs on");
     s.gate.send_replace(true);
     let duplicate = duplicate.await.unwrap();
     assert_eq!(&duplicate[duplicate.len() - 4..], &501u32.to_be_bytes());
+    assert_eq!(s.seen.started.load(Ordering::SeqCst), 1, "run once");
+    assert_eq!(s.seen.removed.load(Ordering::SeqCst), 1);
+    let st = stats(&s);
+    assert_eq!(
+        (st.misses, st.in_progress, st.entries, st.orphans),
+        (1, 1, 1, 0)
+    );
+}
+
+#[tokio::test]
+async fn past_the_orphan_bound_a_duplicate_of_the_dropped_call_runs_it() {
+    let s = setup(ReplyCacheConfig::new().max_orphans(0), true, false);
+    let duplicate = first_run_dropped(&s).await;
+    s.gate.send_replace(true);
+    let duplicate = duplicate.await.unwrap();
+    assert_eq!(&duplicate[duplicate.len() - 4..], &501u32.to_be_bytes());
+    // The first execution stopped at the gate and removed nothing; the duplicate ran it.
     assert_eq!(s.seen.started.load(Ordering::SeqCst), 2);
     assert_eq!(s.seen.removed.load(Ordering::SeqCst), 1);
     let st = stats(&s);

@@ -23,8 +23,9 @@ use crate::admission::{is_about_one_connection, Refusals, ACCEPT_BACKOFF};
 use crate::rpc::observe::metrics::{self, Side};
 use crate::rpc::observe::{self, CallStatus, CloseReason, Moved, ServerCall, TcpCounters};
 use crate::rpc::{
-    encode_reply, encode_reply_header, BufferSource, CatchPanic, Dispatch, HandlerResult,
-    HeapBuffers, Incoming, ReplyError, Server, TransportKind, TransportStats,
+    encode_reply, encode_reply_header, BoxFuture, BufferSource, CallerConnection, CatchPanic,
+    Dispatch, HandlerResult, HeapBuffers, Incoming, ReplyError, Server, TransportKind,
+    TransportStats,
 };
 use crate::xdr::Encoder;
 
@@ -230,7 +231,7 @@ enum End {
     Stop,
     /// The connection's sending side closed (writing failed).
     Closed,
-    /// The client closed its sending side, between records.
+    /// The client closed the connection (its sending side, at least), between records.
     Finished,
     /// No complete record arrived within [`TcpConfig::first_record_timeout`].
     Silent,
@@ -261,6 +262,7 @@ async fn serve_connection(
             context: context.clone(),
         },
         buffers: Arc::new(HeapBuffers),
+        caller: Arc::new(TcpCaller(sink.clone())),
         context: context.clone(),
     };
     context.counters.opened();
@@ -331,8 +333,10 @@ async fn serve_connection(
     let (answer_running, reason) = match end {
         End::Stop => (true, CloseReason::Shutdown),
         End::Closed => (false, CloseReason::Error),
-        // It may have closed only its sending side and still wait for replies.
-        End::Finished => (true, CloseReason::PeerClosed),
+        // The caller ended the conversation (ONC RPC clients do not close one direction and
+        // wait on the other; RFC 5531 section 11's records have no such notion): the calls
+        // still running have no one to answer, and their handlers are dropped.
+        End::Finished => (false, CloseReason::PeerClosed),
         End::Silent => {
             tracing::warn!(
                 %peer,
@@ -369,7 +373,22 @@ struct ConnectionContext {
     peer: SocketAddr,
     replier: Replier,
     buffers: Arc<dyn BufferSource>,
+    /// The connection as its calls' handlers see it.
+    caller: Arc<dyn CallerConnection>,
     context: Arc<Context>,
+}
+
+/// A connection as a handler sees it: open until either side closes it.
+struct TcpCaller(RecordSink);
+
+impl CallerConnection for TcpCaller {
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        Box::pin(self.0.closing())
+    }
 }
 
 impl ConnectionContext {
@@ -396,6 +415,7 @@ impl ConnectionContext {
             peer: Some(self.peer),
             buffers: self.buffers.clone(),
             backchannel: None,
+            caller: Some(self.caller.clone()),
         };
         let peer = self.peer;
         let server = &self.context.server;
@@ -418,7 +438,17 @@ impl ConnectionContext {
                         let replier = self.replier.clone();
                         let span = observed.as_ref().map(|o| o.span().clone());
                         let answer = async move {
-                            let result = future.await;
+                            // A caller whose connection closed waits for nothing: its
+                            // handler is dropped (a graceful shutdown keeps the connection
+                            // open until the handlers answered).
+                            let closed = replier.sink.closing();
+                            let result = tokio::select! {
+                                result = future => result,
+                                () = closed => {
+                                    tracing::debug!(xid, "the caller's connection closed: its handler is dropped");
+                                    return;
+                                }
+                            };
                             replier.send(xid, &result, slot, None, observed);
                         };
                         match span {

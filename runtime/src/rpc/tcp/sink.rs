@@ -107,8 +107,8 @@ struct Shared {
     closed: Signal,
     /// Wakes the writer task when a sender hands it a blocked batch.
     handover: Notify,
-    /// Tells the writer task that the sink closed (a second waiter, which `closed` cannot
-    /// have).
+    /// Tells the writer task, and handlers waiting for their caller ([`RecordSink::closing`]),
+    /// that the sink closed (waiters `closed` cannot have).
     writer_closed: watch::Sender<bool>,
 }
 
@@ -299,6 +299,15 @@ impl RecordSink {
         registered: &mut Option<std::task::Waker>,
     ) -> std::task::Poll<()> {
         self.shared.closed.poll_raised_with(cx, registered)
+    }
+
+    /// Completes when the sink closes; unlike [`closed`](Self::closed), any number of tasks
+    /// may wait (a running handler for its caller).
+    pub(super) fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closed = self.shared.writer_closed.subscribe();
+        async move {
+            let _ = closed.wait_for(|closed| *closed).await;
+        }
     }
 
     /// Whether the sink is closed (a look, with no waker registered).

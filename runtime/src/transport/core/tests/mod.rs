@@ -617,6 +617,7 @@ impl Pair {
             peer: None,
             buffers: Arc::new(HeapBuffers),
             backchannel: None,
+            caller: None,
         });
         let s = &mut self.sides[side];
         let mut enc = match s.core.read_read_policy(inc.id, &inc.write_chunks) {

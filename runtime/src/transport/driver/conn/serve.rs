@@ -13,8 +13,8 @@ use super::Conn;
 use crate::rdma::Connection;
 use crate::rpc::observe::{CallStatus, Moved, ServerCall};
 use crate::rpc::{
-    encode_reply, encode_reply_header, CatchPanic, Dispatch, HandlerResult, Incoming, Server,
-    TransportKind,
+    encode_reply, encode_reply_header, BoxFuture, CallerConnection, CatchPanic, Dispatch,
+    HandlerResult, Incoming, Server, TransportKind,
 };
 use crate::transport::core::{CallId, IncomingCall, Stats};
 use crate::xdr::{Encoder, ThresholdPolicy};
@@ -78,6 +78,7 @@ pub(super) fn serve_call<C: Connection>(
         peer: Some(conn.peer),
         buffers: conn.buffers.clone(),
         backchannel,
+        caller: Some(conn.clone()),
     });
     match dispatch {
         Dispatch::Run { xid, future } => {
@@ -100,7 +101,15 @@ pub(super) fn serve_call<C: Connection>(
                     let runtime = conn.runtime.clone();
                     let span = observed.as_ref().map(|o| o.span().clone());
                     let answer = async move {
-                        let result = future.await;
+                        // A caller whose connection closed waits for nothing: its handler is
+                        // dropped (a graceful shutdown closes only once handlers answered).
+                        let result = tokio::select! {
+                            result = future => result,
+                            () = conn.closed() => {
+                                tracing::debug!(xid, "the caller's connection closed: its handler is dropped");
+                                return;
+                            }
+                        };
                         let key = || CallKey::of(transport_xid, &message);
                         let answer = Answer {
                             server: &server,
@@ -273,5 +282,20 @@ fn replied(observed: &mut ServerCall, before: &Stats, after: &Stats, inline: u64
         (true, false) => observed.replied(Moved::WriteChunks, moved, inline),
         (false, true) => observed.replied(Moved::ReplyChunk, inline, 0),
         (true, true) => observed.replied(Moved::WriteAndReplyChunks, moved + inline, 0),
+    }
+}
+
+impl<C: Connection> CallerConnection for Conn<C> {
+    fn is_closed(&self) -> bool {
+        Conn::is_closed(self)
+    }
+
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        let mut signal = self.closed_signal.subscribe();
+        Box::pin(async move {
+            // The sender lives as long as the connection: this ends when the flag is raised,
+            // or the connection is gone.
+            let _ = signal.wait_for(|closed| *closed).await;
+        })
     }
 }
