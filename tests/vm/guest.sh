@@ -146,6 +146,20 @@ provider() {
       "$R/tests-$i-$(basename "$b").log" "$R/transport-$i-$(basename "$b")"*.log |
       sed 's/^/TEST /'
   done
+  if [ -n "${VM_KV_TABLE:-}" ]; then
+    # A user's generated service: kv.x's table of typed calls (values up to 64 MiB, none sized
+    # by the caller) over version 1 on the verbs provider, every result equal to TCP's.
+    step kv-table 900 env RPCRDMA_VERBS_ADDR="$ADDR" RUST_BACKTRACE=1 "$VM_KV_TABLE" \
+      the_same_table_over_rdma_v1_on_the_verbs_provider --exact --nocapture
+    grep -hE '^test result|^test .*(ok|FAILED)$|^kv table' "$R/kv-table.log" | sed 's/^/TEST /'
+    if ! grep -q '^kv table on verbs' "$R/kv-table.log"; then
+      echo "FAIL kv-table: the table did not run on the verbs provider"
+      failures=$((failures + 1))
+    fi
+  else
+    echo "FAIL kv-table: the kv service's test binary was not built"
+    failures=$((failures + 1))
+  fi
   if [ -n "${VM_RDMA_PING:-}" ]; then
     # rdma-ping between two processes, one session per operation.
     local probe
