@@ -56,6 +56,11 @@ fn edge_u64() -> impl Strategy<Value = u64> {
         Just(u64::MAX),
         Just(u64::MAX - 1),
         Just(1 << 32),
+        // Around the largest file size and cthon04 bigfile2's seek point.
+        Just(i64::MAX as u64),
+        Just(i64::MAX as u64 - 1),
+        Just((i64::MAX as u64) + 1),
+        Just(0x7_ffff_fffe),
         0..100u64
     ]
 }
@@ -122,6 +127,7 @@ enum Call {
     Create(Handle, String, u8, Sattr3),
     Mkdir(Handle, String, Sattr3),
     Symlink(Handle, String, usize),
+    Mknod(Handle, String, u8, Sattr3, u32),
     Remove(Handle, String),
     Rmdir(Handle, String),
     Rename(Handle, String, Handle, String),
@@ -145,6 +151,8 @@ fn call() -> impl Strategy<Value = Call> {
         (handle(), name(), 0..3u8, sattr()).prop_map(|(h, n, m, s)| Call::Create(h, n, m, s)),
         (handle(), name(), sattr()).prop_map(|(h, n, s)| Call::Mkdir(h, n, s)),
         (handle(), name(), 0..5000usize).prop_map(|(h, n, l)| Call::Symlink(h, n, l)),
+        (handle(), name(), 0..8u8, sattr(), any::<u32>())
+            .prop_map(|(h, n, t, s, d)| Call::Mknod(h, n, t, s, d)),
         (handle(), name()).prop_map(|(h, n)| Call::Remove(h, n)),
         (handle(), name()).prop_map(|(h, n)| Call::Rmdir(h, n)),
         (handle(), name(), handle(), name()).prop_map(|(a, b, c, d)| Call::Rename(a, b, c, d)),
@@ -271,6 +279,36 @@ impl Target {
                 })
                 .await?
                 .status(),
+            Call::Mknod(h, n, t, s, d) => {
+                let device = || Devicedata3 {
+                    dev_attributes: s,
+                    spec: Specdata3 {
+                        specdata1: d,
+                        specdata2: d.rotate_left(16),
+                    },
+                };
+                let what = match t {
+                    0 => Mknoddata3::Nf3chr(device()),
+                    1 => Mknoddata3::Nf3blk(device()),
+                    2 => Mknoddata3::Nf3sock(s),
+                    3 => Mknoddata3::Nf3fifo(s),
+                    4 => Mknoddata3::Default {
+                        discriminant: Ftype3::Nf3reg,
+                    },
+                    5 => Mknoddata3::Default {
+                        discriminant: Ftype3::Nf3dir,
+                    },
+                    _ => Mknoddata3::Default {
+                        discriminant: Ftype3::Nf3lnk,
+                    },
+                };
+                nfs.nfsproc3_mknod(Mknod3args {
+                    r#where: self.at(&h, &n),
+                    what,
+                })
+                .await?
+                .status()
+            }
             Call::Remove(h, n) => nfs
                 .nfsproc3_remove(Remove3args {
                     object: self.at(&h, &n),

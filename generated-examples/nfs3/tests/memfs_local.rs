@@ -10,6 +10,7 @@ use bytes::Bytes;
 use memfs_helpers::*;
 use rpcrdma::rpc::{AuthSys, Client, Credentials, LocalTransport};
 use rpcrdma::xdr::XdrString;
+use rpcrdma_nfs3::memfs::tree::{MAX_FILE_SIZE, PAGE_SIZE};
 use rpcrdma_nfs3::memfs::{MemFs, MemFsConfig};
 use rpcrdma_nfs3::mount3::mount_program::mount_v3::MountV3Client;
 use rpcrdma_nfs3::mount3::{Dirpath, Mountres3, Mountstat3};
@@ -421,7 +422,7 @@ async fn readdir_pages_by_count_and_checks_cookies() {
 }
 
 #[tokio::test]
-async fn symlink_readlink_link_and_mknod() {
+async fn symlink_readlink_and_link() {
     let l = local();
     let res = l
         .nfs
@@ -486,16 +487,336 @@ async fn symlink_readlink_link_and_mknod() {
         assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
     }
     assert_eq!(getattr(&l.nfs, &f).await, Err(Nfsstat3::Nfs3errStale));
+}
 
-    let res = l
-        .nfs
-        .nfsproc3_mknod(Mknod3args {
-            r#where: at(&l.root, "fifo"),
-            what: Mknoddata3::Nf3fifo(no_sattr()),
+/// READ of `count` bytes at `offset`: (data, eof), or the status.
+async fn read_at(
+    nfs: &NfsV3Client,
+    fh: &NfsFh3,
+    offset: u64,
+    count: u32,
+) -> Result<(Bytes, bool), Nfsstat3> {
+    match nfs
+        .nfsproc3_read(Read3args {
+            file: fh.clone(),
+            offset,
+            count,
         })
         .await
-        .expect("MKNOD");
-    assert_eq!(res.status(), Nfsstat3::Nfs3errNotsupp);
+        .expect("READ call")
+    {
+        Read3res::Nfs3Ok(ok) => {
+            assert_eq!(ok.count as usize, ok.data.len());
+            Ok((ok.data, ok.eof))
+        }
+        Read3res::Default { discriminant, .. } => Err(discriminant),
+    }
+}
+
+/// SETATTR of `sattr` on `fh` without a guard: the status.
+async fn setattr(nfs: &NfsV3Client, fh: &NfsFh3, sattr: Sattr3) -> Nfsstat3 {
+    nfs.nfsproc3_setattr(Setattr3args {
+        object: fh.clone(),
+        new_attributes: sattr,
+        guard: Sattrguard3::False,
+    })
+    .await
+    .expect("SETATTR call")
+    .status()
+}
+
+#[tokio::test]
+async fn sparse_files_reach_past_the_capacity_like_cthon04_bigfile2() {
+    // 1 MiB of capacity, and a file of 32 GiB: its hole stores nothing.
+    let l = local_with(MemFsConfig::new("/export").capacity(1 << 20));
+    match l
+        .nfs
+        .nfsproc3_fsinfo(Fsinfo3args {
+            fsroot: l.root.clone(),
+        })
+        .await
+        .expect("FSINFO")
+    {
+        Fsinfo3res::Nfs3Ok(ok) => {
+            assert_eq!(ok.maxfilesize, MAX_FILE_SIZE);
+            assert_eq!(ok.maxfilesize, 0x7fff_ffff_ffff_ffff, "knfsd's s_maxbytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    let f = create(&l.nfs, &l.root, "big").await;
+    // cthon04 special/bigfile2 seeks to 0x7_ffff_fffe and writes there.
+    let offset = 0x7_ffff_fffe_u64;
+    match write(&l.nfs, &f, offset, Bytes::from_static(b"bigfile2")).await {
+        Write3res::Nfs3Ok(ok) => assert_eq!(ok.count, 8),
+        other => panic!("{other:?}"),
+    }
+    let attrs = getattr(&l.nfs, &f).await.expect("GETATTR");
+    assert_eq!(attrs.size, offset + 8);
+    // used: the bytes stored, a page's worth at most on each side of the page boundary at
+    // 0x8_0000_0000, not the size.
+    assert!(
+        attrs.used >= 8 && attrs.used <= 2 * PAGE_SIZE as u64,
+        "{attrs:?}"
+    );
+    assert_eq!(attrs.used, l.fs.used_bytes());
+    // Across the hole into the data: zeros, then the bytes written, then eof.
+    let (data, eof) = read_at(&l.nfs, &f, offset - 6, 100).await.expect("READ");
+    assert_eq!(&data[..], b"\0\0\0\0\0\0bigfile2");
+    assert!(eof);
+    let (data, eof) = read_at(&l.nfs, &f, 1 << 30, 1 << 20).await.expect("READ");
+    assert_eq!(data.len(), 1 << 20);
+    assert!(data.iter().all(|b| *b == 0) && !eof);
+
+    // Past the largest file size: FBIG for a write and for a size, and nothing changes.
+    for (at, len) in [(MAX_FILE_SIZE, 1), (MAX_FILE_SIZE - 2, 4), (u64::MAX, 1)] {
+        let res = write(&l.nfs, &f, at, Bytes::from(vec![1; len])).await;
+        assert_eq!(res.status(), Nfsstat3::Nfs3errFbig, "{at:#x}+{len}");
+    }
+    assert_eq!(
+        setattr(&l.nfs, &f, size(MAX_FILE_SIZE + 1)).await,
+        Nfsstat3::Nfs3errFbig
+    );
+    assert_eq!(getattr(&l.nfs, &f).await.map(|a| a.size), Ok(offset + 8));
+    // Up to it is fine, and costs nothing.
+    assert_eq!(
+        setattr(&l.nfs, &f, size(MAX_FILE_SIZE)).await,
+        Nfsstat3::Nfs3Ok
+    );
+    let (data, eof) = read_at(&l.nfs, &f, MAX_FILE_SIZE - 3, 10)
+        .await
+        .expect("READ");
+    assert_eq!((&data[..], eof), (&[0u8; 3][..], true));
+    assert_eq!(getattr(&l.nfs, &f).await.map(|a| a.used), Ok(attrs.used));
+    // Truncation gives the bytes back.
+    assert_eq!(setattr(&l.nfs, &f, size(4)).await, Nfsstat3::Nfs3Ok);
+    assert_eq!(l.fs.used_bytes(), 0);
+}
+
+/// MKNOD of `name` in the root as `nfs`'s caller: the handle and attributes, or the status.
+async fn mknod(
+    nfs: &NfsV3Client,
+    dir: &NfsFh3,
+    name: &str,
+    what: Mknoddata3,
+) -> Result<(NfsFh3, Fattr3), Nfsstat3> {
+    match nfs
+        .nfsproc3_mknod(Mknod3args {
+            r#where: at(dir, name),
+            what,
+        })
+        .await
+        .expect("MKNOD call")
+    {
+        Mknod3res::Nfs3Ok(Mknod3resok {
+            obj: PostOpFh3::True(fh),
+            obj_attributes: PostOpAttr::True(attrs),
+            dir_wcc,
+        }) => {
+            assert!(
+                matches!(
+                    (dir_wcc.before, dir_wcc.after),
+                    (PreOpAttr::True(_), PostOpAttr::True(_))
+                ),
+                "the directory's wcc data"
+            );
+            Ok((fh, attrs))
+        }
+        Mknod3res::Nfs3Ok(ok) => panic!("MKNOD {name}: no handle or attributes: {ok:?}"),
+        Mknod3res::Default { discriminant, .. } => Err(discriminant),
+    }
+}
+
+fn device(sattr: Sattr3, major: u32, minor: u32) -> Devicedata3 {
+    Devicedata3 {
+        dev_attributes: sattr,
+        spec: Specdata3 {
+            specdata1: major,
+            specdata2: minor,
+        },
+    }
+}
+
+#[tokio::test]
+async fn mknod_makes_fifos_sockets_and_devices() {
+    let l = local();
+    let kinds = [
+        (
+            "fifo",
+            Mknoddata3::Nf3fifo(mode(0o640)),
+            Ftype3::Nf3fifo,
+            (0, 0),
+        ),
+        (
+            "sock",
+            Mknoddata3::Nf3sock(mode(0o640)),
+            Ftype3::Nf3sock,
+            (0, 0),
+        ),
+        (
+            "null",
+            Mknoddata3::Nf3chr(device(mode(0o640), 1, 3)),
+            Ftype3::Nf3chr,
+            (1, 3),
+        ),
+        (
+            "sda1",
+            Mknoddata3::Nf3blk(device(mode(0o640), 8, 1)),
+            Ftype3::Nf3blk,
+            (8, 1),
+        ),
+    ];
+    let mut handles = Vec::new();
+    for (name, what, ftype, (major, minor)) in kinds {
+        let (fh, made) = mknod(&l.nfs, &l.root, name, what).await.expect(name);
+        let attrs = getattr(&l.nfs, &fh).await.expect("GETATTR");
+        assert_eq!(attrs, made, "{name}: MKNOD's attributes are GETATTR's");
+        assert_eq!(attrs.r#type, ftype, "{name}");
+        assert_eq!(
+            (attrs.rdev.specdata1, attrs.rdev.specdata2),
+            (major, minor),
+            "{name}"
+        );
+        assert_eq!(
+            (attrs.size, attrs.used, attrs.mode, attrs.nlink, attrs.uid),
+            (0, 0, 0o640, 1, 0),
+            "{name}"
+        );
+        assert_eq!(lookup(&l.nfs, &l.root, name).await, Ok(fh.clone()));
+        // No bytes go through a special file here, as through knfsd.
+        assert_eq!(
+            read_at(&l.nfs, &fh, 0, 10).await,
+            Err(Nfsstat3::Nfs3errInval),
+            "{name}"
+        );
+        let res = write(&l.nfs, &fh, 0, Bytes::from_static(b"x")).await;
+        assert_eq!(res.status(), Nfsstat3::Nfs3errInval, "{name}");
+        assert_eq!(setattr(&l.nfs, &fh, size(0)).await, Nfsstat3::Nfs3errInval);
+        // chmod and chown.
+        let res = setattr(
+            &l.nfs,
+            &fh,
+            Sattr3 {
+                uid: SetUid3::True(1000),
+                gid: SetGid3::True(100),
+                ..mode(0o600)
+            },
+        )
+        .await;
+        assert_eq!(res, Nfsstat3::Nfs3Ok, "{name}");
+        let attrs = getattr(&l.nfs, &fh).await.expect("GETATTR");
+        assert_eq!((attrs.mode, attrs.uid, attrs.gid), (0o600, 1000, 100));
+        handles.push(fh);
+    }
+    // ACCESS judges them by the file bits: the owner reads and writes, others nothing.
+    let res = as_user(&l, 1000, 100)
+        .nfsproc3_access(Access3args {
+            object: handles[0].clone(),
+            access: ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXECUTE,
+        })
+        .await
+        .expect("ACCESS");
+    match res {
+        Access3res::Nfs3Ok(ok) => assert_eq!(ok.access, ACCESS3_READ | ACCESS3_MODIFY),
+        other => panic!("{other:?}"),
+    }
+
+    // A hard link, a rename and a removal, as for any file.
+    let res = l
+        .nfs
+        .nfsproc3_link(Link3args {
+            file: handles[2].clone(),
+            link: at(&l.root, "null2"),
+        })
+        .await
+        .expect("LINK");
+    assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+    assert_eq!(getattr(&l.nfs, &handles[2]).await.map(|a| a.nlink), Ok(2));
+    let res = l
+        .nfs
+        .nfsproc3_rename(Rename3args {
+            from: at(&l.root, "fifo"),
+            to: at(&l.root, "pipe"),
+        })
+        .await
+        .expect("RENAME");
+    assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+    assert_eq!(
+        lookup(&l.nfs, &l.root, "fifo").await,
+        Err(Nfsstat3::Nfs3errNoent)
+    );
+    assert_eq!(
+        lookup(&l.nfs, &l.root, "pipe").await,
+        Ok(handles[0].clone())
+    );
+    for name in ["pipe", "sock", "null", "null2", "sda1"] {
+        let res = l
+            .nfs
+            .nfsproc3_remove(Remove3args {
+                object: at(&l.root, name),
+            })
+            .await
+            .expect("REMOVE");
+        assert_eq!(res.status(), Nfsstat3::Nfs3Ok, "{name}");
+    }
+    for fh in &handles {
+        assert_eq!(getattr(&l.nfs, fh).await, Err(Nfsstat3::Nfs3errStale));
+    }
+}
+
+#[tokio::test]
+async fn mknod_refuses_other_types_existing_names_and_devices_by_non_root() {
+    let l = local();
+    // Section 3.3.11: NF3REG, NF3DIR and NF3LNK are illegal types for MKNOD.
+    for ftype in [Ftype3::Nf3reg, Ftype3::Nf3dir, Ftype3::Nf3lnk] {
+        let what = Mknoddata3::Default {
+            discriminant: ftype,
+        };
+        assert_eq!(
+            mknod(&l.nfs, &l.root, "x", what).await.map(drop),
+            Err(Nfsstat3::Nfs3errBadtype),
+            "{ftype:?}"
+        );
+    }
+    assert_eq!(
+        lookup(&l.nfs, &l.root, "x").await,
+        Err(Nfsstat3::Nfs3errNoent)
+    );
+
+    create(&l.nfs, &l.root, "taken").await;
+    let res = mknod(&l.nfs, &l.root, "taken", Mknoddata3::Nf3fifo(no_sattr())).await;
+    assert_eq!(res.map(drop), Err(Nfsstat3::Nfs3errExist));
+
+    // A user makes FIFOs and sockets, owned by the user; a device is root's (Linux wants
+    // CAP_MKNOD, which knfsd keeps for root callers only).
+    let user = as_user(&l, 1000, 100);
+    let (_, attrs) = mknod(&user, &l.root, "mine", Mknoddata3::Nf3fifo(mode(0o600)))
+        .await
+        .expect("a user's FIFO");
+    assert_eq!(
+        (attrs.uid, attrs.gid, attrs.r#type),
+        (1000, 100, Ftype3::Nf3fifo)
+    );
+    mknod(&user, &l.root, "sock", Mknoddata3::Nf3sock(mode(0o600)))
+        .await
+        .expect("a user's socket");
+    for what in [
+        Mknoddata3::Nf3chr(device(mode(0o600), 1, 3)),
+        Mknoddata3::Nf3blk(device(mode(0o600), 8, 0)),
+    ] {
+        assert_eq!(
+            mknod(&user, &l.root, "dev", what).await.map(drop),
+            Err(Nfsstat3::Nfs3errPerm)
+        );
+        // An existing name is EXIST first, as from Linux's server.
+        assert_eq!(
+            mknod(&user, &l.root, "taken", what).await.map(drop),
+            Err(Nfsstat3::Nfs3errExist)
+        );
+    }
+    assert_eq!(
+        lookup(&l.nfs, &l.root, "dev").await,
+        Err(Nfsstat3::Nfs3errNoent)
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! ACCESS (RFC 1813 section 3.3.4): which of the asked permissions a caller has on a node,
 //! by the Unix owner / group / other bits, with uid 0 allowed everything but executing a file
-//! no one may execute.
+//! no one may execute. Every node but a directory (files, links, devices, sockets, FIFOs) is
+//! judged by the same file bits.
 
 use crate::nfs3::{
     ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
@@ -80,7 +81,7 @@ pub fn allowed(node: &Node, caller: &Caller, asked: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memfs::tree::Meta;
+    use crate::memfs::tree::{FileData, Meta, Special};
     use crate::nfs3::Nfstime3;
 
     const ALL: u32 = 0x3f;
@@ -88,7 +89,7 @@ mod tests {
     fn file(mode: u32) -> Node {
         crate::memfs::tree::test_node(
             Kind::File {
-                data: Vec::new(),
+                data: FileData::new(),
                 create_verf: None,
             },
             Meta::new(
@@ -121,6 +122,31 @@ mod tests {
         assert_eq!(allowed(&f, &user(2000, 100), ALL), ACCESS3_READ);
         assert_eq!(allowed(&f, &user(2000, 1), ALL), 0);
         assert_eq!(allowed(&f, &user(2000, 1), ACCESS3_READ), 0);
+    }
+
+    #[test]
+    fn special_files_follow_the_file_bits() {
+        let fifo = crate::memfs::tree::test_node(
+            Kind::Special(Special::Fifo),
+            Meta::new(
+                0o620,
+                1000,
+                100,
+                Nfstime3 {
+                    seconds: 0,
+                    nseconds: 0,
+                },
+            ),
+        );
+        assert_eq!(
+            allowed(&fifo, &user(1000, 1), ALL),
+            ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND
+        );
+        assert_eq!(
+            allowed(&fifo, &user(2000, 100), ALL),
+            ACCESS3_MODIFY | ACCESS3_EXTEND
+        );
+        assert_eq!(allowed(&fifo, &user(2000, 1), ALL), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::nfs3::{
     SetMode3, SetMtime, SetSize3, SetUid3, Specdata3, TimeHow, WccAttr, WccData,
 };
 
-use super::tree::{Kind, Node, Tree};
+use super::tree::{Kind, Node, Special, Tree};
 
 /// The permission bits a mode keeps: set-user-id, set-group-id, sticky and rwx for all three.
 pub const MODE_MASK: u32 = 0o7777;
@@ -33,23 +33,37 @@ pub fn now() -> Nfstime3 {
 
 /// The attributes of node `fileid`.
 pub fn fattr(fileid: Fileid3, node: &Node) -> Fattr3 {
-    let size = node.size();
+    let (major, minor) = match &node.kind {
+        Kind::Special(special) => special.rdev(),
+        _ => (0, 0),
+    };
     Fattr3 {
-        r#type: match node.kind {
+        r#type: match &node.kind {
             Kind::File { .. } => Ftype3::Nf3reg,
             Kind::Dir(_) => Ftype3::Nf3dir,
             Kind::Symlink(_) => Ftype3::Nf3lnk,
+            Kind::Special(Special::Char { .. }) => Ftype3::Nf3chr,
+            Kind::Special(Special::Block { .. }) => Ftype3::Nf3blk,
+            Kind::Special(Special::Socket) => Ftype3::Nf3sock,
+            Kind::Special(Special::Fifo) => Ftype3::Nf3fifo,
         },
         mode: node.meta.mode,
         nlink: node.nlink(),
         uid: node.meta.uid,
         gid: node.meta.gid,
-        size,
-        // Memory is allocated by the byte: what is stored is what is used.
-        used: size,
+        size: node.size(),
+        // Section 2.5 (fattr3 used): "the number of bytes of disk space that the file
+        // actually uses": the bytes stored, so a sparse file's holes are not counted. A
+        // directory reports its fixed size.
+        used: match &node.kind {
+            Kind::Dir(_) => DIR_SIZE,
+            kind => kind.stored(),
+        },
+        // Section 2.5 (specdata3): a device's major number in specdata1, its minor in
+        // specdata2.
         rdev: Specdata3 {
-            specdata1: 0,
-            specdata2: 0,
+            specdata1: major,
+            specdata2: minor,
         },
         fsid: FSID,
         fileid,

@@ -2,15 +2,18 @@
 //! own: [`MemFs`] implements the generated `NfsV3Server` (RFC 1813 section 3) and
 //! `MountV3Server` (RFC 1813 Appendix I) traits.
 //!
-//! Files are byte buffers in a table of nodes ([`tree`]); a file handle is the node's fileid
-//! and the server instance's generation ([`handle`]), so a handle of a removed file or from an
-//! earlier instance is NFS3ERR_STALE. The store is memory, so every WRITE is answered
-//! FILE_SYNC and COMMIT has nothing to do; the write verifier is the generation. A bound on
-//! the bytes and files stored ([`MemFsConfig`]) gives NFS3ERR_NOSPC beyond it.
+//! Files are sparse pages of bytes in a table of nodes ([`tree`]): a hole costs nothing and
+//! reads as zeros, so a file may be as large as [`tree::MAX_FILE_SIZE`] (FSINFO maxfilesize)
+//! whatever the capacity. A file handle is the node's fileid and the server instance's
+//! generation ([`handle`]), so a handle of a removed file or from an earlier instance is
+//! NFS3ERR_STALE. The store is memory, so every WRITE is answered FILE_SYNC and COMMIT has
+//! nothing to do; the write verifier is the generation. A bound on the bytes stored (holes
+//! excluded) and the files ([`MemFsConfig`]) gives NFS3ERR_NOSPC beyond it.
 //!
-//! Every procedure but MKNOD is implemented (MKNOD answers NFS3ERR_NOTSUPP: no devices,
-//! sockets or FIFOs). Permissions are reported by ACCESS from the mode bits; the server does
-//! not itself refuse a caller what ACCESS would deny (the client checks ACCESS first).
+//! Every procedure is implemented. MKNOD makes sockets, FIFOs and, for root only, character
+//! and block devices: names with attributes and device numbers, which nothing reads or writes
+//! through here. Permissions are reported by ACCESS from the mode bits; the server does not
+//! itself refuse a caller what ACCESS would deny (the client checks ACCESS first).
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
@@ -48,9 +51,11 @@ use tree::{Bounds, Meta, Tree, ROOT};
 pub struct MemFsConfig {
     /// The one export path MOUNT accepts.
     pub export: String,
-    /// Bytes of file contents the file system holds, all files together.
+    /// Bytes of file contents the file system holds, all files together: the bytes stored,
+    /// so the holes of sparse files do not count.
     pub capacity: u64,
-    /// Files, directories and links the file system holds, the root included.
+    /// Files, directories, links and special files the file system holds, the root
+    /// included.
     pub max_files: u64,
     /// The root directory's permission bits.
     pub root_mode: u32,
@@ -140,7 +145,7 @@ impl MemFs {
         handle::encode(ROOT, self.generation)
     }
 
-    /// Bytes of file contents stored now.
+    /// Bytes of file contents and link targets stored now (holes excluded).
     pub fn used_bytes(&self) -> u64 {
         self.lock().used_bytes()
     }

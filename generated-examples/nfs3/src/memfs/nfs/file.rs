@@ -107,33 +107,35 @@ fn read_fail(discriminant: Nfsstat3, file_attributes: PostOpAttr) -> Read3res {
 }
 
 /// READ (section 3.3.6): at most [`IO_MAX`] bytes, into a buffer from the call's transport
-/// (registered memory over RPC-over-RDMA, so the Write chunk carries it without a copy). The
-/// file's atime moves; its ctime does not.
+/// (registered memory over RPC-over-RDMA, so the Write chunk carries it without a copy),
+/// holes as zeros. The file's atime moves; its ctime does not. A directory is NFS3ERR_ISDIR;
+/// a link or special file NFS3ERR_INVAL (as Linux's server answers a READ of a file that is
+/// not regular).
 pub fn read(op: &mut Op<'_>, ctx: &CallContext, args: Read3args) -> Read3res {
     let id = match op.resolve(&args.file) {
         Ok(id) => id,
         Err(status) => return read_fail(status, PostOpAttr::False),
     };
-    let data = match op.tree.get(id).map(|n| &n.kind) {
-        Ok(Kind::File { data, .. }) => data,
-        Ok(Kind::Dir(_)) => return read_fail(Nfsstat3::Nfs3errIsdir, post_op(op.tree, id)),
-        Ok(_) => return read_fail(Nfsstat3::Nfs3errInval, post_op(op.tree, id)),
+    let data = match op.tree.get(id).map(|n| n.kind.data()) {
+        Ok(Ok(data)) => data,
+        Ok(Err(status)) => return read_fail(status, post_op(op.tree, id)),
         Err(status) => return read_fail(status, PostOpAttr::False),
     };
     let len = data.len();
-    let start = usize::try_from(args.offset).map_or(len, |o| o.min(len));
-    let count = args.count.min(IO_MAX) as usize;
-    let mut n = start.saturating_add(count).min(len) - start;
-    let bytes = if n == 0 {
+    let start = args.offset.min(len);
+    // At most IO_MAX (1 MiB), so the count fits a usize on every target.
+    let wanted = u64::from(args.count.min(IO_MAX)).min(len - start) as usize;
+    let mut n = 0;
+    let bytes = if wanted == 0 {
         Bytes::new()
     } else {
-        let mut buffer = ctx.buffer(n);
+        let mut buffer = ctx.buffer(wanted);
         // A transport lending less than asked makes this a short read, never a panic.
-        n = n.min(buffer.len());
-        buffer.as_mut_slice()[..n].copy_from_slice(&data[start..start + n]);
+        let room = wanted.min(buffer.len());
+        n = data.read(start, &mut buffer.as_mut_slice()[..room]);
         buffer.freeze(n)
     };
-    let end = start + n;
+    let end = start + n as u64;
     if n > 0 {
         // Section 2.5 (fattr3 atime): "the time of last access"; a READ of nothing is none.
         if let Ok(node) = op.tree.get_mut(id) {
@@ -155,7 +157,10 @@ fn write_fail(discriminant: Nfsstat3, file_wcc: WccData) -> Write3res {
     }
 }
 
-/// WRITE (section 3.3.7): stored at once, so answered FILE_SYNC whatever was asked.
+/// WRITE (section 3.3.7): stored at once, so answered FILE_SYNC whatever was asked. Only the
+/// pages written are stored (a write far past the end leaves a hole); NFS3ERR_FBIG past
+/// [`MAX_FILE_SIZE`](crate::memfs::tree::MAX_FILE_SIZE), NFS3ERR_NOSPC when the bytes newly
+/// stored would pass the capacity (the file is then unchanged).
 pub fn write(op: &mut Op<'_>, args: Write3args) -> Write3res {
     let id = match op.resolve(&args.file) {
         Ok(id) => id,

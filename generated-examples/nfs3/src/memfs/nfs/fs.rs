@@ -1,7 +1,7 @@
 //! The procedures about the file system: FSSTAT, FSINFO, PATHCONF.
 
 use crate::memfs::attr::post_op;
-use crate::memfs::tree::{LINK_MAX, NAME_MAX};
+use crate::memfs::tree::{LINK_MAX, MAX_FILE_SIZE, NAME_MAX};
 use crate::memfs::Op;
 use crate::nfs3::*;
 
@@ -38,7 +38,9 @@ pub fn fsstat(op: &mut Op<'_>, args: Fsstat3args) -> Fsstat3res {
     }
 }
 
-/// FSINFO (section 3.3.19): 1 MiB reads and writes, nanosecond times, links and symlinks.
+/// FSINFO (section 3.3.19): 1 MiB reads and writes, nanosecond times, links and symlinks,
+/// and files up to [`MAX_FILE_SIZE`] whatever the capacity (files are sparse: a hole stores
+/// nothing, so a client may seek far past the capacity).
 pub fn fsinfo(op: &mut Op<'_>, args: Fsinfo3args) -> Fsinfo3res {
     match op.resolve(&args.fsroot) {
         Ok(id) => Fsinfo3res::Nfs3Ok(Fsinfo3resok {
@@ -50,7 +52,7 @@ pub fn fsinfo(op: &mut Op<'_>, args: Fsinfo3args) -> Fsinfo3res {
             wtpref: IO_MAX,
             wtmult: 4096,
             dtpref: DTPREF,
-            maxfilesize: op.tree.bounds().bytes,
+            maxfilesize: MAX_FILE_SIZE,
             time_delta: Nfstime3 {
                 seconds: 0,
                 nseconds: 1,

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::memfs::attr::{self, no_wcc, post_op, pre_op, wcc};
-use crate::memfs::tree::{Dir, Kind, Meta};
+use crate::memfs::tree::{check_new_name, Dir, FileData, Kind, Meta, Special};
 use crate::memfs::Op;
 use crate::nfs3::*;
 
@@ -82,7 +82,7 @@ fn new_meta(op: &Op<'_>, sattr: Option<&Sattr3>, default_mode: u32) -> Meta {
 
 fn new_file(create_verf: Option<Bytes>) -> Kind {
     Kind::File {
-        data: Vec::new(),
+        data: FileData::new(),
         create_verf,
     }
 }
@@ -200,13 +200,67 @@ pub fn symlink(op: &mut Op<'_>, args: Symlink3args) -> Symlink3res {
     }
 }
 
-/// MKNOD (section 3.3.11): not supported (no devices, sockets or FIFOs here).
+/// The special file `what` asks for and its initial attributes, or NFS3ERR_BADTYPE.
+fn special(what: &Mknoddata3) -> Result<(Special, &Sattr3), Nfsstat3> {
+    match what {
+        // Section 3.3.11: "The major number stored in device.spec.specdata1 and the minor
+        // number stored in device.spec.specdata2."
+        Mknoddata3::Nf3chr(device) => Ok((
+            Special::Char {
+                major: device.spec.specdata1,
+                minor: device.spec.specdata2,
+            },
+            &device.dev_attributes,
+        )),
+        Mknoddata3::Nf3blk(device) => Ok((
+            Special::Block {
+                major: device.spec.specdata1,
+                minor: device.spec.specdata2,
+            },
+            &device.dev_attributes,
+        )),
+        Mknoddata3::Nf3sock(sattr) => Ok((Special::Socket, sattr)),
+        Mknoddata3::Nf3fifo(sattr) => Ok((Special::Fifo, sattr)),
+        // Section 3.3.11: "if the server does not support the target type or the target
+        // type is illegal, the error, NFS3ERR_BADTYPE, should be returned. Note that NF3REG,
+        // NF3DIR, and NF3LNK are illegal types for MKNOD."
+        Mknoddata3::Default { .. } => Err(Nfsstat3::Nfs3errBadtype),
+    }
+}
+
+/// MKNOD (section 3.3.11): character and block devices, sockets and FIFOs, each a name with
+/// attributes (size 0; READ and WRITE answer NFS3ERR_INVAL). Only root (uid 0) makes a
+/// device, anyone a socket or FIFO: Linux's mknod(2) wants CAP_MKNOD for a device, and its
+/// server keeps that capability for root callers only, so a device asked by anyone else is
+/// NFS3ERR_PERM (section 2.6: "the caller is either not a privileged user (root) or not the
+/// owner").
 pub fn mknod(op: &mut Op<'_>, args: Mknod3args) -> Mknod3res {
-    let made = make(op, &args.r#where, |_, _| Err(Nfsstat3::Nfs3errNotsupp));
-    Mknod3res::Default {
-        discriminant: made.result.err().unwrap_or(Nfsstat3::Nfs3errNotsupp),
-        value: Mknod3resfail {
+    let name = args.r#where.name.as_bytes_ref().clone();
+    let made = make(op, &args.r#where, |op, dir| {
+        let (special, sattr) = special(&args.what)?;
+        if special.is_device() && op.caller.uid != 0 {
+            // As Linux's server: a bad or existing name is found before the privilege.
+            check_new_name(&name)?;
+            if op.tree.get(dir)?.dir()?.get(&name).is_some() {
+                return Err(Nfsstat3::Nfs3errExist);
+            }
+            return Err(Nfsstat3::Nfs3errPerm);
+        }
+        let meta = new_meta(op, Some(sattr), 0o644);
+        op.tree
+            .create(dir, &name, Kind::Special(special), meta, op.now)
+    });
+    match made.result {
+        Ok((fh, obj_attributes)) => Mknod3res::Nfs3Ok(Mknod3resok {
+            obj: PostOpFh3::True(fh),
+            obj_attributes,
             dir_wcc: made.dir_wcc,
+        }),
+        Err(discriminant) => Mknod3res::Default {
+            discriminant,
+            value: Mknod3resfail {
+                dir_wcc: made.dir_wcc,
+            },
         },
     }
 }

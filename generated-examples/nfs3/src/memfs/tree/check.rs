@@ -7,8 +7,8 @@ use crate::nfs3::Fileid3;
 
 impl Tree {
     /// Checks the table's invariants: every entry names a node, a directory's nlink and
-    /// parent agree with its entries, a file's links with the names it has, the byte count
-    /// with the contents, and both bounds hold.
+    /// parent agree with its entries, a file's links with the names it has, each file's pages
+    /// with its size, the byte count with what is stored, and both bounds hold.
     pub fn check(&self) -> Result<(), String> {
         let mut names: HashMap<Fileid3, u32> = HashMap::new();
         for (id, node) in &self.nodes {
@@ -48,7 +48,11 @@ impl Tree {
                 _ if named != node.links || named == 0 => {
                     return Err(format!("{id}: {named} names, {} links", node.links))
                 }
-                _ => bytes += node.size(),
+                Kind::File { data, .. } => {
+                    data.check().map_err(|e| format!("{id}: {e}"))?;
+                    bytes += node.kind.stored();
+                }
+                _ => bytes += node.kind.stored(),
             }
         }
         if bytes != self.used_bytes || bytes > self.bounds.bytes {

@@ -1,5 +1,6 @@
 //! The in-memory file system: a table of nodes by fileid (the inode number), directories as
-//! name tables with stable cookies, and the bounds on bytes and files stored.
+//! name tables with stable cookies, files as sparse pages ([`FileData`]), and the bounds on
+//! bytes and files stored.
 //!
 //! Every operation checks its input and answers with the NFSv3 status it maps to; nothing here
 //! knows about handles or the wire.
@@ -12,8 +13,10 @@ use crate::nfs3::{Fileid3, Nfsstat3, Nfstime3};
 
 use super::attr;
 
+mod data;
 mod dir;
 
+pub use data::{FileData, MAX_FILE_SIZE, PAGE_SIZE};
 pub use dir::{Dir, Entry, FIRST_ENTRY_COOKIE};
 
 /// The root directory's fileid.
@@ -56,13 +59,52 @@ impl Meta {
     }
 }
 
+/// A special file MKNOD makes (RFC 1813 section 3.3.11): a name with attributes; nothing
+/// reads or writes through it here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// A character device (NF3CHR).
+    Char {
+        /// The major number (fattr3 rdev.specdata1).
+        major: u32,
+        /// The minor number (fattr3 rdev.specdata2).
+        minor: u32,
+    },
+    /// A block device (NF3BLK).
+    Block {
+        /// The major number (fattr3 rdev.specdata1).
+        major: u32,
+        /// The minor number (fattr3 rdev.specdata2).
+        minor: u32,
+    },
+    /// A socket (NF3SOCK).
+    Socket,
+    /// A named pipe (NF3FIFO).
+    Fifo,
+}
+
+impl Special {
+    /// True for a character or block device (which only root may make).
+    pub fn is_device(&self) -> bool {
+        matches!(self, Special::Char { .. } | Special::Block { .. })
+    }
+
+    /// The device's (major, minor) numbers; (0, 0) for a socket or FIFO.
+    pub fn rdev(&self) -> (u32, u32) {
+        match *self {
+            Special::Char { major, minor } | Special::Block { major, minor } => (major, minor),
+            Special::Socket | Special::Fifo => (0, 0),
+        }
+    }
+}
+
 /// What a node is.
 #[derive(Debug, Clone)]
 pub enum Kind {
     /// A regular file and its bytes.
     File {
         /// The contents.
-        data: Vec<u8>,
+        data: FileData,
         /// The verifier of the EXCLUSIVE CREATE that made it (RFC 1813 section 3.3.8).
         create_verf: Option<Bytes>,
     },
@@ -70,9 +112,42 @@ pub enum Kind {
     Dir(Dir),
     /// A symbolic link and its target.
     Symlink(Bytes),
+    /// A device, socket or FIFO.
+    Special(Special),
 }
 
-/// A file, directory or symbolic link.
+impl Kind {
+    /// A regular file's contents: NFS3ERR_ISDIR for a directory, NFS3ERR_INVAL for anything
+    /// else (what READ, WRITE and a SETATTR of the size answer on a node with no bytes).
+    pub fn data(&self) -> Result<&FileData, Nfsstat3> {
+        match self {
+            Kind::File { data, .. } => Ok(data),
+            Kind::Dir(_) => Err(Nfsstat3::Nfs3errIsdir),
+            Kind::Symlink(_) | Kind::Special(_) => Err(Nfsstat3::Nfs3errInval),
+        }
+    }
+
+    /// A regular file's contents to change, with the errors of [`Kind::data`].
+    pub fn data_mut(&mut self) -> Result<&mut FileData, Nfsstat3> {
+        match self {
+            Kind::File { data, .. } => Ok(data),
+            Kind::Dir(_) => Err(Nfsstat3::Nfs3errIsdir),
+            Kind::Symlink(_) | Kind::Special(_) => Err(Nfsstat3::Nfs3errInval),
+        }
+    }
+
+    /// Bytes held in memory, as they count against the capacity: a file's stored pages (not
+    /// its holes), a link's target; nothing for a directory or special file.
+    pub fn stored(&self) -> u64 {
+        match self {
+            Kind::File { data, .. } => data.stored(),
+            Kind::Symlink(target) => target.len() as u64,
+            Kind::Dir(_) | Kind::Special(_) => 0,
+        }
+    }
+}
+
+/// A file, directory, symbolic link or special file.
 #[derive(Debug, Clone)]
 pub struct Node {
     /// What it is, with its contents.
@@ -92,13 +167,14 @@ impl Node {
         }
     }
 
-    /// The size as GETATTR reports it: bytes of a file or link target; a fixed size for a
-    /// directory.
+    /// The size as GETATTR reports it: a file's length (holes included) or a link target's;
+    /// a fixed size for a directory; 0 for a special file.
     pub fn size(&self) -> u64 {
         match &self.kind {
-            Kind::File { data, .. } => data.len() as u64,
+            Kind::File { data, .. } => data.len(),
             Kind::Symlink(target) => target.len() as u64,
             Kind::Dir(_) => attr::DIR_SIZE,
+            Kind::Special(_) => 0,
         }
     }
 
@@ -114,9 +190,10 @@ impl Node {
 /// How much the file system may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
-    /// Bytes of file contents and link targets, all files together.
+    /// Bytes of file contents and link targets stored, all files together (holes of sparse
+    /// files are not stored).
     pub bytes: u64,
-    /// Nodes (files, directories, links), the root included.
+    /// Nodes (files, directories, links, special files), the root included.
     pub files: u64,
 }
 
@@ -164,7 +241,7 @@ impl Tree {
         self.bounds
     }
 
-    /// Bytes of contents stored.
+    /// Bytes of contents stored (pages written and link targets, not holes).
     pub fn used_bytes(&self) -> u64 {
         self.used_bytes
     }
@@ -220,11 +297,7 @@ impl Tree {
         if self.files() >= self.bounds.files {
             return Err(Nfsstat3::Nfs3errNospc);
         }
-        let bytes = match &kind {
-            Kind::File { data, .. } => data.len() as u64,
-            Kind::Symlink(target) => target.len() as u64,
-            Kind::Dir(_) => 0,
-        };
+        let bytes = kind.stored();
         self.reserve(bytes)?;
         let fileid = self.next_fileid;
         self.next_fileid += 1;
@@ -324,11 +397,7 @@ impl Tree {
         node.meta.ctime = now;
         if node.links == 0 || matches!(node.kind, Kind::Dir(_)) {
             if let Some(node) = self.nodes.remove(&fileid) {
-                self.used_bytes = self.used_bytes.saturating_sub(match node.kind {
-                    Kind::File { data, .. } => data.len() as u64,
-                    Kind::Symlink(target) => target.len() as u64,
-                    Kind::Dir(_) => 0,
-                });
+                self.used_bytes = self.used_bytes.saturating_sub(node.kind.stored());
             }
         }
     }
@@ -413,34 +482,26 @@ impl Tree {
         }
     }
 
-    /// Sets a file's length, zero-filling when it grows; NFS3ERR_NOSPC past the bound.
+    /// Sets a file's length (SETATTR size, CREATE with a size). Growing allocates nothing:
+    /// the new part is a hole that reads as zeros. NFS3ERR_FBIG past [`MAX_FILE_SIZE`],
+    /// NFS3ERR_ISDIR for a directory, NFS3ERR_INVAL for a link or special file.
     pub fn set_len(&mut self, fileid: Fileid3, len: u64, now: Nfstime3) -> Result<(), Nfsstat3> {
-        let old = match &self.get(fileid)?.kind {
-            Kind::File { data, .. } => data.len() as u64,
-            Kind::Dir(_) => return Err(Nfsstat3::Nfs3errIsdir),
-            Kind::Symlink(_) => return Err(Nfsstat3::Nfs3errInval),
-        };
-        if len > old {
-            self.reserve(len - old)?;
-        }
-        let new_len = usize::try_from(len).map_err(|_| Nfsstat3::Nfs3errFbig)?;
         let node = self.get_mut(fileid)?;
-        if let Kind::File { data, .. } = &mut node.kind {
-            data.resize(new_len, 0);
-            if len < old {
-                // Give memory back: a truncated 64 MiB file should not keep its buffer.
-                data.shrink_to_fit();
-            }
-        }
+        let data = node.kind.data_mut()?;
+        let old = data.len();
+        let freed = data.set_len(len)?;
         if len != old {
             node.meta.mtime = now;
         }
         node.meta.ctime = now;
-        self.used_bytes = self.used_bytes - old + len;
+        self.used_bytes = self.used_bytes.saturating_sub(freed);
         Ok(())
     }
 
-    /// Writes `bytes` at `offset` of a file, growing it as needed.
+    /// Writes `bytes` at `offset` of a file, growing it as needed; only the pages written
+    /// are stored. Checked before anything changes: NFS3ERR_FBIG past [`MAX_FILE_SIZE`],
+    /// NFS3ERR_NOSPC when the bytes newly stored would pass the bound (the file is then as
+    /// it was). A write of no bytes changes nothing.
     pub fn write(
         &mut self,
         fileid: Fileid3,
@@ -448,25 +509,14 @@ impl Tree {
         bytes: &[u8],
         now: Nfstime3,
     ) -> Result<(), Nfsstat3> {
-        let end = offset
-            .checked_add(bytes.len() as u64)
-            .ok_or(Nfsstat3::Nfs3errFbig)?;
-        let old = self.get(fileid)?.size();
-        if end > old {
-            self.set_len(fileid, end, now)?;
-        }
+        let room = self.bounds.bytes.saturating_sub(self.used_bytes);
         let node = self.get_mut(fileid)?;
-        let Kind::File { data, .. } = &mut node.kind else {
-            return Err(match node.kind {
-                Kind::Dir(_) => Nfsstat3::Nfs3errIsdir,
-                _ => Nfsstat3::Nfs3errInval,
-            });
-        };
-        // In range: `end` <= the length after set_len, and offset <= end.
-        let start = offset as usize;
-        data[start..start + bytes.len()].copy_from_slice(bytes);
-        node.meta.mtime = now;
-        node.meta.ctime = now;
+        let added = node.kind.data_mut()?.write(offset, bytes, room)?;
+        if !bytes.is_empty() {
+            node.meta.mtime = now;
+            node.meta.ctime = now;
+        }
+        self.used_bytes = self.used_bytes.saturating_add(added);
         Ok(())
     }
 
@@ -494,3 +544,6 @@ pub fn test_node(kind: Kind, meta: Meta) -> Node {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod data_tests;

@@ -13,7 +13,7 @@ fn tree(bytes: u64, files: u64) -> Tree {
 
 fn file() -> Kind {
     Kind::File {
-        data: Vec::new(),
+        data: FileData::new(),
         create_verf: None,
     }
 }
@@ -63,7 +63,9 @@ fn bounds_give_nospc() {
     let f = t.create(ROOT, b"f", file(), meta(), T).unwrap();
     t.write(f, 0, &[1; 10], T).unwrap();
     assert_eq!(t.write(f, 10, &[1], T), Err(Nfsstat3::Nfs3errNospc));
-    assert_eq!(t.set_len(f, 11, T), Err(Nfsstat3::Nfs3errNospc));
+    // Growing by the size stores nothing: it fits whatever the bound.
+    t.set_len(f, 1 << 40, T).unwrap();
+    assert_eq!(t.used_bytes(), 10);
     t.set_len(f, 0, T).unwrap();
     assert_eq!(t.used_bytes(), 0);
     t.create(ROOT, b"g", file(), meta(), T).unwrap();
@@ -150,6 +152,89 @@ fn cookies_stay_stable_across_removals() {
     assert_eq!(after, vec![(before[2], &b"c"[..])]);
 }
 
+/// The whole contents of file `f`.
+fn contents(t: &Tree, f: Fileid3) -> Vec<u8> {
+    let data = t.get(f).unwrap().kind.data().unwrap();
+    let mut out = vec![0xee; data.len() as usize];
+    assert_eq!(data.read(0, &mut out), out.len());
+    out
+}
+
+#[test]
+fn a_sparse_write_at_4_gib_counts_only_what_it_stores() {
+    let mut t = tree(100, 10);
+    let f = t.create(ROOT, b"f", file(), meta(), T).unwrap();
+    let offset = 4 << 30;
+    t.write(f, offset, b"data", T).unwrap();
+    let node = t.get(f).unwrap();
+    assert_eq!((node.size(), node.kind.stored()), (offset + 4, 4));
+    assert_eq!(t.used_bytes(), 4);
+    let mut out = [0xee; 8];
+    assert_eq!(node.kind.data().unwrap().read(offset - 4, &mut out), 8);
+    assert_eq!(&out, b"\0\0\0\0data");
+    // Past the largest file size: FBIG, nothing stored.
+    assert_eq!(
+        t.write(f, MAX_FILE_SIZE, b"x", T),
+        Err(Nfsstat3::Nfs3errFbig)
+    );
+    assert_eq!(
+        t.set_len(f, MAX_FILE_SIZE + 1, T),
+        Err(Nfsstat3::Nfs3errFbig)
+    );
+    t.unlink(ROOT, b"f", false, T).unwrap();
+    assert_eq!(t.used_bytes(), 0);
+    assert_eq!(t.check(), Ok(()));
+}
+
+#[test]
+fn nospc_leaves_the_file_as_it_was() {
+    let mut t = tree(10, 10);
+    let f = t.create(ROOT, b"f", file(), meta(), T).unwrap();
+    t.write(f, 0, b"12345678", T).unwrap();
+    let later = Nfstime3 {
+        seconds: 2,
+        nseconds: 0,
+    };
+    // 3 bytes more than the 2 left: none of them is written.
+    assert_eq!(t.write(f, 6, b"abcde", later), Err(Nfsstat3::Nfs3errNospc));
+    assert_eq!(contents(&t, f), b"12345678");
+    assert_eq!(t.used_bytes(), 8);
+    let node = t.get(f).unwrap();
+    assert_eq!((node.size(), node.meta.mtime), (8, T));
+    // Over the stored bytes and into the 2 left: fits.
+    t.write(f, 6, b"abcd", later).unwrap();
+    assert_eq!(contents(&t, f), b"123456abcd");
+    assert_eq!(t.used_bytes(), 10);
+    assert_eq!(t.check(), Ok(()));
+}
+
+#[test]
+fn special_files_have_no_bytes_and_link_like_files() {
+    let mut t = tree(100, 10);
+    let fifo = t
+        .create(ROOT, b"p", Kind::Special(Special::Fifo), meta(), T)
+        .unwrap();
+    let dev = Special::Char { major: 1, minor: 3 };
+    let c = t.create(ROOT, b"c", Kind::Special(dev), meta(), T).unwrap();
+    assert_eq!(t.get(c).unwrap().size(), 0);
+    assert_eq!(dev.rdev(), (1, 3));
+    assert!(dev.is_device() && !Special::Fifo.is_device());
+    assert_eq!(t.set_len(c, 1, T), Err(Nfsstat3::Nfs3errInval));
+    assert_eq!(t.write(fifo, 0, b"x", T), Err(Nfsstat3::Nfs3errInval));
+    assert_eq!(
+        t.get(fifo).unwrap().kind.data().err(),
+        Some(Nfsstat3::Nfs3errInval)
+    );
+    t.link(c, ROOT, b"c2", T).unwrap();
+    assert_eq!(t.get(c).unwrap().nlink(), 2);
+    t.rename(ROOT, b"p", ROOT, b"q", T).unwrap();
+    assert_eq!(t.lookup(ROOT, b"q"), Ok(fifo));
+    t.unlink(ROOT, b"q", false, T).unwrap();
+    assert_eq!(t.get(fifo).err(), Some(Nfsstat3::Nfs3errStale));
+    assert_eq!(t.used_bytes(), 0);
+    assert_eq!(t.check(), Ok(()));
+}
+
 mod random_operations {
     use super::*;
     use proptest::prelude::*;
@@ -166,11 +251,16 @@ mod random_operations {
 
     const NAMES: [&[u8]; 4] = [b"a", b"b", b"..", b"c"];
 
+    /// Small offsets, and some past 4 GiB (sparse files far beyond the bound on bytes).
+    fn offset() -> impl Strategy<Value = u64> {
+        prop_oneof![3 => 0..300u64, 1 => (1u64 << 32)..(1u64 << 32) + 300]
+    }
+
     fn operation() -> impl Strategy<Value = Operation> {
         prop_oneof![
-            (0..8usize, 0..4usize, 0..3u8).prop_map(|(d, n, k)| Operation::Create(d, n, k)),
-            (0..8usize, 0..200u64, 0..64usize).prop_map(|(f, o, l)| Operation::Write(f, o, l)),
-            (0..8usize, 0..300u64).prop_map(|(f, l)| Operation::SetLen(f, l)),
+            (0..8usize, 0..4usize, 0..4u8).prop_map(|(d, n, k)| Operation::Create(d, n, k)),
+            (0..8usize, offset(), 0..64usize).prop_map(|(f, o, l)| Operation::Write(f, o, l)),
+            (0..8usize, offset()).prop_map(|(f, l)| Operation::SetLen(f, l)),
             (0..8usize, 0..4usize, any::<bool>()).prop_map(|(d, n, w)| Operation::Unlink(d, n, w)),
             (0..8usize, 0..4usize, 0..8usize, 0..4usize)
                 .prop_map(|(a, b, c, d)| Operation::Rename(a, b, c, d)),
@@ -197,7 +287,8 @@ mod random_operations {
                         let kind = match kind {
                             0 => file(),
                             1 => Kind::Dir(Dir::default()),
-                            _ => Kind::Symlink(Bytes::from_static(b"target")),
+                            2 => Kind::Symlink(Bytes::from_static(b"target")),
+                            _ => Kind::Special(Special::Block { major: 8, minor: 0 }),
                         };
                         t.create(pick(&t, d), NAMES[n], kind, meta(), T).map(drop)
                     }
