@@ -186,8 +186,8 @@ async fn rdma_client(addr: SocketAddr, config: RdmaConfig) -> Arc<RdmaTransport<
     )
 }
 
-/// The table over TCP on loopback, as the other transports' reference.
-async fn over_tcp() -> Vec<Outcome> {
+/// A fresh server over TCP on loopback (kept while the client lives) and a client of it.
+async fn tcp_client() -> (TcpServer, KvV1Client) {
     let tcp_server = TcpServer::bind("127.0.0.1:0", server().0, TcpConfig::new())
         .await
         .unwrap();
@@ -196,6 +196,12 @@ async fn over_tcp() -> Vec<Outcome> {
             .await
             .unwrap(),
     ));
+    (tcp_server, tcp)
+}
+
+/// The table over TCP on loopback, as the other transports' reference.
+async fn over_tcp() -> Vec<Outcome> {
+    let (_server, tcp) = tcp_client().await;
     run_table("TCP", &tcp).await
 }
 
@@ -435,14 +441,7 @@ async fn every_typed_method_takes_per_call_options() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), rpcrdma::rpc::ErrorKind::TimedOut, "{err:?}");
-    let tcp_server = TcpServer::bind("127.0.0.1:0", server().0, TcpConfig::new())
-        .await
-        .unwrap();
-    let tcp = KvV1Client::new(Client::new(
-        TcpTransport::connect(tcp_server.local_addr(), TcpConfig::new())
-            .await
-            .unwrap(),
-    ));
+    let (_tcp_server, tcp) = tcp_client().await;
     let err = tcp
         .kv_null_with(CallOptions::new().deadline(std::time::Instant::now()))
         .await
