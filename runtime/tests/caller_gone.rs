@@ -335,3 +335,38 @@ async fn a_call_the_reply_cache_covers_runs_on_after_its_caller_closed_and_its_r
     let stats = stats();
     assert_eq!((stats.misses, stats.running, stats.orphans), (1, 0, 0));
 }
+
+#[tokio::test]
+async fn in_one_process_the_callers_deadline_reaches_the_handler() {
+    use rpcrdma::rpc::LocalTransport;
+    // No server limit: the handler's deadline is the caller's.
+    let (unlimited, _counts) = server(None);
+    let client = Client::new(LocalTransport::new(unlimited));
+    let wanted = Duration::from_secs(3);
+    let left = client
+        .call_with::<DeadlineLeft>(&(), CallOptions::new().timeout(wanted))
+        .await
+        .unwrap();
+    assert!(
+        left > 0 && u128::from(left) <= wanted.as_millis(),
+        "{left} ms left of {wanted:?}"
+    );
+    assert_eq!(
+        client.call::<DeadlineLeft>(&()).await.unwrap(),
+        0,
+        "none given"
+    );
+    // With a server limit too, the earlier one counts.
+    let (limited, _counts) = server(Some(Duration::from_secs(60)));
+    let client = Client::new(LocalTransport::new(limited));
+    let left = client
+        .call_with::<DeadlineLeft>(&(), CallOptions::new().timeout(wanted))
+        .await
+        .unwrap();
+    assert!(u128::from(left) <= wanted.as_millis(), "{left} ms left");
+    let left = client.call::<DeadlineLeft>(&()).await.unwrap();
+    assert!(
+        u128::from(left) > wanted.as_millis(),
+        "the server's 60 s: {left} ms left"
+    );
+}

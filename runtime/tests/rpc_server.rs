@@ -211,6 +211,7 @@ fn incoming(message: Vec<u8>) -> Incoming {
         buffers: Arc::new(HeapBuffers),
         backchannel: None,
         caller: None,
+        deadline: None,
     }
 }
 

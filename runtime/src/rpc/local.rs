@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::buffer::{BufferSource, HeapBuffers};
 use super::client::{BoxFuture, Call, CallTransport, Reply};
@@ -35,6 +36,9 @@ impl CallTransport for LocalTransport {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, Error>> {
         Box::pin(async move {
             let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
+            // In one process the caller's deadline can reach the handler; on the wire there
+            // is no field for it.
+            let deadline = call.options.timeout.map(|t| Instant::now() + t);
             let mut enc = Encoder::new();
             call.encode(xid, &mut enc).map_err(Error::Encode)?;
             let incoming = Incoming {
@@ -45,6 +49,7 @@ impl CallTransport for LocalTransport {
                 buffers: Arc::new(HeapBuffers),
                 backchannel: None,
                 caller: None,
+                deadline,
             };
             let mut enc = Encoder::new();
             let observed = ServerCall::start(TransportKind::Other, None, &incoming.message);

@@ -196,9 +196,10 @@ impl CallContext {
         self.backchannel.as_deref()
     }
 
-    /// When the server wants the answer by ([`ServerBuilder::call_timeout`]): past it the
-    /// handler is dropped and the call answered SYSTEM_ERR. `None` when the server sets no
-    /// limit.
+    /// When the answer is wanted by: the server's [`ServerBuilder::call_timeout`], or the
+    /// caller's own deadline where the transport carries it ([`Incoming::deadline`]: in one
+    /// process), whichever comes first. Past it the handler is dropped and the call answered
+    /// SYSTEM_ERR. `None` when neither sets one.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
@@ -224,6 +225,14 @@ impl CallContext {
     }
 }
 
+/// The earlier of two optional instants.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// An incoming message as a transport hands it to the server.
 pub struct Incoming {
     /// The whole RPC message, from its XID on (a Position-Zero Read chunk's contents over
@@ -243,6 +252,12 @@ pub struct Incoming {
     /// The connection the call came on, for a handler to see whether its caller is still
     /// there ([`CallContext::caller_gone`]); `None` for a transport without connections.
     pub caller: Option<Arc<dyn CallerConnection>>,
+    /// When the caller wants the answer by, if the transport knows it: the in-process
+    /// transport passes the client's [`CallOptions`](super::CallOptions) timeout on. ONC RPC
+    /// has no field for it on the wire (RFC 5531 section 9's call body carries none), so the
+    /// network transports leave it `None` and a handler's deadline there is the server's own
+    /// [`ServerBuilder::call_timeout`].
+    pub deadline: Option<Instant>,
 }
 
 /// What to do with an incoming message.
@@ -577,7 +592,10 @@ impl Server {
             buffers: incoming.buffers,
             backchannel: incoming.backchannel,
             caller: incoming.caller,
-            deadline: self.inner.call_timeout.map(|t| Instant::now() + t),
+            deadline: earliest(
+                incoming.deadline,
+                self.inner.call_timeout.map(|t| Instant::now() + t),
+            ),
         };
         let deadline = ctx.deadline;
         // The layers' view of the call: its context, kept only when there are layers.

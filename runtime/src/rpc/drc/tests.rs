@@ -142,6 +142,7 @@ fn dispatch(server: &Server, message: Bytes, peer: &str) -> HandlerFuture {
         buffers: Arc::new(HeapBuffers),
         backchannel: None,
         caller: None,
+        deadline: None,
     }) {
         Dispatch::Run { future, .. } => future,
         other => panic!("{other:?}"),

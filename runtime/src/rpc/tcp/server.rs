@@ -416,6 +416,7 @@ impl ConnectionContext {
             buffers: self.buffers.clone(),
             backchannel: None,
             caller: Some(self.caller.clone()),
+            deadline: None,
         };
         let peer = self.peer;
         let server = &self.context.server;

@@ -618,6 +618,7 @@ impl Pair {
             buffers: Arc::new(HeapBuffers),
             backchannel: None,
             caller: None,
+            deadline: None,
         });
         let s = &mut self.sides[side];
         let mut enc = match s.core.read_read_policy(inc.id, &inc.write_chunks) {

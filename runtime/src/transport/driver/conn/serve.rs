@@ -79,6 +79,7 @@ pub(super) fn serve_call<C: Connection>(
         buffers: conn.buffers.clone(),
         backchannel,
         caller: Some(conn.clone()),
+        deadline: None,
     });
     match dispatch {
         Dispatch::Run { xid, future } => {
