@@ -356,6 +356,14 @@ impl Accepted {
 }
 
 impl RawPeer {
+    /// Ends the connection with a reset (SO_LINGER 0), as a peer that crashed or was cut
+    /// off, rather than an orderly close.
+    pub fn reset(self) {
+        // Deprecated for a linger that blocks the dropping thread; a zero linger never does.
+        #[allow(deprecated)]
+        let _ = self.stream.set_linger(Some(std::time::Duration::ZERO));
+    }
+
     fn new(stream: TcpStream, theirs: MpaFrame, crc: bool) -> RawPeer {
         RawPeer {
             stream,
