@@ -819,6 +819,104 @@ async fn mknod_refuses_other_types_existing_names_and_devices_by_non_root() {
     );
 }
 
+/// A name is made, removed or moved only by a caller with write and search permission on its
+/// directory, as from Linux's server (the kernel's client once sent a MKNOD into a directory
+/// just made read-only, on a stale access cache: pjdfstest mknod/06.t); root passes.
+#[tokio::test]
+async fn names_change_only_with_write_and_search_permission_on_the_directory() {
+    let l = local();
+    let user = as_user(&l, 1000, 100);
+    let dir = mkdir(&l.nfs, &l.root, "d").await;
+    let other = mkdir(&l.nfs, &l.root, "other").await;
+    assert_eq!(setattr(&l.nfs, &other, mode(0o777)).await, Nfsstat3::Nfs3Ok);
+    let f = create(&l.nfs, &dir, "f").await;
+    for bits in [0o555, 0o666, 0o755] {
+        // Read-only, search-less, and root's own (others: r-x).
+        assert_eq!(setattr(&l.nfs, &dir, mode(bits)).await, Nfsstat3::Nfs3Ok);
+        let acces = Err(Nfsstat3::Nfs3errAcces);
+        let fifo = Mknoddata3::Nf3fifo(mode(0o644));
+        assert_eq!(
+            mknod(&user, &dir, "p", fifo).await.map(drop),
+            acces,
+            "{bits:o}"
+        );
+        let res = user
+            .nfsproc3_create(Create3args {
+                r#where: at(&dir, "c"),
+                how: Createhow3::Unchecked(no_sattr()),
+            })
+            .await
+            .expect("CREATE call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "CREATE {bits:o}");
+        let res = user
+            .nfsproc3_mkdir(Mkdir3args {
+                r#where: at(&dir, "m"),
+                attributes: no_sattr(),
+            })
+            .await
+            .expect("MKDIR call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "MKDIR {bits:o}");
+        let res = user
+            .nfsproc3_symlink(Symlink3args {
+                r#where: at(&dir, "s"),
+                symlink: Symlinkdata3 {
+                    symlink_attributes: no_sattr(),
+                    symlink_data: XdrString::from("t"),
+                },
+            })
+            .await
+            .expect("SYMLINK call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "SYMLINK {bits:o}");
+        let res = user
+            .nfsproc3_remove(Remove3args {
+                object: at(&dir, "f"),
+            })
+            .await
+            .expect("REMOVE call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "REMOVE {bits:o}");
+        let res = user
+            .nfsproc3_rename(Rename3args {
+                from: at(&dir, "f"),
+                to: at(&other, "f"),
+            })
+            .await
+            .expect("RENAME call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "RENAME {bits:o}");
+        let res = user
+            .nfsproc3_link(Link3args {
+                file: f.clone(),
+                link: at(&dir, "g"),
+            })
+            .await
+            .expect("LINK call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "LINK {bits:o}");
+    }
+    // A non-directory is still NOTDIR, and root passes.
+    assert_eq!(
+        mknod(&user, &f, "p", Mknoddata3::Nf3fifo(no_sattr()))
+            .await
+            .map(drop),
+        Err(Nfsstat3::Nfs3errNotdir)
+    );
+    assert_eq!(setattr(&l.nfs, &dir, mode(0o555)).await, Nfsstat3::Nfs3Ok);
+    mknod(&l.nfs, &dir, "p", Mknoddata3::Nf3fifo(no_sattr()))
+        .await
+        .expect("root's FIFO");
+    // Write and search permission is enough.
+    assert_eq!(setattr(&l.nfs, &dir, mode(0o777)).await, Nfsstat3::Nfs3Ok);
+    mknod(&user, &dir, "q", Mknoddata3::Nf3fifo(no_sattr()))
+        .await
+        .expect("a user's FIFO");
+    let res = user
+        .nfsproc3_rename(Rename3args {
+            from: at(&dir, "f"),
+            to: at(&other, "f"),
+        })
+        .await
+        .expect("RENAME call");
+    assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+}
+
 #[tokio::test]
 async fn access_follows_the_mode_bits() {
     let l = local();
