@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs inside the test guest, chrooted into the host root (read-only; /tmp and /run are tmpfs).
-# Environment: VM_MODE (smoke|provider|perf|siw|nfs|all), VM_REPO (repository path), VM_KDIR (the unpacked
+# Environment: VM_MODE (smoke|provider|perf|siw|nfs|suites|all), VM_REPO (repository path), VM_KDIR (the unpacked
 # kernel package: its modules). Writes logs, perf.txt and its exit status to tests/vm/work/results.
 set -uo pipefail
 R="$VM_REPO/tests/vm/work/results"
@@ -352,6 +352,9 @@ siw() {
 # the verbs provider, every result checked against the files as the guest sees them.
 NFS_EXPORT=/srv
 knfsd_up() {
+  # Once per boot (`all` runs nfs, then suites).
+  [ -z "${KNFSD_IS_UP:-}" ] || return 0
+  KNFSD_IS_UP=1
   local m
   for m in nfsd rpcrdma; do
     modprobe -d "$VM_KDIR" "$m" || note "modprobe $m failed"
@@ -385,6 +388,8 @@ knfsd_up() {
 WIRE_SERVER=203.0.113.1
 WIRE_CLIENT=203.0.113.2
 wire_up() {
+  [ -z "${WIRE_IS_UP:-}" ] || return 0
+  WIRE_IS_UP=1
   ip link add n0 type veth peer name n1
   ip link set n0 up
   ip link set n1 up
@@ -648,13 +653,261 @@ kernel_client() {
       $1, $3, ($3 > 0 ? 100 * $1 / $3 : 0), $2, $4, ($4 > 0 ? 100 * $2 / $4 : 0) }' | tee "$R/nfs-perf.txt"
 }
 
+# --- Public NFS test suites (tests/vm/run suites): cthon04, fsx and pjdfstest, built on the host
+# into $VM_SUITES, run by the kernel's NFSv3 client over RPC-over-RDMA on a mount of our server
+# and a mount of knfsd in the same boot. Both mounts are nolock: ours has no NLM (knfsd has one),
+# and the same options on both keep the comparison like for like; cthon04's lock tests are
+# therefore not run (under nolock they would test the client's local locks, not a server).
+# Every case's result is kept per server in results/suites/; a case ours fails and knfsd passes
+# fails the mode, one both fail is reported with its cause and not counted.
+SUITES_OUT=""
+SUITES_RUN=""
+
+# suite_case SUITE LABEL ID SECS CMD...: one case with a time limit. Its output goes to
+# results/suites/SUITE.LABEL.log, its ID to SUITE.LABEL.passed or SUITE.LABEL.failed (a failed
+# case's output is also kept alone in SUITE.LABEL.ID.out, for the report).
+suite_case() {
+  local suite="$1" label="$2" id="$3" secs="$4" out rc
+  shift 4
+  out="$SUITES_OUT/$suite.$label.$id.out"
+  timeout -k 10 "$secs" "$@" >"$out" 2>&1
+  rc=$?
+  [ "$rc" -ne 124 ] || echo "(killed at its time limit of $secs s)" >>"$out"
+  { echo "=== $id (exit $rc)"; cat "$out"; } >>"$SUITES_OUT/$suite.$label.log"
+  if [ "$rc" -eq 0 ]; then
+    echo "$id" >>"$SUITES_OUT/$suite.$label.passed"
+    rm -f "$out"
+  else
+    echo "$id" >>"$SUITES_OUT/$suite.$label.failed"
+  fi
+}
+
+# cthon04's basic tests: the programs of basic/runtests in its order, each with -t (the full
+# counts, timed); test1 makes the tree that test2 removes, each works in $NFSTESTDIR.
+cthon_basic() {
+  local label="$1" mnt="$2" t
+  for t in test1 test2 test3 test4 test5 test6 test7 test8 test9; do
+    suite_case cthon04-basic "$label" "$t" 300 \
+      env -C /tmp/cthon04/basic NFSTESTDIR="$mnt/cthon-basic" "./$t" -t
+  done
+  rm -rf "$mnt/cthon-basic"
+}
+
+# cthon04's special tests: special/runtests.wrk's commands one by one, in a directory on the
+# mount holding a copy of the programs (its `make copy`), under umask 0 as there.
+cthon_special() {
+  local label="$1" dir="$2/cthon-special" c
+  mkdir -p "$dir" && make -s -C /tmp/cthon04/special copy DESTDIR="$dir" >/dev/null 2>&1 ||
+    note "cthon04 special: make copy to $dir failed"
+  # bigfile and bigfile2 write 30 MB, and single bytes around the 2 GiB and 4 GiB offsets
+  # (sparse files), with O_SYNC.
+  for c in op_unlk op_ren op_chmod "dupreq 100 testfile" excltest "negseek testfile" \
+    "rename 100" truncate holey "nfsidem 50 testdir" rewind telldir freesp \
+    "bigfile -s 30 bigfile.data" "bigfile2 bigfile2.data"; do
+    suite_case cthon04-special "$label" "${c%% *}" 300 \
+      env -C "$dir" TMPDIR= sh -c "umask 0; exec ./$c"
+  done
+  rm -rf "$dir"
+}
+
+# cthon04's general tests (--full only: compiles and nroff runs in the mounted directory, minutes
+# under TCG), through its own runtests.
+cthon_general() {
+  suite_case cthon04-general "$1" general 2400 env -C /tmp/cthon04 ./runtests -g -t "$2/cthon-general"
+}
+
+# fsx: random reads, writes, truncates and (when the file system has them) fallocate-family
+# calls at odd offsets and sizes, every read checked against its own copy of the file; once
+# with mapped reads and writes, once with read() and write() only (-R -W). The same seed on
+# both servers.
+fsx_runs() {
+  local label="$1" dir="$2/fsx" log="/tmp/fsx-$1" f
+  mkdir -p "$dir" "$log"
+  suite_case fsx "$label" mmap "$FSX_SECS" \
+    "$VM_SUITES/fsx" -q -N "$FSX_OPS" -S "$FSX_SEED" -P "$log" "$dir/mmap.file"
+  suite_case fsx "$label" no-mmap "$FSX_SECS" \
+    "$VM_SUITES/fsx" -q -N "$FSX_OPS" -S "$FSX_SEED" -R -W -P "$log" "$dir/plain.file"
+  # fsx's operation logs (written on failure), for replaying.
+  for f in "$log"/*; do
+    [ -f "$f" ] && cp "$f" "$SUITES_OUT/fsx.$label.$(basename "$f")"
+  done
+  rm -rf "$dir"
+}
+
+# pjdfstest: `prove -rv` per directory (every test in TAP), run as root in a directory on the
+# mount; every TAP test is one case, named DIR/FILE:N.
+pjdfstest_dirs() {
+  local label="$1" dir="$2/pjd" d rc t0 base="$SUITES_OUT/pjdfstest.$1"
+  mkdir -p "$dir"
+  for d in $PJD_DIRS; do
+    t0=$SECONDS
+    (cd "$dir" && timeout -k 10 "$PJD_SECS" prove -rv "$VM_SUITES/pjdfstest/tests/$d") \
+      >"$base.$d.log" 2>&1
+    rc=$?
+    echo "pjdfstest $d on $label: $((SECONDS - t0)) s" >>"$SUITES_OUT/times"
+    awk -v base="$base" '
+      / \.\.+ *$/ && $1 ~ /\.t$/ { n = split($1, p, "/"); file = p[n - 1] "/" p[n]; next }
+      /^ok [0-9]+/ { print file ":" $2 >>(base ".passed"); next }
+      /^not ok [0-9]+/ {
+        id = file ":" $3
+        print id >>(base ".failed")
+        name = id; gsub("/", "_", name)
+        print >>(base "." name ".out")
+      }' "$base.$d.log"
+    # A script that died, a bad plan or the time limit: no "not ok" says so.
+    if grep -qE 'Parse errors|Wstat: [1-9]' "$base.$d.log" ||
+      { [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$base.$d.log"; }; then
+      echo "$d:prove" >>"$base.failed"
+      { echo "prove exit $rc"; grep -E 'Wstat: [1-9]|Parse errors' "$base.$d.log" | head -n 5; } \
+        >"$base.$d:prove.out"
+    fi
+  done
+  rm -rf "$dir"
+}
+
+# out_file SUITE LABEL ID: where suite_case or pjdfstest_dirs kept the output of a failed case.
+out_file() { echo "$SUITES_OUT/$1.$2.$(echo "$3" | tr / _).out"; }
+
+# The SUITE lines, each server's first failure, and the judgement against knfsd.
+suites_report() {
+  local suite label np nf id only shared
+  for suite in $SUITES_RUN; do
+    for label in ours knfsd; do
+      touch "$SUITES_OUT/$suite.$label.passed" "$SUITES_OUT/$suite.$label.failed"
+      np=$(wc -l <"$SUITES_OUT/$suite.$label.passed")
+      nf=$(wc -l <"$SUITES_OUT/$suite.$label.failed")
+      echo "SUITE $suite $label rxe: $np passed, $nf failed"
+      if [ "$nf" -gt 0 ]; then
+        id=$(head -n1 "$SUITES_OUT/$suite.$label.failed")
+        echo "  | first failure: $id"
+        grep -v '^$' "$(out_file "$suite" "$label" "$id")" 2>/dev/null | head -n 6 | sed 's/^/  |   /'
+      fi
+    done
+    only=$(grep -vxF -f "$SUITES_OUT/$suite.knfsd.failed" "$SUITES_OUT/$suite.ours.failed")
+    shared=$(grep -xF -f "$SUITES_OUT/$suite.knfsd.failed" "$SUITES_OUT/$suite.ours.failed")
+    if [ -n "$only" ]; then
+      echo "FAIL suites $suite: ours fails $(echo "$only" | wc -l) case(s) knfsd passes:" \
+        "$(echo "$only" | head -n 8 | paste -sd' ')"
+      failures=$((failures + 1))
+    fi
+    if [ -n "$shared" ]; then
+      id=$(echo "$shared" | head -n1)
+      echo "SUITE $suite: $(echo "$shared" | wc -l) failure(s) shared with knfsd, not counted:" \
+        "$(echo "$shared" | head -n 8 | paste -sd' ')"
+      echo "  | knfsd's $id: $(grep -v '^$' "$(out_file "$suite" knfsd "$id")" 2>/dev/null | tail -n 2 | paste -sd' ')"
+    fi
+  done
+}
+
+suites() {
+  if [ -z "${VM_SUITES:-}" ] || [ -z "${VM_NFS3_SERVER:-}" ]; then
+    echo "FAIL suites: the suites or nfs3-server were not built"
+    failures=$((failures + 1))
+    return
+  fi
+  wire_up
+  knfsd_up
+  modprobe -d "$VM_KDIR" nfsv3 || note "modprobe nfsv3 failed"
+  SUITES_OUT="$R/suites"
+  rm -rf "$SUITES_OUT" /tmp/cthon04
+  mkdir -p "$SUITES_OUT"
+  # cthon04's scripts write next to their programs (tests.init, general's copies).
+  cp -r "$VM_SUITES/cthon04" /tmp/cthon04
+  # The bounded form is what `all` runs in CI; --full is the suites' own size.
+  local parts="cthon_basic cthon_special fsx_runs pjdfstest_dirs"
+  # Measured in one boot, both servers at once: cthon04 basic 10 s, special 50 s, fsx 2,000
+  # operations 9 s a run, pjdfstest mknod 250 s, mkfifo 340 s (about 1 test a second).
+  FSX_OPS=5000 FSX_SECS=600 PJD_SECS=900
+  PJD_DIRS="mknod mkdir"
+  FSX_SEED=$(date +%s)
+  if [ -n "${VM_SUITES_FULL:-}" ]; then
+    parts="cthon_basic cthon_special cthon_general fsx_runs pjdfstest_dirs"
+    FSX_OPS=20000 FSX_SECS=3600 PJD_SECS=2400
+    # chflags and granular are FreeBSD's (file flags, NFSv4 ACLs): they skip on Linux.
+    PJD_DIRS="chmod chown ftruncate link mkdir mkfifo mknod open posix_fallocate rename rmdir"
+    PJD_DIRS="$PJD_DIRS symlink truncate unlink utimensat"
+  fi
+  [ -z "${VM_SUITES_PARTS:-}" ] || parts="$VM_SUITES_PARTS"
+  [ -z "${VM_SUITES_PJD:-}" ] || PJD_DIRS="$VM_SUITES_PJD"
+  [ -z "${VM_SUITES_FSX_OPS:-}" ] || FSX_OPS="$VM_SUITES_FSX_OPS"
+  note "suites: $parts; fsx $FSX_OPS operations per run (seed $FSX_SEED); pjdfstest: $PJD_DIRS"
+  "$VM_NFS3_SERVER" --provider verbs --listen "$WIRE_SERVER" --rdma-port 20050 \
+    --mount-port 20051 --export /export --capacity-mib 1024 >"$R/suites-server.log" 2>&1 &
+  local spid=$! label part ok=1 suite pids
+  until_listening "$R/suites-server.log" "$spid"
+  # Like kernel_mount_session's mounts (soft: a server that stops answering fails the call
+  # instead of hanging the suite in the kernel), each server at its own mount point.
+  mkdir -p /tmp/suites-ours /tmp/suites-knfsd
+  if ! mount -t nfs -o vers=3,proto=rdma,port=20050,mountproto=tcp,mountport=20051,nolock,soft,timeo=150,retrans=2 \
+    "$WIRE_SERVER:/export" /tmp/suites-ours >>"$R/suites-mount.log" 2>&1; then
+    echo "FAIL suites: mounting our server failed"; ok=0
+  fi
+  if ! mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,soft,timeo=150,retrans=2 \
+    "$WIRE_SERVER:$NFS_EXPORT" /tmp/suites-knfsd >>"$R/suites-mount.log" 2>&1; then
+    echo "FAIL suites: mounting knfsd failed"; ok=0
+  fi
+  if [ "$ok" = 0 ]; then
+    sed 's/^/  | /' "$R/suites-mount.log"
+    failures=$((failures + 1))
+    umount /tmp/suites-ours /tmp/suites-knfsd 2>/dev/null
+    kill "$spid" 2>/dev/null
+    return
+  fi
+  mkdir -p /tmp/suites-knfsd/suites && rm -rf /tmp/suites-knfsd/suites/*
+  mkdir -p /tmp/suites-ours/suites
+  # knfsd first: each part, then the same part on ours.
+  for part in $parts; do
+    case "$part" in
+    cthon_basic) suite=cthon04-basic ;;
+    cthon_special) suite=cthon04-special ;;
+    cthon_general) suite=cthon04-general ;;
+    fsx_runs) suite=fsx ;;
+    pjdfstest_dirs) suite=pjdfstest ;;
+    *) note "no such suites part: $part"; continue ;;
+    esac
+    SUITES_RUN="$SUITES_RUN $suite"
+    # Both servers at once: each run is one process at a time (pjdfstest's thousands of short
+    # ones are slow under TCG), so the two vCPUs halve the time.
+    pids=""
+    for label in knfsd ours; do
+      (
+        t0=$SECONDS
+        "$part" "$label" "/tmp/suites-$label/suites"
+        touch "$SUITES_OUT/$suite.$label.passed" "$SUITES_OUT/$suite.$label.failed"
+        echo "TEST suite time: $suite on $label: $((SECONDS - t0)) s;" \
+          "$(wc -l <"$SUITES_OUT/$suite.$label.passed") passed," \
+          "$(wc -l <"$SUITES_OUT/$suite.$label.failed") failed" | tee -a "$SUITES_OUT/times"
+      ) &
+      pids="$pids $!"
+    done
+    # Not a bare `wait`: our server runs in the background too.
+    # shellcheck disable=SC2086 # a list of pids
+    wait $pids
+  done
+  rm -rf /tmp/suites-ours/suites /tmp/suites-knfsd/suites
+  for label in ours knfsd; do
+    umount "/tmp/suites-$label" >>"$R/suites-mount.log" 2>&1 ||
+      { echo "FAIL suites: umount of $label's mount failed"; failures=$((failures + 1)); }
+  done
+  if ! kill -0 "$spid" 2>/dev/null; then
+    echo "FAIL suites: our server exited during the suites; its last lines:"
+    tail -n 10 "$R/suites-server.log" | sed 's/^/  S| /'
+    failures=$((failures + 1))
+  fi
+  kill "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null
+  dmesg >"$R/suites-dmesg.log"
+  suites_report
+}
+
 case "$VM_MODE" in
 smoke) smoke ;;
 provider) provider ;;
 perf) perf ;;
 siw) siw ;;
 nfs) nfs ;;
-all) smoke; provider; perf; siw; nfs ;;
+suites) suites ;;
+all) smoke; provider; perf; siw; nfs; suites ;;
 esac
 note "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -819,6 +819,190 @@ async fn mknod_refuses_other_types_existing_names_and_devices_by_non_root() {
     );
 }
 
+/// A name is made, removed or moved only by a caller with write and search permission on its
+/// directory, as from Linux's server (the kernel's client once sent a MKNOD into a directory
+/// just made read-only, on a stale access cache: pjdfstest mknod/06.t); root passes.
+#[tokio::test]
+async fn names_change_only_with_write_and_search_permission_on_the_directory() {
+    let l = local();
+    let user = as_user(&l, 1000, 100);
+    let dir = mkdir(&l.nfs, &l.root, "d").await;
+    let other = mkdir(&l.nfs, &l.root, "other").await;
+    assert_eq!(setattr(&l.nfs, &other, mode(0o777)).await, Nfsstat3::Nfs3Ok);
+    let f = create(&l.nfs, &dir, "f").await;
+    for bits in [0o555, 0o666, 0o755] {
+        // Read-only, search-less, and root's own (others: r-x).
+        assert_eq!(setattr(&l.nfs, &dir, mode(bits)).await, Nfsstat3::Nfs3Ok);
+        let acces = Err(Nfsstat3::Nfs3errAcces);
+        let fifo = Mknoddata3::Nf3fifo(mode(0o644));
+        assert_eq!(
+            mknod(&user, &dir, "p", fifo).await.map(drop),
+            acces,
+            "{bits:o}"
+        );
+        let res = user
+            .nfsproc3_create(Create3args {
+                r#where: at(&dir, "c"),
+                how: Createhow3::Unchecked(no_sattr()),
+            })
+            .await
+            .expect("CREATE call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "CREATE {bits:o}");
+        let res = user
+            .nfsproc3_mkdir(Mkdir3args {
+                r#where: at(&dir, "m"),
+                attributes: no_sattr(),
+            })
+            .await
+            .expect("MKDIR call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "MKDIR {bits:o}");
+        let res = user
+            .nfsproc3_symlink(Symlink3args {
+                r#where: at(&dir, "s"),
+                symlink: Symlinkdata3 {
+                    symlink_attributes: no_sattr(),
+                    symlink_data: XdrString::from("t"),
+                },
+            })
+            .await
+            .expect("SYMLINK call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "SYMLINK {bits:o}");
+        let res = user
+            .nfsproc3_remove(Remove3args {
+                object: at(&dir, "f"),
+            })
+            .await
+            .expect("REMOVE call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "REMOVE {bits:o}");
+        let res = user
+            .nfsproc3_rename(Rename3args {
+                from: at(&dir, "f"),
+                to: at(&other, "f"),
+            })
+            .await
+            .expect("RENAME call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "RENAME {bits:o}");
+        let res = user
+            .nfsproc3_link(Link3args {
+                file: f.clone(),
+                link: at(&dir, "g"),
+            })
+            .await
+            .expect("LINK call");
+        assert_eq!(res.status(), Nfsstat3::Nfs3errAcces, "LINK {bits:o}");
+    }
+    // A non-directory is still NOTDIR, and root passes.
+    assert_eq!(
+        mknod(&user, &f, "p", Mknoddata3::Nf3fifo(no_sattr()))
+            .await
+            .map(drop),
+        Err(Nfsstat3::Nfs3errNotdir)
+    );
+    assert_eq!(setattr(&l.nfs, &dir, mode(0o555)).await, Nfsstat3::Nfs3Ok);
+    mknod(&l.nfs, &dir, "p", Mknoddata3::Nf3fifo(no_sattr()))
+        .await
+        .expect("root's FIFO");
+    // Write and search permission is enough.
+    assert_eq!(setattr(&l.nfs, &dir, mode(0o777)).await, Nfsstat3::Nfs3Ok);
+    mknod(&user, &dir, "q", Mknoddata3::Nf3fifo(no_sattr()))
+        .await
+        .expect("a user's FIFO");
+    let res = user
+        .nfsproc3_rename(Rename3args {
+            from: at(&dir, "f"),
+            to: at(&other, "f"),
+        })
+        .await
+        .expect("RENAME call");
+    assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+}
+
+/// Only root and the owner change a file's mode; only root gives it away; the owner gives it
+/// only a group of its own (NFS3ERR_PERM otherwise, as from Linux's server: pjdfstest chmod/00.t
+/// and chmod/07.t found a non-owner's chmod accepted).
+#[tokio::test]
+async fn setattr_of_mode_owner_and_group_is_the_owners_or_roots() {
+    let l = local();
+    let owner = as_user(&l, 1000, 100);
+    let other = as_user(&l, 2000, 200);
+    let f = create(&owner, &l.root, "f").await;
+    let ids = |uid: Option<u32>, gid: Option<u32>| Sattr3 {
+        uid: uid.map_or(
+            SetUid3::Default {
+                discriminant: false,
+            },
+            SetUid3::True,
+        ),
+        gid: gid.map_or(
+            SetGid3::Default {
+                discriminant: false,
+            },
+            SetGid3::True,
+        ),
+        ..no_sattr()
+    };
+    let perm = Nfsstat3::Nfs3errPerm;
+    assert_eq!(setattr(&other, &f, mode(0o111)).await, perm);
+    assert_eq!(setattr(&other, &f, ids(Some(2000), None)).await, perm);
+    assert_eq!(setattr(&other, &f, ids(None, Some(200))).await, perm);
+    assert_eq!(setattr(&owner, &f, ids(Some(2000), None)).await, perm);
+    assert_eq!(setattr(&owner, &f, ids(None, Some(200))).await, perm);
+    let attrs = getattr(&l.nfs, &f).await.expect("GETATTR");
+    assert_eq!((attrs.mode, attrs.uid, attrs.gid), (0o644, 1000, 100));
+
+    assert_eq!(setattr(&owner, &f, mode(0o600)).await, Nfsstat3::Nfs3Ok);
+    assert_eq!(
+        setattr(&owner, &f, ids(Some(1000), Some(100))).await,
+        Nfsstat3::Nfs3Ok
+    );
+    assert_eq!(
+        setattr(&l.nfs, &f, ids(Some(2000), Some(200))).await,
+        Nfsstat3::Nfs3Ok
+    );
+    let attrs = getattr(&l.nfs, &f).await.expect("GETATTR");
+    assert_eq!((attrs.mode, attrs.uid, attrs.gid), (0o600, 2000, 200));
+}
+
+/// A WRITE by anyone but root clears set-user-ID, and set-group-ID with group execute (as
+/// Linux's server: pjdfstest chmod/12.t); root's keeps them.
+#[tokio::test]
+async fn a_users_write_clears_set_id_bits() {
+    let l = local();
+    let user = as_user(&l, 1000, 100);
+    for (bits, after_root, after_user) in [
+        (0o4777, 0o4777, 0o777),
+        (0o2777, 0o2777, 0o777),
+        (0o6777, 0o6777, 0o777),
+        (0o2767, 0o2767, 0o2767),
+    ] {
+        let f = create(&l.nfs, &l.root, "f").await;
+        assert_eq!(setattr(&l.nfs, &f, mode(bits)).await, Nfsstat3::Nfs3Ok);
+        for (nfs, want) in [(&l.nfs, after_root), (&user, after_user)] {
+            let res = nfs
+                .nfsproc3_write(Write3args {
+                    file: f.clone(),
+                    offset: 0,
+                    count: 1,
+                    stable: StableHow::FileSync,
+                    data: Bytes::from_static(b"x"),
+                })
+                .await
+                .expect("WRITE call");
+            assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+            let attrs = getattr(&l.nfs, &f).await.expect("GETATTR");
+            assert_eq!(attrs.mode, want, "{bits:o}");
+        }
+        let res = l
+            .nfs
+            .nfsproc3_remove(Remove3args {
+                object: at(&l.root, "f"),
+            })
+            .await
+            .expect("REMOVE");
+        assert_eq!(res.status(), Nfsstat3::Nfs3Ok);
+    }
+}
+
 #[tokio::test]
 async fn access_follows_the_mode_bits() {
     let l = local();

@@ -33,7 +33,8 @@ impl Caller {
         }
     }
 
-    fn in_group(&self, gid: u32) -> bool {
+    /// Whether `gid` is the caller's group or one of its further groups.
+    pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.gids.contains(&gid)
     }
 }

@@ -12,8 +12,14 @@
 //!
 //! Every procedure is implemented. MKNOD makes sockets, FIFOs and, for root only, character
 //! and block devices: names with attributes and device numbers, which nothing reads or writes
-//! through here. Permissions are reported by ACCESS from the mode bits; the server does not
-//! itself refuse a caller what ACCESS would deny (the client checks ACCESS first).
+//! through here. Permissions are reported by ACCESS from the mode bits. The server itself
+//! refuses (NFS3ERR_ACCES) a name made, removed or moved in a directory without write and
+//! search permission there, as Linux's server does (the kernel's client, checking ACCESS first,
+//! once let a MKNOD through on a stale access cache), and a SETATTR of the mode, owner or group
+//! by anyone but root or the owner (NFS3ERR_PERM; the owner gives only its own groups). READ,
+//! WRITE and SETATTR's size and times still trust the client's check of ACCESS, and a sticky
+//! directory's restriction on removal is not enforced. A WRITE by anyone but root clears the
+//! set-user-ID bit, and set-group-ID when the group may execute, as Linux's server does.
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {

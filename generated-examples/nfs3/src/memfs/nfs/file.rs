@@ -5,7 +5,7 @@ use rpcrdma::rpc::CallContext;
 use rpcrdma::xdr::XdrString;
 
 use crate::memfs::attr::{self, fattr, no_wcc, post_op, pre_op, wcc};
-use crate::memfs::tree::Kind;
+use crate::memfs::tree::{Kind, Node};
 use crate::memfs::{access, handle, Op};
 use crate::nfs3::*;
 
@@ -44,6 +44,9 @@ pub fn setattr(op: &mut Op<'_>, args: Setattr3args) -> Setattr3res {
         (Sattrguard3::True(ctime), Ok(node)) if node.meta.ctime != *ctime => {
             Err(Nfsstat3::Nfs3errNotSync)
         }
+        (_, Ok(node)) if !may_change_ids(node, &op.caller, &args.new_attributes) => {
+            Err(Nfsstat3::Nfs3errPerm)
+        }
         _ => attr::apply(op.tree, id, &args.new_attributes, &op.now),
     };
     let obj_wcc = wcc(before, op.tree, id);
@@ -54,6 +57,24 @@ pub fn setattr(op: &mut Op<'_>, args: Setattr3args) -> Setattr3res {
             value: Setattr3resfail { obj_wcc },
         },
     }
+}
+
+/// Whether `caller` may set the mode, owner and group `sattr` asks for, as Linux allows it
+/// (`chown_ok`, `chgrp_ok`, `inode_owner_or_capable`): root anything; the owner the mode, its
+/// own uid again, and a group it belongs to; anyone else none of them (NFS3ERR_PERM, section
+/// 2.6: "not a privileged user (root) or not the owner"). The kernel's client leaves these
+/// checks to the server: pjdfstest chmod/00.t and chmod/07.t found a non-owner's chmod accepted.
+fn may_change_ids(node: &Node, caller: &access::Caller, sattr: &Sattr3) -> bool {
+    if caller.uid == 0 {
+        return true;
+    }
+    let owner = caller.uid == node.meta.uid;
+    let mode_ok = attr::set_mode(sattr).is_none() || owner;
+    let uid_ok = attr::set_uid(sattr).map_or(true, |uid| owner && uid == node.meta.uid);
+    let gid_ok = attr::set_gid(sattr).map_or(true, |gid| {
+        owner && (gid == node.meta.gid || caller.in_group(gid))
+    });
+    mode_ok && uid_ok && gid_ok
 }
 
 /// ACCESS (section 3.3.4).
@@ -173,7 +194,24 @@ pub fn write(op: &mut Op<'_>, args: Write3args) -> Write3res {
     };
     // More than wtmax: a short write, which the client continues (section 3.3.19, wtmax).
     let bytes = &bytes[..bytes.len().min(IO_MAX as usize)];
-    match op.tree.write(id, args.offset, bytes, op.now) {
+    let written = op
+        .tree
+        .write(id, args.offset, bytes, op.now)
+        .and_then(|()| {
+            // As Linux's server (`file_remove_privs` without CAP_FSETID, which it keeps for root
+            // callers only): a write by anyone but root clears set-user-ID, and set-group-ID when
+            // the group may execute (pjdfstest chmod/12.t).
+            if op.caller.uid != 0 {
+                let meta = &mut op.tree.get_mut(id)?.meta;
+                let mut kill = meta.mode & 0o4000;
+                if meta.mode & 0o2010 == 0o2010 {
+                    kill |= 0o2000;
+                }
+                meta.mode &= !kill;
+            }
+            Ok(())
+        });
+    match written {
         Ok(()) => Write3res::Nfs3Ok(Write3resok {
             file_wcc: wcc(before, op.tree, id),
             count: bytes.len() as u32,
