@@ -8,6 +8,8 @@
 //! figures alone. `CHURN_CYCLES` sets the cycles per transport (10,000 by default, seconds in
 //! CI; 100,000 is the figure an operator asks about).
 
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/raw_peer.rs"]
 mod raw_peer;
 
@@ -15,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use process::{descriptors, rss, tasks, until};
 use raw_peer::{enhanced_private_data, rfc8797, MpaFrame, RawPeer};
 use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
@@ -85,30 +88,16 @@ struct Held {
 }
 
 fn held() -> Held {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
     Held {
-        rss: kib << 10,
-        descriptors: std::fs::read_dir("/proc/self/fd").unwrap().count(),
-        tasks: tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks(),
+        rss: rss(),
+        descriptors: descriptors(),
+        tasks: tasks(),
     }
 }
 
-/// Waits (up to a safety net) until `done` holds.
-async fn until(what: &str, done: impl Fn() -> bool) {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: not within the 60 s safety net"));
+/// Waits (up to a safety net of 60 s) until `done` holds.
+async fn settled(what: &str, done: impl Fn() -> bool) {
+    until(what, Duration::from_secs(60), done).await
 }
 
 /// Resident memory may grow this much over the cycles after the warm-up: the allocator keeps
@@ -119,7 +108,7 @@ const RSS_SLACK: usize = 24 * MIB;
 /// Checks the process against `before`: descriptors and tasks back, resident memory within
 /// [`RSS_SLACK`].
 async fn settles(transport: &str, before: Held, n: usize, started: Instant) {
-    until(&format!("{transport}: descriptors and tasks back"), || {
+    settled(&format!("{transport}: descriptors and tasks back"), || {
         let now = held();
         now.descriptors <= before.descriptors && now.tasks <= before.tasks
     })
@@ -199,7 +188,7 @@ async fn rdma_churn() {
         rdma_clean(addr, &provider).await;
         rdma_abrupt(addr).await;
     }
-    until("the warm-up's connections gone", || {
+    settled("the warm-up's connections gone", || {
         listener.connections().is_empty()
     })
     .await;
@@ -212,7 +201,7 @@ async fn rdma_churn() {
             rdma_abrupt(addr).await;
         }
     }
-    until("every connection closed on the server", || {
+    settled("every connection closed on the server", || {
         listener.connections().is_empty()
     })
     .await;
@@ -253,7 +242,7 @@ async fn tcp_churn() {
         tcp_clean(addr).await;
         tcp_abrupt(addr).await;
     }
-    until("the warm-up's connections gone", || live() == 0).await;
+    settled("the warm-up's connections gone", || live() == 0).await;
     let before = held();
     let (n, started) = (cycles(), Instant::now());
     for i in 0..n {
@@ -263,7 +252,7 @@ async fn tcp_churn() {
             tcp_abrupt(addr).await;
         }
     }
-    until("every connection closed on the server", || live() == 0).await;
+    settled("every connection closed on the server", || live() == 0).await;
     assert!(tcp.stats().connections >= 100 + n as u64);
     settles("ONC RPC over TCP", before, n, started).await;
 }

@@ -16,26 +16,18 @@ use rpcrdma::transport::conformance::program::{
 use rpcrdma::transport::{serve, MemoryLimits, RdmaConfig, RdmaListener, RdmaTransport};
 use tokio::task::JoinSet;
 
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/raw_peer.rs"]
 mod raw_peer;
 
+use process::{descriptors, rss, tasks, until};
 use raw_peer::*;
 
 const MIB: usize = 1 << 20;
 /// A call's Read chunks may carry 64 MiB and 64 KiB in all by default (`HeaderLimits`).
 const MAXIMAL: u32 = 64 << 20;
 const TEST_WRITE: u32 = 10;
-
-/// The resident set of this process, in bytes.
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kib << 10
-}
 
 /// An RDMA_MSG carrying TEST_WRITE whose `data` (DDP-eligible) is a Read chunk of `len` bytes
 /// at an address the peer made up: the chunk goes at the data's Position, after the tag and
@@ -102,29 +94,6 @@ async fn serve_with(config: RdmaConfig) -> (Arc<RdmaListener<SoftProvider>>, Soc
         async move { rdma.run().await }
     });
     (rdma, addr)
-}
-
-/// Open descriptors of this process.
-fn descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-/// Tasks alive on the current runtime.
-fn tasks() -> usize {
-    tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks()
-}
-
-/// Waits (up to a safety net) until `done` holds, looking every 20 ms.
-async fn until(what: &str, safety: Duration, done: impl Fn() -> bool) {
-    tokio::time::timeout(safety, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: not within the {safety:?} safety net"));
 }
 
 /// A legitimate client's WRITE with a 1 MiB Read chunk, checked.
