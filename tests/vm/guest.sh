@@ -907,7 +907,7 @@ perf) perf ;;
 siw) siw ;;
 nfs) nfs ;;
 suites) suites ;;
-all) smoke; provider; perf; siw; nfs ;;
+all) smoke; provider; perf; siw; nfs; suites ;;
 esac
 note "$failures failure(s)"
 [ "$failures" -eq 0 ]
