@@ -303,24 +303,41 @@ perf() {
 # provider connects with MPA revision 2 (CRC off and on) and revision 1. siw has no memory
 # windows: the verbs provider then gives remote access through the region's own key. 256 KiB
 # per operation, so each side sends FPDUs of its largest size (ours 65000 bytes) both ways.
-siw() {
+# The siw device (siw0 on v1, address $SIW_ADDR), once per boot. Fails (status 1) when siw.ko is
+# missing: tests/vm/run could not build it (it says why in VM_SIW_SKIP and fails under CI=true),
+# or was asked for a mode without it. The first caller reports it.
+SIW_ADDR=198.51.100.1
+SIW_STATE=""
+siw_up() {
+  case "$SIW_STATE" in up) return 0 ;; down) return 1 ;; esac
+  SIW_STATE=down
   if [ -n "${VM_SIW_SKIP:-}" ]; then
-    # Only in `all`: the host could not build siw.ko (see tests/vm/run); `run siw` fails instead.
-    echo "SKIP siw interop: $VM_SIW_SKIP"
-    return
+    echo "SKIP siw: $VM_SIW_SKIP"
+    return 1
   fi
-  if [ -z "${VM_SIW_KO:-}" ] || [ ! -f "$VM_SIW_KO" ] || [ -z "${VM_RDMA_PING:-}" ]; then
-    echo "FAIL siw: siw.ko or rdma-ping was not built"
+  if [ -z "${VM_SIW_KO:-}" ] || [ ! -f "$VM_SIW_KO" ]; then
+    echo "FAIL siw: siw.ko was not built"
     failures=$((failures + 1))
-    return
+    return 1
   fi
-  local siw_addr=198.51.100.1
   modprobe -d "$VM_KDIR" libcrc32c || note "modprobe libcrc32c failed"
   modprobe -d "$VM_KDIR" crc32c_generic || note "modprobe crc32c_generic failed"
   insmod "$VM_SIW_KO" || note "insmod siw.ko failed"
-  ip addr add "$siw_addr/24" dev v1
+  ip addr add "$SIW_ADDR/24" dev v1
   rdma link add siw0 type siw netdev v1 || note "rdma link add siw0 failed"
   step siw-device 30 sh -c "ibv_devices | tee /dev/stderr | grep -q siw0"
+  ibv_devices 2>/dev/null | grep -q siw0 || return 1
+  SIW_STATE=up
+}
+
+siw() {
+  siw_up || return
+  if [ -z "${VM_RDMA_PING:-}" ]; then
+    echo "FAIL siw: rdma-ping was not built"
+    failures=$((failures + 1))
+    return
+  fi
+  local siw_addr=$SIW_ADDR
   local port=7491 op crc
   for crc in "" --crc; do
     for op in send write read; do
@@ -344,6 +361,33 @@ siw() {
       port=$((port + 1))
     done
   done
+  siw_verbs_tests
+}
+
+# The verbs provider's own tests and the transport conformance suite on siw, as `provider` runs
+# them on rxe. siw has no memory windows: the provider's rekey answers Unsupported, and the
+# transport's pool registers a buffer the peer must reach for that one use (transport/pool.rs).
+siw_verbs_tests() {
+  local b found=""
+  for b in ${VM_TEST_BINS:-}; do
+    [[ "$("$b" rdma::verbs::transport_tests --list 2>/dev/null)" == *": test"* ]] || continue
+    found=1
+    step siw-verbs-tests 240 env RPCRDMA_VERBS_ADDR="$SIW_ADDR" RUST_BACKTRACE=1 \
+      "$b" rdma::verbs --skip rdma::verbs::transport_tests --test-threads=1 --nocapture
+    step siw-transport 1200 env RPCRDMA_VERBS_ADDR="$SIW_ADDR" RUST_BACKTRACE=1 \
+      "$b" rdma::verbs::transport_tests --test-threads=1 --nocapture
+    grep -hE '^test result|^test .*(ok|FAILED|ignored)$|^verbs: |^transport verbs' \
+      "$R/siw-verbs-tests.log" "$R/siw-transport.log" | sed 's/^/TEST siw: /'
+    # The device must really be siw (no memory windows), not rxe answering the same address.
+    if ! grep -q 'siw0' "$R/siw-verbs-tests.log" "$R/siw-transport.log"; then
+      echo "FAIL siw-verbs: the tests did not say they ran on siw0"
+      failures=$((failures + 1))
+    fi
+  done
+  if [ -z "$found" ]; then
+    echo "FAIL siw-verbs: no test binary has the verbs transport suite"
+    failures=$((failures + 1))
+  fi
 }
 
 
@@ -366,7 +410,7 @@ knfsd_up() {
   mount -t tmpfs -o mode=0755 tmpfs "$NFS_EXPORT"
   rpcbind -w || note "rpcbind failed"
   local net
-  for net in 192.0.2.0/24 203.0.113.0/24; do
+  for net in 192.0.2.0/24 203.0.113.0/24 198.51.100.0/24; do
     exportfs -o rw,no_root_squash,fsid=1,insecure,no_subtree_check "$net:$NFS_EXPORT" ||
       note "exportfs $net failed"
   done
@@ -422,13 +466,8 @@ nfs() {
   # The devices first: the server's RDMA listener then listens on every one of them.
   wire_up
   knfsd_up
-  # What the client reads, writes, lists and removes (see its documentation).
-  head -c 3145728 /dev/urandom >"$NFS_EXPORT/big.bin"
-  : >"$NFS_EXPORT/write.bin"
-  echo doomed >"$NFS_EXPORT/doomed.bin"
-  mkdir "$NFS_EXPORT/many"
-  local i cap
-  for i in $(seq 1 400); do : >"$NFS_EXPORT/many/a-file-with-a-rather-long-name-$i"; done
+  client_fixtures
+  local cap
   # The whole session on the wire (port mapper and MOUNT over TCP, then RoCEv2), for tshark on
   # the host (tests/vm/nfs-wire).
   start_capture /tmp/nfs-client.pcapng
@@ -447,6 +486,29 @@ nfs() {
   rm -f /tmp/nfs-client.pcapng
   sed 's/^/TEST /' "$R/nfs3-client.log"
   kernel_client
+  siw_client
+}
+
+# What nfs3-client reads, writes, lists and removes (see its documentation), made afresh.
+client_fixtures() {
+  local i
+  rm -rf "$NFS_EXPORT/big.bin" "$NFS_EXPORT/write.bin" "$NFS_EXPORT/doomed.bin" "$NFS_EXPORT/many"
+  head -c 3145728 /dev/urandom >"$NFS_EXPORT/big.bin"
+  : >"$NFS_EXPORT/write.bin"
+  echo doomed >"$NFS_EXPORT/doomed.bin"
+  mkdir "$NFS_EXPORT/many"
+  for i in $(seq 1 400); do : >"$NFS_EXPORT/many/a-file-with-a-rather-long-name-$i"; done
+}
+
+# The same session as nfs3-client's above, on the other RDMA family: our client on the software
+# provider (MPA, DDP and RDMAP in user space over a TCP socket) against knfsd's svcrdma on the
+# kernel's siw device.
+siw_client() {
+  siw_up || return
+  client_fixtures
+  step nfs3-client-siw 300 "$VM_NFS3_CLIENT" --provider soft --server "$SIW_ADDR" \
+    --export "$NFS_EXPORT" --local "$NFS_EXPORT"
+  sed 's/^/TEST siw: /' "$R/nfs3-client-siw.log"
 }
 
 # ms CMD...: runs CMD, prints how many milliseconds it took (its output goes to the log).
@@ -776,7 +838,7 @@ suites_report() {
       touch "$SUITES_OUT/$suite.$label.passed" "$SUITES_OUT/$suite.$label.failed"
       np=$(wc -l <"$SUITES_OUT/$suite.$label.passed")
       nf=$(wc -l <"$SUITES_OUT/$suite.$label.failed")
-      echo "SUITE $suite $label rxe: $np passed, $nf failed"
+      echo "SUITE $suite $label $SUITES_FABRIC: $np passed, $nf failed"
       if [ "$nf" -gt 0 ]; then
         id=$(head -n1 "$SUITES_OUT/$suite.$label.failed")
         echo "  | first failure: $id"
@@ -786,13 +848,13 @@ suites_report() {
     only=$(grep -vxF -f "$SUITES_OUT/$suite.knfsd.failed" "$SUITES_OUT/$suite.ours.failed")
     shared=$(grep -xF -f "$SUITES_OUT/$suite.knfsd.failed" "$SUITES_OUT/$suite.ours.failed")
     if [ -n "$only" ]; then
-      echo "FAIL suites $suite: ours fails $(echo "$only" | wc -l) case(s) knfsd passes:" \
+      echo "FAIL suites $suite $SUITES_FABRIC: ours fails $(echo "$only" | wc -l) case(s) knfsd passes:" \
         "$(echo "$only" | head -n 8 | paste -sd' ')"
       failures=$((failures + 1))
     fi
     if [ -n "$shared" ]; then
       id=$(echo "$shared" | head -n1)
-      echo "SUITE $suite: $(echo "$shared" | wc -l) failure(s) shared with knfsd, not counted:" \
+      echo "SUITE $suite $SUITES_FABRIC: $(echo "$shared" | wc -l) failure(s) shared with knfsd, not counted:" \
         "$(echo "$shared" | head -n 8 | paste -sd' ')"
       echo "  | knfsd's $id: $(grep -v '^$' "$(out_file "$suite" knfsd "$id")" 2>/dev/null | tail -n 2 | paste -sd' ')"
     fi
@@ -808,55 +870,126 @@ suites() {
   wire_up
   knfsd_up
   modprobe -d "$VM_KDIR" nfsv3 || note "modprobe nfsv3 failed"
-  SUITES_OUT="$R/suites"
-  rm -rf "$SUITES_OUT" /tmp/cthon04
-  mkdir -p "$SUITES_OUT"
+  rm -rf "$R/suites" /tmp/cthon04
   # cthon04's scripts write next to their programs (tests.init, general's copies).
   cp -r "$VM_SUITES/cthon04" /tmp/cthon04
   # The bounded form is what `all` runs in CI; --full is the suites' own size.
-  local parts="cthon_basic cthon_special fsx_runs pjdfstest_dirs"
+  SUITES_PARTS="cthon_basic cthon_special fsx_runs pjdfstest_dirs"
   # Measured in one boot, both servers at once: cthon04 basic 10 s, special 50 s, fsx 2,000
   # operations 9 s a run, pjdfstest mknod 250 s, mkfifo 340 s (about 1 test a second).
   FSX_OPS=5000 FSX_SECS=600 PJD_SECS=900
   PJD_DIRS="mknod mkdir"
   FSX_SEED=$(date +%s)
   if [ -n "${VM_SUITES_FULL:-}" ]; then
-    parts="cthon_basic cthon_special cthon_general fsx_runs pjdfstest_dirs"
+    SUITES_PARTS="cthon_basic cthon_special cthon_general fsx_runs pjdfstest_dirs"
     FSX_OPS=20000 FSX_SECS=3600 PJD_SECS=2400
     # chflags and granular are FreeBSD's (file flags, NFSv4 ACLs): they skip on Linux.
     PJD_DIRS="chmod chown ftruncate link mkdir mkfifo mknod open posix_fallocate rename rmdir"
     PJD_DIRS="$PJD_DIRS symlink truncate unlink utimensat"
   fi
-  [ -z "${VM_SUITES_PARTS:-}" ] || parts="$VM_SUITES_PARTS"
+  [ -z "${VM_SUITES_PARTS:-}" ] || SUITES_PARTS="$VM_SUITES_PARTS"
   [ -z "${VM_SUITES_PJD:-}" ] || PJD_DIRS="$VM_SUITES_PJD"
   [ -z "${VM_SUITES_FSX_OPS:-}" ] || FSX_OPS="$VM_SUITES_FSX_OPS"
-  note "suites: $parts; fsx $FSX_OPS operations per run (seed $FSX_SEED); pjdfstest: $PJD_DIRS"
-  "$VM_NFS3_SERVER" --provider verbs --listen "$WIRE_SERVER" --rdma-port 20050 \
-    --mount-port 20051 --export /export --capacity-mib 1024 >"$R/suites-server.log" 2>&1 &
-  local spid=$! label part ok=1 suite pids
-  until_listening "$R/suites-server.log" "$spid"
+  note "suites: $SUITES_PARTS; fsx $FSX_OPS operations per run (seed $FSX_SEED); pjdfstest: $PJD_DIRS"
+  # RoCE: our server on the verbs provider. iWARP: our server on the software provider (no RDMA
+  # stack on our side: the kernel's xprtrdma over siw talks to our user-space MPA, DDP and
+  # RDMAP), knfsd's svcrdma on siw. VM_SUITES_FABRICS narrows it down.
+  #
+  # On siw the connections are TCP streams: every SUITES_DROP_EVERY seconds both servers' are
+  # reset (ss -K), so the kernel's client reconnects and retransmits mid-suite, and each
+  # server's duplicate request cache answers what it had run. The results must stay those of
+  # rxe, where nothing is dropped.
+  SUITES_DROP_EVERY="${VM_SUITES_DROP_EVERY:-45}"
+  local fabric
+  for fabric in ${VM_SUITES_FABRICS:-rxe siw}; do
+    case "$fabric" in
+    rxe) suites_on rxe verbs "$WIRE_SERVER" 20050 ;;
+    siw) siw_up && suites_on siw soft "$SIW_ADDR" 20052 drops ;;
+    *) note "no such fabric: $fabric" ;;
+    esac
+  done
+  [ ! -d "$R/suites/siw" ] || [ ! -d "$R/suites/rxe" ] || suites_compare_drops
+}
+
+# drop_connections LOG PORT...: every SUITES_DROP_EVERY seconds, resets the established TCP
+# connections whose local port is one of PORTS (the servers' ends; the peer gets the RST),
+# logging what it reset, until killed.
+drop_connections() {
+  local log="$1" p
+  shift
+  while sleep "$SUITES_DROP_EVERY"; do
+    for p in "$@"; do
+      ss -K -t -n state established "( sport = :$p )" | tail -n +2 | sed "s/^/$p /" >>"$log"
+    done
+  done
+}
+
+# What the drops changed: a case ours passed on rxe (no drops) and failed on siw (drops), that
+# knfsd passed on siw, fails the run; the drops must have happened.
+suites_compare_drops() {
+  local suite n_ours n_knfsd changed
+  n_ours=$(grep -c '^20052 ' "$R/suites-drops-siw.log" 2>/dev/null)
+  n_knfsd=$(grep -c '^20049 ' "$R/suites-drops-siw.log" 2>/dev/null)
+  echo "SUITE drops siw: ${n_ours:-0} of our server's connections reset, ${n_knfsd:-0} of knfsd's;" \
+    "$(grep -h '^rdma connections' "$R/suites-server-siw.log" 2>/dev/null)"
+  if [ "${n_ours:-0}" -eq 0 ]; then
+    echo "FAIL suites siw: no connection of our server was dropped"
+    failures=$((failures + 1))
+  fi
+  for suite in $SUITES_RUN; do
+    changed=$(grep -vxF -f "$R/suites/rxe/$suite.ours.failed" "$R/suites/siw/$suite.ours.failed" |
+      grep -vxF -f "$R/suites/siw/$suite.knfsd.failed")
+    if [ -n "$changed" ]; then
+      echo "FAIL suites $suite: with dropped connections (siw) ours fails what it passed without" \
+        "(rxe) and knfsd passed: $(echo "$changed" | head -n 8 | paste -sd' ')"
+      failures=$((failures + 1))
+    fi
+  done
+}
+
+# suites_on FABRIC PROVIDER ADDRESS PORT: our server (on PROVIDER, RPC-over-RDMA on PORT and
+# MOUNT on PORT+1) and knfsd, each mounted by the kernel's client at ADDRESS (on the FABRIC's
+# device), every part of SUITES_PARTS on both at once; then the report.
+suites_on() {
+  local fabric="$1" provider="$2" addr="$3" port="$4" drops="${5:-}"
+  local spid dpid="" label part ok=1 suite pids mnt ours="/tmp/suites-ours-$1" knfsd="/tmp/suites-knfsd-$1"
+  SUITES_FABRIC="$fabric"
+  SUITES_OUT="$R/suites/$fabric"
+  SUITES_RUN=""
+  mkdir -p "$SUITES_OUT"
+  "$VM_NFS3_SERVER" --provider "$provider" --listen "$addr" --rdma-port "$port" \
+    --mount-port $((port + 1)) --export /export --capacity-mib 1024 >"$R/suites-server-$fabric.log" 2>&1 &
+  spid=$!
+  until_listening "$R/suites-server-$fabric.log" "$spid"
   # Like kernel_mount_session's mounts (soft: a server that stops answering fails the call
   # instead of hanging the suite in the kernel), each server at its own mount point.
-  mkdir -p /tmp/suites-ours /tmp/suites-knfsd
-  if ! mount -t nfs -o vers=3,proto=rdma,port=20050,mountproto=tcp,mountport=20051,nolock,soft,timeo=150,retrans=2 \
-    "$WIRE_SERVER:/export" /tmp/suites-ours >>"$R/suites-mount.log" 2>&1; then
-    echo "FAIL suites: mounting our server failed"; ok=0
+  mkdir -p "$ours" "$knfsd"
+  if ! mount -t nfs -o "vers=3,proto=rdma,port=$port,mountproto=tcp,mountport=$((port + 1)),nolock,soft,timeo=150,retrans=2" \
+    "$addr:/export" "$ours" >>"$R/suites-mount-$fabric.log" 2>&1; then
+    echo "FAIL suites $fabric: mounting our server failed"; ok=0
   fi
   if ! mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,soft,timeo=150,retrans=2 \
-    "$WIRE_SERVER:$NFS_EXPORT" /tmp/suites-knfsd >>"$R/suites-mount.log" 2>&1; then
-    echo "FAIL suites: mounting knfsd failed"; ok=0
+    "$addr:$NFS_EXPORT" "$knfsd" >>"$R/suites-mount-$fabric.log" 2>&1; then
+    echo "FAIL suites $fabric: mounting knfsd failed"; ok=0
   fi
   if [ "$ok" = 0 ]; then
-    sed 's/^/  | /' "$R/suites-mount.log"
+    sed 's/^/  | /' "$R/suites-mount-$fabric.log"
     failures=$((failures + 1))
-    umount /tmp/suites-ours /tmp/suites-knfsd 2>/dev/null
+    umount "$ours" "$knfsd" 2>/dev/null
     kill "$spid" 2>/dev/null
     return
   fi
-  mkdir -p /tmp/suites-knfsd/suites && rm -rf /tmp/suites-knfsd/suites/*
-  mkdir -p /tmp/suites-ours/suites
-  # knfsd first: each part, then the same part on ours.
-  for part in $parts; do
+  # The kernel's queue pairs, with their device: the mounts' transports are on the FABRIC's.
+  rdma res show qp 2>&1 | grep -v 'type UD\|type GSI' | head -n 12 | sed "s/^/VM: $fabric qp: /"
+  mkdir -p "$knfsd/suites" && rm -rf "$knfsd/suites"/*
+  mkdir -p "$ours/suites"
+  if [ -n "$drops" ]; then
+    modprobe -d "$VM_KDIR" tcp_diag || note "modprobe tcp_diag failed"
+    : >"$R/suites-drops-$fabric.log"
+    drop_connections "$R/suites-drops-$fabric.log" "$port" 20049 &
+    dpid=$!
+  fi
+  for part in $SUITES_PARTS; do
     case "$part" in
     cthon_basic) suite=cthon04-basic ;;
     cthon_special) suite=cthon04-special ;;
@@ -872,26 +1005,31 @@ suites() {
     for label in knfsd ours; do
       (
         t0=$SECONDS
-        "$part" "$label" "/tmp/suites-$label/suites"
+        if [ "$label" = ours ]; then mnt="$ours"; else mnt="$knfsd"; fi
+        "$part" "$label" "$mnt/suites"
         touch "$SUITES_OUT/$suite.$label.passed" "$SUITES_OUT/$suite.$label.failed"
-        echo "TEST suite time: $suite on $label: $((SECONDS - t0)) s;" \
+        echo "TEST suite time: $suite on $label $fabric: $((SECONDS - t0)) s;" \
           "$(wc -l <"$SUITES_OUT/$suite.$label.passed") passed," \
           "$(wc -l <"$SUITES_OUT/$suite.$label.failed") failed" | tee -a "$SUITES_OUT/times"
       ) &
       pids="$pids $!"
     done
-    # Not a bare `wait`: our server runs in the background too.
+    # Not a bare `wait`: our server and the dropper run in the background too.
     # shellcheck disable=SC2086 # a list of pids
     wait $pids
   done
-  rm -rf /tmp/suites-ours/suites /tmp/suites-knfsd/suites
-  for label in ours knfsd; do
-    umount "/tmp/suites-$label" >>"$R/suites-mount.log" 2>&1 ||
-      { echo "FAIL suites: umount of $label's mount failed"; failures=$((failures + 1)); }
+  if [ -n "$dpid" ]; then
+    kill "$dpid" 2>/dev/null
+    wait "$dpid" 2>/dev/null
+  fi
+  rm -rf "$ours/suites" "$knfsd/suites"
+  for mnt in "$ours" "$knfsd"; do
+    umount "$mnt" >>"$R/suites-mount-$fabric.log" 2>&1 ||
+      { echo "FAIL suites $fabric: umount of $mnt failed"; failures=$((failures + 1)); }
   done
   if ! kill -0 "$spid" 2>/dev/null; then
-    echo "FAIL suites: our server exited during the suites; its last lines:"
-    tail -n 10 "$R/suites-server.log" | sed 's/^/  S| /'
+    echo "FAIL suites $fabric: our server exited during the suites; its last lines:"
+    tail -n 10 "$R/suites-server-$fabric.log" | sed 's/^/  S| /'
     failures=$((failures + 1))
   fi
   kill "$spid" 2>/dev/null

@@ -123,7 +123,8 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     // The defaults fit the Linux client: a 4 KiB inline threshold both ways (what it
     // advertises and assumes), and 32 credits granted (it asks for up to 128 and takes what is
     // granted).
-    let rdma = Arc::new(serve::<P>(listener, fs.nfs_server(), RdmaConfig::default()));
+    let nfs = fs.nfs_server();
+    let rdma = Arc::new(serve::<P>(listener, nfs.clone(), RdmaConfig::default()));
     let mut rdma_task = tokio::spawn({
         let rdma = rdma.clone();
         async move { rdma.run().await }
@@ -137,7 +138,7 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     let nfs_tcp = match args.tcp_port {
         Some(port) => {
             let addr = SocketAddr::new(args.listen, port);
-            let tcp = TcpServer::bind(addr, fs.nfs_server(), TcpConfig::new())
+            let tcp = TcpServer::bind(addr, nfs.clone(), TcpConfig::new())
                 .await
                 .map_err(|e| format!("NFS over TCP listen on {addr}: {e}"))?;
             Some(tcp)
@@ -177,6 +178,15 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
     let _ = tokio::time::timeout(Duration::from_secs(5), mount.shutdown()).await;
     if let Some(tcp) = nfs_tcp {
         let _ = tokio::time::timeout(Duration::from_secs(5), tcp.shutdown()).await;
+    }
+    // What a reconnecting client cost: its connections, and the calls it sent again whose
+    // replies the duplicate request cache gave back instead of running them twice.
+    let connections = rdma.total_stats().connections;
+    if let Some(cache) = nfs.reply_cache_stats() {
+        println!(
+            "rdma connections {connections}, reply cache: {} replayed, {} recorded, {} evicted",
+            cache.hits, cache.misses, cache.evictions
+        );
     }
     println!("stopped");
     result

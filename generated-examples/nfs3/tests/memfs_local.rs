@@ -1227,3 +1227,31 @@ async fn directory_replies_encode_within_the_counts_asked() {
         }
     }
 }
+
+/// The server keeps the replies of the procedures that change the file system (a REMOVE
+/// retransmitted after a reconnect gets its first reply) and of no other: a GETATTR or a
+/// LOOKUP is not recorded.
+#[tokio::test]
+async fn the_reply_cache_covers_the_procedures_that_change_the_file_system() {
+    let fs = Arc::new(MemFs::new(MemFsConfig::new("/export")));
+    let server = fs.nfs_server();
+    let nfs = as_root(Client::new(LocalTransport::new(server.clone())));
+    let root = fs.root_handle();
+    let recorded = || server.reply_cache_stats().expect("the cache is on").misses;
+    let file = create(&nfs, &root, "kept").await;
+    assert_eq!(recorded(), 1, "CREATE is recorded");
+    write(&nfs, &file, 0, Bytes::from_static(b"data")).await;
+    mkdir(&nfs, &root, "dir").await;
+    assert_eq!(recorded(), 3, "WRITE and MKDIR are recorded");
+    getattr(&nfs, &file).await.unwrap();
+    lookup(&nfs, &root, "kept").await.unwrap();
+    assert_eq!(recorded(), 3, "GETATTR and LOOKUP are not");
+    let removed = nfs
+        .nfsproc3_remove(Remove3args {
+            object: at(&root, "kept"),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(removed, Remove3res::Nfs3Ok(_)), "{removed:?}");
+    assert_eq!(recorded(), 4, "REMOVE is recorded");
+}

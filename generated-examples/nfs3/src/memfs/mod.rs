@@ -42,7 +42,7 @@ pub mod tree;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rpcrdma::rpc::{CallContext, Server};
+use rpcrdma::rpc::{CallContext, ReplyCacheConfig, Server};
 
 use crate::mount3::mount_program::mount_v3;
 use crate::mount3::Mountbody;
@@ -157,9 +157,27 @@ impl MemFs {
     }
 
     /// An RPC server with this file system as NFS version 3 (program 100003).
+    ///
+    /// With a duplicate request cache (default bounds) over the procedures that change the
+    /// file system: SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME and
+    /// LINK, the set Linux's nfsd keeps replies for. A client retransmits a call whose reply
+    /// was lost with its connection on its next connection; run twice, a REMOVE or an
+    /// exclusive CREATE would fail the second time.
     pub fn nfs_server(self: &Arc<Self>) -> Server {
         let mut builder = Server::builder();
         nfs_v3::register_arc(&mut builder, Arc::clone(self));
+        builder
+            .reply_cache(ReplyCacheConfig::new())
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Setattr>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Write>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Create>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Mkdir>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Symlink>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Mknod>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Remove>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Rmdir>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Rename>()
+            .non_idempotent_procedure::<nfs_v3::Nfsproc3Link>();
         builder.build()
     }
 

@@ -297,6 +297,20 @@ impl VerbsConnection {
         Ok(())
     }
 
+    /// The name of the device the connection runs on (`rxe0`, `siw0`, a NIC's name).
+    pub fn device_name(&self) -> String {
+        let ctx = self._id.context();
+        // SAFETY: an established identifier has a live context whose device name is a C string.
+        let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name((*ctx).device)) };
+        name.to_string_lossy().into_owned()
+    }
+
+    /// Whether the device has type-2 memory windows: [`Connection::rekey`] works only then
+    /// (siw has none: it answers [`Error::Unsupported`]).
+    pub fn has_memory_windows(&self) -> bool {
+        self.shape.windows
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
