@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs inside the test guest, chrooted into the host root (read-only; /tmp and /run are tmpfs).
-# Environment: VM_MODE (smoke|provider|perf|siw|nfs|suites|all), VM_REPO (repository path), VM_KDIR (the unpacked
+# Environment: VM_MODE (smoke|provider|perf|siw|nfs|suites|removal|all), VM_REPO (repository path), VM_KDIR (the unpacked
 # kernel package: its modules). Writes logs, perf.txt and its exit status to tests/vm/work/results.
 set -uo pipefail
 R="$VM_REPO/tests/vm/work/results"
@@ -1038,11 +1038,52 @@ suites_on() {
   suites_report
 }
 
+# --- Device removal (tests/vm/run removal; exploratory, not in `all`): what happens today when
+# the rxe device under a live verbs connection is deleted (`rdma link delete`) mid-transfer,
+# and whether the connection's process lets the removal finish. Prints what it saw; fails only
+# when the device could not be added back.
+removal() {
+  if [ -z "${VM_RDMA_PING:-}" ]; then
+    echo "FAIL removal: rdma-ping was not built"
+    failures=$((failures + 1))
+    return
+  fi
+  local port=7601 t0 rc spid cpid
+  "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" >"$R/removal.server.log" 2>&1 &
+  spid=$!
+  until_listening "$R/removal.server.log" "$spid"
+  "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op write --size 65536 \
+    --count 10000000 >"$R/removal.client.log" 2>&1 &
+  cpid=$!
+  sleep 5
+  t0=$SECONDS
+  timeout 60 rdma link delete "$DEV" >"$R/removal.delete.log" 2>&1
+  rc=$?
+  echo "TEST removal: rdma link delete $DEV: exit $rc after $((SECONDS - t0)) s (124: still blocked at 60 s)"
+  sleep 2
+  echo "TEST removal: client $(kill -0 "$cpid" 2>/dev/null && echo alive || echo exited)," \
+    "server $(kill -0 "$spid" 2>/dev/null && echo alive || echo exited)"
+  tail -n 4 "$R/removal.client.log" | sed 's/^/TEST removal client| /'
+  tail -n 4 "$R/removal.server.log" | sed 's/^/TEST removal server| /'
+  kill "$cpid" "$spid" 2>/dev/null
+  wait "$cpid" "$spid" 2>/dev/null
+  t0=$SECONDS
+  until ! rdma link show 2>/dev/null | grep -q "link $DEV/" || [ $((SECONDS - t0)) -ge 30 ]; do
+    sleep 1
+  done
+  echo "TEST removal: after both processes exited, $DEV is $(rdma link show 2>/dev/null |
+    grep -q "link $DEV/" && echo 'still there' || echo gone) ($((SECONDS - t0)) s)"
+  dmesg | tail -n 20 >"$R/removal.dmesg.log"
+  rdma link add "$DEV" type rxe netdev v0 2>/dev/null
+  step removal-added-back 30 sh -c "ibv_devices | grep -q $DEV"
+}
+
 case "$VM_MODE" in
 smoke) smoke ;;
 provider) provider ;;
 perf) perf ;;
 siw) siw ;;
+removal) removal ;;
 nfs) nfs ;;
 suites) suites ;;
 all) smoke; provider; perf; siw; nfs; suites ;;
