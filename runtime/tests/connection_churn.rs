@@ -246,7 +246,10 @@ async fn tcp_churn() {
         tcp_clean(addr).await;
         tcp_abrupt(addr).await;
     }
-    settled("the warm-up's connections gone", || live() == 0).await;
+    settled("the warm-up's connections gone", || {
+        tcp.stats().connections >= 100 && live() == 0
+    })
+    .await;
     let before = held();
     let (n, started) = (cycles(), Instant::now());
     for i in 0..n {
@@ -256,7 +259,11 @@ async fn tcp_churn() {
             tcp_abrupt(addr).await;
         }
     }
-    settled("every connection closed on the server", || live() == 0).await;
-    assert!(tcp.stats().connections >= 100 + n as u64);
+    // Every cycle's connection accepted, not only the accepted ones closed: the last abrupt
+    // peers' may still wait in the kernel's accept queue.
+    settled("every connection accepted and closed on the server", || {
+        tcp.stats().connections >= 100 + n as u64 && live() == 0
+    })
+    .await;
     settles("ONC RPC over TCP", before, n, started).await;
 }
