@@ -43,6 +43,24 @@ mod markers {
     }));
 }
 
+/// A provider that cannot rekey, as the verbs provider on a device without memory windows
+/// (Linux siw): every buffer the peer must reach is a registration for that one use, revoked
+/// when the call is done; the rest are pooled without remote rights.
+mod without_rekey {
+    use super::*;
+    use rpcrdma::rdma::faults::{FaultPlan, FaultyProvider};
+    rpcrdma::transport_conformance_tests!(Harness::new(
+        FaultyProvider::new(
+            SoftProvider::default(),
+            FaultPlan {
+                without_rekey: true,
+                ..FaultPlan::none(0)
+            },
+        ),
+        "127.0.0.1:0".parse().unwrap(),
+    ));
+}
+
 /// The name of the threads that run [`no_hostile_case_makes_anything_panic`]'s cases.
 const HOSTILE_THREADS: &str = "hostile-case";
 

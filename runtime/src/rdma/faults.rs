@@ -66,6 +66,10 @@ pub struct FaultPlan {
     /// Disconnect the first connection that reaches its Nth (1-based) posted operation of
     /// this kind (once per provider: a reconnected client is left alone).
     pub disconnect_at: Option<(OpKind, u64)>,
+    /// Behave as a provider that cannot rekey (the verbs provider on a device without memory
+    /// windows, Linux siw): [`Connection::rekey`] answers `Unsupported`, and
+    /// [`Connection::revoke`] still revokes.
+    pub without_rekey: bool,
 }
 
 impl FaultPlan {
@@ -78,6 +82,7 @@ impl FaultPlan {
             max_delay: Duration::from_millis(20),
             fail_registration: 0,
             disconnect_at: None,
+            without_rekey: false,
         }
     }
 
@@ -99,6 +104,7 @@ impl FaultPlan {
                     1 + rng.below(40),
                 )
             }),
+            without_rekey: false,
         }
     }
 }
@@ -408,8 +414,17 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     }
 
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        if self.plan.without_rekey {
+            return Err(Error::Unsupported(
+                "rekeying (FaultPlan::without_rekey)".into(),
+            ));
+        }
         self.maybe_fail("a rekey")?;
         self.inner.rekey(mr, remote)
+    }
+
+    fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
+        self.inner.revoke(mr)
     }
 
     fn expect_write(&self, mr: &MemoryRegion) {

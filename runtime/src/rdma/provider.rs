@@ -241,6 +241,15 @@ pub trait Connection: Send + Sync + 'static {
         Err(super::Error::Unsupported("rekeying a registration".into()))
     }
 
+    /// Revokes every steering tag of `mr` now: no tag the peer was given reaches it any more.
+    /// By default [`rekey`](Self::rekey) to `Access::NONE`. A provider that cannot rekey may
+    /// do it another way and leave the region unusable in work requests afterwards: the verbs
+    /// provider on a device without memory windows deregisters the region (its memory stays
+    /// readable through the region).
+    fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
+        self.rekey(mr, Access::NONE)
+    }
+
     /// A hint: the peer is about to write into `mr` (under its current tag) by RDMA Write,
     /// most likely before anything else it sends, as a responder fills the Write chunk of a
     /// call just sent. A provider that places tagged data from the wire itself may prepare to

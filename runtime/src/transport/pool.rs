@@ -207,7 +207,7 @@ impl Drop for Checkout {
 impl<C: Connection> Return for Shared<C> {
     fn put_back(&self, reg: Registration, class: usize, revoke: bool) {
         // A tag the core did not invalidate (an abandoned call) must not stay reachable.
-        if revoke && self.conn.rekey(&reg.mr, Access::NONE).is_err() {
+        if revoke && self.conn.revoke(&reg.mr).is_err() {
             return;
         }
         let mut lists = self.lists.lock();
@@ -448,10 +448,8 @@ impl<C: Connection> Pool<C> {
     ) -> Result<PoolBuf, MemoryError> {
         let (class, size) = class_of(len, self.shared.config.max_buffer);
         let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-        if remote.is_remote() && !self.can_rekey() {
-            // One registration for this one use, with exactly the rights needed.
-            let reg = self.register(size, Access::LOCAL_WRITE | remote)?;
-            return Ok(self.lend(reg, class, false, true, charge));
+        if !self.can_rekey() {
+            return self.checkout_without_rekey(len, remote, charge);
         }
         let reused = {
             let mut lists = self.shared.lists.lock();
@@ -484,6 +482,38 @@ impl<C: Connection> Pool<C> {
             self.rekey(&buf, remote)?;
         }
         Ok(buf)
+    }
+
+    /// [`Pool::checkout_charged`] on a provider that cannot rekey: a buffer the peer must
+    /// reach is a registration for this one use with exactly the rights needed (revoked by
+    /// [`Connection::revoke`] when the core invalidates it); any other is a pooled
+    /// registration without remote rights, which no steering tag ever reaches.
+    fn checkout_without_rekey(
+        &self,
+        len: usize,
+        remote: Access,
+        charge: Charge,
+    ) -> Result<PoolBuf, MemoryError> {
+        let (class, size) = class_of(len, self.shared.config.max_buffer);
+        if remote.is_remote() {
+            let reg = self.register(size, Access::LOCAL_WRITE | remote)?;
+            return Ok(self.lend(reg, class, false, true, charge));
+        }
+        // Once rekeying is known to be unsupported every pooled registration is local: the
+        // first registration made found out, and was not pooled.
+        let reused = {
+            let mut lists = self.shared.lists.lock();
+            let reg = lists.free[class].pop();
+            if let Some(r) = &reg {
+                lists.free_bytes -= r.mr.len();
+            }
+            reg
+        };
+        let reg = match reused {
+            Some(reg) => reg,
+            None => self.register(size, Access::LOCAL_WRITE)?,
+        };
+        Ok(self.lend(reg, class, true, false, charge))
     }
 
     fn lend(
@@ -530,7 +560,7 @@ impl<C: Connection> Pool<C> {
     pub fn revoke(&self, buf: &PoolBuf) -> Result<(), MemoryError> {
         self.shared
             .conn
-            .rekey(buf.region(), Access::NONE)
+            .revoke(buf.region())
             .map_err(memory_error)?;
         buf.0.exposed.store(false, Ordering::Release);
         Ok(())
@@ -559,10 +589,36 @@ impl<C: Connection> Pool<C> {
                 ),
             ));
         }
+        let buf = self.checkout(len, Access::NONE)?;
+        if self.can_rekey() {
+            return Ok(PoolLease { buf, len });
+        }
+        // Without rekeying, a buffer reaches the peer only with the rights it was registered
+        // with: the application's is registered with them, unadvertised, for one exposure
+        // (see `Pool::expose_once`). The first lease on such a provider finds that out.
+        drop(buf);
+        let (class, size) = class_of(len, self.shared.config.max_buffer);
+        let charge = self.shared.budget.charge(size);
+        let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+        let reg = self.register(size, all)?;
         Ok(PoolLease {
-            buf: self.checkout(len, Access::NONE)?,
+            buf: self.lend(reg, class, false, false, charge),
             len,
         })
+    }
+
+    /// On a provider that cannot rekey: makes `buf` reachable with `remote` under the key it
+    /// was registered with, if that is allowed: an application's buffer registered with those
+    /// rights and never advertised. Its exposure ends with the call (the core invalidates the
+    /// key, which on such a provider revokes the registration), so this happens once.
+    fn expose_once(&self, buf: &PoolBuf, remote: Access) -> bool {
+        let once = !buf.0.pooled
+            && buf.region().registered_access().contains(remote)
+            && !buf.0.exposed.swap(true, Ordering::AcqRel);
+        if once {
+            buf.0.invalidated.store(false, Ordering::Release);
+        }
+        once
     }
 
     /// The lease inside `buffer`, if it came from this pool.

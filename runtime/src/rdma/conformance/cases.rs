@@ -1,7 +1,8 @@
 //! The conformance cases. Each builds its own connections, so one failure does not cascade.
 
 use super::util::{
-    ensure, expect_ok, expect_quiet, expect_status, next, pair, pair_with, region, Step, STEP,
+    ensure, expect_ok, expect_quiet, expect_refused, expect_status, next, pair, pair_with, region,
+    Step, STEP,
 };
 use super::{Failure, ProviderUnderTest};
 use crate::rdma::{
@@ -212,8 +213,7 @@ pub(super) async fn send_too_long<T: ProviderUnderTest>(put: &T) -> Result<(), F
         "receive of an oversized send",
     )
     .await?;
-    expect_status(&client, 8, REMOTE_REFUSALS, "oversized send").await?;
-    Ok(())
+    expect_refused(put, &client, 8, REMOTE_REFUSALS, "oversized send").await
 }
 
 pub(super) async fn write_then_send<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
@@ -299,7 +299,7 @@ pub(super) async fn rdma_read<T: ProviderUnderTest>(put: &T) -> Result<(), Failu
 }
 
 /// One refused remote access on a fresh connection: the requester sees a remote access error
-/// and the target registration is unchanged.
+/// (or, on iWARP, its connection end) and the target registration is unchanged.
 async fn refused_write<T: ProviderUnderTest>(
     put: &T,
     what: &str,
@@ -317,7 +317,7 @@ async fn refused_write<T: ProviderUnderTest>(
             remote_of(&target),
         ))
         .step("post write")?;
-    expect_status(&client, 1, &[WcStatus::RemoteAccessError], what).await?;
+    expect_refused(put, &client, 1, &[WcStatus::RemoteAccessError], what).await?;
     let after = target.to_vec(0..64).step("read back")?;
     ensure!(after.iter().all(|&b| b == 0), "{what}: target was written");
     Ok(())
@@ -407,7 +407,8 @@ pub(super) async fn invalidated_tag<T: ProviderUnderTest>(put: &T) -> Result<(),
         client
             .post_send(SendWr::write(1, vec![Sge::whole(&data)], remote))
             .step("post write")?;
-        expect_status(
+        expect_refused(
+            put,
             &client,
             1,
             &[WcStatus::RemoteAccessError],
@@ -448,7 +449,8 @@ pub(super) async fn invalidated_tag<T: ProviderUnderTest>(put: &T) -> Result<(),
         client
             .post_send(SendWr::write(2, vec![Sge::whole(&data)], remote))
             .step("post write")?;
-        expect_status(
+        expect_refused(
+            put,
             &client,
             2,
             &[WcStatus::RemoteAccessError],

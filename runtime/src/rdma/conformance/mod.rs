@@ -47,6 +47,15 @@ pub trait ProviderUnderTest: Send + Sync + 'static {
     fn live_registrations(&self) -> Option<usize> {
         None
     }
+
+    /// Whether a Send or RDMA Write the responder refuses completes with the refusal at the
+    /// requester (InfiniBand and RoCE, whose responder acknowledges each request; the soft
+    /// provider). False on iWARP devices such as Linux siw: there a requester's Send or Write
+    /// completes once its data is on the stream, and the responder's refusal ends the stream
+    /// (RFC 5040's Terminate message), so the requester sees its connection close instead.
+    fn requester_sees_refusals(&self) -> bool {
+        true
+    }
 }
 
 /// The plain [`ProviderUnderTest`]: a provider and a listen address.
@@ -59,6 +68,8 @@ pub struct Harness<P> {
     /// Counts the provider's live registrations (`soft::live_registrations`,
     /// `verbs::live_registrations`), for leak checks.
     pub registrations: Option<fn() -> usize>,
+    /// See [`ProviderUnderTest::requester_sees_refusals`] (true unless set otherwise).
+    pub requester_sees_refusals: bool,
 }
 
 impl<P: Provider> Harness<P> {
@@ -68,7 +79,15 @@ impl<P: Provider> Harness<P> {
             provider,
             listen_addr,
             registrations: None,
+            requester_sees_refusals: true,
         }
+    }
+
+    /// For a device that completes a requester's Sends and Writes locally (iWARP): see
+    /// [`ProviderUnderTest::requester_sees_refusals`].
+    pub fn with_local_requester_completions(mut self) -> Harness<P> {
+        self.requester_sees_refusals = false;
+        self
     }
 
     /// Counts live registrations with `count`, so cases can check that nothing leaks.
@@ -88,6 +107,9 @@ impl<P: Provider> ProviderUnderTest for Harness<P> {
     }
     fn live_registrations(&self) -> Option<usize> {
         self.registrations.map(|count| count())
+    }
+    fn requester_sees_refusals(&self) -> bool {
+        self.requester_sees_refusals
     }
 }
 

@@ -121,6 +121,32 @@ pub(crate) async fn expect_status<C: Connection>(
     Ok(c)
 }
 
+/// The requester's completion `wr_id` of a request its responder refused: a status in
+/// `refusals` where the provider reports refusals to requesters; on a device that completes
+/// Sends and Writes locally (iWARP), success or one of `refusals`, and then the connection
+/// ends within [`STEP`] (the responder terminated the stream).
+pub(crate) async fn expect_refused<T: ProviderUnderTest, C: Connection>(
+    put: &T,
+    conn: &C,
+    wr_id: u64,
+    refusals: &[WcStatus],
+    what: &str,
+) -> Result<(), Failure> {
+    if put.requester_sees_refusals() {
+        return expect_status(conn, wr_id, refusals, what).await.map(drop);
+    }
+    let mut allowed = refusals.to_vec();
+    allowed.push(WcStatus::Success);
+    expect_status(conn, wr_id, &allowed, what).await?;
+    tokio::time::timeout(STEP, async {
+        while conn.is_connected() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .map_err(|_| Failure(format!("{what}: the connection outlived the refusal")))
+}
+
 /// Fails if a completion shows up within [`QUIET`].
 pub(crate) async fn expect_quiet<C: Connection>(conn: &C, what: &str) -> Result<(), Failure> {
     match tokio::time::timeout(QUIET, conn.poll_completion()).await {

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::cm::CmId;
 use super::resources::{
-    BoundWindows, CompletionQueue, ProtectionDomain, QueuePair, Registration, Window,
+    BoundWindows, CompletionQueue, PlainKeys, ProtectionDomain, QueuePair, Registration, Window,
 };
 use crate::rdma::{
     Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, RegionMemory, Result,
@@ -48,6 +48,21 @@ enum Keep {
     Nothing,
 }
 
+/// Where a send-queue request stands. Its completion is delivered only once every request
+/// posted before it has completed: the contract's (and the verbs specifications') send-queue
+/// order, which Linux siw does not keep (it completes a Send as soon as it is on the wire,
+/// before an RDMA Read posted earlier whose response has not arrived).
+enum Progress {
+    /// Posted to the device, not completed yet.
+    Posted,
+    /// Completed with this status.
+    Completed(WcStatus),
+    /// A local invalidate of this key on a device without memory windows, never posted to
+    /// the device (Linux siw takes no local invalidate from user space): carried out, by
+    /// deregistering the region with that key, when every request before it has completed.
+    Revoke(u32),
+}
+
 /// One outstanding request; `keep` holds the regions it names until its completion.
 struct Outstanding {
     seq: u64,
@@ -55,6 +70,7 @@ struct Outstanding {
     keep: Keep,
     /// For RDMA Read: the sink length, reported as the completion's byte count.
     len: u32,
+    progress: Progress,
 }
 
 struct Queues {
@@ -115,6 +131,9 @@ pub(super) struct Shape {
     /// Remotely accessible regions get a type-2 memory window each; without windows (siw)
     /// the region's own rkey carries the remote rights (see [`mr_access`]).
     pub(super) windows: bool,
+    /// The device is iWARP (Linux siw): a Send or RDMA Write completes once it is on the
+    /// stream, not when the responder has taken it.
+    pub(super) iwarp: bool,
 }
 
 /// Fix-ups for Soft-RoCE (Linux `rdma_rxe`, checked on 6.1), applied only on rxe devices:
@@ -156,6 +175,8 @@ pub struct VerbsConnection {
     /// The keys of this connection's windows that may be bound (shared with the
     /// registrations, which forget theirs when dropped).
     bound: Arc<BoundWindows>,
+    /// On a device without memory windows: the keys a local invalidate revokes.
+    plain: Arc<PlainKeys>,
     notify: Notify,
     shape: Shape,
     peer_private_data: Vec<u8>,
@@ -252,6 +273,7 @@ impl VerbsConnection {
             _id: id,
             state,
             bound: Arc::new(BoundWindows::default()),
+            plain: Arc::new(PlainKeys::default()),
             notify: Notify::new(),
             shape,
             peer_private_data: Vec::new(),
@@ -305,6 +327,11 @@ impl VerbsConnection {
         name.to_string_lossy().into_owned()
     }
 
+    /// Whether the device is iWARP (Linux siw, iWARP adapters) rather than InfiniBand or RoCE.
+    pub fn is_iwarp(&self) -> bool {
+        self.shape.iwarp
+    }
+
     /// Whether the device has type-2 memory windows: [`Connection::rekey`] works only then
     /// (siw has none: it answers [`Error::Unsupported`]).
     pub fn has_memory_windows(&self) -> bool {
@@ -323,6 +350,13 @@ impl VerbsConnection {
         if reg.pd() != self.pd.raw() {
             return Err(Error::InvalidWorkRequest(
                 "the region belongs to another connection's protection domain".into(),
+            ));
+        }
+        if !reg.is_registered() {
+            return Err(Error::InvalidWorkRequest(
+                "the region's key was invalidated, which on a device without memory windows \
+                 deregisters it"
+                    .into(),
             ));
         }
         sge.mr.checked_range(sge.offset, sge.len)?;
@@ -355,60 +389,96 @@ impl VerbsConnection {
         total
     }
 
-    /// Turns one work completion into a contract completion (or a bind result).
+    /// Turns one work completion into a contract completion (or a bind result): a receive's
+    /// at once, a send-queue request's once every request posted before it has completed.
     fn complete(&self, q: &mut Queues, wc: &ibv_wc) {
         let is_recv = wc.wr_id & RECV_BIT != 0;
         let seq = wc.wr_id & !RECV_BIT;
-        let ring = if is_recv { &mut q.recv } else { &mut q.send };
-        // Completions of one queue arrive in posting order, so this is the front entry.
-        let Some(pos) = ring.iter().position(|o| o.seq == seq) else {
+        if !is_recv {
+            let status = map_status(wc.status);
+            if status != WcStatus::Success {
+                // Any error completion means the queue pair is in the error state.
+                self.state.connected.store(false, Ordering::SeqCst);
+            }
+            let Some(pos) = q.send.iter().position(|o| o.seq == seq) else {
+                return;
+            };
+            if matches!(q.send[pos].kind, Kind::Bind) {
+                // The provider's own: its waiter needs it now, whatever is ahead of it.
+                q.binds.insert(seq, status);
+                q.send.remove(pos);
+                return;
+            }
+            q.send[pos].progress = Progress::Completed(status);
+            return self.release(q);
+        }
+        let Some(pos) = q.recv.iter().position(|o| o.seq == seq) else {
             return;
         };
-        let Some(entry) = ring.remove(pos) else {
+        let Some(entry) = q.recv.remove(pos) else {
             return;
         };
         let mut status = map_status(wc.status);
-        if self.shape.rxe && is_recv && wc.status == ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
+        if self.shape.rxe && wc.status == ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
             status = WcStatus::LocalLengthError;
         }
         if status != WcStatus::Success {
             // Any error completion means the queue pair is in the error state.
             self.state.connected.store(false, Ordering::SeqCst);
         }
-        match entry.kind {
-            Kind::Bind => {
-                q.binds.insert(seq, status);
-            }
-            Kind::User { wr_id, opcode } => {
-                if !is_recv {
-                    q.user_send -= 1;
+        if let Kind::User { wr_id, opcode } = entry.kind {
+            let mut c = Completion::new(wr_id, opcode, status);
+            if status == WcStatus::Success {
+                c = c.with_byte_len(wc.byte_len);
+                let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
+                if self.shape.rxe {
+                    inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
                 }
-                let mut c = Completion::new(wr_id, opcode, status);
-                if status == WcStatus::Success {
-                    match opcode {
-                        WcOpcode::Recv => {
-                            c = c.with_byte_len(wc.byte_len);
-                            let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
-                            if self.shape.rxe {
-                                inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
-                            }
-                            if wc.wc_flags & inv != 0 {
-                                // SAFETY: WITH_INV says the union holds the invalidated rkey.
-                                let rkey =
-                                    unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
-                                // If it was one of our windows, that window is free now.
-                                self.bound.remove(rkey);
-                                c = c.with_invalidated_rkey(rkey);
-                            }
-                        }
-                        WcOpcode::RdmaRead => c = c.with_byte_len(entry.len),
-                        _ => {}
+                if wc.wc_flags & inv != 0 {
+                    // SAFETY: WITH_INV says the union holds the invalidated rkey.
+                    let rkey = unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
+                    // If it was one of our windows, that window is free now; if it was a
+                    // region's own key (no windows), the peer revoked it.
+                    self.bound.remove(rkey);
+                    c = c.with_invalidated_rkey(rkey);
+                }
+            }
+            q.ready.push_back(c);
+        }
+        drop(entry.keep);
+    }
+
+    /// Delivers the send-queue completions at the front of the queue, in posting order,
+    /// carrying out the emulated local invalidates among them.
+    fn release(&self, q: &mut Queues) {
+        while let Some(front) = q.send.front() {
+            let status = match front.progress {
+                Progress::Posted => return,
+                Progress::Completed(status) => status,
+                // A key of no live registration of this connection: an error completion,
+                // which (as every error completion) ends the connection.
+                Progress::Revoke(rkey) => {
+                    if self.plain.revoke(rkey) {
+                        WcStatus::Success
+                    } else {
+                        self.state.connected.store(false, Ordering::SeqCst);
+                        WcStatus::LocalProtectionError
                     }
+                }
+            };
+            let Some(entry) = q.send.pop_front() else {
+                return;
+            };
+            if let Kind::User { wr_id, opcode } = entry.kind {
+                q.user_send -= 1;
+                let mut c = Completion::new(wr_id, opcode, status);
+                if status == WcStatus::Success && opcode == WcOpcode::RdmaRead {
+                    c = c.with_byte_len(entry.len);
                 }
                 q.ready.push_back(c);
             }
+            drop(entry.keep);
         }
-        drop(entry.keep);
     }
 
     /// Posts `wr` to the send queue while `q` is locked, recording it as `kind`.
@@ -441,6 +511,7 @@ impl VerbsConnection {
             kind,
             keep,
             len,
+            progress: Progress::Posted,
         });
         Ok(seq)
     }
@@ -682,6 +753,9 @@ impl VerbsConnection {
                 }
                 rkey
             } else {
+                if access.is_remote() {
+                    reg.track_plain(&self.plain);
+                }
                 reg.rkey()
             };
             let keys = RegionKeys {
@@ -768,6 +842,20 @@ impl Connection for VerbsConnection {
         }
     }
 
+    /// With memory windows, a rekey to `Access::NONE`. Without (siw), a remotely accessible
+    /// region is deregistered: its own key was all the peer was given.
+    fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
+        if self.shape.windows {
+            return self.rekey(mr, Access::NONE);
+        }
+        let reg = self.registration_of(mr)?;
+        if mr.registered_access().is_remote() {
+            reg.deregister();
+        }
+        mr.set_remote_key(mr.rkey(), Access::NONE);
+        Ok(())
+    }
+
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
         let mut sge = self.sge(&wr.sge)?;
         if !wr.sge.mr.access().contains(Access::LOCAL_WRITE) {
@@ -807,6 +895,7 @@ impl Connection for VerbsConnection {
             },
             keep: Keep::Recv(wr),
             len: 0,
+            progress: Progress::Posted,
         });
         Ok(())
     }
@@ -915,9 +1004,31 @@ impl Connection for VerbsConnection {
             wr_id: wr.wr_id,
             opcode,
         };
-        // SAFETY: every element was checked to lie inside a registration of this domain, and
-        // the request (holding those regions) is kept until the completion is delivered.
-        unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? };
+        match invalidates {
+            Some(rkey) if !self.shape.windows => {
+                // Linux siw takes no local invalidate from user space, and a region's own key
+                // is all the peer was given here: the region is deregistered instead, in
+                // send-queue order (see `release`).
+                let seq = q.next_seq;
+                q.next_seq += 1;
+                q.send.push_back(Outstanding {
+                    seq,
+                    kind,
+                    keep: Keep::Send(wr),
+                    len,
+                    progress: Progress::Revoke(rkey),
+                });
+                q.user_send += 1;
+                self.release(&mut q);
+                drop(q);
+                self.notify.notify_waiters();
+                return Ok(());
+            }
+            // SAFETY: every element was checked to lie inside a registration of this domain,
+            // and the request (holding those regions) is kept until the completion is
+            // delivered.
+            _ => unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? },
+        };
         q.user_send += 1;
         if let Some(rkey) = invalidates {
             // If it names one of our windows, that window is free for every later request.

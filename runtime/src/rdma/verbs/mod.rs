@@ -65,9 +65,6 @@ const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_INLINE: u32 = 128;
 /// Gather elements per send-queue request.
 const MAX_SEND_SGE: u32 = conn::MAX_SGE as u32;
-/// IB CM REJ status for a rejection by the consumer (IBTA spec, table 112:
-/// "Consumer Reject"), as reported by `RDMA_CM_EVENT_REJECTED`.
-const IB_CM_REJ_CONSUMER_DEFINED: i32 = 28;
 
 /// Failures specific to the verbs provider (carried in [`Error::Provider`]).
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +195,7 @@ async fn expect_event(
             return Ok(ev);
         }
         match ev.kind {
-            RDMA_CM_EVENT_REJECTED if ev.status == IB_CM_REJ_CONSUMER_DEFINED => {
+            RDMA_CM_EVENT_REJECTED if framing.consumer_reject(ev.status) => {
                 return Err(Error::Rejected {
                     private_data: framing.decode(&ev.private_data).to_vec(),
                 })
@@ -251,6 +248,7 @@ fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)
         max_inline: qp.max_inline as usize,
         rxe: is_rxe(id),
         windows: limits.windows,
+        iwarp: framing_of(id) == Framing::Exact,
     };
     let parts = Parts {
         id: id.clone(),

@@ -19,6 +19,10 @@ pub const MAX_ACCEPT: usize = 195;
 /// The most private data a reject (CM REJ) carries.
 pub const MAX_REJECT: usize = 147;
 
+/// IB CM REJ status for a rejection by the consumer (IBTA spec, table 112:
+/// "Consumer Reject"), as reported by `RDMA_CM_EVENT_REJECTED`.
+const IB_CM_REJ_CONSUMER_DEFINED: i32 = 28;
+
 /// How private data travels on a device's transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
@@ -46,6 +50,18 @@ impl Framing {
             Framing::Exact
         } else {
             Framing::LengthOctet
+        }
+    }
+
+    /// Whether a REJECTED event with `status` is the peer's answer to the request (its
+    /// private data then says why), rather than nobody listening or the network. On IB and
+    /// RoCE that is the CM's consumer-defined reject reason (28); on iWARP, Linux's iw_cm
+    /// reports an MPA reply with the reject bit as `-ECONNRESET` (a refused TCP connection,
+    /// nobody listening, is `-ECONNREFUSED`).
+    pub fn consumer_reject(self, status: i32) -> bool {
+        match self {
+            Framing::LengthOctet => status == IB_CM_REJ_CONSUMER_DEFINED,
+            Framing::Exact => status == -libc::ECONNRESET,
         }
     }
 

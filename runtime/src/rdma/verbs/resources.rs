@@ -416,16 +416,87 @@ impl Window {
     }
 }
 
+/// The `ibv_mr` of a [`Registration`], which may be deregistered before the registration is
+/// dropped: on a device without memory windows a local invalidate of a region's key is done by
+/// deregistering it ([`PlainKeys`]), while the consumer may still hold the region.
+pub(super) struct MrSlot {
+    /// Null once deregistered.
+    raw: Mutex<*mut ibv_mr>,
+    lkey: u32,
+    rkey: u32,
+}
+
+// SAFETY: verbs objects are thread-safe in libibverbs; the mutex serialises deregistration.
+unsafe impl Send for MrSlot {}
+// SAFETY: as above.
+unsafe impl Sync for MrSlot {}
+
+impl MrSlot {
+    /// Deregisters the memory region now, if it still is registered: its keys stop working,
+    /// locally and remotely. Returns whether it was.
+    fn deregister(&self) -> bool {
+        let mut raw = self.raw.lock().unwrap_or_else(|e| e.into_inner());
+        let mr = std::mem::replace(&mut *raw, ptr::null_mut());
+        if mr.is_null() {
+            return false;
+        }
+        // SAFETY: the region is live (non-null) and no longer named by the slot; work
+        // requests naming it fail from here on, as after an invalidation.
+        unsafe { ibv_dereg_mr(mr) };
+        LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+
+    fn is_registered(&self) -> bool {
+        !self.raw.lock().unwrap_or_else(|e| e.into_inner()).is_null()
+    }
+}
+
+/// The remotely accessible registrations of one connection on a device without memory
+/// windows, by their key (the memory region's own): what a local invalidate of that key
+/// revokes. Weak: the set keeps no registration alive.
+#[derive(Default)]
+pub(super) struct PlainKeys {
+    keys: Mutex<HashMap<u32, Weak<MrSlot>>>,
+}
+
+impl PlainKeys {
+    fn keys(&self) -> MutexGuard<'_, HashMap<u32, Weak<MrSlot>>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets `rkey` if it still names `slot` (a key may be reused once its region is gone).
+    fn forget(&self, rkey: u32, slot: &Arc<MrSlot>) {
+        let mut keys = self.keys();
+        if keys
+            .get(&rkey)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(slot)))
+        {
+            keys.remove(&rkey);
+        }
+    }
+
+    /// Deregisters the registration whose key is `rkey`: the local invalidate of a device
+    /// without memory windows. False if no registration of this connection has that key any
+    /// more (an invalid key, or one invalidated already).
+    pub(super) fn revoke(&self, rkey: u32) -> bool {
+        let slot = self.keys().remove(&rkey).and_then(|w| w.upgrade());
+        slot.is_some_and(|slot| slot.deregister())
+    }
+}
+
 /// One memory registration (`ibv_reg_mr`) and, for remotely accessible memory, the type-2
 /// memory window bound over it whose rkey is advertised (so that the peer's Send with
 /// Invalidate, or a local invalidate, can revoke it). Rekeying replaces the window at times,
 /// hence the lock, which also serialises rekeys of one region.
 pub(super) struct Registration {
-    mr: *mut ibv_mr,
+    mr: Arc<MrSlot>,
     /// Shared with the connection's [`BoundWindows`] (weakly) while the window may be bound.
     window: Arc<Mutex<Window>>,
     /// The connection's bound windows, once this registration has a window.
     bound: Option<Arc<BoundWindows>>,
+    /// The connection's remotely accessible keys without windows, if this is one of them.
+    plain: Option<Arc<PlainKeys>>,
     pd: Arc<ProtectionDomain>,
 }
 
@@ -479,14 +550,44 @@ impl Registration {
             return Err(io::Error::last_os_error());
         }
         LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the region is live.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
         Ok(Registration {
-            mr,
+            mr: Arc::new(MrSlot {
+                raw: Mutex::new(mr),
+                lkey,
+                rkey,
+            }),
             window: Arc::new(Mutex::new(Window {
                 raw: ptr::null_mut(),
             })),
             bound: None,
+            plain: None,
             pd: pd.clone(),
         })
+    }
+
+    /// Lists this registration's own key in `plain` (a device without memory windows): a
+    /// local invalidate of the key deregisters it.
+    pub(super) fn track_plain(&mut self, plain: &Arc<PlainKeys>) {
+        plain.keys().insert(self.mr.rkey, Arc::downgrade(&self.mr));
+        self.plain = Some(plain.clone());
+    }
+
+    /// Deregisters the memory region now (a device without memory windows revoking the key
+    /// it gave); the registration lives on, unusable in work requests. Returns whether it was
+    /// still registered.
+    pub(super) fn deregister(&self) -> bool {
+        if let Some(plain) = &self.plain {
+            plain.forget(self.mr.rkey, &self.mr);
+        }
+        self.mr.deregister()
+    }
+
+    /// Whether the memory region is still registered (not revoked by a local invalidate on a
+    /// device without memory windows).
+    pub(super) fn is_registered(&self) -> bool {
+        self.mr.is_registered()
     }
 
     /// Allocates the type-2 memory window to bind over this registration; its bound keys are
@@ -527,18 +628,17 @@ impl Registration {
         Ok(())
     }
 
+    /// The memory region (null once revoked; a bind over it then fails in the device).
     pub(super) fn mr(&self) -> *mut ibv_mr {
-        self.mr
+        *self.mr.raw.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn lkey(&self) -> u32 {
-        // SAFETY: the registration is live.
-        unsafe { (*self.mr).lkey }
+        self.mr.lkey
     }
 
     pub(super) fn rkey(&self) -> u32 {
-        // SAFETY: the registration is live.
-        unsafe { (*self.mr).rkey }
+        self.mr.rkey
     }
 
     /// The protection domain the registration belongs to.
@@ -552,15 +652,13 @@ impl Drop for Registration {
         // Locked, not taken: a connection going away may be deallocating the window.
         let mut window = self.window();
         let mw = std::mem::replace(&mut window.raw, ptr::null_mut());
-        // SAFETY: the window (bound over the region) goes first, then the region; no work
-        // request names them any more (requests hold the MemoryRegion until completion).
-        unsafe {
-            if !mw.is_null() {
-                dealloc_mw(mw, self.bound.as_deref());
-            }
-            ibv_dereg_mr(self.mr);
+        // The window (bound over the region) goes first, then the region.
+        if !mw.is_null() {
+            // SAFETY: the window is live and the slot no longer names it; no work request
+            // names it any more (requests hold the MemoryRegion until completion).
+            unsafe { dealloc_mw(mw, self.bound.as_deref()) };
         }
+        self.deregister();
         drop(window);
-        LIVE_REGISTRATIONS.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -171,7 +171,19 @@ fn conformance_on_a_real_device() {
     let rt = runtime();
     let baseline = Baseline::now();
     let report = rt.block_on(async {
+        // The device behind the address decides how a refused Send or Write shows.
+        let iwarp = {
+            let provider = VerbsProvider::new();
+            let (_listener, client, _server) = connected(&provider, addr).await;
+            println!("\nverbs: conformance on {}", client.device_name());
+            client.is_iwarp()
+        };
         let harness = Harness::new(VerbsProvider::new(), addr);
+        let harness = if iwarp {
+            harness.with_local_requester_completions()
+        } else {
+            harness
+        };
         run_all(&harness).await
     });
     print!("{report}");
@@ -189,12 +201,20 @@ fn conformance_on_a_real_device() {
             .register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .unwrap();
         let b = client.register(vec![1; 4096], Access::NONE).unwrap();
-        assert_eq!(
-            live_registrations(),
-            baseline.registrations + 3,
-            "region + window + region"
-        );
-        assert_ne!(a.rkey(), a.lkey(), "the advertised rkey is the window's");
+        if server.has_memory_windows() {
+            assert_eq!(
+                live_registrations(),
+                baseline.registrations + 3,
+                "region + window + region"
+            );
+            assert_ne!(a.rkey(), a.lkey(), "the advertised rkey is the window's");
+        } else {
+            assert_eq!(
+                live_registrations(),
+                baseline.registrations + 2,
+                "region + region (no windows)"
+            );
+        }
         drop((a, b));
 
         // A Send that arrives before its receive is posted is not lost: the responder answers
@@ -331,10 +351,13 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         assert!(c.is_success(), "a write through the bound window: {c:?}");
 
         let (count, qps) = (live_registrations(), queue_pairs());
+        // Without windows (siw) the region's own key was given: nothing is bound on the
+        // queue pair, and the region stays registered until it is dropped.
+        let windows = usize::from(server.has_memory_windows());
         drop(server);
         assert_eq!(
             live_registrations(),
-            count - 1,
+            count - windows,
             "the window bound on the dropped connection is deallocated, its region is not"
         );
         assert_eq!(
@@ -346,7 +369,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         drop(target);
         assert_eq!(
             live_registrations(),
-            count - 2,
+            count - windows - 1,
             "the region is deregistered"
         );
         drop((data, client, listener));

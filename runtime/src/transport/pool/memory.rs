@@ -89,8 +89,11 @@ impl<C: Connection> Memory for &Pool<C> {
                 let shareable = !remote.is_remote()
                     || !buf.0.exposed.load(Ordering::Acquire)
                     || buf.0.invalidated.load(Ordering::Acquire);
-                if shareable && (!remote.is_remote() || self.can_rekey()) {
-                    if remote.is_remote() {
+                let reachable = !remote.is_remote()
+                    || self.can_rekey()
+                    || (shareable && self.expose_once(&buf, remote));
+                if shareable && reachable {
+                    if remote.is_remote() && self.can_rekey() {
                         self.rekey(&buf, remote)?;
                     }
                     self.shared
@@ -140,8 +143,12 @@ impl<C: Connection> Memory for &Pool<C> {
 
     fn expose(&mut self, slices: &[Slice<PoolBuf>], remote: Access) -> Result<(), MemoryError> {
         if !self.can_rekey() {
+            if slices.iter().all(|s| self.expose_once(&s.buf, remote)) {
+                return Ok(());
+            }
             return Err(MemoryError::failed(
-                "the provider cannot make a lent buffer reachable again (no rekey)",
+                "the provider cannot rekey, and an application buffer is exposed once: this \
+                 one was exposed before (take a fresh buffer for each call)",
             ));
         }
         for s in slices {
