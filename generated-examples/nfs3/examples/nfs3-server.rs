@@ -70,10 +70,24 @@ struct Args {
     /// Register MOUNT with the port mapper on 127.0.0.1:111 (and unregister on exit).
     #[arg(long)]
     register: bool,
+    /// With `--provider soft`: do not ask for MPA CRCs (the peer may still; TCP's checksum
+    /// then guards the data alone). Linux 6.1 siw oopses computing the CRC of a Send on a
+    /// connection reset under it (tests/vm/README.md).
+    #[arg(long)]
+    no_mpa_crc: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Warnings by default; `RUST_LOG=rpcrdma::conn=debug` adds every connection's accept,
+    // handshake and close (with its reason), `rpcrdma::call=debug` every call.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -86,7 +100,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.provider {
-        ProviderKind::Soft => rt.block_on(run(rpcrdma::rdma::soft::SoftProvider::default(), &args)),
+        ProviderKind::Soft => {
+            let mut config = rpcrdma::rdma::soft::SoftConfig::default();
+            config.mpa.crc = !args.no_mpa_crc;
+            rt.block_on(run(rpcrdma::rdma::soft::SoftProvider::new(config), &args))
+        }
         ProviderKind::Verbs => run_verbs(&rt, &args),
     };
     match result {
