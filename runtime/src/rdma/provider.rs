@@ -36,11 +36,17 @@ pub struct ConnectParams {
     pub send_queue_depth: u32,
     /// Maximum outstanding receive-queue requests.
     pub recv_queue_depth: u32,
+    /// The private data to send instead where this side's device cannot take the peer's Send
+    /// With Invalidate of the keys it advertises (the verbs provider on a device without
+    /// memory windows: a region's own key is not remotely invalidatable), for a protocol
+    /// whose private data offers that (RFC 8797's Send With Invalidate bit).
+    pub private_data_without_remote_invalidation: Option<Vec<u8>>,
 }
 
 impl Default for ConnectParams {
     fn default() -> ConnectParams {
         ConnectParams {
+            private_data_without_remote_invalidation: None,
             private_data: Vec::new(),
             ird: 16,
             ord: 16,
@@ -60,6 +66,24 @@ impl ConnectParams {
     pub fn private_data(mut self, data: impl Into<Vec<u8>>) -> ConnectParams {
         self.private_data = data.into();
         self
+    }
+
+    /// Sets [`ConnectParams::private_data_without_remote_invalidation`].
+    pub fn private_data_without_remote_invalidation(
+        mut self,
+        data: impl Into<Vec<u8>>,
+    ) -> ConnectParams {
+        self.private_data_without_remote_invalidation = Some(data.into());
+        self
+    }
+
+    /// The private data to send from a device that does (`true`) or does not take a peer's
+    /// Send With Invalidate.
+    pub fn private_data_for(&self, remote_invalidation: bool) -> &[u8] {
+        match &self.private_data_without_remote_invalidation {
+            Some(data) if !remote_invalidation => data,
+            _ => &self.private_data,
+        }
     }
 
     /// Sets the inbound and outbound RDMA Read depths.

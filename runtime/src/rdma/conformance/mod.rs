@@ -56,6 +56,20 @@ pub trait ProviderUnderTest: Send + Sync + 'static {
     fn requester_sees_refusals(&self) -> bool {
         true
     }
+
+    /// Whether a peer's Send With Invalidate of a region's key works. False for the verbs
+    /// provider on a device without memory windows: the key is the region's own, which
+    /// devices do not let a peer invalidate (Linux siw ends the stream); RPC-over-RDMA then
+    /// does not offer it (RFC 8797).
+    fn remote_invalidation(&self) -> bool {
+        true
+    }
+
+    /// Whether the device refuses a peer's RDMA Read of a region registered for remote write
+    /// only. Linux siw does not check it for user memory; the case is then skipped.
+    fn refuses_reads_without_read_rights(&self) -> bool {
+        true
+    }
 }
 
 /// The plain [`ProviderUnderTest`]: a provider and a listen address.
@@ -70,6 +84,11 @@ pub struct Harness<P> {
     pub registrations: Option<fn() -> usize>,
     /// See [`ProviderUnderTest::requester_sees_refusals`] (true unless set otherwise).
     pub requester_sees_refusals: bool,
+    /// See [`ProviderUnderTest::remote_invalidation`] (true unless set otherwise).
+    pub remote_invalidation: bool,
+    /// See [`ProviderUnderTest::refuses_reads_without_read_rights`] (true unless set
+    /// otherwise).
+    pub refuses_reads_without_read_rights: bool,
 }
 
 impl<P: Provider> Harness<P> {
@@ -80,7 +99,22 @@ impl<P: Provider> Harness<P> {
             listen_addr,
             registrations: None,
             requester_sees_refusals: true,
+            remote_invalidation: true,
+            refuses_reads_without_read_rights: true,
         }
+    }
+
+    /// For the verbs provider on a device without memory windows: see
+    /// [`ProviderUnderTest::remote_invalidation`].
+    pub fn without_remote_invalidation(mut self) -> Harness<P> {
+        self.remote_invalidation = false;
+        self
+    }
+
+    /// For Linux siw: see [`ProviderUnderTest::refuses_reads_without_read_rights`].
+    pub fn without_read_rights_check(mut self) -> Harness<P> {
+        self.refuses_reads_without_read_rights = false;
+        self
     }
 
     /// For a device that completes a requester's Sends and Writes locally (iWARP): see
@@ -110,6 +144,12 @@ impl<P: Provider> ProviderUnderTest for Harness<P> {
     }
     fn requester_sees_refusals(&self) -> bool {
         self.requester_sees_refusals
+    }
+    fn remote_invalidation(&self) -> bool {
+        self.remote_invalidation
+    }
+    fn refuses_reads_without_read_rights(&self) -> bool {
+        self.refuses_reads_without_read_rights
     }
 }
 

@@ -351,9 +351,13 @@ impl Provider for VerbsProvider {
             Framing::LengthOctet,
         )
         .await?;
-        // Bound to a device now: its transport decides the private data's framing.
+        // Bound to a device now: its transport decides the private data's framing, and its
+        // memory windows whether the peer may invalidate our keys.
         let framing = framing_of(&id);
-        let framed = framing.encode(&params.private_data, private_data::MAX_CONNECT)?;
+        let windows = DeviceLimits::query(&id)?.windows;
+        let data = params.private_data_for(windows);
+        private_data::check(data, private_data::MAX_CONNECT)?;
+        let framed = framing.encode(data, private_data::MAX_CONNECT)?;
         // SAFETY: the address is resolved.
         if unsafe { rdma_resolve_route(id.raw(), RESOLVE_TIMEOUT_MS) } != 0 {
             return Err(Error::Io(io::Error::last_os_error()));
@@ -522,7 +526,10 @@ impl ConnectRequest for VerbsRequest {
         private_data::check(&params.private_data, private_data::MAX_ACCEPT)?;
         let id = self.id.take().ok_or(Error::Closed)?;
         let framing = framing_of(&id);
-        let framed = framing.encode(&params.private_data, private_data::MAX_ACCEPT)?;
+        let windows = DeviceLimits::query(&id)?.windows;
+        let data = params.private_data_for(windows);
+        private_data::check(data, private_data::MAX_ACCEPT)?;
+        let framed = framing.encode(data, private_data::MAX_ACCEPT)?;
         // The connection gets its own event channel, so its events (establishment, the peer's
         // disconnect) never mix with the listener's.
         let channel = open_channel()?;

@@ -301,8 +301,13 @@ impl RdmaConfig {
     /// The provider parameters of a connection: this side's private data, the RDMA Read
     /// depths, and queues deep enough for the receives and the operations of many calls.
     pub fn connect_params(&self) -> ConnectParams {
+        let without = PrivateData {
+            remote_invalidate: false,
+            ..self.private_data()
+        };
         ConnectParams::new()
             .private_data(self.private_data().encode().to_vec())
+            .private_data_without_remote_invalidation(without.encode().to_vec())
             .read_depths(self.max_reads, self.max_reads)
             .queue_depths(4096, self.receives() as u32 + 1)
     }
