@@ -58,7 +58,8 @@ mod without_rekey {
             },
         ),
         "127.0.0.1:0".parse().unwrap(),
-    ));
+    )
+    .without_remote_invalidation());
 }
 
 /// The name of the threads that run [`no_hostile_case_makes_anything_panic`]'s cases.

@@ -67,8 +67,9 @@ pub struct FaultPlan {
     /// this kind (once per provider: a reconnected client is left alone).
     pub disconnect_at: Option<(OpKind, u64)>,
     /// Behave as a provider that cannot rekey (the verbs provider on a device without memory
-    /// windows, Linux siw): [`Connection::rekey`] answers `Unsupported`, and
-    /// [`Connection::revoke`] still revokes.
+    /// windows, Linux siw): [`Connection::rekey`] answers `Unsupported`,
+    /// [`Connection::revoke`] still revokes, and
+    /// [`Connection::takes_remote_invalidation`] is false.
     pub without_rekey: bool,
 }
 
@@ -425,6 +426,11 @@ impl<C: Connection> Connection for FaultyConnection<C> {
 
     fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
         self.inner.revoke(mr)
+    }
+
+    fn takes_remote_invalidation(&self) -> bool {
+        // As on siw, which has neither.
+        !self.plan.without_rekey && self.inner.takes_remote_invalidation()
     }
 
     fn expect_write(&self, mr: &MemoryRegion) {

@@ -274,6 +274,14 @@ pub trait Connection: Send + Sync + 'static {
         self.rekey(mr, Access::NONE)
     }
 
+    /// Whether the peer's Send With Invalidate of the tags this side gives works. True by
+    /// default; false for the verbs provider on a device without memory windows, whose tags
+    /// are regions' own keys, which devices do not let a peer invalidate (Linux siw ends the
+    /// stream).
+    fn takes_remote_invalidation(&self) -> bool {
+        true
+    }
+
     /// A hint: the peer is about to write into `mr` (under its current tag) by RDMA Write,
     /// most likely before anything else it sends, as a responder fills the Write chunk of a
     /// call just sent. A provider that places tagged data from the wire itself may prepare to

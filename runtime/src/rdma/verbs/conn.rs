@@ -856,6 +856,10 @@ impl Connection for VerbsConnection {
         Ok(())
     }
 
+    fn takes_remote_invalidation(&self) -> bool {
+        self.shape.windows
+    }
+
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
         let mut sge = self.sge(&wr.sge)?;
         if !wr.sge.mr.access().contains(Access::LOCAL_WRITE) {

@@ -109,7 +109,7 @@ fn status_and_access_mapping() {
 }
 
 /// A client connected to a new listener of `provider` on `addr`: (listener, client, server).
-async fn connected(
+pub(super) async fn connected(
     provider: &VerbsProvider,
     addr: SocketAddr,
 ) -> (VerbsListener, VerbsConnection, VerbsConnection) {

@@ -219,6 +219,9 @@ async fn open<P: Provider>(
     let peer = config.peer(conn.peer_private_data());
     super::config::tell_private_data(addr, conn.peer_private_data(), &peer);
     let mut core = core_config(Role::Client, config, &peer);
+    // Version 2 asks for Send With Invalidate per call (rdma_inv_handle), not in the private
+    // data: not from a device that cannot take it.
+    core.remote_invalidate &= conn.takes_remote_invalidation();
     core.remembered_version = config.versions.get(addr);
     let budget = MemoryBudget::new(config.memory.per_connection);
     let conn = Conn::new(

@@ -264,7 +264,10 @@ async fn accept<P: Provider>(
         })
         .await?;
     let recv = recv.ok_or(rdma::Error::Closed)?;
-    let core = core_config(Role::Server, config, &peer);
+    let mut core = core_config(Role::Server, config, &peer);
+    // Version 2 asks for Send With Invalidate per call (rdma_inv_handle), not in the private
+    // data: not from a device that cannot take it.
+    core.remote_invalidate &= rdma::Connection::takes_remote_invalidation(&conn);
     Ok(Conn::new(
         conn,
         recv,
