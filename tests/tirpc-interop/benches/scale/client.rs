@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rpcrdma::rdma::soft::SoftProvider;
+use rpcrdma::rdma::soft::{SoftConfig, SoftProvider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpTransport};
 use rpcrdma::rpc::{CallOptions, Client};
 use rpcrdma::transport::{RdmaConfig, RdmaTransport};
@@ -60,6 +60,8 @@ pub struct ClientArgs {
     pub connects_at_once: usize,
     /// ECHO calls of this many bytes instead of NULL calls (0: NULL).
     pub echo: usize,
+    /// The soft provider completes Sends locally instead of once the peer confirmed them.
+    pub local_completions: bool,
 }
 
 /// One call on `client`, its result checked.
@@ -117,7 +119,7 @@ async fn connect(
 
 /// Opens every connection, at most `args.connects_at_once` at a time.
 async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
-    let provider = Arc::new(SoftProvider::default());
+    let provider = Arc::new(SoftProvider::new(soft_config(args.local_completions)));
     let places = Arc::new(Semaphore::new(args.connects_at_once.max(1)));
     let mut pending = JoinSet::new();
     for _ in 0..args.connections {
@@ -139,6 +141,14 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
         clients.push(client);
     }
     Ok(clients)
+}
+
+/// The soft provider's settings: the defaults, or without confirmed completions.
+pub fn soft_config(local_completions: bool) -> SoftConfig {
+    SoftConfig {
+        confirm_completions: !local_completions,
+        ..SoftConfig::default()
+    }
 }
 
 /// What the workers share.

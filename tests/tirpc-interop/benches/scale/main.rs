@@ -8,7 +8,7 @@
 //!
 //! * the **coordinator** (the default, what `cargo bench` runs): for every transport and
 //!   number of connections it starts a fresh server process and up to `--client-processes`
-//!   client processes, samples the server before any connection, once every connection has
+//!   client processes (one per CPU by default), samples the server before any connection, once every connection has
 //!   made one call (idle) and at the end of the measurement (loaded), reading
 //!   `/proc/<pid>` (resident memory, `VmData`, descriptors, timer descriptors, mappings, CPU
 //!   time) and asking our servers for their heap, tasks and connections;
@@ -54,6 +54,7 @@ mod histogram;
 mod probe;
 mod procs;
 mod report;
+mod rounds;
 mod server;
 mod sweep;
 
@@ -137,11 +138,17 @@ struct Args {
     /// Sweep: calls in flight in all, at every point.
     #[arg(long, default_value_t = 64)]
     in_flight: usize,
-    /// Sweep: client processes (fewer when there are fewer connections). Several, so that the
-    /// connections and the calls' work are spread as over several machines' clients, and no
-    /// one process holds all 10,000 connections.
-    #[arg(long, default_value_t = 4)]
-    client_processes: usize,
+    /// Sweep: client processes (fewer when there are fewer connections; default one per CPU).
+    /// Several, so that the connections and the calls' work are spread as over several
+    /// machines' clients and no one process holds all 10,000 connections; not more than the
+    /// CPUs, since client processes beyond them time-slice against each other and the server,
+    /// which adds milliseconds of scheduler delay to the calls' p99 (4 client processes on 2
+    /// CPUs took the 64-connection p99 from 2.2-2.6x p50 to 6.1x).
+    #[arg(long)]
+    client_processes: Option<usize>,
+    /// Sweep: times every point is measured (default 3, quick 1).
+    #[arg(long)]
+    rounds: Option<usize>,
     /// Sweep: milliseconds of calls before the measurement (default 1000, quick 250).
     #[arg(long)]
     warmup_ms: Option<u64>,
@@ -151,6 +158,11 @@ struct Args {
     /// ECHO calls of this many bytes instead of NULL calls (0: NULL).
     #[arg(long, default_value_t = 0)]
     echo: usize,
+    /// The soft provider (server and clients) completes Sends locally instead of once the peer
+    /// confirmed them (`SoftConfig::confirm_completions` off): to see what the confirmations
+    /// cost at scale. Off by default, as in the library.
+    #[arg(long)]
+    local_completions: bool,
     /// Sweep: exit non-zero when a target is missed (also `BENCH_CHECK=1`).
     #[arg(long)]
     check: bool,
@@ -176,7 +188,7 @@ fn main() -> ExitCode {
     let nofile = probe::raise_nofile();
     match args.role {
         Role::Server => match args.transport[..] {
-            [t] => server::run(t),
+            [t] => server::run(t, client::soft_config(args.local_completions)),
             _ => {
                 eprintln!("scale: --role server takes one --transport");
                 ExitCode::FAILURE
@@ -194,6 +206,7 @@ fn main() -> ExitCode {
                 workers: args.workers.max(1),
                 connects_at_once: args.connects_at_once.max(1),
                 echo: args.echo,
+                local_completions: args.local_completions,
             })
         }
         Role::Sweep => sweep_main(&args, nofile),
@@ -244,10 +257,15 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
         points,
         transports: args.transport.clone(),
         in_flight: args.in_flight.max(1),
-        client_processes: args.client_processes.max(1),
+        client_processes: args
+            .client_processes
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1),
         warmup: ms(args.warmup_ms, 1000, 250),
         measure: ms(args.measure_ms, 3000, 1000),
         echo: args.echo,
+        local_completions: args.local_completions,
+        rounds: args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1),
     };
     let setup = format!(
         "RLIMIT_NOFILE raised from {before} to {after} (its hard limit) for the bench's \
@@ -272,10 +290,9 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
     println!();
     let verdicts = report::verdicts(&runs);
     for v in &verdicts {
-        let ratio = if v.ratio.is_nan() {
-            "not measured".to_string()
-        } else {
-            format!("{:.2}x", v.ratio)
+        let ratio = match v.ratio {
+            None => "not measured".to_string(),
+            Some(r) => format!("{:.2}x [{:.2} .. {:.2}]", r.median, r.lo, r.hi),
         };
         println!(
             "target: {}: {ratio} (target {}): {}",
@@ -293,8 +310,10 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
     let failed: Vec<String> = runs
         .iter()
         .flat_map(|r| {
-            r.points.iter().filter_map(move |(n, o)| match o {
-                sweep::Outcome::Failed(why) => Some(format!("{} at {n}: {why}", r.transport.arg())),
+            r.points.iter().filter_map(move |p| match p.status() {
+                rounds::Status::Failed(why) => {
+                    Some(format!("{} at {}: {why}", r.transport.arg(), p.connections))
+                }
                 _ => None,
             })
         })

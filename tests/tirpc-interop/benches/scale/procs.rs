@@ -106,13 +106,20 @@ pub enum ServerProc {
 
 impl ServerProc {
     /// Starts the server for `transport`.
-    pub fn start(exe: &Path, transport: Transport) -> io::Result<ServerProc> {
+    pub fn start(
+        exe: &Path,
+        transport: Transport,
+        local_completions: bool,
+    ) -> io::Result<ServerProc> {
         if transport == Transport::Libtirpc {
             let programs = c::programs().map_err(io::Error::other)?;
             return Ok(ServerProc::Libtirpc(CServer::start(&programs)?));
         }
         let mut command = Command::new(exe);
         command.args(["--role", "server", "--transport", transport.arg()]);
+        if local_completions {
+            command.arg("--local-completions");
+        }
         let mut process = Piped::start(command)?;
         let line = process.read_line()?;
         let port = line
@@ -200,6 +207,9 @@ impl ClientProc {
             ("--echo", args.echo),
         ] {
             command.arg(flag).arg(value.to_string());
+        }
+        if args.local_completions {
+            command.arg("--local-completions");
         }
         Ok(ClientProc {
             process: Piped::start(command)?,

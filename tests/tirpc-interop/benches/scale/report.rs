@@ -1,11 +1,14 @@
 //! The sweep's results: a table, the ratios against the 64-connection point, the targets of
-//! issue 53 judged (MET or MISSED), and the records for `scripts/bench`'s report.
+//! issue 53 judged (MET or MISSED), and the records for `scripts/bench`'s report. Every
+//! figure is the median of the point's rounds; every ratio the median of the per-round
+//! ratios, with their range.
 
 use std::fmt::Write as _;
 
 use bench_report::{Recorder, Target};
 
-use crate::sweep::{Options, Outcome, Point, Run};
+use crate::rounds::{Rounds, Run, Spread, Status};
+use crate::sweep::{Options, Point};
 use crate::Transport;
 
 /// The report's section.
@@ -41,16 +44,16 @@ const KIB: f64 = 1024.0;
 pub struct Verdict {
     /// What was judged.
     pub name: String,
-    /// The ratio (NaN when it could not be measured).
-    pub ratio: f64,
+    /// The ratio, over the rounds (`None` when it could not be measured).
+    pub ratio: Option<Spread>,
     /// The bound.
     pub target: Target,
 }
 
 impl Verdict {
-    /// Whether the target was met.
+    /// Whether the target was met (never when not measured).
     pub fn met(&self) -> bool {
-        self.target.holds(self.ratio)
+        self.ratio.is_some_and(|r| self.target.holds(r.median))
     }
 }
 
@@ -66,6 +69,20 @@ fn number(v: f64) -> String {
     }
 }
 
+/// A ratio with its range: `0.93 [0.90 .. 0.97]`.
+fn spread_text(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.lo < s.hi => format!(
+            "{} [{} .. {}]",
+            number(s.median),
+            number(s.lo),
+            number(s.hi)
+        ),
+        Some(s) => number(s.median),
+        None => "n/a".into(),
+    }
+}
+
 fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -78,86 +95,93 @@ fn thousands(n: usize) -> String {
     out
 }
 
+/// The ratios of a point: calls/s against the same round's 64-connection point, and p99
+/// over p50, each round's.
+fn calls_ratio(run: &Run, n: usize) -> Option<Spread> {
+    run.ratio(n, BASELINE_POINT, |p| p.calls_per_s)
+}
+
+fn tail_ratio(point: &Rounds) -> Option<Spread> {
+    point.spread(|p| p.p99_us / p.p50_us)
+}
+
 /// The whole sweep as a markdown table, a row per transport and point.
 pub fn table(runs: &[Run]) -> String {
     let mut md = String::from(
-        "| transport | connections | calls/s | vs 64 conns | p50 us | p99 us | p99 / p50 | \
+        "| transport | connections | rounds | calls/s | vs 64 conns | p50 us | p99 us | p99 / p50 | \
          idle RSS KiB/conn | idle heap KiB/conn | idle VmData KiB/conn | loaded RSS KiB/conn | \
          loaded heap KiB/conn | server CPU us/call | tasks/conn | timerfds/conn | fds/conn | \
          maps/conn | set-up s |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for run in runs {
-        let base = run.point(BASELINE_POINT).map(|p| p.calls_per_s);
-        for (n, outcome) in &run.points {
-            let head = format!("| {} | {} |", run.transport.arg(), thousands(*n));
-            let p = match outcome {
-                Outcome::Measured(p) => p,
-                Outcome::Skipped(why) => {
-                    let _ = writeln!(md, "{head} skipped: {} |", why.replace('|', "/"));
-                    continue;
-                }
-                Outcome::Stopped(why) => {
-                    let _ = writeln!(md, "{head} stopped: {} |", why.replace('|', "/"));
-                    continue;
-                }
-                Outcome::Failed(why) => {
-                    let _ = writeln!(md, "{head} FAILED: {} |", why.replace('|', "/"));
-                    continue;
-                }
+        for point in &run.points {
+            let head = format!(
+                "| {} | {} |",
+                run.transport.arg(),
+                thousands(point.connections)
+            );
+            let why = match point.status() {
+                Status::Measured => None,
+                Status::Skipped(why) => Some(format!("skipped: {why}")),
+                Status::Stopped(why) => Some(format!("stopped: {why}")),
+                Status::Failed(why) => Some(format!("FAILED: {why}")),
             };
-            let opt = |v: Option<f64>| v.map_or("n/a".to_string(), number);
+            if let Some(why) = why {
+                let _ = writeln!(md, "{head} {} |", why.replace('|', "/"));
+                continue;
+            }
+            let med = |f: fn(&Point) -> f64| number(point.median(f));
+            let opt =
+                |f: fn(&Point) -> Option<f64>| point.median_of(f).map_or("n/a".into(), number);
             let _ = writeln!(
                 md,
-                "{head} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                number(p.calls_per_s),
-                opt(base.map(|b| p.calls_per_s / b)),
-                number(p.p50_us),
-                number(p.p99_us),
-                number(p.p99_us / p.p50_us),
-                number(p.idle.rss / KIB),
-                opt(p.idle.heap.map(|h| h / KIB)),
-                number(p.idle.data / KIB),
-                number(p.load.rss / KIB),
-                opt(p.load.heap.map(|h| h / KIB)),
-                number(p.cpu_us_per_call),
-                opt(p.idle.tasks),
-                number(p.idle.timerfds),
-                number(p.idle.fds),
-                number(p.idle.maps),
-                number(p.connect_seconds),
+                "{head} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                point.measured().len(),
+                med(|p| p.calls_per_s),
+                spread_text(calls_ratio(run, point.connections)),
+                med(|p| p.p50_us),
+                med(|p| p.p99_us),
+                spread_text(tail_ratio(point)),
+                med(|p| p.idle.rss / KIB),
+                opt(|p| p.idle.heap.map(|h| h / KIB)),
+                med(|p| p.idle.data / KIB),
+                med(|p| p.load.rss / KIB),
+                opt(|p| p.load.heap.map(|h| h / KIB)),
+                med(|p| p.cpu_us_per_call),
+                opt(|p| p.idle.tasks),
+                med(|p| p.idle.timerfds),
+                med(|p| p.idle.fds),
+                med(|p| p.idle.maps),
+                med(|p| p.connect_seconds),
             );
         }
     }
     md
 }
 
-/// The targets, judged on [`JUDGED`] at [`JUDGED_POINT`] (NaN, so MISSED, when not measured).
+/// The targets, judged on [`JUDGED`] at [`JUDGED_POINT`] (MISSED when not measured).
 pub fn verdicts(runs: &[Run]) -> Vec<Verdict> {
     let run = runs.iter().find(|r| r.transport == JUDGED);
-    let at = |n: usize| run.and_then(|r| r.point(n));
-    let judged = at(JUDGED_POINT);
-    let base = at(BASELINE_POINT);
+    let judged = run.and_then(|r| r.point(JUDGED_POINT));
     let label = JUDGED.label();
     let n = thousands(JUDGED_POINT);
     vec![
         Verdict {
             name: format!("{label}: calls/s at {n} connections / at {BASELINE_POINT}"),
-            ratio: judged
-                .zip(base)
-                .map_or(f64::NAN, |(j, b)| j.calls_per_s / b.calls_per_s),
+            ratio: run.and_then(|r| calls_ratio(r, JUDGED_POINT)),
             target: Target::at_least(CALLS_TARGET),
         },
         Verdict {
             name: format!("{label}: p99 / p50 latency at {n} connections"),
-            ratio: judged.map_or(f64::NAN, |j| j.p99_us / j.p50_us),
+            ratio: judged.and_then(tail_ratio),
             target: Target::at_most(TAIL_TARGET),
         },
         Verdict {
             name: format!(
                 "{label}: server RSS per idle connection at {n} connections / {IDLE_BUDGET_KIB} KiB"
             ),
-            ratio: judged.map_or(f64::NAN, |j| j.idle.rss / KIB / IDLE_BUDGET_KIB),
+            ratio: judged.and_then(|j| j.spread(|p| p.idle.rss / KIB / IDLE_BUDGET_KIB)),
             target: Target::at_most(1.0),
         },
     ]
@@ -166,58 +190,72 @@ pub fn verdicts(runs: &[Run]) -> Vec<Verdict> {
 /// Prints the ratios against the 64-connection point, transport by transport.
 pub fn print_ratios(runs: &[Run]) {
     for run in runs {
-        let Some(base) = run.point(BASELINE_POINT) else {
+        if run.point(BASELINE_POINT).is_none() {
             println!(
                 "{}: no {BASELINE_POINT}-connection point, no ratios",
                 run.transport.label()
             );
             continue;
-        };
+        }
         println!(
-            "{} (ratios against {BASELINE_POINT} connections):",
+            "{} (medians of the per-round ratios against {BASELINE_POINT} connections, [range]):",
             run.transport.label()
         );
         for p in run.measured() {
+            let n = p.connections;
             println!(
-                "  {:>6} connections: calls/s {:.2}x, p99/p50 {:.2}, p99 {:.2}x, CPU/call {:.2}x",
-                p.connections,
-                p.calls_per_s / base.calls_per_s,
-                p.p99_us / p.p50_us,
-                p.p99_us / base.p99_us,
-                p.cpu_us_per_call / base.cpu_us_per_call,
+                "  {n:>6} connections: calls/s {}x, p99/p50 {}, p99 {}x, CPU/call {}x",
+                spread_text(calls_ratio(run, n)),
+                spread_text(tail_ratio(p)),
+                spread_text(run.ratio(n, BASELINE_POINT, |p| p.p99_us)),
+                spread_text(run.ratio(n, BASELINE_POINT, |p| p.cpu_us_per_call)),
             );
         }
     }
 }
 
-/// Rows of one transport at `p` (against its 64-connection point `base`), judged where the
+/// Sets `ratio` (and its range, when there were several rounds) on a figure.
+fn with_ratio(f: &mut bench_report::Figure, ratio: Option<Spread>) {
+    if let Some(r) = ratio {
+        f.ratio(r.median, "value / baseline");
+        if r.lo < r.hi {
+            f.ratio_range(r.lo, r.hi);
+        }
+    }
+}
+
+/// Rows of one transport at `point` (against its 64-connection point), judged where the
 /// targets are.
-fn rows(rec: &mut Recorder, run: &Run, p: &Point, base: Option<&Point>) {
+fn rows(rec: &mut Recorder, run: &Run, point: &Rounds) {
     let label = run.transport.label();
-    let n = thousands(p.connections);
-    let judged = run.transport == JUDGED && p.connections == JUDGED_POINT;
-    let base_name = format!("{BASELINE_POINT} connections, same run");
+    let n = thousands(point.connections);
+    let judged = run.transport == JUDGED && point.connections == JUDGED_POINT;
+    let base = run.point(BASELINE_POINT);
+    let base_name = format!("{BASELINE_POINT} connections, same rounds");
     let f = rec.figure(
         GROUP,
         &format!("{label}: NULL calls/s, {n} connections"),
-        p.calls_per_s,
+        point.median(|p| p.calls_per_s),
         "calls/s",
     );
     if let Some(b) = base {
-        f.baseline(&base_name, b.calls_per_s)
-            .ratio(p.calls_per_s / b.calls_per_s, "value / baseline");
+        f.baseline(&base_name, b.median(|p| p.calls_per_s));
     }
+    with_ratio(f, calls_ratio(run, point.connections));
     if judged {
         f.target(Target::at_least(CALLS_TARGET));
     }
     let f = rec.figure(
         GROUP,
         &format!("{label}: p99 latency, {n} connections"),
-        p.p99_us,
+        point.median(|p| p.p99_us),
         "us",
     );
-    f.baseline(format!("p50 at {n} connections"), p.p50_us)
-        .ratio(p.p99_us / p.p50_us, "value / baseline");
+    f.baseline(
+        format!("p50 at {n} connections"),
+        point.median(|p| p.p50_us),
+    );
+    with_ratio(f, tail_ratio(point));
     if judged {
         f.target(Target::at_most(TAIL_TARGET));
     }
@@ -225,34 +263,40 @@ fn rows(rec: &mut Recorder, run: &Run, p: &Point, base: Option<&Point>) {
     let f = rec.figure(
         GROUP,
         &format!("{label}: server RSS per idle connection, {n} connections"),
-        p.idle.rss / KIB,
+        point.median(|p| p.idle.rss / KIB),
         "KiB",
     );
-    f.baseline(budget, IDLE_BUDGET_KIB)
-        .ratio(p.idle.rss / KIB / IDLE_BUDGET_KIB, "value / baseline");
+    f.baseline(budget, IDLE_BUDGET_KIB);
+    with_ratio(f, point.spread(|p| p.idle.rss / KIB / IDLE_BUDGET_KIB));
     if judged {
         f.target(Target::at_most(1.0));
     }
-    if let Some(heap) = p.idle.heap {
-        rec.figure(
+    if let Some(heap) = point.median_of(|p| p.idle.heap) {
+        let f = rec.figure(
             GROUP,
             &format!("{label}: server heap per idle connection, {n} connections"),
             heap / KIB,
             "KiB",
-        )
-        .baseline(budget, IDLE_BUDGET_KIB)
-        .ratio(heap / KIB / IDLE_BUDGET_KIB, "value / baseline");
+        );
+        f.baseline(budget, IDLE_BUDGET_KIB);
+        with_ratio(
+            f,
+            point.spread(|p| p.idle.heap.unwrap_or(f64::NAN) / KIB / IDLE_BUDGET_KIB),
+        );
     }
     let f = rec.figure(
         GROUP,
         &format!("{label}: server CPU time per call, {n} connections"),
-        p.cpu_us_per_call,
+        point.median(|p| p.cpu_us_per_call),
         "us",
     );
     if let Some(b) = base {
-        f.baseline(&base_name, b.cpu_us_per_call)
-            .ratio(p.cpu_us_per_call / b.cpu_us_per_call, "value / baseline");
+        f.baseline(&base_name, b.median(|p| p.cpu_us_per_call));
     }
+    with_ratio(
+        f,
+        run.ratio(point.connections, BASELINE_POINT, |p| p.cpu_us_per_call),
+    );
 }
 
 /// Writes the rows, plots and notes of the sweep into `rec`.
@@ -260,17 +304,17 @@ pub fn record(rec: &mut Recorder, runs: &[Run], options: &Options, setup: &str) 
     rec.note(GROUP, method(options, setup));
     let mut skipped = Vec::new();
     for run in runs {
-        for (n, outcome) in &run.points {
-            let what = match outcome {
-                Outcome::Skipped(why) => format!("skipped: {why}"),
-                Outcome::Stopped(why) => format!("stopped there: {why}"),
-                Outcome::Failed(why) => format!("FAILED: {why}"),
-                Outcome::Measured(_) => continue,
+        for point in &run.points {
+            let what = match point.status() {
+                Status::Skipped(why) => format!("skipped: {why}"),
+                Status::Stopped(why) => format!("stopped there: {why}"),
+                Status::Failed(why) => format!("FAILED: {why}"),
+                Status::Measured => continue,
             };
             skipped.push(format!(
                 "{} at {} connections {what}",
                 run.transport.label(),
-                thousands(*n)
+                thousands(point.connections)
             ));
         }
     }
@@ -280,35 +324,32 @@ pub fn record(rec: &mut Recorder, runs: &[Run], options: &Options, setup: &str) 
     rec.note(GROUP, table(runs));
 
     for run in runs {
-        let base = run.point(BASELINE_POINT).cloned();
         for &n in &ROW_POINTS {
             match run.point(n) {
-                Some(p) => rows(rec, run, &p.clone(), base.as_ref()),
+                Some(point) => rows(rec, run, point),
                 None if run.transport == JUDGED && n == JUDGED_POINT => {
                     // Not measured: the judged rows say so (n/a, MISSED).
                     let label = JUDGED.label();
                     let n = thousands(n);
-                    rec.figure(
-                        GROUP,
-                        &format!("{label}: NULL calls/s, {n} connections"),
-                        f64::NAN,
-                        "calls/s",
-                    )
-                    .target(Target::at_least(CALLS_TARGET));
-                    rec.figure(
-                        GROUP,
-                        &format!("{label}: p99 latency, {n} connections"),
-                        f64::NAN,
-                        "us",
-                    )
-                    .target(Target::at_most(TAIL_TARGET));
-                    rec.figure(
-                        GROUP,
-                        &format!("{label}: server RSS per idle connection, {n} connections"),
-                        f64::NAN,
-                        "KiB",
-                    )
-                    .target(Target::at_most(1.0));
+                    for (name, unit, target) in [
+                        (
+                            format!("{label}: NULL calls/s, {n} connections"),
+                            "calls/s",
+                            Target::at_least(CALLS_TARGET),
+                        ),
+                        (
+                            format!("{label}: p99 latency, {n} connections"),
+                            "us",
+                            Target::at_most(TAIL_TARGET),
+                        ),
+                        (
+                            format!("{label}: server RSS per idle connection, {n} connections"),
+                            "KiB",
+                            Target::at_most(1.0),
+                        ),
+                    ] {
+                        rec.figure(GROUP, &name, f64::NAN, unit).target(target);
+                    }
                 }
                 None => {}
             }
@@ -328,7 +369,9 @@ fn method(options: &Options, setup: &str) -> String {
         "NULL calls".to_string()
     };
     format!(
-        "One server process (a fresh one per point; ours on a multi-thread runtime with a worker \
+        "{rounds} rounds, alternating the order of the points (ascending, then descending): \
+         every figure is the median of a point's rounds, every ratio the median of the \
+         per-round ratios [their range]. One server process (a fresh one per point and round; ours on a multi-thread runtime with a worker \
          per CPU, the library's default settings) and up to {clients} client processes holding \
          the connections, all on loopback: our RPC-over-RDMA server on the soft iWARP provider, \
          our ONC RPC over TCP server, and libtirpc's rpcgen server (`csrc/server.c`, \
@@ -340,8 +383,8 @@ fn method(options: &Options, setup: &str) -> String {
          then {measure:.1} s measured; latencies are per call as the client saw it \
          (histograms merged over the client processes). The ratios compare each point with \
          the {BASELINE_POINT}-connection point of the same run; issue 53's targets are \
-         judged on RPC-over-RDMA at {JUDGED_POINT} connections: calls/s at least \
-         {CALLS_TARGET}x the {BASELINE_POINT}-connection point, p99 at most {TAIL_TARGET}x \
+         judged on RPC-over-RDMA at {judged} connections: calls/s at least \
+         {CALLS_TARGET}x the {BASELINE_POINT}-connection point of the same round, p99 at most {TAIL_TARGET}x \
          p50, an idle connection at most {IDLE_BUDGET_KIB} KiB of the server's resident \
          memory. Per connection: what the server holds beyond what it held before any \
          connection, divided by the connections: idle once every connection made one call \
@@ -351,11 +394,18 @@ fn method(options: &Options, setup: &str) -> String {
          VmData, and in RSS only where touched), tasks tokio's `num_alive_tasks` (tokio \
          keeps no count of its timers: timer descriptors are counted, timerfds). Server CPU \
          per call: its user + system time over the measurement divided by the calls. \
-         {setup}",
+         {local}{setup}",
+        rounds = options.rounds,
         clients = options.client_processes,
+        local = if options.local_completions {
+            "The soft provider ran without confirmed completions (`--local-completions`). "
+        } else {
+            ""
+        },
         in_flight = options.in_flight,
         warmup = options.warmup.as_secs_f64(),
         measure = options.measure.as_secs_f64(),
+        judged = thousands(JUDGED_POINT),
     )
 }
 
@@ -375,7 +425,7 @@ fn plots(rec: &mut Recorder, runs: &[Run], options: &Options) {
             .group(GROUP)
             .log_x();
         for p in run.measured() {
-            s.point(p.connections as f64, p.calls_per_s);
+            s.point(p.connections as f64, p.median(|p| p.calls_per_s));
         }
     }
     for run in runs {
@@ -392,7 +442,7 @@ fn plots(rec: &mut Recorder, runs: &[Run], options: &Options) {
                 .log_x()
                 .log_y();
             for p in run.measured() {
-                s.point(p.connections as f64, value(p));
+                s.point(p.connections as f64, p.median(value));
             }
         }
     }
@@ -413,7 +463,7 @@ fn plots(rec: &mut Recorder, runs: &[Run], options: &Options) {
             for p in run.measured() {
                 // A logarithmic axis cannot show a connection that cost nothing (or less:
                 // noise at one connection).
-                if let Some(v) = value(p).filter(|v| *v > 0.0) {
+                if let Some(v) = p.median_of(value).filter(|v| *v > 0.0) {
                     s.point(p.connections as f64, v / KIB);
                 }
             }

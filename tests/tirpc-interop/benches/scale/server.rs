@@ -1,6 +1,7 @@
 //! The server role (`--role server --transport rdma|tcp`): `interop.x` served by our
 //! RPC-over-RDMA server on the soft provider or our ONC RPC over TCP, on 127.0.0.1, with the
-//! library's defaults, on a multi-thread runtime with a worker per CPU (as an application
+//! library's defaults (`--local-completions`: the soft provider without confirmed
+//! completions), on a multi-thread runtime with a worker per CPU (as an application
 //! would run it).
 //!
 //! It prints `port P` once it listens, then answers each `sample` line on its standard input
@@ -12,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use rpcrdma::rdma::soft::SoftProvider;
+use rpcrdma::rdma::soft::{SoftConfig, SoftProvider};
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::rpc::Server;
@@ -36,11 +37,14 @@ enum Running {
 }
 
 impl Running {
-    async fn start(transport: Transport) -> std::io::Result<(Running, SocketAddr)> {
+    async fn start(
+        transport: Transport,
+        soft: SoftConfig,
+    ) -> std::io::Result<(Running, SocketAddr)> {
         let any: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
         match transport {
             Transport::Rdma => {
-                let listener = SoftProvider::default()
+                let listener = SoftProvider::new(soft)
                     .listen(any)
                     .await
                     .map_err(std::io::Error::other)?;
@@ -82,8 +86,8 @@ impl Running {
     }
 }
 
-/// Runs the server role until standard input closes.
-pub fn run(transport: Transport) -> ExitCode {
+/// Runs the server role until standard input closes; `soft` configures the soft provider.
+pub fn run(transport: Transport, soft: SoftConfig) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,7 +98,7 @@ pub fn run(transport: Transport) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (running, addr) = match rt.block_on(Running::start(transport)) {
+    let (running, addr) = match rt.block_on(Running::start(transport, soft)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("scale server: cannot listen: {e}");

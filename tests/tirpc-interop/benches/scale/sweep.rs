@@ -9,6 +9,7 @@ use crate::client::ClientArgs;
 use crate::histogram::Histogram;
 use crate::probe::{self, Footprint};
 use crate::procs::{ClientProc, ClientResult, ServerProc, ServerSample};
+use crate::rounds::{Rounds, Run};
 use crate::Transport;
 
 /// The backlog libtirpc's server listens with (`listen(sock, 64)` in `csrc/server.c`). The
@@ -44,6 +45,10 @@ pub struct Options {
     pub measure: Duration,
     /// ECHO of this many bytes instead of NULL (0: NULL).
     pub echo: usize,
+    /// Times every point is measured.
+    pub rounds: usize,
+    /// The soft provider, server and clients, without confirmed completions.
+    pub local_completions: bool,
 }
 
 /// The machine's limits a point must fit in.
@@ -144,60 +149,62 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// One transport's points.
-#[derive(Debug, Clone)]
-pub struct Run {
-    /// The transport.
-    pub transport: Transport,
-    /// `(connections, outcome)`, in the sweep's order.
-    pub points: Vec<(usize, Outcome)>,
-}
-
-impl Run {
-    /// The measured point with `n` connections.
-    pub fn point(&self, n: usize) -> Option<&Point> {
-        self.points.iter().find_map(|(c, o)| match o {
-            Outcome::Measured(p) if *c == n => Some(&**p),
-            _ => None,
-        })
-    }
-
-    /// The measured points.
-    pub fn measured(&self) -> impl Iterator<Item = &Point> {
-        self.points.iter().filter_map(|(_, o)| match o {
-            Outcome::Measured(p) => Some(&**p),
-            _ => None,
-        })
-    }
-}
-
-/// Runs every transport's points, printing a line per point.
+/// Runs every transport's points, `options.rounds` times, printing a line per point and
+/// round. Rounds alternate the order of the points (ascending, then descending), so that a
+/// machine getting busier or quieter during the sweep weighs on small and large points alike.
 pub fn sweep(exe: &Path, options: &Options, limits: Limits) -> Vec<Run> {
-    let mut runs = Vec::new();
-    for &transport in &options.transports {
-        let mut run = Run {
+    let mut runs: Vec<Run> = options
+        .transports
+        .iter()
+        .map(|&transport| Run {
             transport,
-            points: Vec::new(),
-        };
-        let mut stopped_at: Option<usize> = None;
-        for &n in &options.points {
-            let outcome = match stopped_at {
-                Some(m) => Outcome::Skipped(format!(
-                    "{} stopped at {m} connections (see that point)",
-                    transport.label()
-                )),
-                None => {
-                    let previous = run.measured().last().cloned();
-                    point(exe, transport, n, options, limits, previous.as_ref())
-                }
+            points: options
+                .points
+                .iter()
+                .map(|&connections| Rounds {
+                    connections,
+                    rounds: Vec::new(),
+                })
+                .collect(),
+        })
+        .collect();
+    for round in 0..options.rounds {
+        for run in &mut runs {
+            let transport = run.transport;
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..run.points.len()).collect()
+            } else {
+                (0..run.points.len()).rev().collect()
             };
-            if matches!(outcome, Outcome::Stopped(_) | Outcome::Failed(_)) {
-                stopped_at = Some(n);
+            for i in order {
+                let n = run.points[i].connections;
+                // Where a transport stopped or failed, in any round, it is not asked for as
+                // much or more again.
+                let ended = run
+                    .points
+                    .iter()
+                    .filter(|p| p.ended().is_some())
+                    .map(|p| p.connections)
+                    .min();
+                let outcome = match ended {
+                    Some(m) if m <= n => Outcome::Skipped(format!(
+                        "{} stopped at {m} connections (see that point)",
+                        transport.label()
+                    )),
+                    _ => {
+                        let largest = run.largest_measured().cloned();
+                        point(exe, transport, n, options, limits, largest.as_ref())
+                    }
+                };
+                println!(
+                    "round {}/{}: {}",
+                    round + 1,
+                    options.rounds,
+                    describe(transport, n, &outcome)
+                );
+                run.points[i].rounds.push(outcome);
             }
-            println!("{}", describe(transport, n, &outcome));
-            run.points.push((n, outcome));
         }
-        runs.push(run);
     }
     runs
 }
@@ -248,13 +255,14 @@ fn share(total: usize, parts: usize, i: usize) -> usize {
 }
 
 /// Whether the machine can hold `n` connections, judged before they are made: descriptors
-/// and ports from the limits, memory and mappings from what the previous point measured.
+/// and ports from the limits, memory and mappings from what the largest point measured so
+/// far took per connection.
 fn room(
     transport: Transport,
     n: usize,
     base: &Footprint,
     limits: Limits,
-    previous: Option<&Point>,
+    largest: Option<&Point>,
 ) -> Result<(), String> {
     let fds = n as u64 + base.fds;
     if fds > limits.nofile {
@@ -271,7 +279,7 @@ fn room(
             limits.ports
         ));
     }
-    let Some(p) = previous else { return Ok(()) };
+    let Some(p) = largest else { return Ok(()) };
     let per_connection = p.idle.rss.max(p.load.rss).max(0.0) + p.clients_rss;
     let need = per_connection * n as f64;
     let available = probe::mem_available().map_err(|e| format!("MemAvailable: {e}"))? as f64;
@@ -305,16 +313,16 @@ fn failure(transport: Transport, what: String) -> Outcome {
     }
 }
 
-/// Measures `n` connections over `transport`.
+/// Measures `n` connections over `transport` once.
 fn point(
     exe: &Path,
     transport: Transport,
     n: usize,
     options: &Options,
     limits: Limits,
-    previous: Option<&Point>,
+    largest: Option<&Point>,
 ) -> Outcome {
-    let mut server = match ServerProc::start(exe, transport) {
+    let mut server = match ServerProc::start(exe, transport, options.local_completions) {
         Ok(s) => s,
         Err(e) => return Outcome::Failed(format!("starting the server: {e}")),
     };
@@ -327,7 +335,7 @@ fn point(
         Ok(s) => s,
         Err(o) => return o,
     };
-    if let Err(why) = room(transport, n, &base.footprint, limits, previous) {
+    if let Err(why) = room(transport, n, &base.footprint, limits, largest) {
         return Outcome::Skipped(why);
     }
     let processes = options.client_processes.clamp(1, n.max(1));
@@ -340,6 +348,7 @@ fn point(
             workers: share(options.in_flight, processes, i).max(1),
             connects_at_once: (CONNECTS_AT_ONCE / processes).max(1),
             echo: options.echo,
+            local_completions: options.local_completions,
         };
         match ClientProc::start(exe, &args) {
             Ok(c) => clients.push(c),
