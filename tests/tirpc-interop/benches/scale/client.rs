@@ -62,6 +62,8 @@ pub struct ClientArgs {
     pub echo: usize,
     /// The soft provider completes Sends locally instead of once the peer confirmed them.
     pub local_completions: bool,
+    /// The CPUs the process runs on (`None`: any).
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// One call on `client`, its result checked.

@@ -163,6 +163,13 @@ struct Args {
     /// cost at scale. Off by default, as in the library.
     #[arg(long)]
     local_completions: bool,
+    /// Sweep: pin the server to the last CPU and the client processes to the others, so that
+    /// they never time-slice against each other (the server's runtime then has one worker).
+    #[arg(long)]
+    pin: bool,
+    /// Server and client: the CPUs this process runs on (set by the sweep with `--pin`).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Option<Vec<usize>>,
     /// Sweep: exit non-zero when a target is missed (also `BENCH_CHECK=1`).
     #[arg(long)]
     check: bool,
@@ -186,6 +193,13 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     let nofile = probe::raise_nofile();
+    // Before any thread starts: the runtime's workers inherit it, and size themselves by it.
+    if let Some(cpus) = &args.cpus {
+        if let Err(e) = probe::pin_self(cpus) {
+            eprintln!("scale: pinning to CPUs {cpus:?}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match args.role {
         Role::Server => match args.transport[..] {
             [t] => server::run(t, client::soft_config(args.local_completions)),
@@ -207,6 +221,7 @@ fn main() -> ExitCode {
                 connects_at_once: args.connects_at_once.max(1),
                 echo: args.echo,
                 local_completions: args.local_completions,
+                cpus: None,
             })
         }
         Role::Sweep => sweep_main(&args, nofile),
@@ -266,7 +281,28 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
         echo: args.echo,
         local_completions: args.local_completions,
         rounds: args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1),
+        pin: None,
     };
+    let mut options = options;
+    if args.pin {
+        match probe::cpus() {
+            Ok(cpus) if cpus.len() >= 2 => {
+                let (clients, server) = cpus.split_at(cpus.len() - 1);
+                options.pin = Some(sweep::Pinning {
+                    server: server.to_vec(),
+                    clients: clients.to_vec(),
+                });
+            }
+            Ok(cpus) => {
+                eprintln!("scale: --pin needs two CPUs or more; this process has {cpus:?}");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("scale: this process's CPUs: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let setup = format!(
         "RLIMIT_NOFILE raised from {before} to {after} (its hard limit) for the bench's \
          processes; {} local ports; vm.max_map_count {}.",

@@ -142,3 +142,54 @@ pub fn max_map_count() -> io::Result<u64> {
         .parse()
         .map_err(io::Error::other)
 }
+
+/// The CPUs this process may run on.
+pub fn cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills the one it is given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, with the set's true size.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, the set's capacity.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Restricts this process (the calling thread and every thread it starts afterwards) to
+/// `cpus`.
+pub fn pin_self(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::other(format!("no CPU {cpu}")));
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: sched_setaffinity reads the set it is given.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Restricts every thread of process `pid` to `cpus` (`taskset -a -p`): for libtirpc's
+/// server, which this binary does not start in a role of its own.
+pub fn pin_process(pid: u32, cpus: &[usize]) -> io::Result<()> {
+    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    let status = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", &list.join(","), &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "taskset on process {pid}: {status}"
+        )))
+    }
+}

@@ -10,8 +10,14 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use tirpc_interop::c::{self, CServer};
 
 use crate::client::ClientArgs;
-use crate::probe::Footprint;
+use crate::probe::{self, Footprint};
 use crate::Transport;
+
+/// `cpus` as `--cpus` takes them.
+fn cpu_list(cpus: &[usize]) -> String {
+    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    list.join(",")
+}
 
 /// A child process spoken to a line at a time; killed when dropped.
 pub struct Piped {
@@ -110,15 +116,23 @@ impl ServerProc {
         exe: &Path,
         transport: Transport,
         local_completions: bool,
+        cpus: Option<&[usize]>,
     ) -> io::Result<ServerProc> {
         if transport == Transport::Libtirpc {
             let programs = c::programs().map_err(io::Error::other)?;
-            return Ok(ServerProc::Libtirpc(CServer::start(&programs)?));
+            let server = CServer::start(&programs)?;
+            if let Some(cpus) = cpus {
+                probe::pin_process(server.pid(), cpus)?;
+            }
+            return Ok(ServerProc::Libtirpc(server));
         }
         let mut command = Command::new(exe);
         command.args(["--role", "server", "--transport", transport.arg()]);
         if local_completions {
             command.arg("--local-completions");
+        }
+        if let Some(cpus) = cpus {
+            command.arg("--cpus").arg(cpu_list(cpus));
         }
         let mut process = Piped::start(command)?;
         let line = process.read_line()?;
@@ -210,6 +224,9 @@ impl ClientProc {
         }
         if args.local_completions {
             command.arg("--local-completions");
+        }
+        if let Some(cpus) = &args.cpus {
+            command.arg("--cpus").arg(cpu_list(cpus));
         }
         Ok(ClientProc {
             process: Piped::start(command)?,

@@ -394,9 +394,16 @@ fn method(options: &Options, setup: &str) -> String {
          VmData, and in RSS only where touched), tasks tokio's `num_alive_tasks` (tokio \
          keeps no count of its timers: timer descriptors are counted, timerfds). Server CPU \
          per call: its user + system time over the measurement divided by the calls. \
-         {local}{setup}",
+         {pinned}{local}{setup}",
         rounds = options.rounds,
         clients = options.client_processes,
+        pinned = match &options.pin {
+            Some(p) => format!(
+                "The server ran on CPU {:?} and the client processes on CPUs {:?} (`--pin`). ",
+                p.server, p.clients
+            ),
+            None => String::new(),
+        },
         local = if options.local_completions {
             "The soft provider ran without confirmed completions (`--local-completions`). "
         } else {

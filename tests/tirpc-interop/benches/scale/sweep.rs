@@ -47,8 +47,19 @@ pub struct Options {
     pub echo: usize,
     /// Times every point is measured.
     pub rounds: usize,
+    /// Where the server and the clients run (`None`: wherever the scheduler puts them).
+    pub pin: Option<Pinning>,
     /// The soft provider, server and clients, without confirmed completions.
     pub local_completions: bool,
+}
+
+/// The CPUs of the server and of the client processes.
+#[derive(Debug, Clone)]
+pub struct Pinning {
+    /// The server's.
+    pub server: Vec<usize>,
+    /// The client processes'.
+    pub clients: Vec<usize>,
 }
 
 /// The machine's limits a point must fit in.
@@ -322,7 +333,12 @@ fn point(
     limits: Limits,
     largest: Option<&Point>,
 ) -> Outcome {
-    let mut server = match ServerProc::start(exe, transport, options.local_completions) {
+    let mut server = match ServerProc::start(
+        exe,
+        transport,
+        options.local_completions,
+        options.pin.as_ref().map(|p| &p.server[..]),
+    ) {
         Ok(s) => s,
         Err(e) => return Outcome::Failed(format!("starting the server: {e}")),
     };
@@ -349,6 +365,7 @@ fn point(
             connects_at_once: (CONNECTS_AT_ONCE / processes).max(1),
             echo: options.echo,
             local_completions: options.local_completions,
+            cpus: options.pin.as_ref().map(|p| p.clients.clone()),
         };
         match ClientProc::start(exe, &args) {
             Ok(c) => clients.push(c),
