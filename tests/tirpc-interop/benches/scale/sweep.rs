@@ -139,6 +139,9 @@ pub struct Point {
     pub idle: PerConnection,
     /// The server per connection, under load.
     pub load: PerConnection,
+    /// The server per connection, idle again after the load (every connection still open):
+    /// what connections that were busy keep.
+    pub after: PerConnection,
     /// Server CPU time (user + system) per call, microseconds.
     pub cpu_us_per_call: f64,
     /// The client processes' resident memory per connection, bytes (for the next point's
@@ -229,7 +232,7 @@ fn describe(transport: Transport, n: usize, outcome: &Outcome) -> String {
             format!(
                 "{head} {:.0} calls/s ({} calls), p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us; per connection \
                  idle: RSS {:.1} KiB, VmData {:.1} KiB, heap {}, tasks {}, fds {:.2}, timerfds \
-                 {:.2}, maps {:.2}; under load: RSS {:.1} KiB, heap {}; CPU {:.2} us/call; \
+                 {:.2}, maps {:.2}; under load: RSS {:.1} KiB, heap {}; after: RSS {:.1} KiB; CPU {:.2} us/call; \
                  set up in {:.2} s by {} processes",
                 p.calls_per_s,
                 p.calls,
@@ -249,6 +252,7 @@ fn describe(transport: Transport, n: usize, outcome: &Outcome) -> String {
                 p.load
                     .heap
                     .map_or("n/a".into(), |h| format!("{:.1} KiB", kib(h))),
+                kib(p.after.rss),
                 p.cpu_us_per_call,
                 p.connect_seconds,
                 p.processes,
@@ -443,14 +447,15 @@ fn point(
             Err(e) => return Outcome::Failed(format!("reading a client's result: {e}")),
         }
     }
+    let after = sampled(&mut server);
     let mut clean_exits = true;
     for c in clients {
         clean_exits &= c.finish().unwrap_or(false);
     }
     drop(server);
-    let load = match load {
-        Ok(s) => s,
-        Err(o) => return o,
+    let (load, after) = match (load, after) {
+        (Ok(l), Ok(a)) => (l, a),
+        (Err(o), _) | (_, Err(o)) => return o,
     };
     if let Some(r) = results.iter().find(|r| r.failures > 0) {
         let failed: u64 = results.iter().map(|r| r.failures).sum();
@@ -501,6 +506,7 @@ fn point(
         p999_us: latencies.quantile_us(0.999),
         idle: PerConnection::between(&base, &idle, n),
         load: PerConnection::between(&base, &load, n),
+        after: PerConnection::between(&base, &after, n),
         cpu_us_per_call: if calls > 0 {
             cpu * 1e6 / calls as f64
         } else {
