@@ -124,7 +124,13 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
     let provider = Arc::new(SoftProvider::new(soft_config(args.local_completions)));
     let places = Arc::new(Semaphore::new(args.connects_at_once.max(1)));
     let mut pending = JoinSet::new();
+    let mut clients = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {
+        // A connection that failed ends the set-up now, not after every other was tried
+        // (against a server that stopped serving, each would wait out its time-out).
+        while let Some(done) = pending.try_join_next() {
+            clients.push(done.map_err(|e| format!("a connecting task failed: {e}"))??);
+        }
         let place = places
             .clone()
             .acquire_owned()
@@ -137,7 +143,6 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
             result
         });
     }
-    let mut clients = Vec::with_capacity(args.connections);
     while let Some(done) = pending.join_next().await {
         let client = done.map_err(|e| format!("a connecting task failed: {e}"))??;
         clients.push(client);
