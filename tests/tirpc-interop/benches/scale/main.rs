@@ -51,6 +51,7 @@
 mod client;
 mod heap;
 mod histogram;
+mod point;
 mod probe;
 mod procs;
 mod report;
