@@ -28,16 +28,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rpcrdma::rdma::soft::{SoftConfig, SoftProvider};
+use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rpc::tcp::{TcpConfig, TcpTransport};
 use rpcrdma::rpc::{CallOptions, Client};
-use rpcrdma::transport::{RdmaConfig, RdmaTransport};
+use rpcrdma::transport::RdmaTransport;
 use tirpc_interop::interop::interop_prog::interop_vers::{Echo, InteropNull};
 use tirpc_interop::interop::EchoData;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::histogram::Histogram;
+use crate::tuning::Tuning;
 use crate::Transport;
 
 /// How long a connection's set-up call may take: a safety net for a server that accepts a
@@ -60,8 +61,8 @@ pub struct ClientArgs {
     pub connects_at_once: usize,
     /// ECHO calls of this many bytes instead of NULL calls (0: NULL).
     pub echo: usize,
-    /// The soft provider completes Sends locally instead of once the peer confirmed them.
-    pub local_completions: bool,
+    /// Our endpoints' settings.
+    pub tuning: Tuning,
     /// The CPUs the process runs on (`None`: any).
     pub cpus: Option<Vec<usize>>,
 }
@@ -100,10 +101,11 @@ async fn connect(
     transport: Transport,
     addr: SocketAddr,
     provider: Arc<SoftProvider>,
+    tuning: Tuning,
 ) -> Result<Client, String> {
     let client = match transport {
         Transport::Rdma => Client::new(
-            RdmaTransport::connect(provider, addr, RdmaConfig::default())
+            RdmaTransport::connect(provider, addr, tuning.rdma())
                 .await
                 .map_err(|e| format!("connecting: {e}"))?,
         ),
@@ -121,7 +123,7 @@ async fn connect(
 
 /// Opens every connection, at most `args.connects_at_once` at a time.
 async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
-    let provider = Arc::new(SoftProvider::new(soft_config(args.local_completions)));
+    let provider = Arc::new(SoftProvider::new(args.tuning.soft()));
     let places = Arc::new(Semaphore::new(args.connects_at_once.max(1)));
     let mut pending = JoinSet::new();
     let mut clients = Vec::with_capacity(args.connections);
@@ -136,9 +138,10 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
             .acquire_owned()
             .await
             .map_err(|e| e.to_string())?;
-        let (transport, addr, provider) = (args.transport, args.addr, provider.clone());
+        let (transport, addr, provider, tuning) =
+            (args.transport, args.addr, provider.clone(), args.tuning);
         pending.spawn(async move {
-            let result = connect(transport, addr, provider).await;
+            let result = connect(transport, addr, provider, tuning).await;
             drop(place);
             result
         });
@@ -148,14 +151,6 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
         clients.push(client);
     }
     Ok(clients)
-}
-
-/// The soft provider's settings: the defaults, or without confirmed completions.
-pub fn soft_config(local_completions: bool) -> SoftConfig {
-    SoftConfig {
-        confirm_completions: !local_completions,
-        ..SoftConfig::default()
-    }
 }
 
 /// What the workers share.

@@ -58,6 +58,7 @@ mod report;
 mod rounds;
 mod server;
 mod sweep;
+mod tuning;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -159,11 +160,9 @@ struct Args {
     /// ECHO calls of this many bytes instead of NULL calls (0: NULL).
     #[arg(long, default_value_t = 0)]
     echo: usize,
-    /// The soft provider (server and clients) completes Sends locally instead of once the peer
-    /// confirmed them (`SoftConfig::confirm_completions` off): to see what the confirmations
-    /// cost at scale. Off by default, as in the library.
-    #[arg(long)]
-    local_completions: bool,
+    /// Our endpoints' settings (the library's defaults unless asked).
+    #[command(flatten)]
+    tuning: tuning::Tuning,
     /// Sweep: pin the server to the last CPU and the client processes to the others, so that
     /// they never time-slice against each other (the server's runtime then has one worker).
     #[arg(long)]
@@ -203,7 +202,7 @@ fn main() -> ExitCode {
     }
     match args.role {
         Role::Server => match args.transport[..] {
-            [t] => server::run(t, client::soft_config(args.local_completions)),
+            [t] => server::run(t, args.tuning),
             _ => {
                 eprintln!("scale: --role server takes one --transport");
                 ExitCode::FAILURE
@@ -221,7 +220,7 @@ fn main() -> ExitCode {
                 workers: args.workers.max(1),
                 connects_at_once: args.connects_at_once.max(1),
                 echo: args.echo,
-                local_completions: args.local_completions,
+                tuning: args.tuning,
                 cpus: None,
             })
         }
@@ -280,7 +279,7 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
         warmup: ms(args.warmup_ms, 1000, 250),
         measure: ms(args.measure_ms, 3000, 1000),
         echo: args.echo,
-        local_completions: args.local_completions,
+        tuning: args.tuning,
         rounds: args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1),
         pin: None,
     };

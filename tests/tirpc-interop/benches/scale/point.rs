@@ -69,7 +69,7 @@ fn measure(
     let mut server = ServerProc::start(
         exe,
         transport,
-        options.local_completions,
+        options.tuning,
         options.pin.as_ref().map(|p| &p.server[..]),
     )
     .map_err(|e| Outcome::Failed(format!("starting the server: {e}")))?;
@@ -194,7 +194,7 @@ fn start_clients(
             workers: share(options.in_flight, processes, i).max(1),
             connects_at_once: (CONNECTS_AT_ONCE / processes).max(1),
             echo: options.echo,
-            local_completions: options.local_completions,
+            tuning: options.tuning,
             cpus: options.pin.as_ref().map(|p| p.clients.clone()),
         };
         let client = ClientProc::start(exe, &args)

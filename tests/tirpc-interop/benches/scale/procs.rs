@@ -11,6 +11,7 @@ use tirpc_interop::c::{self, CServer};
 
 use crate::client::ClientArgs;
 use crate::probe::{self, Footprint};
+use crate::tuning::Tuning;
 use crate::Transport;
 
 /// `cpus` as `--cpus` takes them.
@@ -115,7 +116,7 @@ impl ServerProc {
     pub fn start(
         exe: &Path,
         transport: Transport,
-        local_completions: bool,
+        tuning: Tuning,
         cpus: Option<&[usize]>,
     ) -> io::Result<ServerProc> {
         if transport == Transport::Libtirpc {
@@ -128,9 +129,7 @@ impl ServerProc {
         }
         let mut command = Command::new(exe);
         command.args(["--role", "server", "--transport", transport.arg()]);
-        if local_completions {
-            command.arg("--local-completions");
-        }
+        command.args(tuning.args());
         if let Some(cpus) = cpus {
             command.arg("--cpus").arg(cpu_list(cpus));
         }
@@ -222,9 +221,7 @@ impl ClientProc {
         ] {
             command.arg(flag).arg(value.to_string());
         }
-        if args.local_completions {
-            command.arg("--local-completions");
-        }
+        command.args(args.tuning.args());
         if let Some(cpus) = &args.cpus {
             command.arg("--cpus").arg(cpu_list(cpus));
         }

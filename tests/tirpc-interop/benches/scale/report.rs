@@ -409,11 +409,7 @@ fn method(options: &Options, setup: &str) -> String {
             ),
             None => String::new(),
         },
-        local = if options.local_completions {
-            "The soft provider ran without confirmed completions (`--local-completions`). "
-        } else {
-            ""
-        },
+        local = options.tuning.describe(),
         in_flight = options.in_flight,
         warmup = options.warmup.as_secs_f64(),
         measure = options.measure.as_secs_f64(),

@@ -1,7 +1,6 @@
 //! The server role (`--role server --transport rdma|tcp`): `interop.x` served by our
 //! RPC-over-RDMA server on the soft provider or our ONC RPC over TCP, on 127.0.0.1, with the
-//! library's defaults (`--local-completions`: the soft provider without confirmed
-//! completions), on a multi-thread runtime with a worker per CPU (as an application
+//! library's defaults (unless `tuning.rs`'s options say otherwise), on a multi-thread runtime with a worker per CPU (as an application
 //! would run it).
 //!
 //! It prints `port P` once it listens, then answers each `sample` line on its standard input
@@ -13,14 +12,15 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use rpcrdma::rdma::soft::{SoftConfig, SoftProvider};
+use rpcrdma::rdma::soft::SoftProvider;
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::rpc::Server;
-use rpcrdma::transport::{serve, RdmaConfig, RdmaListener};
+use rpcrdma::transport::{serve, RdmaListener};
 use tirpc_interop::service;
 
 use crate::heap;
+use crate::tuning::Tuning;
 use crate::Transport;
 
 /// Our server of `interop.x` (NULL and ECHO are what the clients call).
@@ -37,23 +37,16 @@ enum Running {
 }
 
 impl Running {
-    async fn start(
-        transport: Transport,
-        soft: SoftConfig,
-    ) -> std::io::Result<(Running, SocketAddr)> {
+    async fn start(transport: Transport, tuning: Tuning) -> std::io::Result<(Running, SocketAddr)> {
         let any: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
         match transport {
             Transport::Rdma => {
-                let listener = SoftProvider::new(soft)
+                let listener = SoftProvider::new(tuning.soft())
                     .listen(any)
                     .await
                     .map_err(std::io::Error::other)?;
                 let addr = listener.local_addr().map_err(std::io::Error::other)?;
-                let rdma = Arc::new(serve::<SoftProvider>(
-                    listener,
-                    program(),
-                    RdmaConfig::default(),
-                ));
+                let rdma = Arc::new(serve::<SoftProvider>(listener, program(), tuning.rdma()));
                 tokio::spawn({
                     let rdma = rdma.clone();
                     async move {
@@ -86,8 +79,8 @@ impl Running {
     }
 }
 
-/// Runs the server role until standard input closes; `soft` configures the soft provider.
-pub fn run(transport: Transport, soft: SoftConfig) -> ExitCode {
+/// Runs the server role until standard input closes.
+pub fn run(transport: Transport, tuning: Tuning) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,7 +91,7 @@ pub fn run(transport: Transport, soft: SoftConfig) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (running, addr) = match rt.block_on(Running::start(transport, soft)) {
+    let (running, addr) = match rt.block_on(Running::start(transport, tuning)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("scale server: cannot listen: {e}");

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::point::point;
 use crate::procs::ServerSample;
 use crate::rounds::{Rounds, Run};
+use crate::tuning::Tuning;
 use crate::Transport;
 
 /// How a sweep runs.
@@ -30,8 +31,8 @@ pub struct Options {
     pub rounds: usize,
     /// Where the server and the clients run (`None`: wherever the scheduler puts them).
     pub pin: Option<Pinning>,
-    /// The soft provider, server and clients, without confirmed completions.
-    pub local_completions: bool,
+    /// Our endpoints' settings.
+    pub tuning: Tuning,
 }
 
 /// The CPUs of the server and of the client processes.
