@@ -79,13 +79,14 @@ fn measure(
     let (mut clients, connect_seconds) =
         start_clients(exe, transport, n, processes, &server, options)?;
     let idle = settle(&mut server, n)?;
+    let load = run_load(&mut server, &mut clients, options)?;
+    let after = sample(&mut server)?;
+    // After the load, when the clients hold the most.
     let clients_rss: u64 = clients
         .iter()
         .filter_map(|c| Footprint::of(c.pid()).ok())
         .map(|f| f.rss)
         .sum();
-    let load = run_load(&mut server, &mut clients, options)?;
-    let after = sample(&mut server)?;
     let mut clean_exits = true;
     for c in clients {
         clean_exits &= c.finish().unwrap_or(false);

@@ -127,8 +127,8 @@ pub struct Point {
     pub after: PerConnection,
     /// Server CPU time (user + system) per call, microseconds.
     pub cpu_us_per_call: f64,
-    /// The client processes' resident memory per connection, bytes (for the next point's
-    /// memory estimate).
+    /// The client processes' resident memory per connection after the load, bytes (for the
+    /// estimate of what a larger point will take).
     pub clients_rss: f64,
 }
 
