@@ -328,7 +328,8 @@ fn sweep_main(args: &Args, nofile: std::io::Result<(u64, u64)>) -> ExitCode {
     for v in &verdicts {
         let ratio = match v.ratio {
             None => "not measured".to_string(),
-            Some(r) => format!("{:.2}x [{:.2} .. {:.2}]", r.median, r.lo, r.hi),
+            Some(r) if r.lo < r.hi => format!("{:.2}x [{:.2} .. {:.2}]", r.median, r.lo, r.hi),
+            Some(r) => format!("{:.2}x", r.median),
         };
         println!(
             "target: {}: {ratio} (target {}): {}",
