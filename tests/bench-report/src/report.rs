@@ -75,7 +75,10 @@ fn ratio_text(f: &Figure) -> String {
 
 /// Whether a smaller value is better: times (and CPU time per byte) are, and memory.
 fn lower_is_better(unit: &str) -> bool {
-    matches!(unit, "ns" | "us" | "ms" | "s" | "ns/B" | "B" | "KiB" | "MiB")
+    matches!(
+        unit,
+        "ns" | "us" | "ms" | "s" | "ns/B" | "B" | "KiB" | "MiB"
+    )
 }
 
 /// The "ratio is" cell: how the ratio is formed and which way is better.
