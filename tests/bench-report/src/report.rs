@@ -17,6 +17,7 @@ pub const GROUP_ORDER: &[&str] = &[
     "ONC RPC: NULL round trip",
     "ONC RPC: 1 MiB READ and WRITE",
     "ONC RPC: calls in flight",
+    "Connections at scale",
     crate::guest::VERBS_GROUP,
     crate::guest::NFS_GROUP,
 ];
@@ -72,9 +73,12 @@ fn ratio_text(f: &Figure) -> String {
     }
 }
 
-/// Whether a smaller value is better: times (and CPU time per byte) are.
+/// Whether a smaller value is better: times (and CPU time per byte) are, and memory.
 fn lower_is_better(unit: &str) -> bool {
-    matches!(unit, "ns" | "us" | "ms" | "s" | "ns/B")
+    matches!(
+        unit,
+        "ns" | "us" | "ms" | "s" | "ns/B" | "B" | "KiB" | "MiB"
+    )
 }
 
 /// The "ratio is" cell: how the ratio is formed and which way is better.
@@ -298,5 +302,18 @@ fn link_plot(
         Err(e) => {
             let _ = writeln!(md, "(plot {} could not be drawn: {e})\n", plot.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_and_time_are_better_lower() {
+        for unit in ["us", "ns/B", "KiB"] {
+            assert!(lower_is_better(unit), "{unit}");
+        }
+        assert!(!lower_is_better("calls/s"));
     }
 }
