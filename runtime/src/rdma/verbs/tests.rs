@@ -159,6 +159,25 @@ fn hello_of(conn: &VerbsConnection) -> crate::rdma::MemoryRegion {
 }
 
 #[cfg(feature = "conformance")]
+/// A Send posted before the peer's receive is delivered once the receive is posted (the
+/// responder's "receiver not ready" answer and the sender's retry, on InfiniBand and RoCE).
+async fn late_receive_is_retried(client: &VerbsConnection, server: &VerbsConnection) {
+    let note = server.register(vec![7; 32], Access::NONE).unwrap();
+    server
+        .post_send(SendWr::send(1, vec![Sge::whole(&note)]))
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let rbuf = client.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    client.post_recv(RecvWr::new(2, Sge::whole(&rbuf))).unwrap();
+    let c = tokio::time::timeout(std::time::Duration::from_secs(30), client.poll_completion())
+        .await
+        .expect("the late receive completes");
+    assert!(c.is_success() && c.byte_len == 32, "{c:?}");
+    assert_eq!(rbuf.to_vec(0..32).unwrap(), vec![7; 32]);
+    let c = server.poll_completion().await;
+    assert!(c.is_success(), "{c:?}");
+}
+
 #[test]
 fn conformance_on_a_real_device() {
     use crate::rdma::conformance::{run_all, Harness};
@@ -226,21 +245,16 @@ fn conformance_on_a_real_device() {
 
         // A Send that arrives before its receive is posted is not lost: the responder answers
         // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit).
-        let note = server.register(vec![7; 32], Access::NONE).unwrap();
-        server
-            .post_send(SendWr::send(1, vec![Sge::whole(&note)]))
-            .unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let rbuf = client.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-        client.post_recv(RecvWr::new(2, Sge::whole(&rbuf))).unwrap();
-        let c = tokio::time::timeout(std::time::Duration::from_secs(30), client.poll_completion())
-            .await
-            .expect("the late receive completes");
-        assert!(c.is_success() && c.byte_len == 32, "{c:?}");
-        assert_eq!(rbuf.to_vec(0..32).unwrap(), vec![7; 32]);
-        let c = server.poll_completion().await;
-        assert!(c.is_success(), "{c:?}");
-        drop((note, rbuf));
+        // Not on iWARP, which has no such retry: DDP's untagged message without a posted
+        // buffer is an error that ends the stream.
+        if client.is_iwarp() {
+            println!(
+                "\nverbs: no receiver-not-ready retry on iWARP ({})",
+                client.device_name()
+            );
+        } else {
+            late_receive_is_retried(&client, &server).await;
+        }
         client.disconnect().await.unwrap();
         drop((client, server, listener));
 
