@@ -44,19 +44,16 @@ mod markers {
 }
 
 /// A provider that cannot rekey, as the verbs provider on a device without memory windows
-/// (Linux siw): every buffer the peer must reach is a registration for that one use, revoked
-/// when the call is done; the rest are pooled without remote rights.
+/// (Linux siw; `SoftConfig::rekey` off): every buffer the peer must reach is a registration
+/// for that one use, revoked when the call is done; the rest are pooled without remote
+/// rights; no Send With Invalidate is offered.
 mod without_rekey {
     use super::*;
-    use rpcrdma::rdma::faults::{FaultPlan, FaultyProvider};
     rpcrdma::transport_conformance_tests!(Harness::new(
-        FaultyProvider::new(
-            SoftProvider::default(),
-            FaultPlan {
-                without_rekey: true,
-                ..FaultPlan::none(0)
-            },
-        ),
+        SoftProvider::new(SoftConfig {
+            rekey: false,
+            ..SoftConfig::default()
+        }),
         "127.0.0.1:0".parse().unwrap(),
     )
     .without_remote_invalidation());

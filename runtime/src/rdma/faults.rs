@@ -66,11 +66,6 @@ pub struct FaultPlan {
     /// Disconnect the first connection that reaches its Nth (1-based) posted operation of
     /// this kind (once per provider: a reconnected client is left alone).
     pub disconnect_at: Option<(OpKind, u64)>,
-    /// Behave as a provider that cannot rekey (the verbs provider on a device without memory
-    /// windows, Linux siw): [`Connection::rekey`] answers `Unsupported`,
-    /// [`Connection::revoke`] still revokes, and
-    /// [`Connection::takes_remote_invalidation`] is false.
-    pub without_rekey: bool,
 }
 
 impl FaultPlan {
@@ -83,7 +78,6 @@ impl FaultPlan {
             max_delay: Duration::from_millis(20),
             fail_registration: 0,
             disconnect_at: None,
-            without_rekey: false,
         }
     }
 
@@ -105,7 +99,6 @@ impl FaultPlan {
                     1 + rng.below(40),
                 )
             }),
-            without_rekey: false,
         }
     }
 }
@@ -415,11 +408,6 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     }
 
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
-        if self.plan.without_rekey {
-            return Err(Error::Unsupported(
-                "rekeying (FaultPlan::without_rekey)".into(),
-            ));
-        }
         self.maybe_fail("a rekey")?;
         self.inner.rekey(mr, remote)
     }
@@ -429,8 +417,7 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     }
 
     fn takes_remote_invalidation(&self) -> bool {
-        // As on siw, which has neither.
-        !self.plan.without_rekey && self.inner.takes_remote_invalidation()
+        self.inner.takes_remote_invalidation()
     }
 
     fn expect_write(&self, mr: &MemoryRegion) {

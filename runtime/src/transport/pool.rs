@@ -451,14 +451,7 @@ impl<C: Connection> Pool<C> {
         if !self.can_rekey() {
             return self.checkout_without_rekey(len, remote, charge);
         }
-        let reused = {
-            let mut lists = self.shared.lists.lock();
-            let reg = lists.free[class].pop();
-            if let Some(r) = &reg {
-                lists.free_bytes -= r.mr.len();
-            }
-            reg
-        };
+        let reused = self.take_free(class);
         let reg = match reused {
             Some(reg) => reg,
             None => {
@@ -501,19 +494,22 @@ impl<C: Connection> Pool<C> {
         }
         // Once rekeying is known to be unsupported every pooled registration is local: the
         // first registration made found out, and was not pooled.
-        let reused = {
-            let mut lists = self.shared.lists.lock();
-            let reg = lists.free[class].pop();
-            if let Some(r) = &reg {
-                lists.free_bytes -= r.mr.len();
-            }
-            reg
-        };
+        let reused = self.take_free(class);
         let reg = match reused {
             Some(reg) => reg,
             None => self.register(size, Access::LOCAL_WRITE)?,
         };
         Ok(self.lend(reg, class, true, false, charge))
+    }
+
+    /// A free registration of `class`, if the pool keeps one.
+    fn take_free(&self, class: usize) -> Option<Registration> {
+        let mut lists = self.shared.lists.lock();
+        let reg = lists.free[class].pop();
+        if let Some(r) = &reg {
+            lists.free_bytes -= r.mr.len();
+        }
+        reg
     }
 
     fn lend(

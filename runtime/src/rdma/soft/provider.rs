@@ -66,6 +66,12 @@ pub struct SoftConfig {
     /// input, or, when the connection goes quiet, about 10 ms. Without confirmation
     /// completions are local, as on Linux siw and iWARP RNICs (RFC 5040 section 5).
     pub confirm_completions: bool,
+    /// Rekey registrations (the default). False imitates the verbs provider on a device
+    /// without memory windows (Linux siw), for tests of what the transport does there:
+    /// [`Connection::rekey`] answers `Unsupported` (while [`Connection::revoke`] still
+    /// revokes), the peer's Send With Invalidate is not taken, and the private data sent is
+    /// [`ConnectParams::private_data_for`]`(false)`.
+    pub rekey: bool,
 }
 
 impl Default for SoftConfig {
@@ -77,8 +83,18 @@ impl Default for SoftConfig {
             max_handshakes: 1024,
             tap: None,
             confirm_completions: true,
+            rekey: true,
         }
     }
+}
+
+/// `params` as the configured device takes them (see [`SoftConfig::rekey`]).
+fn imitated(config: &SoftConfig, params: ConnectParams) -> ConnectParams {
+    if config.rekey {
+        return params;
+    }
+    let data = params.private_data_for(false).to_vec();
+    params.private_data(data)
 }
 
 impl std::fmt::Debug for SoftConfig {
@@ -88,6 +104,7 @@ impl std::fmt::Debug for SoftConfig {
             .field("mulpdu", &self.mulpdu)
             .field("handshake_timeout", &self.handshake_timeout)
             .field("max_handshakes", &self.max_handshakes)
+            .field("rekey", &self.rekey)
             .field("tap", &self.tap.is_some())
             .field("confirm_completions", &self.confirm_completions)
             .finish()
@@ -205,6 +222,7 @@ impl Provider for SoftProvider {
     where
         F: FnOnce(&SoftConnection) -> Result<()> + Send,
     {
+        let params = imitated(&self.config, params);
         check_private_data(&self.config, &params.private_data)?;
         let config = self.config.clone();
         let work = async move {
@@ -303,6 +321,7 @@ impl ConnectRequest for SoftRequest {
     where
         F: FnOnce(&SoftConnection) -> Result<()> + Send,
     {
+        let params = imitated(&self.config, params);
         check_private_data(&self.config, &params.private_data)?;
         let (reply, outcome) =
             self.config
@@ -338,6 +357,8 @@ impl ConnectRequest for SoftRequest {
 pub struct SoftConnection {
     shared: Arc<Shared>,
     tags: Arc<TagTable>,
+    /// [`SoftConfig::rekey`].
+    rekey: bool,
     negotiated: Negotiated,
     local: SocketAddr,
     peer: SocketAddr,
@@ -418,6 +439,7 @@ impl SoftConnection {
         let conn = SoftConnection {
             shared: shared.clone(),
             tags,
+            rekey: config.rekey,
             negotiated,
             local,
             peer,
@@ -464,7 +486,20 @@ impl Connection for SoftConnection {
     }
 
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
+        if !self.rekey {
+            return Err(Error::Unsupported(
+                "rekeying (SoftConfig::rekey is off, as on a device without memory windows)".into(),
+            ));
+        }
         self.tags.rekey(mr, remote)
+    }
+
+    fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
+        self.tags.rekey(mr, Access::NONE)
+    }
+
+    fn takes_remote_invalidation(&self) -> bool {
+        self.rekey
     }
 
     fn expect_write(&self, mr: &MemoryRegion) {
