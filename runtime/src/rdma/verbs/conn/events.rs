@@ -1,0 +1,27 @@
+//! The connection's rdma_cm events.
+
+use super::*;
+
+/// Watches the connection's rdma_cm events: when the peer disconnects (or the device goes
+/// away), moves the queue pair to the error state so outstanding work is flushed.
+pub(super) async fn watch_events(id: Arc<CmId>, state: Arc<State>) {
+    loop {
+        let Ok(event) = id.channel().next_event().await else {
+            return;
+        };
+        match event.kind {
+            rdma_cm_event_type::RDMA_CM_EVENT_DISCONNECTED
+            | rdma_cm_event_type::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                state.connected.store(false, Ordering::SeqCst);
+                let alive = state.qp_alive.lock().unwrap_or_else(|e| e.into_inner());
+                if *alive {
+                    // SAFETY: the identifier is live (we hold an Arc) and so is its queue pair
+                    // (the flag, under its lock). Answering the peer's disconnect moves our
+                    // queue pair to the error state, flushing it.
+                    unsafe { rdma_disconnect(id.raw()) };
+                }
+            }
+            _ => {}
+        }
+    }
+}
