@@ -229,9 +229,13 @@ async fn expect_event(
     }
 }
 
-/// Protection domain, completion queue and queue pair for an identifier bound to a device.
-fn build(id: &Arc<CmId>, params: &ConnectParams) -> Result<(Parts, DeviceLimits)> {
-    let limits = DeviceLimits::query(id)?;
+/// Protection domain, completion queue and queue pair for an identifier bound to a device
+/// whose `limits` were queried (once per connection: they also decide its private data).
+fn build(
+    id: &Arc<CmId>,
+    params: &ConnectParams,
+    limits: DeviceLimits,
+) -> Result<(Parts, DeviceLimits)> {
     let cap = limits.max_qp_wr.saturating_sub(SPARE_SEND_SLOTS).max(1);
     let send_depth = params.send_queue_depth.clamp(1, cap);
     let recv_depth = params.recv_queue_depth.clamp(1, limits.max_qp_wr.max(1));
@@ -354,7 +358,8 @@ impl Provider for VerbsProvider {
         // Bound to a device now: its transport decides the private data's framing, and its
         // memory windows whether the peer may invalidate our keys.
         let framing = framing_of(&id);
-        let windows = DeviceLimits::query(&id)?.windows;
+        let device = DeviceLimits::query(&id)?;
+        let windows = device.windows;
         let data = params.private_data_for(windows);
         private_data::check(data, private_data::MAX_CONNECT)?;
         let framed = framing.encode(data, private_data::MAX_CONNECT)?;
@@ -369,7 +374,7 @@ impl Provider for VerbsProvider {
             framing,
         )
         .await?;
-        let (parts, limits) = build(&id, &params)?;
+        let (parts, limits) = build(&id, &params, device)?;
         let mut conn = VerbsConnection::new(parts, addr_of(&id, addr), addr);
         setup(&conn)?;
         {
@@ -526,7 +531,8 @@ impl ConnectRequest for VerbsRequest {
         private_data::check(&params.private_data, private_data::MAX_ACCEPT)?;
         let id = self.id.take().ok_or(Error::Closed)?;
         let framing = framing_of(&id);
-        let windows = DeviceLimits::query(&id)?.windows;
+        let device = DeviceLimits::query(&id)?;
+        let windows = device.windows;
         let data = params.private_data_for(windows);
         private_data::check(data, private_data::MAX_ACCEPT)?;
         let framed = framing.encode(data, private_data::MAX_ACCEPT)?;
@@ -534,7 +540,7 @@ impl ConnectRequest for VerbsRequest {
         // disconnect) never mix with the listener's.
         let channel = open_channel()?;
         let id = Arc::new(id.migrate(&channel)?);
-        let (parts, limits) = build(&id, &params)?;
+        let (parts, limits) = build(&id, &params, device)?;
         let mut conn = VerbsConnection::new(parts, addr_of(&id, self.peer), self.peer);
         setup(&conn)?;
         {
