@@ -897,17 +897,19 @@ suites() {
   # transmit thread oopses under these suites now and then (tests/vm/README.md), which ends
   # every siw connection of the boot, knfsd's too.
   #
-  # On siw the connections are TCP streams: with VM_SUITES_DROP_EVERY=N, every N seconds both
-  # servers' are reset (ss -K), so the kernel's client reconnects and retransmits mid-suite,
-  # and each server's duplicate request cache answers what it had run; the results must stay
-  # those of rxe, where nothing is dropped. Off by default: Linux 6.1 siw's transmit thread
-  # oopses on such a reset now and then (siw_tx_hdt with CRCs, siw_try_1seg without), which
-  # ends every siw connection of the boot, knfsd's too (tests/vm/README.md).
+  # With VM_SUITES_DROP_EVERY=N connections are dropped every N seconds mid-suite, so the
+  # kernel's client reconnects and retransmits, and our duplicate request cache answers what
+  # had run. On rxe our server drops its own (nfs3-server --drop-every: it disconnects every
+  # RPC-over-RDMA connection; RoCE has no stream to reset from outside) and must still fail
+  # nothing knfsd passes. On siw the connections are TCP streams and both servers' are reset
+  # (ss -K); the results must stay those of rxe. Off by default: Linux 6.1 siw's transmit
+  # thread oopses on such a reset now and then (siw_tx_hdt with CRCs, siw_try_1seg without),
+  # which ends every siw connection of the boot, knfsd's too (tests/vm/README.md).
   SUITES_DROP_EVERY="${VM_SUITES_DROP_EVERY:-}"
   local fabric
   for fabric in ${VM_SUITES_FABRICS:-rxe}; do
     case "$fabric" in
-    rxe) suites_on rxe verbs "$WIRE_SERVER" 20050 ;;
+    rxe) suites_on rxe verbs "$WIRE_SERVER" 20050 "${SUITES_DROP_EVERY:+drops}" ;;
     siw) siw_up && suites_on siw soft "$SIW_ADDR" 20052 "${SUITES_DROP_EVERY:+drops}" ;;
     *) note "no such fabric: $fabric" ;;
     esac
@@ -963,9 +965,11 @@ suites_on() {
   SUITES_RUN=""
   mkdir -p "$SUITES_OUT"
   # Every connection's accept and close, with its reason, in the server's log.
+  local self_drops=()
+  [ -z "$drops" ] || [ "$fabric" != rxe ] || self_drops=(--drop-every "$SUITES_DROP_EVERY")
   RUST_LOG=rpcrdma::conn=debug,warn "$VM_NFS3_SERVER" --provider "$provider" --listen "$addr" \
     --rdma-port "$port" --mount-port $((port + 1)) --export /export --capacity-mib 1024 \
-    >"$R/suites-server-$fabric.log" 2>&1 &
+    "${self_drops[@]}" >"$R/suites-server-$fabric.log" 2>&1 &
   spid=$!
   until_listening "$R/suites-server-$fabric.log" "$spid"
   # Like kernel_mount_session's mounts (soft: a server that stops answering fails the call
@@ -991,7 +995,7 @@ suites_on() {
     ss -t -n state established "( sport = :$port or sport = :20049 )" | sed "s/^/VM: siw stream: /"
   mkdir -p "$knfsd/suites" && rm -rf "$knfsd/suites"/*
   mkdir -p "$ours/suites"
-  if [ -n "$drops" ]; then
+  if [ -n "$drops" ] && [ "$fabric" != rxe ]; then
     modprobe -d "$VM_KDIR" tcp_diag || note "modprobe tcp_diag failed"
     : >"$R/suites-drops-$fabric.log"
     drop_connections "$R/suites-drops-$fabric.log" "$port" 20049 &
@@ -1043,47 +1047,173 @@ suites_on() {
   kill "$spid" 2>/dev/null
   wait "$spid" 2>/dev/null
   dmesg >"$R/suites-dmesg-$fabric.log"
+  if [ "${#self_drops[@]}" -gt 0 ]; then
+    local n_drops n_conns
+    n_drops=$(grep -c '^dropped [1-9]' "$R/suites-server-$fabric.log")
+    n_conns=$(awk '/^dropped [1-9]/ {n += $2} END {print n + 0}' "$R/suites-server-$fabric.log")
+    echo "SUITE drops $fabric: our server dropped its connections $n_drops times ($n_conns" \
+      "connections in all); $(grep -h '^rdma connections' "$R/suites-server-$fabric.log")"
+    if [ "$n_drops" -eq 0 ]; then
+      echo "FAIL suites $fabric: no connection of our server was dropped"
+      failures=$((failures + 1))
+    fi
+  fi
   suites_report
 }
 
-# --- Device removal (tests/vm/run removal; exploratory, not in `all`): what happens today when
-# the rxe device under a live verbs connection is deleted (`rdma link delete`) mid-transfer,
-# and whether the connection's process lets the removal finish. Prints what it saw; fails only
-# when the device could not be added back.
+# --- Device removal (tests/vm/run removal, part of all): rxe0 is deleted (`rdma link delete`)
+# while the kernel's client has our server mounted and writes to it, and our NFSv3 client is
+# mid-transfer; then it is added back. Two servers of ours on the verbs provider: A listens on
+# the wildcard address (every device: rxe0, and rxe1 of wire_up), B on rxe0's address only. What
+# must hold: the removal finishes (the kernel waits for every user context on rxe0, so every
+# connection of ours on it released everything, registrations the application keeps included);
+# each process says so (device_released, registrations 0); A serves on rxe1 meanwhile; once
+# rxe0 is back, B listens again, the kernel's mounts and our client reconnect by themselves, and
+# every byte written before, during and after the removal reads back.
+removal_log() { sed "s/^/TEST removal $1| /" "$2" | grep -v '| call ' | tail -n "${3:-8}"; }
 removal() {
-  if [ -z "${VM_RDMA_PING:-}" ]; then
-    echo "FAIL removal: rdma-ping was not built"
+  if [ -z "${VM_NFS3_SERVER:-}" ] || [ -z "${VM_NFS3_CLIENT:-}" ]; then
+    echo "FAIL removal: nfs3-server or nfs3-client was not built"
     failures=$((failures + 1))
     return
   fi
-  local port=7601 t0 rc spid cpid
-  "$VM_RDMA_PING" --provider verbs --listen "$ADDR:$port" >"$R/removal.server.log" 2>&1 &
-  spid=$!
-  until_listening "$R/removal.server.log" "$spid"
-  "$VM_RDMA_PING" --provider verbs --connect "$ADDR:$port" --op write --size 65536 \
-    --count 10000000 >"$R/removal.client.log" 2>&1 &
-  cpid=$!
-  sleep 5
-  t0=$SECONDS
-  timeout 60 rdma link delete "$DEV" >"$R/removal.delete.log" 2>&1
+  wire_up
+  local m
+  for m in nfsv3 rpcrdma; do modprobe -d "$VM_KDIR" "$m" || note "modprobe $m failed"; done
+  local log="RUST_LOG=warn,rpcrdma::conn=info"
+  env "$log" "$VM_NFS3_SERVER" --provider verbs --listen 0.0.0.0 --rdma-port 20070 \
+    --mount-port 20071 --export /export --capacity-mib 512 >"$R/removal.server-a.log" 2>&1 &
+  local apid=$!
+  env "$log" "$VM_NFS3_SERVER" --provider verbs --listen "$ADDR" --rdma-port 20080 \
+    --mount-port 20081 --export /export --capacity-mib 128 >"$R/removal.server-b.log" 2>&1 &
+  local bpid=$!
+  until_listening "$R/removal.server-a.log" "$apid"
+  until_listening "$R/removal.server-b.log" "$bpid"
+  local a0=/tmp/rm-a0 a1=/tmp/rm-a1 b0=/tmp/rm-b0 ok=1
+  mkdir -p "$a0" "$a1" "$b0"
+  # Hard mounts (the default): the kernel's calls wait through the removal and go on after.
+  mount -t nfs -o vers=3,proto=rdma,port=20070,mountproto=tcp,mountport=20071,nolock \
+    "$ADDR:/export" "$a0" >>"$R/removal.kernel.log" 2>&1 &&
+    mount -t nfs -o vers=3,proto=rdma,port=20070,mountproto=tcp,mountport=20071,nolock \
+      "$WIRE_SERVER:/export" "$a1" >>"$R/removal.kernel.log" 2>&1 &&
+    mount -t nfs -o vers=3,proto=rdma,port=20080,mountproto=tcp,mountport=20081,nolock \
+      "$ADDR:/export" "$b0" >>"$R/removal.kernel.log" 2>&1 || {
+    echo "FAIL removal: the kernel could not mount our servers (removal.kernel.log)"
+    failures=$((failures + 1))
+    kill "$apid" "$bpid" 2>/dev/null
+    return
+  }
+  head -c 16777216 /dev/urandom >/tmp/rm-before
+  head -c 8388608 /dev/urandom >/tmp/rm-during
+  cp /tmp/rm-before "$a0/before.bin" && cp /tmp/rm-before "$b0/before.bin" && sync ||
+    { echo "TEST removal: writing before the removal FAILED"; ok=0; }
+  : >"$a0/transfer.bin"
+  env "RUST_LOG=warn,rpcrdma::conn=debug" "$VM_NFS3_CLIENT" --provider verbs --server "$ADDR" \
+    --rdma-port 20070 --mount-port 20071 \
+    --export /export --transfer transfer.bin --transfer-mib 64 --retry-for 300 \
+    --expect-interruption >"$R/removal.client.log" 2>&1 &
+  local cpid=$!
+  local deadline=$((SECONDS + 300))
+  until grep -q "^transfer: 16 MiB written" "$R/removal.client.log" || ! kill -0 "$cpid" 2>/dev/null ||
+    [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+  # The kernel writes too while the device goes (its dd waits in the kernel and goes on after).
+  dd if=/tmp/rm-during of="$a0/during.bin" bs=1M conv=fsync >>"$R/removal.kernel.log" 2>&1 &
+  local kpid=$!
+  sleep 0.5
+  echo "TEST removal: our client: $(grep -c '^transfer: .* MiB written' "$R/removal.client.log") x 16 MiB written when $DEV goes"
+  local t0=$SECONDS rc
+  timeout 120 rdma link delete "$DEV" >"$R/removal.delete.log" 2>&1
   rc=$?
-  echo "TEST removal: rdma link delete $DEV: exit $rc after $((SECONDS - t0)) s (124: still blocked at 60 s)"
-  sleep 2
-  echo "TEST removal: client $(kill -0 "$cpid" 2>/dev/null && echo alive || echo exited)," \
-    "server $(kill -0 "$spid" 2>/dev/null && echo alive || echo exited)"
-  tail -n 4 "$R/removal.client.log" | sed 's/^/TEST removal client| /'
-  tail -n 4 "$R/removal.server.log" | sed 's/^/TEST removal server| /'
-  kill "$cpid" "$spid" 2>/dev/null
-  wait "$cpid" "$spid" 2>/dev/null
-  t0=$SECONDS
-  until ! rdma link show 2>/dev/null | grep -q "link $DEV/" || [ $((SECONDS - t0)) -ge 30 ]; do
-    sleep 1
+  if [ "$rc" = 0 ]; then
+    echo "TEST removal: rdma link delete $DEV: done in $((SECONDS - t0)) s"
+  else
+    echo "TEST removal: rdma link delete $DEV: FAILED (exit $rc after $((SECONDS - t0)) s; 124: still waiting for a user context)"
+    ok=0
+    # Who holds the device: each process's threads (kernel stacks) and descriptors.
+    local pid t
+    for pid in "$apid" "$bpid" "$cpid"; do
+      echo "== pid $pid: $(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-80)"
+      ls -l "/proc/$pid/fd" 2>/dev/null | grep -E 'uverbs|rdma_cm|infiniband|anon_inode'
+      for t in /proc/"$pid"/task/*; do
+        echo "-- $t $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+        cat "$t/stack" 2>/dev/null
+      done
+    done >"$R/removal.holders.log" 2>&1
+  fi
+  # Server A serves on its other device meanwhile.
+  if timeout 120 sh -c "head -c 4194304 /tmp/rm-before >'$a1/other.bin' && sync &&
+      dd if='$a1/other.bin' iflag=direct bs=1M 2>/dev/null | cmp - /tmp/rm-before -n 4194304" \
+      >>"$R/removal.kernel.log" 2>&1; then
+    echo "TEST removal: server A on its other device (rxe1) while $DEV is gone: 4 MiB written and read back"
+  else
+    echo "TEST removal: server A on its other device (rxe1) while $DEV is gone: FAILED"
+    ok=0
+  fi
+  local p
+  for p in server-a server-b client; do
+    deadline=$((SECONDS + 60))
+    until grep -q 'device_released' "$R/removal.$p.log" || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+    if grep 'device_released' "$R/removal.$p.log" | grep -q 'registrations=0'; then
+      echo "TEST removal: $p released every connection on $DEV: $(grep -o 'registrations=[0-9]* after_ms=[0-9]*' "$R/removal.$p.log" | head -n 1)"
+    else
+      echo "TEST removal: $p did not report every connection on $DEV released: FAILED"
+      ok=0
+    fi
   done
-  echo "TEST removal: after both processes exited, $DEV is $(rdma link show 2>/dev/null |
-    grep -q "link $DEV/" && echo 'still there' || echo gone) ($((SECONDS - t0)) s)"
-  dmesg | tail -n 20 >"$R/removal.dmesg.log"
-  rdma link add "$DEV" type rxe netdev v0 2>/dev/null
-  step removal-added-back 30 sh -c "ibv_devices | grep -q $DEV"
+  sleep 3
+  rdma link add "$DEV" type rxe netdev v0 || { echo "TEST removal: adding $DEV back FAILED"; ok=0; }
+  t0=$SECONDS
+  deadline=$((SECONDS + 60))
+  until grep -q 'listening_again' "$R/removal.server-b.log" || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+  if grep -q 'listening_again' "$R/removal.server-b.log"; then
+    echo "TEST removal: server B (listening on $ADDR only) listens again $((SECONDS - t0)) s after $DEV came back"
+  else
+    echo "TEST removal: server B did not listen again: FAILED"
+    ok=0
+  fi
+  # The client gives up by itself (--retry-for); the kernel's dd is waited for 10 minutes.
+  if wait "$cpid"; then
+    echo "TEST removal: our client: $(grep '^transfer: .* read back' "$R/removal.client.log")"
+  else
+    echo "TEST removal: our client FAILED: $(tail -n 2 "$R/removal.client.log" | tr '\n' ' ')"
+    ok=0
+  fi
+  deadline=$((SECONDS + 600))
+  while kill -0 "$kpid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 1; done
+  if ! kill -0 "$kpid" 2>/dev/null && wait "$kpid"; then
+    echo "TEST removal: the kernel's dd through the removal finished"
+  else
+    echo "TEST removal: the kernel's dd through the removal FAILED (or still waiting)"
+    ok=0
+  fi
+  # From the servers, not the client's page cache.
+  echo 3 >/proc/sys/vm/drop_caches
+  local f
+  for f in "$a0/before.bin:/tmp/rm-before" "$b0/before.bin:/tmp/rm-before" "$a0/during.bin:/tmp/rm-during"; do
+    if timeout 300 dd if="${f%%:*}" iflag=direct bs=1M 2>/dev/null | cmp - "${f#*:}" >>"$R/removal.kernel.log" 2>&1; then
+      echo "TEST removal: kernel mount, ${f%%:*} after $DEV came back: same bytes"
+    else
+      echo "TEST removal: kernel mount, ${f%%:*} after $DEV came back: FAILED"
+      ok=0
+    fi
+  done
+  if timeout 300 sh -c "cp /tmp/rm-during '$b0/after.bin' && sync && dd if='$b0/after.bin' iflag=direct bs=1M 2>/dev/null | cmp - /tmp/rm-during" >>"$R/removal.kernel.log" 2>&1; then
+    echo "TEST removal: kernel mount of server B, written and read after $DEV came back: same bytes"
+  else
+    echo "TEST removal: kernel mount of server B after $DEV came back: FAILED"
+    ok=0
+  fi
+  umount "$a0" "$a1" "$b0" >>"$R/removal.kernel.log" 2>&1 || umount -f -l "$a0" "$a1" "$b0" 2>/dev/null
+  kill "$apid" "$bpid" 2>/dev/null
+  wait "$apid" "$bpid" 2>/dev/null
+  for p in server-a server-b client; do removal_log "$p" "$R/removal.$p.log" 6; done
+  dmesg | tail -n 30 >"$R/removal.dmesg.log"
+  if [ "$ok" = 1 ]; then
+    echo "PASS removal"
+  else
+    echo "FAIL removal"
+    failures=$((failures + 1))
+  fi
 }
 
 case "$VM_MODE" in
@@ -1094,7 +1224,7 @@ siw) siw ;;
 removal) removal ;;
 nfs) nfs ;;
 suites) suites ;;
-all) smoke; provider; perf; siw; nfs; suites ;;
+all) smoke; provider; perf; siw; nfs; suites; removal ;;
 esac
 note "$failures failure(s)"
 [ "$failures" -eq 0 ]

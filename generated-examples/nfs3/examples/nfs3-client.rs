@@ -66,6 +66,9 @@ struct Args {
     /// The NFS server's RPC-over-RDMA port (RFC 8267 section 6: 20049).
     #[arg(long, default_value_t = 20049)]
     rdma_port: u16,
+    /// MOUNT version 3's TCP port, instead of asking the port mapper.
+    #[arg(long)]
+    mount_port: Option<u16>,
     /// The RDMA provider.
     #[arg(long, value_enum, default_value_t = ProviderKind::Verbs)]
     provider: ProviderKind,
@@ -76,10 +79,34 @@ struct Args {
     /// makes the session go on in version 1.
     #[arg(long)]
     offer_v2: bool,
+    /// Instead of the session: write this file of the export's root (it must exist) with
+    /// `--transfer-mib` MiB in `--io-size` WRITEs, going on through failed calls (a device
+    /// removed, a connection lost: each WRITE is sent again until it succeeds or
+    /// `--retry-for` runs out), then read it all back and check every byte.
+    #[arg(long)]
+    transfer: Option<String>,
+    /// The size of `--transfer`'s file, in MiB.
+    #[arg(long, default_value_t = 256)]
+    transfer_mib: u64,
+    /// How long `--transfer` keeps sending a failed call again, in seconds.
+    #[arg(long, default_value_t = 300)]
+    retry_for: u64,
+    /// With `--transfer`: fail unless some call failed during the transfer (it was meant to
+    /// be interrupted).
+    #[arg(long)]
+    expect_interruption: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Warnings by default (a removed device, a connection lost); RUST_LOG adds more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -118,24 +145,13 @@ fn root() -> Credentials {
     Credentials::Sys(AuthSys::new("nfs3-client", 0, 0))
 }
 
-/// Gets the export's root file handle over TCP: the port mapper, then MOUNT.
-async fn mount(server: IpAddr, export: &str) -> Result<NfsFh3, String> {
-    let pmap = rpcrdma::rpc::tcp::connect(SocketAddr::new(server, PMAP_PORT as u16))
-        .await
-        .map_err(|e| format!("port mapper at {server}:{PMAP_PORT}: {e}"))?;
-    let port = PmapVersClient::new(pmap)
-        .pmapproc_getport(Mapping {
-            prog: mount3::mount_program::PROGRAM,
-            vers: mount3::mount_program::mount_v3::VERSION,
-            prot: IPPROTO_TCP,
-            port: 0,
-        })
-        .await
-        .map_err(|e| format!("PMAPPROC_GETPORT: {e}"))?;
-    let port = u16::try_from(port)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| format!("MOUNT v3 over TCP is not registered (port {port})"))?;
+/// Gets the export's root file handle over TCP: the port mapper (unless `port` says where
+/// MOUNT is), then MOUNT.
+async fn mount(server: IpAddr, export: &str, port: Option<u16>) -> Result<NfsFh3, String> {
+    let port = match port {
+        Some(port) => port,
+        None => mount_port(server).await?,
+    };
     let rpc = rpcrdma::rpc::tcp::connect(SocketAddr::new(server, port))
         .await
         .map_err(|e| format!("MOUNT at {server}:{port}: {e}"))?
@@ -154,6 +170,26 @@ async fn mount(server: IpAddr, export: &str) -> Result<NfsFh3, String> {
             Err(format!("MOUNTPROC3_MNT {export}: {discriminant:?}"))
         }
     }
+}
+
+/// Where MOUNT version 3 listens over TCP, by the port mapper (TCP port 111).
+async fn mount_port(server: IpAddr) -> Result<u16, String> {
+    let pmap = rpcrdma::rpc::tcp::connect(SocketAddr::new(server, PMAP_PORT as u16))
+        .await
+        .map_err(|e| format!("port mapper at {server}:{PMAP_PORT}: {e}"))?;
+    let port = PmapVersClient::new(pmap)
+        .pmapproc_getport(Mapping {
+            prog: mount3::mount_program::PROGRAM,
+            vers: mount3::mount_program::mount_v3::VERSION,
+            prot: IPPROTO_TCP,
+            port: 0,
+        })
+        .await
+        .map_err(|e| format!("PMAPPROC_GETPORT: {e}"))?;
+    u16::try_from(port)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("MOUNT v3 over TCP is not registered (port {port})"))
 }
 
 /// One call's line of the table, and whether its checks held.
@@ -230,7 +266,7 @@ fn kinds(counts: &[(u64, &str)]) -> String {
 }
 
 async fn run<P: Provider + Clone>(provider: P, args: &Args) -> Result<usize, String> {
-    let root_fh = mount(args.server, &args.export).await?;
+    let root_fh = mount(args.server, &args.export, args.mount_port).await?;
     let addr = SocketAddr::new(args.server, args.rdma_port);
     let transport = Arc::new(
         RdmaTransport::connect(
@@ -247,6 +283,10 @@ async fn run<P: Provider + Clone>(provider: P, args: &Args) -> Result<usize, Str
     let rpc = Client::from_arc(transport.clone())
         .with_credentials(&root())
         .map_err(|e| e.to_string())?;
+    if let Some(name) = &args.transfer {
+        let nfs = NfsV3Client::new(rpc);
+        return transfer::run(&nfs, &root_fh, name, args).await;
+    }
     let mut session = Session {
         nfs: NfsV3Client::new(rpc),
         transport: transport.clone(),
@@ -595,4 +635,156 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0] ^ (i >> 12) as u8)
         .collect()
+}
+
+/// `--transfer`: a long write through failures, then every byte read back.
+mod transfer {
+    use super::*;
+
+    /// Bytes of the file at `offset..offset + len`: a function of the offset alone, so a
+    /// piece written again is the same piece.
+    fn piece(offset: u64, len: usize) -> Vec<u8> {
+        (offset..offset + len as u64)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 13) as u8) ^ (i >> 20) as u8)
+            .collect()
+    }
+
+    /// The calls that failed, and the first and last reason.
+    #[derive(Default)]
+    struct Failures {
+        count: usize,
+        first: Option<String>,
+        last: Option<String>,
+    }
+
+    impl Failures {
+        fn note(&mut self, what: &str, why: String) {
+            if self.count == 0 {
+                println!("transfer: {what} failed: {why} (sending it again until it succeeds)");
+                self.first = Some(why.clone());
+            }
+            self.count += 1;
+            self.last = Some(why);
+        }
+    }
+
+    /// Runs `call` until it succeeds or `deadline` passes, one try a second.
+    async fn retrying<T, F, Fut>(
+        what: &str,
+        deadline: std::time::Instant,
+        failures: &mut Failures,
+        mut call: F,
+    ) -> Result<T, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
+        loop {
+            match call().await {
+                Ok(v) => return Ok(v),
+                Err(why) => {
+                    failures.note(what, why.clone());
+                    if std::time::Instant::now() > deadline {
+                        return Err(format!("{what}: still failing ({why})"));
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn run(
+        nfs: &NfsV3Client,
+        root: &NfsFh3,
+        name: &str,
+        args: &Args,
+    ) -> Result<usize, String> {
+        let (fh, _) = lookup(nfs, root, name).await?;
+        let io = args.io_size as usize;
+        let total = args.transfer_mib << 20;
+        let deadline = || std::time::Instant::now() + Duration::from_secs(args.retry_for);
+        let mut failures = Failures::default();
+        let mut offset = 0u64;
+        let mut recovered_at = None;
+        while offset < total {
+            let len = io.min((total - offset) as usize);
+            let data = Bytes::from(piece(offset, len));
+            let before = failures.count;
+            let what = format!("WRITE at {offset}");
+            retrying(&what, deadline(), &mut failures, || async {
+                match nfs
+                    .nfsproc3_write(Write3args {
+                        file: fh.clone(),
+                        offset,
+                        count: len as u32,
+                        stable: StableHow::FileSync,
+                        data: data.clone(),
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Write3res::Nfs3Ok(ok) if ok.count as usize == len => Ok(()),
+                    Write3res::Nfs3Ok(ok) => Err(format!("short WRITE: {} of {len}", ok.count)),
+                    Write3res::Default { discriminant, .. } => Err(format!("{discriminant:?}")),
+                }
+            })
+            .await?;
+            if failures.count > before {
+                println!(
+                    "transfer: WRITE at {offset} succeeded after {} failed tries",
+                    failures.count - before
+                );
+                recovered_at.get_or_insert(offset);
+            }
+            offset += len as u64;
+            if offset % (16 << 20) == 0 {
+                println!("transfer: {} MiB written", offset >> 20);
+            }
+        }
+        let mut mismatched = 0;
+        offset = 0;
+        while offset < total {
+            let len = io.min((total - offset) as usize);
+            let what = format!("READ at {offset}");
+            let data = retrying(&what, deadline(), &mut failures, || async {
+                match nfs
+                    .nfsproc3_read(Read3args {
+                        file: fh.clone(),
+                        offset,
+                        count: len as u32,
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Read3res::Nfs3Ok(ok) => Ok(ok.data),
+                    Read3res::Default { discriminant, .. } => Err(format!("{discriminant:?}")),
+                }
+            })
+            .await?;
+            if data[..] != piece(offset, len)[..] {
+                println!("transfer: MISMATCH in {len} bytes at {offset}");
+                mismatched += 1;
+            }
+            offset += len as u64;
+        }
+        println!(
+            "transfer: {} MiB written and read back, {} piece(s) differ; {} call(s) failed on \
+             the way{}",
+            total >> 20,
+            mismatched,
+            failures.count,
+            match (&failures.first, &failures.last, recovered_at) {
+                (Some(first), Some(last), Some(at)) =>
+                    format!(" (first: {first}; last: {last}; writing went on at offset {at})"),
+                (Some(first), _, _) => format!(" (first: {first})"),
+                _ => String::new(),
+            }
+        );
+        let mut failed = mismatched;
+        if args.expect_interruption && failures.count == 0 {
+            println!("transfer: FAIL no call failed, but the transfer was meant to be interrupted");
+            failed += 1;
+        }
+        Ok(failed)
+    }
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! nfs3-server --listen 192.0.2.1 [--rdma-port 20050] [--mount-port 20051] [--export /export]
 //!             [--provider soft|verbs] [--capacity-mib 1024] [--log] [--register]
-//!             [--tcp-port 2049]
+//!             [--tcp-port 2049] [--drop-every SECS]
 //! mount -t nfs -o vers=3,proto=rdma,port=20050,mountproto=tcp,mountport=20051,nolock \
 //!     192.0.2.1:/export /mnt
 //! ```
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use rpcrdma::rdma::{Listener, Provider};
+use rpcrdma::rdma::{Connection, Listener, Provider};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::transport::{serve, RdmaConfig};
 use rpcrdma_nfs3::memfs::{MemFs, MemFsConfig};
@@ -75,6 +75,11 @@ struct Args {
     /// connection reset under it (tests/vm/README.md).
     #[arg(long)]
     no_mpa_crc: bool,
+    /// A fault injected for tests: every this many seconds, disconnect every RPC-over-RDMA
+    /// connection (the client reconnects and sends again what had no reply; the reply cache
+    /// answers what already ran). Each drop prints a `dropped N connections` line.
+    #[arg(long)]
+    drop_every: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -147,6 +152,20 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
         let rdma = rdma.clone();
         async move { rdma.run().await }
     });
+    let dropper = args.drop_every.map(|secs| {
+        let rdma = rdma.clone();
+        tokio::spawn(async move {
+            let every = Duration::from_secs(secs.max(1));
+            loop {
+                tokio::time::sleep(every).await;
+                let connections = rdma.connections();
+                for conn in &connections {
+                    let _ = conn.disconnect().await;
+                }
+                println!("dropped {} connections", connections.len());
+            }
+        })
+    });
 
     let mount_addr = SocketAddr::new(args.listen, args.mount_port);
     let mount = TcpServer::bind(mount_addr, fs.mount_server(), TcpConfig::new())
@@ -188,6 +207,9 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
             Err(e) => format!("the RDMA listener task: {e}"),
         }),
     };
+    if let Some(dropper) = dropper {
+        dropper.abort();
+    }
     unregister(&registered).await;
     // Every transport stops taking calls at once and answers the ones it is serving (bounded:
     // a client that never lets a reply complete does not hold the stop up).

@@ -468,6 +468,10 @@ impl<C: Connection> Connection for FaultyConnection<C> {
         self.inner.is_connected()
     }
 
+    fn device_removed(&self) -> bool {
+        self.inner.device_removed()
+    }
+
     async fn disconnect(&self) -> Result<()> {
         self.counts
             .disconnects_asked

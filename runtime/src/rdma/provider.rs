@@ -356,6 +356,12 @@ pub trait Connection: Send + Sync + 'static {
     /// True until the connection is closed or enters the error state.
     fn is_connected(&self) -> bool;
 
+    /// True once the device under the connection was removed (a verbs device unplugged or
+    /// deleted): the connection is down for good, and the reason its calls failed.
+    fn device_removed(&self) -> bool {
+        false
+    }
+
     /// Closes the connection. Outstanding and later-posted requests complete with
     /// [`WcStatus::Flushed`](super::WcStatus::Flushed); completions stay pollable.
     fn disconnect(&self) -> impl Future<Output = Result<()>> + Send;

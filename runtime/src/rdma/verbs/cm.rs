@@ -5,6 +5,7 @@ use std::mem::ManuallyDrop;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
 use rdma_sys::*;
@@ -36,8 +37,10 @@ pub(super) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// A readiness source for a descriptor of libibverbs or librdmacm.
-pub(super) struct Readiness(Option<AsyncFd<BorrowedFd>>);
+/// A readiness source for a descriptor of libibverbs or librdmacm. It can be given up while
+/// shared ([`Readiness::stop`]): a completion channel must be closed when its device goes
+/// away, and the reactor must let go of the descriptor before it is closed.
+pub(super) struct Readiness(tokio::sync::RwLock<Option<AsyncFd<BorrowedFd>>>);
 
 impl Readiness {
     /// Registers `fd` (made non-blocking) with the tokio reactor of the current runtime.
@@ -49,22 +52,26 @@ impl Readiness {
             ));
         }
         // SAFETY: the descriptor belongs to a channel that outlives this registration: owners
-        // call `release` before closing it.
+        // call `release` or `stop` before closing it.
         let fd = unsafe { AsyncFd::register_with_interest(BorrowedFd(fd), Interest::READABLE) }
             .map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Readiness(Some(fd)))
+        Ok(Readiness(tokio::sync::RwLock::new(Some(fd))))
     }
 
-    /// Calls `op` until it stops returning `WouldBlock`, waiting for readability in between.
+    /// Calls `op` until it stops returning `WouldBlock`, waiting for readability in between;
+    /// fails once the readiness was given up.
     pub(super) async fn read_with<T>(
         &self,
         mut op: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        let fd = self.0.as_ref().expect("readiness used after release");
+        let guard = self.0.read().await;
+        let fd = guard.as_ref().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotConnected, "the descriptor was given up")
+        })?;
         loop {
-            let mut guard = fd.readable().await?;
+            let mut ready = fd.readable().await?;
             match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
                 other => return other,
             }
         }
@@ -72,7 +79,24 @@ impl Readiness {
 
     /// Deregisters from the reactor; call before the descriptor is closed.
     pub(super) fn release(&mut self) {
-        drop(self.0.take());
+        drop(self.0.get_mut().take());
+    }
+
+    /// Deregisters from the reactor while shared, once every `read_with` running has returned
+    /// (their callers must be woken some other way); later ones fail.
+    pub(super) async fn stop(&self) {
+        drop(self.0.write().await.take());
+    }
+
+    /// [`Readiness::stop`] if no `read_with` is running; false otherwise.
+    pub(super) fn try_stop(&self) -> bool {
+        match self.0.try_write() {
+            Ok(mut fd) => {
+                drop(fd.take());
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -98,6 +122,10 @@ pub(super) struct CmEvent {
     pub(super) responder_resources: u8,
     pub(super) initiator_depth: u8,
 }
+
+// SAFETY: the identifier is only a handle copied out of the event (every use of it is an
+// unsafe call whose caller owns the identifier); the rest is owned data.
+unsafe impl Send for CmEvent {}
 
 impl EventChannel {
     /// Opens a channel (fails with `ENODEV`/`ENOENT` when the kernel has no rdma_cm).
@@ -178,9 +206,11 @@ impl Drop for EventChannel {
 }
 
 /// An rdma_cm identifier (`rdma_create_id`, port space `RDMA_PS_TCP`): the root of one
-/// connection's verbs objects. It keeps its event channel alive and is destroyed last.
+/// connection's verbs objects. It keeps its event channel alive and is destroyed last, by its
+/// connection ([`CmId::release`]) or its last holder.
 pub(super) struct CmId {
-    raw: *mut rdma_cm_id,
+    /// Null once released.
+    raw: AtomicPtr<rdma_cm_id>,
     channel: Arc<EventChannel>,
 }
 
@@ -207,7 +237,7 @@ impl CmId {
         }
         track(Object::CmId);
         Ok(CmId {
-            raw,
+            raw: AtomicPtr::new(raw),
             channel: channel.clone(),
         })
     }
@@ -219,7 +249,7 @@ impl CmId {
     pub(super) unsafe fn adopt(raw: *mut rdma_cm_id, channel: &Arc<EventChannel>) -> CmId {
         track(Object::CmId);
         CmId {
-            raw,
+            raw: AtomicPtr::new(raw),
             channel: channel.clone(),
         }
     }
@@ -227,7 +257,7 @@ impl CmId {
     /// Moves the identifier's events to `channel` (`rdma_migrate_id`).
     pub(super) fn migrate(self, channel: &Arc<EventChannel>) -> io::Result<CmId> {
         // SAFETY: both live; every event of this identifier was acknowledged by next_event.
-        if unsafe { rdma_migrate_id(self.raw, channel.raw()) } != 0 {
+        if unsafe { rdma_migrate_id(self.raw(), channel.raw()) } != 0 {
             return Err(io::Error::last_os_error());
         }
         // The identifier lives on under the new channel: skip our Drop (which would destroy
@@ -236,13 +266,26 @@ impl CmId {
         // SAFETY: `this` is never used or dropped again, so the Arc is moved out exactly once.
         drop(unsafe { ptr::read(&this.channel) });
         Ok(CmId {
-            raw: this.raw,
+            raw: AtomicPtr::new(this.raw()),
             channel: channel.clone(),
         })
     }
 
+    /// The identifier (null once released).
     pub(super) fn raw(&self) -> *mut rdma_cm_id {
-        self.raw
+        self.raw.load(Ordering::Acquire)
+    }
+
+    /// Destroys the identifier now (its queue pair and protection domain are gone): with the
+    /// last identifier on a device, librdmacm puts that device's context.
+    pub(super) fn release(&self) {
+        let raw = self.raw.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !raw.is_null() {
+            // SAFETY: the identifier is live and no longer named by this object; all its
+            // events were acknowledged.
+            unsafe { rdma_destroy_id(raw) };
+            untrack(Object::CmId);
+        }
     }
 
     pub(super) fn channel(&self) -> &Arc<EventChannel> {
@@ -251,29 +294,33 @@ impl CmId {
 
     /// The device context the identifier is bound to (null before address resolution).
     pub(super) fn context(&self) -> *mut ibv_context {
+        let raw = self.raw();
+        if raw.is_null() {
+            return ptr::null_mut();
+        }
         // SAFETY: the identifier is live.
-        unsafe { (*self.raw).verbs }
+        unsafe { (*raw).verbs }
     }
 
     /// The bound local address.
     pub(super) fn local_addr(&self) -> Option<SocketAddr> {
+        let raw = self.raw();
         // SAFETY: the identifier is live; the address lives inside it.
-        sockaddr_to_std(unsafe { rdma_get_local_addr(&*self.raw) })
+        (!raw.is_null()).then(|| sockaddr_to_std(unsafe { rdma_get_local_addr(&*raw) }))?
     }
 
     /// The peer's address.
     pub(super) fn peer_addr(&self) -> Option<SocketAddr> {
+        let raw = self.raw();
         // SAFETY: as above.
-        sockaddr_to_std(unsafe { rdma_get_peer_addr(&*self.raw) })
+        (!raw.is_null()).then(|| sockaddr_to_std(unsafe { rdma_get_peer_addr(&*raw) }))?
     }
 }
 
 impl Drop for CmId {
     fn drop(&mut self) {
-        // SAFETY: the queue pair (if any) holds an Arc of this identifier and was destroyed
-        // first; all events were acknowledged.
-        unsafe { rdma_destroy_id(self.raw) };
-        untrack(Object::CmId);
+        // The queue pair (if any) holds an Arc of this identifier and was destroyed first.
+        self.release();
     }
 }
 

@@ -38,6 +38,7 @@
 mod cm;
 mod conn;
 pub mod private_data;
+mod removal;
 mod resources;
 
 use std::io;
@@ -55,6 +56,7 @@ use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair
 use crate::rdma::{ConnectParams, ConnectRequest, Error, Listener, Provider, Result};
 
 pub use self::conn::VerbsConnection;
+pub use self::removal::live_registrations_on;
 
 /// rdma_cm address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: i32 = 2000;
@@ -401,30 +403,86 @@ impl Provider for VerbsProvider {
     async fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
         ensure_device()?;
         let channel = open_channel()?;
-        let id = CmId::new(&channel)?;
-        let mut sa = std_to_sockaddr(addr);
-        // SAFETY: the identifier is live; `sa` is a valid socket address.
-        if unsafe { rdma_bind_addr(id.raw(), (&mut sa as *mut libc::sockaddr_storage).cast()) } != 0
-        {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENODEV) {
-                return Err(no_device(format!("no RDMA device has the address {addr}")));
-            }
-            return Err(Error::Io(e));
-        }
-        // SAFETY: bound identifier.
-        if unsafe { rdma_listen(id.raw(), 128) } != 0 {
-            return Err(Error::Io(io::Error::last_os_error()));
-        }
+        let id = bind_and_listen(&channel, addr)?;
         let local = addr_of(&id, addr);
-        Ok(VerbsListener { id, local })
+        Ok(VerbsListener {
+            id: std::sync::Mutex::new(Some(id)),
+            channel,
+            addr,
+            local,
+        })
     }
 }
 
+/// A listening identifier on `channel`, bound to `addr`.
+fn bind_and_listen(channel: &Arc<EventChannel>, addr: SocketAddr) -> Result<CmId> {
+    let id = CmId::new(channel)?;
+    let mut sa = std_to_sockaddr(addr);
+    // SAFETY: the identifier is live; `sa` is a valid socket address.
+    if unsafe { rdma_bind_addr(id.raw(), (&mut sa as *mut libc::sockaddr_storage).cast()) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(no_device(format!("no RDMA device has the address {addr}")));
+        }
+        return Err(Error::Io(e));
+    }
+    // SAFETY: bound identifier.
+    if unsafe { rdma_listen(id.raw(), 128) } != 0 {
+        return Err(Error::Io(io::Error::last_os_error()));
+    }
+    Ok(id)
+}
+
+/// How often a listener whose device was removed tries its address again.
+const LISTEN_AGAIN_EVERY: Duration = Duration::from_secs(1);
+
 /// A listening rdma_cm identifier.
 pub struct VerbsListener {
-    id: CmId,
+    /// The listening identifier; `None` while its device is gone.
+    id: std::sync::Mutex<Option<CmId>>,
+    channel: Arc<EventChannel>,
+    /// The address asked for, to listen on again after a device removal.
+    addr: SocketAddr,
     local: SocketAddr,
+}
+
+impl VerbsListener {
+    /// The listening identifier's handle (null while there is none).
+    fn listening(&self) -> *mut rdma_cm_id {
+        let id = self.id.lock().unwrap_or_else(|e| e.into_inner());
+        id.as_ref().map_or(std::ptr::null_mut(), |id| id.raw())
+    }
+
+    /// The device under a listener bound to one of its addresses was removed: the identifier
+    /// is dead, and the address may come back with a device (`rdma link add`, a NIC plugged
+    /// back in). Listens again as soon as it can; a wildcard listener never gets here, as
+    /// rdma_cm keeps it listening on every device, present and future.
+    async fn listen_again(&self) {
+        drop(self.id.lock().unwrap_or_else(|e| e.into_inner()).take());
+        tracing::warn!(
+            target: crate::rpc::observe::CONNECTIONS,
+            event = "device_removed",
+            local = %self.local,
+            "the RDMA device under this listener was removed: listening again when the address \
+             has a device"
+        );
+        loop {
+            tokio::time::sleep(LISTEN_AGAIN_EVERY).await;
+            match bind_and_listen(&self.channel, self.addr) {
+                Ok(id) => {
+                    *self.id.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+                    tracing::info!(
+                        target: crate::rpc::observe::CONNECTIONS,
+                        event = "listening_again",
+                        local = %self.local,
+                        "listening again after a device removal"
+                    );
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, addr = %self.addr, "not yet"),
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for VerbsListener {
@@ -454,13 +512,20 @@ impl Listener for VerbsListener {
     /// the establishment timeout (30 s) ends the wait and destroys the identifier.
     async fn next_request(&self) -> Result<VerbsRequest> {
         loop {
-            let ev = self.id.channel().next_event().await?;
+            let ev = self.channel.next_event().await?;
+            if ev.kind == rdma_cm_event_type::RDMA_CM_EVENT_DEVICE_REMOVAL
+                && !ev.id.is_null()
+                && ev.id == self.listening()
+            {
+                self.listen_again().await;
+                continue;
+            }
             if ev.kind != rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
                 continue;
             }
             // SAFETY: a CONNECT_REQUEST hands us a new identifier on the listener's channel;
             // the request owns it from here on.
-            let id = unsafe { CmId::adopt(ev.id, self.id.channel()) };
+            let id = unsafe { CmId::adopt(ev.id, &self.channel) };
             let peer = id.peer_addr().unwrap_or(self.local);
             let framing = framing_of(&id);
             let private_data = framing.decode(&ev.private_data).to_vec();

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rdma_sys::*;
@@ -93,9 +93,12 @@ impl DeviceLimits {
     }
 }
 
-/// A protection domain (`ibv_alloc_pd`) on the identifier's device.
+/// A protection domain (`ibv_alloc_pd`) on the identifier's device. Its connection deallocates
+/// it when it goes ([`ProtectionDomain::release`]), once it has released every registration in
+/// it, even those the application still holds; those keep only this husk.
 pub(super) struct ProtectionDomain {
-    raw: *mut ibv_pd,
+    /// Null once released.
+    raw: AtomicPtr<ibv_pd>,
     _id: Arc<CmId>,
 }
 
@@ -113,29 +116,63 @@ impl ProtectionDomain {
         }
         track(Object::ProtectionDomain);
         Ok(Arc::new(ProtectionDomain {
-            raw,
+            raw: AtomicPtr::new(raw),
             _id: id.clone(),
         }))
     }
 
+    /// The domain, or null once released.
     pub(super) fn raw(&self) -> *mut ibv_pd {
-        self.raw
+        self.raw.load(Ordering::Acquire)
+    }
+
+    /// The domain, or an error once it was released with its connection.
+    fn live(&self) -> io::Result<*mut ibv_pd> {
+        let raw = self.raw();
+        if raw.is_null() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection this memory was registered on is gone",
+            ));
+        }
+        Ok(raw)
+    }
+
+    /// Deallocates the domain now. The caller has destroyed its queue pair and released every
+    /// registration and window in it ([`Registered::release_all`]); if the device still finds
+    /// something in it, the domain stays and `false` is returned.
+    pub(super) fn release(&self) -> bool {
+        let raw = self.raw.swap(ptr::null_mut(), Ordering::AcqRel);
+        if raw.is_null() {
+            return true;
+        }
+        // SAFETY: the domain is live and no longer named by this object.
+        if unsafe { ibv_dealloc_pd(raw) } != 0 {
+            self.raw.store(raw, Ordering::Release);
+            return false;
+        }
+        untrack(Object::ProtectionDomain);
+        true
     }
 }
 
 impl Drop for ProtectionDomain {
     fn drop(&mut self) {
-        // SAFETY: every registration, window and queue pair in the domain holds an Arc of it.
-        unsafe { ibv_dealloc_pd(self.raw) };
-        untrack(Object::ProtectionDomain);
+        // Every registration, window and queue pair in the domain holds an Arc of it.
+        self.release();
     }
 }
 
 /// A completion queue with its own completion channel, whose descriptor is driven by tokio.
+/// It can be destroyed before it is dropped ([`CompletionQueue::close`]), when its device goes
+/// away; polling and arming are then no-ops.
 pub(super) struct CompletionQueue {
-    channel: *mut ibv_comp_channel,
-    raw: *mut ibv_cq,
+    /// Both null once destroyed.
+    channel: AtomicPtr<ibv_comp_channel>,
+    raw: AtomicPtr<ibv_cq>,
     readiness: Readiness,
+    /// Waiters are being sent away ([`CompletionQueue::stop_waiters`]): none may start.
+    stopping: AtomicBool,
     _id: Arc<CmId>,
 }
 
@@ -174,27 +211,56 @@ impl CompletionQueue {
         };
         track(Object::CompletionQueue);
         Ok(Arc::new(CompletionQueue {
-            channel,
-            raw,
+            channel: AtomicPtr::new(channel),
+            raw: AtomicPtr::new(raw),
             readiness,
+            stopping: AtomicBool::new(false),
             _id: id.clone(),
         }))
     }
 
     pub(super) fn raw(&self) -> *mut ibv_cq {
-        self.raw
+        self.raw.load(Ordering::Acquire)
     }
 
-    /// Asks for an event on the next completion (`ibv_req_notify_cq`).
+    /// Whether the queue was destroyed, or is about to be: no new wait on its channel may
+    /// start.
+    pub(super) fn is_going(&self) -> bool {
+        self.stopping.load(Ordering::Acquire) || self.raw().is_null()
+    }
+
+    /// Whether the queue was destroyed.
+    pub(super) fn is_destroyed(&self) -> bool {
+        self.raw().is_null()
+    }
+
+    /// Marks the queue as going: [`CompletionQueue::is_going`] from now on, so that no new
+    /// wait on its channel starts. The caller then wakes the waiters that started before,
+    /// which see the mark, and calls [`CompletionQueue::stop_waiters`].
+    pub(super) fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// Asks for an event on the next completion (`ibv_req_notify_cq`). The caller holds the
+    /// connection's queue lock (destruction happens under it).
     pub(super) fn arm(&self) -> io::Result<()> {
-        // SAFETY: the queue is live.
-        check(unsafe { ibv_req_notify_cq(self.raw, 0) })
+        let raw = self.raw();
+        if raw.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the queue is live (not destroyed: the caller's lock keeps it so).
+        check(unsafe { ibv_req_notify_cq(raw, 0) })
     }
 
-    /// Polls up to `wcs.len()` completions; returns how many were written.
+    /// Polls up to `wcs.len()` completions; returns how many were written (none once
+    /// destroyed). The caller holds the connection's queue lock.
     pub(super) fn poll(&self, wcs: &mut [ibv_wc]) -> io::Result<usize> {
-        // SAFETY: `wcs` has room for the requested number of entries.
-        let n = unsafe { ibv_poll_cq(self.raw, wcs.len() as i32, wcs.as_mut_ptr()) };
+        let raw = self.raw();
+        if raw.is_null() {
+            return Ok(0);
+        }
+        // SAFETY: `wcs` has room for the requested number of entries; the queue is live.
+        let n = unsafe { ibv_poll_cq(raw, wcs.len() as i32, wcs.as_mut_ptr()) };
         if n < 0 {
             return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
         }
@@ -202,16 +268,19 @@ impl CompletionQueue {
     }
 
     /// Waits until the channel reports at least one event, then consumes (and acknowledges)
-    /// every pending event until `EAGAIN`.
+    /// every pending event until `EAGAIN`. Fails once the queue's waiters were sent away
+    /// ([`CompletionQueue::stop_waiters`]).
     pub(super) async fn wait_event(&self) -> io::Result<()> {
         self.readiness
             .read_with(|| {
+                let channel = self.channel.load(Ordering::Acquire);
                 let mut got = 0u32;
                 loop {
                     let mut cq = ptr::null_mut();
                     let mut ctx = ptr::null_mut();
-                    // SAFETY: the channel is live and non-blocking.
-                    if unsafe { ibv_get_cq_event(self.channel, &mut cq, &mut ctx) } != 0 {
+                    // SAFETY: the channel is live (it is destroyed only after the readiness
+                    // was given up, which waits for this) and non-blocking.
+                    if unsafe { ibv_get_cq_event(channel, &mut cq, &mut ctx) } != 0 {
                         let e = io::Error::last_os_error();
                         if e.kind() == io::ErrorKind::WouldBlock && got > 0 {
                             return Ok(());
@@ -225,24 +294,56 @@ impl CompletionQueue {
             })
             .await
     }
-}
 
-impl Drop for CompletionQueue {
-    fn drop(&mut self) {
-        self.readiness.release();
-        // SAFETY: the queue pair using this queue holds an Arc of it and is gone; every event
-        // was acknowledged in wait_event.
+    /// Gives up the channel's readiness once every [`CompletionQueue::wait_event`] running
+    /// has returned (after [`CompletionQueue::begin_stop`], the caller wakes their tasks);
+    /// later ones fail.
+    pub(super) async fn stop_waiters(&self) {
+        self.readiness.stop().await;
+    }
+
+    /// Destroys the queue and its channel now, if nobody waits on the channel; returns
+    /// whether they are gone. The queue pair using it is gone, and the caller holds the
+    /// connection's queue lock.
+    pub(super) fn close(&self) -> bool {
+        if self.is_destroyed() {
+            return true;
+        }
+        if !self.readiness.try_stop() {
+            return false;
+        }
+        self.destroy();
+        true
+    }
+
+    fn destroy(&self) {
+        let raw = self.raw.swap(ptr::null_mut(), Ordering::AcqRel);
+        let channel = self.channel.swap(ptr::null_mut(), Ordering::AcqRel);
+        if raw.is_null() {
+            return;
+        }
+        // SAFETY: the queue pair using this queue is gone, every event was acknowledged in
+        // wait_event, and the reactor no longer watches the channel.
         unsafe {
-            ibv_destroy_cq(self.raw);
-            ibv_destroy_comp_channel(self.channel);
+            ibv_destroy_cq(raw);
+            ibv_destroy_comp_channel(channel);
         }
         untrack(Object::CompletionQueue);
     }
 }
 
-/// A reliable-connected queue pair created through rdma_cm (`rdma_create_qp`).
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        self.readiness.release();
+        self.destroy();
+    }
+}
+
+/// A reliable-connected queue pair created through rdma_cm (`rdma_create_qp`). It can be
+/// destroyed before it is dropped ([`QueuePair::destroy`]), when its device goes away.
 pub(super) struct QueuePair {
-    raw: *mut ibv_qp,
+    /// Null once destroyed.
+    raw: AtomicPtr<ibv_qp>,
     /// The inline data the queue pair accepts per request (what the device granted).
     pub(super) max_inline: u32,
     id: Arc<CmId>,
@@ -291,7 +392,7 @@ impl QueuePair {
         let raw = unsafe { (*id.raw()).qp };
         track(Object::QueuePair);
         Ok(QueuePair {
-            raw,
+            raw: AtomicPtr::new(raw),
             max_inline: attr.cap.max_inline_data,
             id: id.clone(),
             _pd: pd.clone(),
@@ -299,23 +400,37 @@ impl QueuePair {
         })
     }
 
+    /// The queue pair (null once destroyed: the connection is down by then, and nothing
+    /// posts).
     pub(super) fn raw(&self) -> *mut ibv_qp {
-        self.raw
+        self.raw.load(Ordering::Acquire)
     }
 
     /// Moves the queue pair to the error state through rdma_cm (`rdma_disconnect`), which
     /// flushes every outstanding request.
     pub(super) fn disconnect(&self) -> io::Result<()> {
+        if self.raw().is_null() {
+            return Ok(());
+        }
         // SAFETY: the identifier is live.
         check(unsafe { rdma_disconnect(self.id.raw()) })
+    }
+
+    /// Destroys the queue pair now (idempotent). The caller holds the connection's queue lock
+    /// and the connection is down, so nothing posts on it any more.
+    pub(super) fn destroy(&self) {
+        if self.raw.swap(ptr::null_mut(), Ordering::AcqRel).is_null() {
+            return;
+        }
+        // SAFETY: the identifier outlives this (we hold an Arc); nothing posts any more.
+        unsafe { rdma_destroy_qp(self.id.raw()) };
+        untrack(Object::QueuePair);
     }
 }
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        // SAFETY: the identifier outlives this (we hold an Arc); nothing posts any more.
-        unsafe { rdma_destroy_qp(self.id.raw()) };
-        untrack(Object::QueuePair);
+        self.destroy();
     }
 }
 
@@ -485,6 +600,90 @@ impl PlainKeys {
     }
 }
 
+/// A registration's region and window, weakly.
+type RegisteredEntry = (Weak<MrSlot>, Weak<Mutex<Window>>);
+
+/// Every registration made on one connection (weakly: the set keeps none alive), so that the
+/// connection can release them all when it goes, the ones the application still holds
+/// included: their memory stays readable, but nothing of it stays registered (pinned), and the
+/// protection domain, the identifier and with them the device context can go. That is what
+/// lets a removed device finish going away (`rdma link delete` waits for every user context
+/// of a device without `disassociate_ucontext`, such as rxe), and what bounds pinned memory
+/// by the connections that are open, whatever the application keeps.
+#[derive(Default)]
+pub(super) struct Registered {
+    entries: Mutex<Vec<RegisteredEntry>>,
+    /// The count after the last pruning of dead entries: the next one comes at twice that.
+    pruned_at: AtomicUsize,
+    /// The connection went ([`Registered::release_all`]).
+    closed: AtomicBool,
+}
+
+impl Registered {
+    fn entries(&self) -> MutexGuard<'_, Vec<RegisteredEntry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `reg` to the set.
+    pub(super) fn track(&self, reg: &Registration) {
+        let mut entries = self.entries();
+        if entries.len() >= 2 * self.pruned_at.load(Ordering::Relaxed).max(32) {
+            entries.retain(|(mr, _)| mr.strong_count() > 0);
+            self.pruned_at.store(entries.len(), Ordering::Relaxed);
+        }
+        entries.push((Arc::downgrade(&reg.mr), Arc::downgrade(&reg.window)));
+    }
+
+    /// Whether the connection went.
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether a registration of the set still exists (registered or a husk).
+    pub(super) fn any_alive(&self) -> bool {
+        self.entries().iter().any(|(mr, _)| mr.strong_count() > 0)
+    }
+
+    /// Registrations and windows of the set still registered or allocated.
+    pub(super) fn live(&self) -> usize {
+        let entries = self.entries().clone();
+        entries
+            .iter()
+            .map(|(mr, window)| {
+                let mr = mr.upgrade().is_some_and(|mr| mr.is_registered());
+                let window = window
+                    .upgrade()
+                    .is_some_and(|w| !w.lock().unwrap_or_else(|e| e.into_inner()).raw.is_null());
+                usize::from(mr) + usize::from(window)
+            })
+            .sum()
+    }
+
+    /// Deallocates every window and deregisters every region of the set. The registrations
+    /// live on as husks: their memory is the application's, work requests naming them fail.
+    /// The connection calls this when it goes, after [`BoundWindows::revoke_all`].
+    pub(super) fn release_all(&self) {
+        self.closed.store(true, Ordering::Release);
+        // Copied out first: a registration being dropped meanwhile takes its window's lock,
+        // never this one, so the locks below are taken without it.
+        let entries = self.entries().clone();
+        for (mr, window) in entries {
+            if let Some(slot) = window.upgrade() {
+                let mut window = slot.lock().unwrap_or_else(|e| e.into_inner());
+                let mw = std::mem::replace(&mut window.raw, ptr::null_mut());
+                if !mw.is_null() {
+                    // SAFETY: the window is live and the slot no longer names it; the
+                    // connection posts nothing more.
+                    unsafe { dealloc_mw(mw, None) };
+                }
+            }
+            if let Some(mr) = mr.upgrade() {
+                mr.deregister();
+            }
+        }
+    }
+}
+
 /// One memory registration (`ibv_reg_mr`) and, for remotely accessible memory, the type-2
 /// memory window bound over it whose rkey is advertised (so that the peer's Send with
 /// Invalidate, or a local invalidate, can revoke it). Rekeying replaces the window at times,
@@ -508,7 +707,7 @@ unsafe impl Sync for Registration {}
 /// Allocates a type-2 memory window in `pd`.
 fn alloc_mw(pd: &ProtectionDomain) -> io::Result<*mut ibv_mw> {
     // SAFETY: the domain is live.
-    let mw = unsafe { ibv_alloc_mw(pd.raw(), ibv_mw_type::IBV_MW_TYPE_2) };
+    let mw = unsafe { ibv_alloc_mw(pd.live()?, ibv_mw_type::IBV_MW_TYPE_2) };
     match mw {
         Some(mw) if !mw.is_null() => {
             LIVE_REGISTRATIONS.fetch_add(1, Ordering::SeqCst);
@@ -545,7 +744,7 @@ impl Registration {
         access: u32,
     ) -> io::Result<Registration> {
         // SAFETY: the caller guarantees the range; the domain is live.
-        let mr = unsafe { ibv_reg_mr(pd.raw(), addr.cast(), len, access as i32) };
+        let mr = unsafe { ibv_reg_mr(pd.live()?, addr.cast(), len, access as i32) };
         if mr.is_null() {
             return Err(io::Error::last_os_error());
         }

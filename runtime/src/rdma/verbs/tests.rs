@@ -243,6 +243,39 @@ fn conformance_on_a_real_device() {
         }
         drop((a, b));
 
+        // What the application keeps is released with the connection all the same (what lets
+        // a removed device go, see `removal`): once both ends are dropped, regions still held
+        // are registered nowhere, their memory stays readable, and the domains and
+        // identifiers are gone too.
+        let (kept_listener, kept_client, kept_server) = connected(&provider, addr).await;
+        let device = kept_server.device_name();
+        let kept = [
+            kept_server
+                .register(vec![7; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap(),
+            kept_server.register(vec![8; 65536], Access::NONE).unwrap(),
+            kept_client
+                .register(vec![9; 4096], Access::LOCAL_WRITE | Access::REMOTE_READ)
+                .unwrap(),
+        ];
+        assert!(live_registrations_on(&device) >= 3, "{device}");
+        kept_client.disconnect().await.unwrap();
+        drop((kept_client, kept_server, kept_listener));
+        assert_eq!(
+            live_registrations_on(&device),
+            0,
+            "regions the application holds stay registered on {device}"
+        );
+        let before_kept = live_registrations();
+        assert!(kept[0].to_vec(0..4096).unwrap().iter().all(|&b| b == 7));
+        assert!(kept[1].to_vec(0..65536).unwrap().iter().all(|&b| b == 8));
+        drop(kept);
+        assert_eq!(
+            live_registrations(),
+            before_kept,
+            "husks hold no registration"
+        );
+
         // A Send that arrives before its receive is posted is not lost: the responder answers
         // "receiver not ready" and the sender retries (rnr_retry_count 7 = without limit).
         // Not on iWARP, which has no such retry: DDP's untagged message without a posted
@@ -352,7 +385,8 @@ fn queue_pairs() -> usize {
 /// the connection deallocates that window before destroying its queue pair, so the key dies
 /// with the connection and the teardown does not wait on the device (rxe holds a queue pair
 /// for every window bound on it: destroying it first blocked the dropping thread ~51 s on
-/// Linux 6.1). The region stays readable memory and is deregistered when dropped.
+/// Linux 6.1). The region is deregistered with the connection too, and stays readable memory
+/// for as long as it is held.
 #[test]
 fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
     let Some(addr) = test_addr() else {
@@ -373,13 +407,14 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
 
         let (count, qps) = (live_registrations(), queue_pairs());
         // Without windows (siw) the region's own key was given: nothing is bound on the
-        // queue pair, and the region stays registered until it is dropped.
+        // queue pair.
         let windows = usize::from(server.has_memory_windows());
         drop(server);
         assert_eq!(
             live_registrations(),
-            count - windows,
-            "the window bound on the dropped connection is deallocated, its region is not"
+            count - windows - 1,
+            "the window bound on the dropped connection is deallocated, and its region \
+             deregistered though it is still held"
         );
         assert_eq!(
             queue_pairs(),
@@ -391,7 +426,7 @@ fn a_dropped_connection_revokes_the_windows_still_bound_on_it() {
         assert_eq!(
             live_registrations(),
             count - windows - 1,
-            "the region is deregistered"
+            "dropping the husk releases nothing more"
         );
         drop((data, client, listener));
     });

@@ -145,6 +145,8 @@ pub(crate) enum CloseReason {
     Local,
     /// The device or socket failed.
     Error,
+    /// The RDMA device under the connection was removed.
+    DeviceRemoved,
 }
 
 impl CloseReason {
@@ -157,6 +159,7 @@ impl CloseReason {
             CloseReason::Shutdown => "shutdown",
             CloseReason::Local => "local",
             CloseReason::Error => "error",
+            CloseReason::DeviceRemoved => "device_removed",
         }
     }
 }
@@ -169,7 +172,10 @@ pub(crate) fn closed(
     reason: CloseReason,
 ) {
     metrics::connection_closed(side, transport, reason.as_str());
-    if reason == CloseReason::ProtocolViolation {
+    if matches!(
+        reason,
+        CloseReason::ProtocolViolation | CloseReason::DeviceRemoved
+    ) {
         tracing::warn!(target: CONNECTIONS, event = "close", %peer, transport, reason = reason.as_str(), "connection closed");
     } else {
         tracing::debug!(target: CONNECTIONS, event = "close", %peer, transport, reason = reason.as_str(), "connection closed");

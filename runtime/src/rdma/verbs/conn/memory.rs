@@ -7,7 +7,7 @@ use super::*;
 pub(in crate::rdma::verbs) static WINDOW_REPLACEMENTS: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
-impl VerbsConnection {
+impl Inner {
     /// The verbs registration behind `mr`, if it belongs to this connection.
     pub(super) fn registration_of<'a>(&self, mr: &'a MemoryRegion) -> Result<&'a Registration> {
         let reg = mr.handle::<Registration>().ok_or_else(|| {
@@ -76,7 +76,7 @@ impl VerbsConnection {
     }
 }
 
-impl VerbsConnection {
+impl Inner {
     /// Registers `buf` with `access` ([`Connection::register`]).
     pub(super) fn register_memory(
         &self,
@@ -97,6 +97,7 @@ impl VerbsConnection {
             let windows = self.shape.windows;
             let mut reg =
                 unsafe { Registration::new(&self.pd, addr, len, mr_access(access, windows))? };
+            self.registered.track(&reg);
             let rkey = if access.is_remote() && windows {
                 let mw = reg.alloc_window(&self.bound)?;
                 // SAFETY: `mw` was just allocated. A type-2 window gets a new key per bind.

@@ -14,8 +14,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::cm::CmId;
+use super::removal;
 use super::resources::{
-    BoundWindows, CompletionQueue, PlainKeys, ProtectionDomain, QueuePair, Registration, Window,
+    BoundWindows, CompletionQueue, PlainKeys, ProtectionDomain, QueuePair, Registered,
+    Registration, Window,
 };
 use crate::rdma::{
     Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, RegionMemory, Result,
@@ -119,6 +121,8 @@ pub(super) struct State {
     /// The queue pair exists but the connection is not established yet: receives may be
     /// posted, remotely accessible registrations bind their windows at establishment.
     pub(super) establishing: AtomicBool,
+    /// rdma_cm reported the device gone (`RDMA_CM_EVENT_DEVICE_REMOVAL`).
+    pub(super) device_removed: AtomicBool,
 }
 
 /// Parameters fixed when the queue pair was created.
@@ -165,15 +169,27 @@ pub(super) struct Parts {
 /// A connection of the verbs provider: an RC queue pair with its completion queue and
 /// protection domain, created through rdma_cm.
 pub struct VerbsConnection {
-    // Field order is teardown order: the event task and queue pair go before the completion
-    // queue, the domain, and the identifier.
+    /// The rdma_cm event task (the peer's disconnect, the device's removal).
     events: Option<JoinHandle<()>>,
+    inner: Arc<Inner>,
+    peer_private_data: Vec<u8>,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+/// What a connection shares with its rdma_cm event task, which releases the device's objects
+/// itself when the device goes away, whoever still holds the connection.
+pub(super) struct Inner {
     qp: QueuePair,
     queues: Mutex<Queues>,
     cq: Arc<CompletionQueue>,
     pd: Arc<ProtectionDomain>,
-    _id: Arc<CmId>,
+    id: Arc<CmId>,
     state: Arc<State>,
+    /// Every registration made here, released when the connection goes.
+    registered: Arc<Registered>,
+    /// The device's name, for events and per-device counts.
+    device: String,
     /// The keys of this connection's windows that may be bound (shared with the
     /// registrations, which forget theirs when dropped).
     bound: Arc<BoundWindows>,
@@ -181,9 +197,6 @@ pub struct VerbsConnection {
     plain: Arc<PlainKeys>,
     notify: Notify,
     shape: Shape,
-    peer_private_data: Vec<u8>,
-    local: SocketAddr,
-    peer: SocketAddr,
 }
 
 impl std::fmt::Debug for VerbsConnection {
@@ -222,19 +235,28 @@ impl VerbsConnection {
             connected: AtomicBool::new(false),
             qp_alive: Mutex::new(true),
             establishing: AtomicBool::new(true),
+            device_removed: AtomicBool::new(false),
         });
-        VerbsConnection {
-            events: None,
+        let device = device_name_of(&id);
+        let registered = Arc::new(Registered::default());
+        removal::track(&device, &registered);
+        let inner = Inner {
             qp,
             queues: Mutex::new(Queues::new()),
             cq,
             pd,
-            _id: id,
+            id,
             state,
+            registered,
+            device,
             bound: Arc::new(BoundWindows::default()),
             plain: Arc::new(PlainKeys::default()),
             notify: Notify::new(),
             shape,
+        };
+        VerbsConnection {
+            events: None,
+            inner: Arc::new(inner),
             peer_private_data: Vec::new(),
             local,
             peer,
@@ -252,16 +274,16 @@ impl VerbsConnection {
         self.peer_private_data = peer_private_data;
         self.local = local;
         self.peer = peer;
-        self.state.connected.store(true, Ordering::SeqCst);
-        self.state.establishing.store(false, Ordering::SeqCst);
-        let pending = std::mem::take(&mut self.lock().pending_binds);
+        self.inner.state.connected.store(true, Ordering::SeqCst);
+        self.inner.state.establishing.store(false, Ordering::SeqCst);
+        let pending = std::mem::take(&mut self.inner.lock().pending_binds);
         for (region, access) in pending {
             let reg = region
                 .handle::<Registration>()
                 .ok_or_else(|| Error::InvalidWorkRequest("foreign registration".into()))?;
             let mut slot = reg.window();
-            let seq = self.post_bind_locked(
-                &mut self.lock(),
+            let seq = self.inner.post_bind_locked(
+                &mut self.inner.lock(),
                 reg,
                 &mut slot,
                 region.as_mut_ptr(),
@@ -269,34 +291,36 @@ impl VerbsConnection {
                 access,
                 region.rkey(),
             )?;
-            self.wait_bind(seq)?;
+            self.inner.wait_bind(seq)?;
         }
-        self.events = Some(tokio::spawn(watch_events(
-            self._id.clone(),
-            self.state.clone(),
-        )));
+        self.events = Some(tokio::spawn(watch_events(self.inner.clone(), self.peer)));
         Ok(())
     }
 
     /// The name of the device the connection runs on (`rxe0`, `siw0`, a NIC's name).
     pub fn device_name(&self) -> String {
-        let ctx = self._id.context();
-        // SAFETY: an established identifier has a live context whose device name is a C string.
-        let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name((*ctx).device)) };
-        name.to_string_lossy().into_owned()
+        self.inner.device.clone()
+    }
+
+    /// Whether rdma_cm reported the connection's device removed: the connection is down, and
+    /// everything it registered is released when it is dropped.
+    pub fn device_removed(&self) -> bool {
+        self.inner.state.device_removed.load(Ordering::SeqCst)
     }
 
     /// Whether the device is iWARP (Linux siw, iWARP adapters) rather than InfiniBand or RoCE.
     pub fn is_iwarp(&self) -> bool {
-        self.shape.iwarp
+        self.inner.shape.iwarp
     }
 
     /// Whether the device has type-2 memory windows: [`Connection::rekey`] works only then
     /// (siw has none: it answers [`Error::Unsupported`]).
     pub fn has_memory_windows(&self) -> bool {
-        self.shape.windows
+        self.inner.shape.windows
     }
+}
 
+impl Inner {
     fn lock(&self) -> MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -331,11 +355,12 @@ impl VerbsConnection {
 
 impl Connection for VerbsConnection {
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<MemoryRegion> {
-        self.register_memory(buf.into(), access)
+        self.inner.register_memory(buf.into(), access)
     }
 
     fn register_zeroed(&self, len: usize, access: Access) -> Result<MemoryRegion> {
-        self.register_memory(RegionMemory::zeroed(len), access)
+        self.inner
+            .register_memory(RegionMemory::zeroed(len), access)
     }
 
     /// On devices with memory windows (rxe): the region's type-2 window is bound again with a
@@ -353,9 +378,9 @@ impl Connection for VerbsConnection {
     /// region's own, which cannot be given a new key here (`ibv_rereg_mr` is not implemented
     /// by siw, nor rxe), so this answers [`Error::Unsupported`].
     fn rekey(&self, mr: &MemoryRegion, remote: Access) -> Result<()> {
-        let reg = self.registration_of(mr)?;
+        let reg = self.inner.registration_of(mr)?;
         mr.check_remote_rights(remote)?;
-        if !self.shape.windows {
+        if !self.inner.shape.windows {
             return Err(Error::Unsupported(
                 "rekeying needs memory windows, which this device does not have (register anew)"
                     .into(),
@@ -367,22 +392,22 @@ impl Connection for VerbsConnection {
             return Ok(());
         }
         let mut slot = reg.window();
-        if self.state.establishing.load(Ordering::SeqCst) {
-            return self.rekey_pending(mr, remote);
+        if self.inner.state.establishing.load(Ordering::SeqCst) {
+            return self.inner.rekey_pending(mr, remote);
         }
         let posted = {
-            let mut q = self.lock();
+            let mut q = self.inner.lock();
             if self.is_connected() {
                 // Invalidations already completed (a peer's Send with Invalidate) free windows.
-                self.drain(&mut q);
-                self.rekey_locked(&mut q, reg, &mut slot, mr, remote)
+                self.inner.drain(&mut q);
+                self.inner.rekey_locked(&mut q, reg, &mut slot, mr, remote)
             } else {
                 Err(Error::Closed)
             }
         };
         let outcome = match posted {
             Ok(None) => return Ok(()),
-            Ok(Some((seq, rkey))) => self.wait_bind(seq).map(|()| rkey),
+            Ok(Some((seq, rkey))) => self.inner.wait_bind(seq).map(|()| rkey),
             Err(e) => Err(e),
         };
         match outcome {
@@ -402,10 +427,10 @@ impl Connection for VerbsConnection {
     /// With memory windows, a rekey to `Access::NONE`. Without (siw), a remotely accessible
     /// region is deregistered: its own key was all the peer was given.
     fn revoke(&self, mr: &MemoryRegion) -> Result<()> {
-        if self.shape.windows {
+        if self.inner.shape.windows {
             return self.rekey(mr, Access::NONE);
         }
-        let reg = self.registration_of(mr)?;
+        let reg = self.inner.registration_of(mr)?;
         if mr.registered_access().is_remote() {
             reg.deregister();
         }
@@ -414,24 +439,24 @@ impl Connection for VerbsConnection {
     }
 
     fn takes_remote_invalidation(&self) -> bool {
-        self.shape.windows
+        self.inner.shape.windows
     }
 
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
-        let mut sge = self.sge(&wr.sge)?;
+        let mut sge = self.inner.sge(&wr.sge)?;
         if !wr.sge.mr.access().contains(Access::LOCAL_WRITE) {
             return Err(Error::InvalidWorkRequest(
                 "a receive buffer needs local write access".into(),
             ));
         }
-        let mut q = self.lock();
-        if !self.is_connected() && !self.state.establishing.load(Ordering::SeqCst) {
+        let mut q = self.inner.lock();
+        if !self.is_connected() && !self.inner.state.establishing.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        if q.recv.len() >= self.shape.recv_depth {
+        if q.recv.len() >= self.inner.shape.recv_depth {
             return Err(Error::QueueFull {
                 queue: "receive",
-                depth: self.shape.recv_depth,
+                depth: self.inner.shape.recv_depth,
             });
         }
         let seq = q.next_seq;
@@ -444,9 +469,9 @@ impl Connection for VerbsConnection {
         let mut bad = std::ptr::null_mut();
         // SAFETY: the element points into a live registration of this domain, which the ring
         // entry keeps alive until the receive completes.
-        let rc = unsafe { ibv_post_recv(self.qp.raw(), &mut rwr, &mut bad) };
+        let rc = unsafe { ibv_post_recv(self.inner.qp.raw(), &mut rwr, &mut bad) };
         if rc != 0 {
-            return Err(post_error(rc, "receive", self.shape.recv_depth));
+            return Err(post_error(rc, "receive", self.inner.shape.recv_depth));
         }
         q.recv.push_back(Outstanding {
             seq,
@@ -467,14 +492,14 @@ impl Connection for VerbsConnection {
         // SAFETY: ibv_sge is plain old data; all-zero is valid.
         let mut sges: [ibv_sge; MAX_SGE] = unsafe { std::mem::zeroed() };
         let mut n = 0;
-        let max = self.shape.max_send_sge.min(MAX_SGE);
+        let max = self.inner.shape.max_send_sge.min(MAX_SGE);
         let mut add = |sge: &Sge| -> Result<()> {
             if n == max {
                 return Err(Error::InvalidWorkRequest(format!(
                     "more than {max} gather elements"
                 )));
             }
-            sges[n] = self.sge(sge)?;
+            sges[n] = self.inner.sge(sge)?;
             n += 1;
             Ok(())
         };
@@ -536,7 +561,7 @@ impl Connection for VerbsConnection {
         let payload = wr.byte_len();
         if matches!(opcode, WcOpcode::Send | WcOpcode::RdmaWrite)
             && payload > 0
-            && payload <= self.shape.max_inline as u64
+            && payload <= self.inner.shape.max_inline as u64
         {
             // The device copies the bytes at post time; the regions need not stay alive, but
             // `keep` holds them anyway, as for every request.
@@ -546,8 +571,8 @@ impl Connection for VerbsConnection {
             swr.sg_list = sges.as_mut_ptr();
             swr.num_sge = n as i32;
         }
-        let mut q = self.lock();
-        if self.state.establishing.load(Ordering::SeqCst) {
+        let mut q = self.inner.lock();
+        if self.inner.state.establishing.load(Ordering::SeqCst) {
             return Err(Error::InvalidWorkRequest(
                 "nothing can be sent before the connection is established".into(),
             ));
@@ -555,10 +580,10 @@ impl Connection for VerbsConnection {
         if !self.is_connected() {
             return Err(Error::Closed);
         }
-        if q.user_send >= self.shape.send_depth {
+        if q.user_send >= self.inner.shape.send_depth {
             return Err(Error::QueueFull {
                 queue: "send",
-                depth: self.shape.send_depth,
+                depth: self.inner.shape.send_depth,
             });
         }
         let kind = Kind::User {
@@ -566,7 +591,7 @@ impl Connection for VerbsConnection {
             opcode,
         };
         match invalidates {
-            Some(rkey) if !self.shape.windows => {
+            Some(rkey) if !self.inner.shape.windows => {
                 // Linux siw takes no local invalidate from user space, and a region's own key
                 // is all the peer was given here: the region is deregistered instead, in
                 // send-queue order (see `release`).
@@ -580,47 +605,59 @@ impl Connection for VerbsConnection {
                     progress: Progress::Revoke(rkey),
                 });
                 q.user_send += 1;
-                self.release(&mut q);
+                self.inner.release(&mut q);
                 drop(q);
-                self.notify.notify_waiters();
+                self.inner.notify.notify_waiters();
                 return Ok(());
             }
             // SAFETY: every element was checked to lie inside a registration of this domain,
             // and the request (holding those regions) is kept until the completion is
             // delivered.
-            _ => unsafe { self.post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)? },
+            _ => unsafe {
+                self.inner
+                    .post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)?
+            },
         };
         q.user_send += 1;
         if let Some(rkey) = invalidates {
             // If it names one of our windows, that window is free for every later request.
-            self.bound.remove(rkey);
+            self.inner.bound.remove(rkey);
         }
         Ok(())
     }
 
     async fn poll_completion(&self) -> Completion {
         loop {
-            let notified = self.notify.notified();
+            let notified = self.inner.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(c) = self.try_completion() {
                 return c;
             }
             // Arm, then look again: a completion that arrived before arming raises no event.
-            let _ = self.cq.arm();
-            if let Some(c) = self.try_completion() {
-                return c;
+            // Under the lock, as every use of the completion queue (the device's removal
+            // destroys it under the lock).
+            {
+                let mut q = self.inner.lock();
+                let _ = self.inner.cq.arm();
+                if let Some(c) = q.ready.pop_front() {
+                    return c;
+                }
+                self.inner.drain(&mut q);
+                if let Some(c) = q.ready.pop_front() {
+                    return c;
+                }
             }
-            self.wait(notified).await;
+            self.inner.wait(notified).await;
         }
     }
 
     fn try_completion(&self) -> Option<Completion> {
-        let mut q = self.lock();
+        let mut q = self.inner.lock();
         if let Some(c) = q.ready.pop_front() {
             return Some(c);
         }
-        self.drain(&mut q);
+        self.inner.drain(&mut q);
         q.ready.pop_front()
     }
 
@@ -637,19 +674,24 @@ impl Connection for VerbsConnection {
     }
 
     fn is_connected(&self) -> bool {
-        self.state.connected.load(Ordering::SeqCst)
+        self.inner.state.connected.load(Ordering::SeqCst)
+    }
+
+    fn device_removed(&self) -> bool {
+        VerbsConnection::device_removed(self)
     }
 
     async fn disconnect(&self) -> Result<()> {
         // Hold the queue lock so no post races with the transition.
-        let _q = self.lock();
+        let _q = self.inner.lock();
         let _alive = self
+            .inner
             .state
             .qp_alive
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if self.state.connected.swap(false, Ordering::SeqCst) {
-            self.qp.disconnect()?;
+        if self.inner.state.connected.swap(false, Ordering::SeqCst) {
+            self.inner.qp.disconnect()?;
         }
         Ok(())
     }
@@ -658,25 +700,111 @@ impl Connection for VerbsConnection {
 impl Drop for VerbsConnection {
     fn drop(&mut self) {
         if let Some(events) = &self.events {
-            // Stops future polls only: a poll running on another worker finishes first, hence
-            // the flag below.
+            // Stops future polls only: a poll running on another worker finishes first (the
+            // teardown below and its removal path are each other's no-ops).
             events.abort();
         }
-        let mut alive = self
-            .state
-            .qp_alive
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if self.state.connected.swap(false, Ordering::SeqCst) {
-            // Flush outstanding work and tell the peer; errors only mean it already went.
-            let _ = self.qp.disconnect();
+        self.inner.teardown();
+    }
+}
+
+impl Inner {
+    /// Releases every object of the connection on its device, in the order verbs asks for:
+    /// windows and registrations (the application's husks keep their memory), queue pair,
+    /// completion queue, domain, identifier. Outstanding requests end flushed. Idempotent;
+    /// the device's removal calls it from the event task (with the completion queue's
+    /// waiters sent away first), the connection's drop otherwise.
+    fn teardown(&self) {
+        let mut q = self.lock();
+        {
+            let mut alive = self
+                .state
+                .qp_alive
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if self.state.connected.swap(false, Ordering::SeqCst) && *alive {
+                // Flush outstanding work and tell the peer; errors only mean it already went.
+                let _ = self.qp.disconnect();
+            }
+            // The queue pair is destroyed below: the event task must not touch it any more.
+            *alive = false;
         }
-        // The queue pair is destroyed right after this (field order): the event task must
-        // not touch it any more.
-        *alive = false;
-        drop(alive);
+        // Completions already in the queue are delivered; the rest end flushed, as the
+        // contract says of a closed connection.
+        if !self.cq.is_destroyed() {
+            self.drain(&mut q);
+        }
+        self.flush_outstanding(&mut q);
         // No window may stay bound on the queue pair when it is destroyed (see
         // `BoundWindows::revoke_all`): the peer loses those keys with the connection anyway.
         self.bound.revoke_all();
+        // Nothing stays registered, whatever the application still holds (see `Registered`).
+        self.registered.release_all();
+        self.qp.destroy();
+        // Only once nobody waits on its channel (see `CompletionQueue::close`).
+        let cq_closed = self.cq.close();
+        drop(q);
+        self.notify.notify_waiters();
+        // The domain is empty now; the identifier goes with it (librdmacm then puts the
+        // device's context).
+        if cq_closed && self.pd.release() {
+            self.id.release();
+        }
+        if self.state.device_removed.load(Ordering::SeqCst) {
+            removal::connection_released(&self.device);
+        }
     }
+
+    /// The device went away: sends the completion queue's waiters away, then tears down.
+    pub(super) async fn release_removed(&self) {
+        self.state.connected.store(false, Ordering::SeqCst);
+        // No wait on the channel starts from here; the ones running are woken below (each
+        // registered its wake-up before looking at the mark, see `Connection::poll_completion`),
+        // or the readiness could never be given up.
+        self.cq.begin_stop();
+        {
+            let mut q = self.lock();
+            self.drain(&mut q);
+            self.flush_outstanding(&mut q);
+        }
+        self.notify.notify_waiters();
+        self.cq.stop_waiters().await;
+        self.teardown();
+    }
+
+    /// Ends every outstanding request flushed (binds included), delivering in order.
+    fn flush_outstanding(&self, q: &mut Queues) {
+        for entry in std::mem::take(&mut q.recv) {
+            if let Kind::User { wr_id, opcode } = entry.kind {
+                q.ready
+                    .push_back(Completion::new(wr_id, opcode, WcStatus::Flushed));
+            }
+        }
+        let mut binds = Vec::new();
+        for entry in q.send.iter_mut() {
+            match entry.kind {
+                Kind::Bind => binds.push(entry.seq),
+                Kind::User { .. } if matches!(entry.progress, Progress::Posted) => {
+                    entry.progress = Progress::Completed(WcStatus::Flushed)
+                }
+                Kind::User { .. } => {}
+            }
+        }
+        q.send.retain(|entry| !matches!(entry.kind, Kind::Bind));
+        for seq in binds {
+            q.binds.insert(seq, WcStatus::Flushed);
+        }
+        self.release(q);
+    }
+}
+
+/// The name of the device `id` is bound to.
+fn device_name_of(id: &CmId) -> String {
+    let ctx = id.context();
+    if ctx.is_null() {
+        return String::new();
+    }
+    // SAFETY: a bound identifier has a live context whose device name is a C string.
+    let name = unsafe { std::ffi::CStr::from_ptr(ibv_get_device_name((*ctx).device)) };
+    name.to_string_lossy().into_owned()
 }

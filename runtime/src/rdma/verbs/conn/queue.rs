@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl VerbsConnection {
+impl Inner {
     /// Drains the completion queue into the ready list; returns how many were consumed.
     pub(super) fn drain(&self, q: &mut Queues) -> usize {
         let mut wcs = std::mem::take(&mut q.wcs);
@@ -183,7 +183,7 @@ impl VerbsConnection {
                 mw_access_flags: mw_access(access),
             },
         };
-        if !self.is_connected() {
+        if !self.state.connected.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
         // SAFETY: the bind names no local memory through a scatter list; the registration
@@ -232,6 +232,10 @@ impl VerbsConnection {
         &self,
         notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     ) {
+        if self.cq.is_going() {
+            // The device went: completions come only from `flush_outstanding` now.
+            return notified.await;
+        }
         tokio::select! {
             _ = notified => {}
             r = self.cq.wait_event() => {

@@ -489,6 +489,11 @@ impl<C: Connection> Conn<C> {
         }
         st.core.close();
         self.deliver(st);
+        let reason = if self.conn.device_removed() {
+            CloseReason::DeviceRemoved
+        } else {
+            reason
+        };
         observe::closed(self.side, "rdma", self.peer, reason);
         if let Some(totals) = &self.totals {
             let last = ConnSnapshot {
