@@ -77,7 +77,7 @@ struct Args {
     no_mpa_crc: bool,
     /// A fault injected for tests: every this many seconds, disconnect every RPC-over-RDMA
     /// connection (the client reconnects and sends again what had no reply; the reply cache
-    /// answers what already ran). Each drop prints a `dropped N connections` line.
+    /// answers what already ran). Each drop prints a `dropped N connection(s)` line.
     #[arg(long)]
     drop_every: Option<u64>,
 }
@@ -162,7 +162,8 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
                 for conn in &connections {
                     let _ = conn.disconnect().await;
                 }
-                println!("dropped {} connections", connections.len());
+                let n = connections.len();
+                println!("dropped {n} connection{}", if n == 1 { "" } else { "s" });
             }
         })
     });

@@ -17,6 +17,7 @@
 //! ([`super::VerbsListener`]).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -45,10 +46,16 @@ fn watched() -> &'static Mutex<HashSet<String>> {
     WATCHED.get_or_init(|| Mutex::new(HashSet::new()))
 }
 
-/// Records a new connection's registrations on `device`.
+/// Records a new connection's registrations on `device`. Sets whose connection went and
+/// whose registrations are all gone are dropped now and then (when the list has doubled since
+/// the last time), so that a connection costs O(1) here however many are open.
 pub(super) fn track(device: &str, registered: &Arc<Registered>) {
+    static PRUNED_AT: AtomicUsize = AtomicUsize::new(0);
     let mut all = connections().lock().unwrap_or_else(|e| e.into_inner());
-    all.retain(|(_, set)| !set.is_closed() || set.any_alive());
+    if all.len() >= 2 * PRUNED_AT.load(Ordering::Relaxed).max(64) {
+        all.retain(|(_, set)| !set.is_closed() || set.any_alive());
+        PRUNED_AT.store(all.len(), Ordering::Relaxed);
+    }
     all.push((device.to_string(), registered.clone()));
 }
 
