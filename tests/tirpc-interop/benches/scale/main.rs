@@ -45,7 +45,7 @@
 //! ```text
 //! cargo bench -p tirpc-interop --bench scale                      # the full sweep
 //! BENCH_QUICK=1 cargo bench -p tirpc-interop --bench scale        # 1, 64, 4,096, briefly
-//! cargo bench -p tirpc-interop --bench scale -- --points 1,16,64,256 --transports rdma
+//! cargo bench -p tirpc-interop --bench scale -- --points 1,16,64,256 --transport rdma
 //! ```
 
 mod client;
