@@ -129,8 +129,8 @@ impl<P: Provider> RdmaListener<P> {
                             }
                             if list.len() == list.capacity() {
                                 // Closed ones go when the list is full, and it keeps room for
-                                // as many again: O(1) an accept, not a scan of every
-                                // connection (4,096 of them made setup quadratic).
+                                // as many again: an accept costs O(1), not a scan of every
+                                // connection.
                                 list.retain(|c| c.strong_count() > 0);
                                 let live = list.len();
                                 list.reserve(live.max(16));
