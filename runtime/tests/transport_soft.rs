@@ -59,6 +59,15 @@ mod without_rekey {
     .without_remote_invalidation());
 }
 
+/// The servers take every connection's receives from one shared receive queue, credits
+/// granted from what it holds.
+mod shared_receive_queue {
+    use super::*;
+    rpcrdma::transport_conformance_tests!(
+        harness(MpaConfig::default()).with_shared_receive_queue(64)
+    );
+}
+
 /// The name of the threads that run [`no_hostile_case_makes_anything_panic`]'s cases.
 const HOSTILE_THREADS: &str = "hostile-case";
 

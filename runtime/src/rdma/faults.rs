@@ -225,6 +225,7 @@ impl<P: Provider> FaultyProvider<P> {
 impl<P: Provider> Provider for FaultyProvider<P> {
     type Conn = FaultyConnection<P::Conn>;
     type Listener = FaultyListener<P>;
+    type SharedQueue = P::SharedQueue;
 
     fn name(&self) -> &'static str {
         self.inner.name()
@@ -239,6 +240,13 @@ impl<P: Provider> Provider for FaultyProvider<P> {
             inner: self.inner.listen(addr).await?,
             faults: self.shared.clone(),
         })
+    }
+
+    fn shared_receive_queue(
+        &self,
+        params: crate::rdma::SharedReceiveParams,
+    ) -> Result<Self::SharedQueue> {
+        self.inner.shared_receive_queue(params)
     }
 }
 
@@ -272,6 +280,7 @@ pub struct FaultyRequest<P: Provider> {
 
 impl<P: Provider> ConnectRequest for FaultyRequest<P> {
     type Conn = FaultyConnection<P::Conn>;
+    type SharedQueue = P::SharedQueue;
 
     fn peer_addr(&self) -> SocketAddr {
         self.inner.peer_addr()
@@ -288,6 +297,25 @@ impl<P: Provider> ConnectRequest for FaultyRequest<P> {
 
     async fn reject(self, private_data: &[u8]) -> Result<()> {
         self.inner.reject(private_data).await
+    }
+
+    /// As [`accept`](ConnectRequest::accept), `setup` running after the accept.
+    async fn accept_shared_with<F>(
+        self,
+        params: ConnectParams,
+        queue: &P::SharedQueue,
+        setup: F,
+    ) -> Result<Self::Conn>
+    where
+        F: FnOnce(&Self::Conn) -> Result<()> + Send,
+    {
+        let conn = self
+            .inner
+            .accept_shared_with(params, queue, |_| Ok(()))
+            .await?;
+        let conn = self.faults.wrap(conn);
+        setup(&conn)?;
+        Ok(conn)
     }
 }
 
@@ -427,6 +455,14 @@ impl<C: Connection> Connection for FaultyConnection<C> {
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
         self.posted(OpKind::Recv);
         self.inner.post_recv(wr)
+    }
+
+    fn take_shared<R>(&self, c: &Completion, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.inner.take_shared(c, f)
+    }
+
+    fn limit_shared_receives(&self, most: usize) {
+        self.inner.limit_shared_receives(most);
     }
 
     fn post_send(&self, wr: SendWr) -> Result<()> {

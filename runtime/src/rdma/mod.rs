@@ -32,6 +32,7 @@ mod error;
 mod mr;
 mod provider;
 mod region_memory;
+pub mod shared_receive;
 mod wr;
 
 #[cfg(feature = "conformance")]
@@ -51,4 +52,5 @@ pub use provider::{
     CompletionHook, ConnectParams, ConnectRequest, Connection, Listener, Provider, MAX_PRIVATE_DATA,
 };
 pub use region_memory::{RegionMemory, MAPPED_FROM};
+pub use shared_receive::{SharedReceiveParams, SharedReceiveQueue};
 pub use wr::{RecvWr, RemoteAddr, SendOp, SendWr, SgList, Sge, WrId};

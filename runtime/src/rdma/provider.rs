@@ -16,6 +16,7 @@ use super::access::Access;
 use super::completion::Completion;
 use super::error::Result;
 use super::mr::MemoryRegion;
+use super::shared_receive::{SharedReceiveParams, SharedReceiveQueue};
 use super::wr::{RecvWr, SendWr};
 
 /// The largest private data every provider accepts (MPA allows 512 octets, RFC 5044 section
@@ -106,7 +107,12 @@ pub trait Provider: Send + Sync + 'static {
     /// A connected queue pair.
     type Conn: Connection;
     /// A passive endpoint.
-    type Listener: Listener<Conn = Self::Conn>;
+    type Listener: Listener<
+        Conn = Self::Conn,
+        Request: ConnectRequest<SharedQueue = Self::SharedQueue>,
+    >;
+    /// A shared receive queue ([`Provider::shared_receive_queue`]).
+    type SharedQueue: SharedReceiveQueue;
 
     /// A short name for logs ("soft", "verbs").
     fn name(&self) -> &'static str;
@@ -121,6 +127,12 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Listens on `addr` (port 0 picks a free port; see [`Listener::local_addr`]).
     fn listen(&self, addr: SocketAddr) -> impl Future<Output = Result<Self::Listener>> + Send;
+
+    /// Creates a shared receive queue of `params.buffers` buffers of `params.buffer_size`
+    /// bytes, posted by the provider, for connections accepted with
+    /// [`ConnectRequest::accept_shared_with`] (see [`super::shared_receive`]). Providers
+    /// without one answer [`Error::Unsupported`](super::Error::Unsupported).
+    fn shared_receive_queue(&self, params: SharedReceiveParams) -> Result<Self::SharedQueue>;
 
     /// Like [`Provider::connect`], but runs `setup` on the new connection before any data from
     /// the peer is processed, so receives it posts there are in place for the peer's first
@@ -179,6 +191,8 @@ pub trait Listener: Send + Sync + 'static {
 pub trait ConnectRequest: Send + 'static {
     /// The connection type produced.
     type Conn: Connection;
+    /// The provider's shared receive queue.
+    type SharedQueue: SharedReceiveQueue;
 
     /// The address of the requesting peer.
     fn peer_addr(&self) -> SocketAddr;
@@ -211,6 +225,20 @@ pub trait ConnectRequest: Send + 'static {
             Ok(conn)
         }
     }
+
+    /// Accepts as [`accept_with`](ConnectRequest::accept_with) does, the connection taking its
+    /// receive buffers from `queue` instead of a receive queue of its own (see
+    /// [`super::shared_receive`]); `params.recv_queue_depth` is the first bound of
+    /// [`Connection::limit_shared_receives`]. `setup` must not post receives.
+    fn accept_shared_with<F>(
+        self,
+        params: ConnectParams,
+        queue: &Self::SharedQueue,
+        setup: F,
+    ) -> impl Future<Output = Result<Self::Conn>> + Send
+    where
+        Self: Sized,
+        F: FnOnce(&Self::Conn) -> Result<()> + Send;
 }
 
 /// What a provider calls when completions may be ready ([`Connection::set_completion_hook`]).
@@ -294,6 +322,28 @@ pub trait Connection: Send + Sync + 'static {
 
     /// Posts a receive buffer for one incoming Send.
     fn post_recv(&self, wr: RecvWr) -> Result<()>;
+
+    /// On a connection accepted with a shared receive queue: runs `f` on the message that
+    /// receive completion `c` reports, in place, and gives its buffer back to the queue. Each
+    /// successful receive completion is taken once; a completion that is not this
+    /// connection's, or taken already, fails with
+    /// [`Error::InvalidWorkRequest`](super::Error::InvalidWorkRequest) and `f` does not run.
+    /// Connections without a shared queue answer
+    /// [`Error::Unsupported`](super::Error::Unsupported).
+    fn take_shared<R>(&self, c: &Completion, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let _ = (c, f);
+        Err(super::Error::Unsupported(
+            "taking a shared receive on a connection without a shared queue".into(),
+        ))
+    }
+
+    /// On a connection accepted with a shared receive queue: from now on it may hold at most
+    /// `most` of the queue's buffers at once (arrived and not taken yet); a Send past that
+    /// ends the connection as a Send finding no buffer does. Ignored elsewhere, and by a
+    /// provider whose device cannot bound it (hardware retries a Send that finds no buffer).
+    fn limit_shared_receives(&self, most: usize) {
+        let _ = most;
+    }
 
     /// Posts a send-queue request (Send, RDMA Write, RDMA Read, local invalidate).
     fn post_send(&self, wr: SendWr) -> Result<()>;

@@ -20,6 +20,7 @@
 //! ```
 
 mod cases;
+mod shared;
 pub(crate) mod util;
 
 use std::fmt;
@@ -27,6 +28,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use super::Provider;
+use cases::*;
+use shared::*;
 
 pub use util::Failure;
 
@@ -70,6 +73,27 @@ pub trait ProviderUnderTest: Send + Sync + 'static {
     fn refuses_reads_without_read_rights(&self) -> bool {
         true
     }
+
+    /// Whether [`Connection::limit_shared_receives`](crate::rdma::Connection) bounds a
+    /// connection's buffers of a shared receive queue. False on hardware that makes a Send
+    /// wait for a buffer (InfiniBand and RoCE retry on receiver-not-ready) instead of ending
+    /// the connection.
+    fn bounds_shared_receives(&self) -> bool {
+        true
+    }
+
+    /// Whether the provider takes connections onto a shared receive queue. False for the
+    /// verbs provider on a device without memory windows, which refuses them (the connections
+    /// would share one protection domain, where a region's own key reaches all of them).
+    fn shared_receive_queues(&self) -> bool {
+        true
+    }
+
+    /// For the transport suite: its servers take their receives from a shared receive queue
+    /// of this many buffers (`None`: receives per connection).
+    fn shared_receive_buffers(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The plain [`ProviderUnderTest`]: a provider and a listen address.
@@ -89,6 +113,12 @@ pub struct Harness<P> {
     /// See [`ProviderUnderTest::refuses_reads_without_read_rights`] (true unless set
     /// otherwise).
     pub refuses_reads_without_read_rights: bool,
+    /// See [`ProviderUnderTest::bounds_shared_receives`] (true unless set otherwise).
+    pub bounds_shared_receives: bool,
+    /// See [`ProviderUnderTest::shared_receive_buffers`] (`None` unless set).
+    pub shared_receive_buffers: Option<usize>,
+    /// See [`ProviderUnderTest::shared_receive_queues`] (true unless set otherwise).
+    pub shared_receive_queues: bool,
 }
 
 impl<P: Provider> Harness<P> {
@@ -101,7 +131,31 @@ impl<P: Provider> Harness<P> {
             requester_sees_refusals: true,
             remote_invalidation: true,
             refuses_reads_without_read_rights: true,
+            bounds_shared_receives: true,
+            shared_receive_buffers: None,
+            shared_receive_queues: true,
         }
+    }
+
+    /// For the verbs provider on a device without memory windows: see
+    /// [`ProviderUnderTest::shared_receive_queues`].
+    pub fn without_shared_receive_queues(mut self) -> Harness<P> {
+        self.shared_receive_queues = false;
+        self
+    }
+
+    /// The transport suite's servers serve from a shared receive queue of `buffers` buffers:
+    /// see [`ProviderUnderTest::shared_receive_buffers`].
+    pub fn with_shared_receive_queue(mut self, buffers: usize) -> Harness<P> {
+        self.shared_receive_buffers = Some(buffers);
+        self
+    }
+
+    /// For a device that makes a Send wait for a shared buffer: see
+    /// [`ProviderUnderTest::bounds_shared_receives`].
+    pub fn without_shared_receive_bounds(mut self) -> Harness<P> {
+        self.bounds_shared_receives = false;
+        self
     }
 
     /// For the verbs provider on a device without memory windows: see
@@ -151,6 +205,15 @@ impl<P: Provider> ProviderUnderTest for Harness<P> {
     fn refuses_reads_without_read_rights(&self) -> bool {
         self.refuses_reads_without_read_rights
     }
+    fn bounds_shared_receives(&self) -> bool {
+        self.bounds_shared_receives
+    }
+    fn shared_receive_buffers(&self) -> Option<usize> {
+        self.shared_receive_buffers
+    }
+    fn shared_receive_queues(&self) -> bool {
+        self.shared_receive_queues
+    }
 }
 
 macro_rules! cases {
@@ -177,7 +240,7 @@ macro_rules! cases {
         /// Runs one case against `put`.
         pub async fn run_case<T: ProviderUnderTest>(put: &T, case: Case) -> Result<(), Failure> {
             match case {
-                $(Case::$variant => cases::$func(put).await,)*
+                $(Case::$variant => $func(put).await,)*
             }
         }
     };
@@ -213,6 +276,16 @@ cases! {
     /// Hundreds of outstanding Sends, Writes and Reads (more Reads than the ORD) all complete,
     /// in order.
     ManyOutstanding => many_outstanding,
+    /// Sends from several connections land in one shared receive queue's buffers, each on its
+    /// connection in order; a message is taken once and its buffer serves again; an oversized
+    /// Send fails only its connection.
+    SharedReceive => shared_receive,
+    /// A connection on a shared queue closed by its peer yields one flushed receive; buffers
+    /// it held come back when it is dropped.
+    SharedReceiveClose => shared_receive_close,
+    /// A connection past its bound of shared buffers ends (where the provider bounds it), and
+    /// the other connections on the queue go on.
+    SharedReceiveLimit => shared_receive_limit,
 }
 
 /// The outcome of one case.
@@ -311,6 +384,9 @@ macro_rules! rdma_conformance_tests {
         $crate::rdma_conformance_tests!(@case $make, rekey, Rekey);
         $crate::rdma_conformance_tests!(@case $make, disconnect_flushes, DisconnectFlushes);
         $crate::rdma_conformance_tests!(@case $make, many_outstanding, ManyOutstanding);
+        $crate::rdma_conformance_tests!(@case $make, shared_receive, SharedReceive);
+        $crate::rdma_conformance_tests!(@case $make, shared_receive_close, SharedReceiveClose);
+        $crate::rdma_conformance_tests!(@case $make, shared_receive_limit, SharedReceiveLimit);
     };
     (@case $make:expr, $name:ident, $variant:ident) => {
         #[test]

@@ -17,6 +17,7 @@ mod listener;
 pub mod negotiate;
 pub mod pcap;
 mod provider;
+mod shared_receive;
 pub mod tags;
 pub mod tap;
 pub mod wire;
@@ -28,5 +29,6 @@ pub use pcap::PcapTap;
 #[cfg(test)]
 pub(crate) use provider::connected_pair;
 pub use provider::{SoftConfig, SoftConnection, SoftProvider, SoftRequest};
+pub use shared_receive::SoftSharedQueue;
 pub use tags::live_registrations;
 pub use tap::{Direction, WireTap};

@@ -13,6 +13,7 @@ use super::core::{Core, CoreConfig, PlacementStats, State};
 use super::driver::{self, Shared};
 use super::listener::SoftListener;
 use super::negotiate::{MpaConfig, Negotiated, ReadDepths, Refusal};
+use super::shared_receive::{SharedHolder, SoftSharedQueue};
 use super::tags::TagTable;
 use super::tap::{ConnTap, Direction, WireTap};
 use super::wire::mpa::{
@@ -20,7 +21,8 @@ use super::wire::mpa::{
 };
 use crate::rdma::{
     Access, Completion, CompletionHook, ConnectParams, ConnectRequest, Connection, Error,
-    MemoryRegion, Provider, RecvWr, RegionMemory, Result, SendWr,
+    MemoryRegion, Provider, RecvWr, RegionMemory, Result, SendWr, SharedReceiveParams,
+    SharedReceiveQueue,
 };
 
 /// Settings of the software provider.
@@ -204,6 +206,7 @@ fn refusal_error(r: Refusal) -> Error {
 impl Provider for SoftProvider {
     type Conn = SoftConnection;
     type Listener = SoftListener;
+    type SharedQueue = SoftSharedQueue;
 
     fn name(&self) -> &'static str {
         "soft"
@@ -235,7 +238,7 @@ impl Provider for SoftProvider {
             record_frame(tap.as_ref(), &reply);
             match config.mpa.complete(&request, &reply) {
                 Ok(negotiated) => {
-                    SoftConnection::start(stream, negotiated, &params, &config, tap, setup)
+                    SoftConnection::start(stream, negotiated, &params, &config, tap, None, setup)
                 }
                 Err(refusal) => {
                     let _ = stream.shutdown().await;
@@ -250,6 +253,12 @@ impl Provider for SoftProvider {
 
     async fn listen(&self, addr: SocketAddr) -> Result<SoftListener> {
         SoftListener::bind(addr, self.config.clone()).await
+    }
+
+    /// Native: buffers of the process's memory that every connection accepted with the queue
+    /// places its Sends into.
+    fn shared_receive_queue(&self, params: SharedReceiveParams) -> Result<SoftSharedQueue> {
+        SoftSharedQueue::new(params)
     }
 }
 
@@ -304,6 +313,7 @@ impl SoftRequest {
 
 impl ConnectRequest for SoftRequest {
     type Conn = SoftConnection;
+    type SharedQueue = SoftSharedQueue;
 
     fn peer_addr(&self) -> SocketAddr {
         self.peer
@@ -317,7 +327,42 @@ impl ConnectRequest for SoftRequest {
         self.accept_with(params, |_| Ok(())).await
     }
 
-    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<SoftConnection>
+    async fn accept_with<F>(self, params: ConnectParams, setup: F) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
+        self.answer(params, None, setup).await
+    }
+
+    async fn accept_shared_with<F>(
+        self,
+        params: ConnectParams,
+        queue: &SoftSharedQueue,
+        setup: F,
+    ) -> Result<SoftConnection>
+    where
+        F: FnOnce(&SoftConnection) -> Result<()> + Send,
+    {
+        self.answer(params, Some(queue.clone()), setup).await
+    }
+
+    async fn reject(mut self, private_data: &[u8]) -> Result<()> {
+        check_private_data(&self.config, private_data)?;
+        let reply = self.config.mpa.reject(&self.request, private_data);
+        write_frame(&mut self.stream, &reply, self.tap.as_ref()).await?;
+        let _ = self.stream.shutdown().await;
+        Ok(())
+    }
+}
+
+impl SoftRequest {
+    /// Accepts, the connection's receives coming from `queue` when there is one.
+    async fn answer<F>(
+        mut self,
+        params: ConnectParams,
+        queue: Option<SoftSharedQueue>,
+        setup: F,
+    ) -> Result<SoftConnection>
     where
         F: FnOnce(&SoftConnection) -> Result<()> + Send,
     {
@@ -335,6 +380,7 @@ impl ConnectRequest for SoftRequest {
                 &params,
                 &self.config,
                 self.tap,
+                queue,
                 setup,
             ),
             Err(refusal) => {
@@ -342,14 +388,6 @@ impl ConnectRequest for SoftRequest {
                 Err(refusal_error(refusal))
             }
         }
-    }
-
-    async fn reject(mut self, private_data: &[u8]) -> Result<()> {
-        check_private_data(&self.config, private_data)?;
-        let reply = self.config.mpa.reject(&self.request, private_data);
-        write_frame(&mut self.stream, &reply, self.tap.as_ref()).await?;
-        let _ = self.stream.shutdown().await;
-        Ok(())
     }
 }
 
@@ -364,6 +402,8 @@ pub struct SoftConnection {
     peer: SocketAddr,
     rx_task: Mutex<Option<JoinHandle<()>>>,
     tx_task: Mutex<Option<JoinHandle<()>>>,
+    /// The shared receive queue the connection takes its receives from, if any.
+    shared_rx: Option<SharedHolder>,
 }
 
 /// A connected pair (client, server) of the default provider on a loopback port, for the
@@ -398,6 +438,7 @@ impl SoftConnection {
         params: &ConnectParams,
         config: &SoftConfig,
         tap: Option<ConnTap>,
+        queue: Option<SoftSharedQueue>,
         setup: impl FnOnce(&SoftConnection) -> Result<()>,
     ) -> Result<SoftConnection> {
         let local = stream.local_addr()?;
@@ -435,7 +476,18 @@ impl SoftConnection {
             "MPA Full Operation"
         );
         let tags = Arc::new(TagTable::default());
-        let shared = Shared::new(Core::new(cfg, tags.clone()), tap);
+        let mut core = Core::new(cfg, tags.clone());
+        let shared_rx = queue.map(|queue| {
+            let holder = queue.holder();
+            let handle = holder.handle();
+            core.use_shared(
+                holder,
+                params.recv_queue_depth as usize,
+                queue.params().buffer_size,
+            );
+            handle
+        });
+        let shared = Shared::new(core, tap);
         let conn = SoftConnection {
             shared: shared.clone(),
             tags,
@@ -445,6 +497,7 @@ impl SoftConnection {
             peer,
             rx_task: Mutex::new(None),
             tx_task: Mutex::new(None),
+            shared_rx,
         };
         setup(&conn)?;
         let (rx_task, tx_task) = driver::spawn(shared, stream);
@@ -510,6 +563,19 @@ impl Connection for SoftConnection {
         self.shared.core().post_recv(wr)
     }
 
+    fn take_shared<R>(&self, c: &Completion, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        match &self.shared_rx {
+            Some(holder) => holder.take(c, f),
+            None => Err(Error::Unsupported(
+                "taking a shared receive on a connection without a shared queue".into(),
+            )),
+        }
+    }
+
+    fn limit_shared_receives(&self, most: usize) {
+        self.shared.core().limit_shared(most);
+    }
+
     fn post_send(&self, wr: SendWr) -> Result<()> {
         self.shared.post_send(wr)
     }
@@ -572,6 +638,10 @@ impl Drop for SoftConnection {
     fn drop(&mut self) {
         self.shared.core().close();
         self.shared.kick();
+        if let Some(holder) = &self.shared_rx {
+            // Closed under the core's lock: no Send takes a buffer from here on.
+            holder.release_all();
+        }
         if let Some(task) = self
             .rx_task
             .lock()

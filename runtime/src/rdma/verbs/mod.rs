@@ -40,6 +40,7 @@ mod conn;
 pub mod private_data;
 mod removal;
 mod resources;
+mod shared_receive;
 
 use std::io;
 use std::net::SocketAddr;
@@ -52,11 +53,15 @@ use rdma_sys::*;
 use self::cm::{std_to_sockaddr, CmEvent, CmId, EventChannel};
 use self::conn::{Parts, Shape, SPARE_SEND_SLOTS};
 use self::private_data::Framing;
-use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair};
-use crate::rdma::{ConnectParams, ConnectRequest, Error, Listener, Provider, Result};
+use self::resources::{CompletionQueue, DeviceLimits, ProtectionDomain, QueuePair, QueuePairCaps};
+use crate::rdma::{
+    ConnectParams, ConnectRequest, Error, Listener, Provider, Result, SharedReceiveParams,
+};
 
 pub use self::conn::VerbsConnection;
 pub use self::removal::live_registrations_on;
+use self::shared_receive::DeviceQueue;
+pub use self::shared_receive::VerbsSharedQueue;
 
 /// rdma_cm address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: i32 = 2000;
@@ -237,6 +242,7 @@ fn build(
     id: &Arc<CmId>,
     params: &ConnectParams,
     limits: DeviceLimits,
+    shared: Option<Arc<DeviceQueue>>,
 ) -> Result<(Parts, DeviceLimits)> {
     let cap = limits.max_qp_wr.saturating_sub(SPARE_SEND_SLOTS).max(1);
     let send_depth = params.send_queue_depth.clamp(1, cap);
@@ -244,9 +250,19 @@ fn build(
     let send_wr = send_depth + SPARE_SEND_SLOTS;
     let cqe = (send_wr + recv_depth).min(limits.max_cqe.max(1));
     let send_sge = MAX_SEND_SGE.min(limits.max_sge.max(1));
-    let pd = ProtectionDomain::new(id)?;
+    let (pd, srq) = match &shared {
+        Some(queue) => (queue.pd.clone(), queue.raw()),
+        None => (ProtectionDomain::new(id)?, std::ptr::null_mut()),
+    };
     let cq = CompletionQueue::new(id, cqe)?;
-    let qp = QueuePair::new(id, &pd, &cq, send_wr, recv_depth, send_sge, MAX_INLINE)?;
+    let caps = QueuePairCaps {
+        send_wr,
+        recv_wr: recv_depth,
+        send_sge,
+        max_inline: MAX_INLINE,
+        srq,
+    };
+    let qp = QueuePair::new(id, &pd, &cq, caps)?;
     let shape = Shape {
         send_depth: send_depth as usize,
         recv_depth: recv_depth as usize,
@@ -262,6 +278,7 @@ fn build(
         cq,
         qp,
         shape,
+        shared,
     };
     Ok((parts, limits))
 }
@@ -308,6 +325,7 @@ fn addr_of(id: &CmId, fallback: SocketAddr) -> SocketAddr {
 impl Provider for VerbsProvider {
     type Conn = VerbsConnection;
     type Listener = VerbsListener;
+    type SharedQueue = VerbsSharedQueue;
 
     fn name(&self) -> &'static str {
         "verbs"
@@ -376,7 +394,7 @@ impl Provider for VerbsProvider {
             framing,
         )
         .await?;
-        let (parts, limits) = build(&id, &params, device)?;
+        let (parts, limits) = build(&id, &params, device, None)?;
         let mut conn = VerbsConnection::new(parts, addr_of(&id, addr), addr);
         setup(&conn)?;
         {
@@ -398,6 +416,12 @@ impl Provider for VerbsProvider {
         let peer = id.peer_addr().unwrap_or(addr);
         conn.established(peer_data, local, peer)?;
         Ok(conn)
+    }
+
+    /// One `ibv_create_srq` per device, made with the first connection accepted with the
+    /// queue on that device (see [`VerbsSharedQueue`]).
+    fn shared_receive_queue(&self, params: SharedReceiveParams) -> Result<VerbsSharedQueue> {
+        VerbsSharedQueue::new(params)
     }
 
     async fn listen(&self, addr: SocketAddr) -> Result<VerbsListener> {
@@ -573,6 +597,7 @@ impl std::fmt::Debug for VerbsRequest {
 
 impl ConnectRequest for VerbsRequest {
     type Conn = VerbsConnection;
+    type SharedQueue = VerbsSharedQueue;
 
     fn peer_addr(&self) -> SocketAddr {
         self.peer
@@ -588,9 +613,50 @@ impl ConnectRequest for VerbsRequest {
 
     /// Runs `setup` on the queue pair before `rdma_accept` (see
     /// [`VerbsProvider::connect_with`](Provider::connect_with)).
-    async fn accept_with<F>(mut self, params: ConnectParams, setup: F) -> Result<VerbsConnection>
+    async fn accept_with<F>(self, params: ConnectParams, setup: F) -> Result<VerbsConnection>
     where
         Self: Sized,
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
+        self.answer(params, None, setup).await
+    }
+
+    /// As [`accept_with`](ConnectRequest::accept_with), on the device's queue of `queue`
+    /// (made by the first connection from that device; see [`VerbsSharedQueue`]). A device
+    /// without memory windows is refused with [`Error::Unsupported`].
+    async fn accept_shared_with<F>(
+        self,
+        params: ConnectParams,
+        queue: &VerbsSharedQueue,
+        setup: F,
+    ) -> Result<VerbsConnection>
+    where
+        F: FnOnce(&VerbsConnection) -> Result<()> + Send,
+    {
+        self.answer(params, Some(queue), setup).await
+    }
+
+    async fn reject(mut self, data: &[u8]) -> Result<()> {
+        private_data::check(data, private_data::MAX_REJECT)?;
+        let id = self.id.take().ok_or(Error::Closed)?;
+        let framed = framing_of(&id).encode(data, private_data::MAX_REJECT)?;
+        // SAFETY: live identifier of a pending request; `framed` outlives the call.
+        if unsafe { rdma_reject(id.raw(), framed.as_ptr().cast(), framed.len() as u8) } != 0 {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+impl VerbsRequest {
+    /// Accepts, the connection's receives coming from `queue` when there is one.
+    async fn answer<F>(
+        mut self,
+        params: ConnectParams,
+        queue: Option<&VerbsSharedQueue>,
+        setup: F,
+    ) -> Result<VerbsConnection>
+    where
         F: FnOnce(&VerbsConnection) -> Result<()> + Send,
     {
         private_data::check(&params.private_data, private_data::MAX_ACCEPT)?;
@@ -605,7 +671,20 @@ impl ConnectRequest for VerbsRequest {
         // disconnect) never mix with the listener's.
         let channel = open_channel()?;
         let id = Arc::new(id.migrate(&channel)?);
-        let (parts, limits) = build(&id, &params, device)?;
+        let shared = match queue {
+            // The connections on a device's queue share its protection domain: only windows
+            // keep each peer to its own keys (see `shared_receive`).
+            Some(_) if !windows => {
+                return Err(Error::Unsupported(
+                    "a shared receive queue on a device without memory windows (a region's \
+                     own key would reach every connection on the queue)"
+                        .into(),
+                ))
+            }
+            Some(queue) => Some(queue.on_device_of(&id)?),
+            None => None,
+        };
+        let (parts, limits) = build(&id, &params, device, shared)?;
         let mut conn = VerbsConnection::new(parts, addr_of(&id, self.peer), self.peer);
         setup(&conn)?;
         {
@@ -638,17 +717,6 @@ impl ConnectRequest for VerbsRequest {
         let peer_data = std::mem::take(&mut self.private_data);
         conn.established(peer_data, local, self.peer)?;
         Ok(conn)
-    }
-
-    async fn reject(mut self, data: &[u8]) -> Result<()> {
-        private_data::check(data, private_data::MAX_REJECT)?;
-        let id = self.id.take().ok_or(Error::Closed)?;
-        let framed = framing_of(&id).encode(data, private_data::MAX_REJECT)?;
-        // SAFETY: live identifier of a pending request; `framed` outlives the call.
-        if unsafe { rdma_reject(id.raw(), framed.as_ptr().cast(), framed.len() as u8) } != 0 {
-            return Err(Error::Io(io::Error::last_os_error()));
-        }
-        Ok(())
     }
 }
 

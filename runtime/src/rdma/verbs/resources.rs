@@ -356,27 +356,43 @@ unsafe impl Send for QueuePair {}
 // SAFETY: as above.
 unsafe impl Sync for QueuePair {}
 
+/// What a queue pair is created with, beside its domain and completion queue.
+pub(super) struct QueuePairCaps {
+    pub(super) send_wr: u32,
+    /// Ignored with a shared receive queue.
+    pub(super) recv_wr: u32,
+    pub(super) send_sge: u32,
+    pub(super) max_inline: u32,
+    /// The shared receive queue the receives come from, or null for the pair's own.
+    pub(super) srq: *mut ibv_srq,
+}
+
 impl QueuePair {
     pub(super) fn new(
         id: &Arc<CmId>,
         pd: &Arc<ProtectionDomain>,
         cq: &Arc<CompletionQueue>,
-        send_wr: u32,
-        recv_wr: u32,
-        send_sge: u32,
-        max_inline: u32,
+        caps: QueuePairCaps,
     ) -> io::Result<QueuePair> {
+        let QueuePairCaps {
+            send_wr,
+            recv_wr,
+            send_sge,
+            max_inline,
+            srq,
+        } = caps;
         // SAFETY: all-zero is a valid starting point for the attributes.
         let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         attr.send_cq = cq.raw();
         attr.recv_cq = cq.raw();
+        attr.srq = srq;
         attr.qp_type = ibv_qp_type::IBV_QPT_RC;
         // Every request this provider posts is signaled; the flag is set per request.
         attr.sq_sig_all = 0;
         attr.cap.max_send_wr = send_wr;
-        attr.cap.max_recv_wr = recv_wr;
+        attr.cap.max_recv_wr = if srq.is_null() { recv_wr } else { 0 };
         attr.cap.max_send_sge = send_sge;
-        attr.cap.max_recv_sge = 1;
+        attr.cap.max_recv_sge = if srq.is_null() { 1 } else { 0 };
         attr.cap.max_inline_data = max_inline;
         // SAFETY: identifier, domain and queue are live and on the same device.
         if let Err(e) = check(unsafe { rdma_create_qp(id.raw(), pd.raw(), &mut attr) }) {

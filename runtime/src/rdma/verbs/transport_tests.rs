@@ -50,6 +50,21 @@ fn transport_conformance_on_a_real_device() {
     });
     print!("{report}");
     assert!(report.passed(), "the transport failed on verbs:\n{report}");
+    if windows {
+        // The same suite with the servers taking every connection's receives from one
+        // shared receive queue (`ibv_create_srq`).
+        println!("transport verbs with a shared receive queue");
+        let report = rt.block_on(async {
+            let harness = Harness::new(VerbsProvider::new(), SocketAddr::new(ip, 0))
+                .with_shared_receive_queue(64);
+            run_all(&harness).await
+        });
+        print!("{report}");
+        assert!(
+            report.passed(),
+            "the transport failed on verbs with a shared receive queue:\n{report}"
+        );
+    }
     // The hostile-peer table, each lie with a leak check of its own and a time limit, each
     // printed as it ends: under TCG the table takes minutes, and a lie that hangs must name
     // itself rather than leave the whole run to an outer timeout.

@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use super::program::*;
 use crate::rdma::conformance::util::{ensure, Step, STEP};
 use crate::rdma::conformance::{Failure, ProviderUnderTest};
-use crate::rdma::{Listener, Provider};
+use crate::rdma::{Listener, Provider, SharedReceiveParams};
 use crate::rpc::{self, CallOptions, Client, TransportError};
 use crate::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
 
@@ -45,7 +45,16 @@ where
     let provider = Arc::new(put.provider().clone());
     let listener = provider.listen(put.listen_addr()).await.step("listen")?;
     let addr = listener.local_addr().step("listener address")?;
-    let listener = Arc::new(serve::<T::P>(listener, server(), server_config));
+    let mut listener = serve::<T::P>(listener, server(), server_config.clone());
+    if let Some(buffers) = put.shared_receive_buffers() {
+        let queue = provider
+            .shared_receive_queue(SharedReceiveParams::new(buffers, server_config.inline_size))
+            .step("shared_receive_queue")?;
+        listener = listener
+            .with_shared_receive_queue(queue)
+            .step("with_shared_receive_queue")?;
+    }
+    let listener = Arc::new(listener);
     let accept = tokio::spawn({
         let l = listener.clone();
         async move {

@@ -441,6 +441,14 @@ impl<B: Buf> Core<B> {
         self.responder.len()
     }
 
+    /// Changes the credits a responder grants, from its next message on: a server on a shared
+    /// receive queue grants what the queue can honour, and more as its peer uses them (seed
+    /// 004 section 4.3: the responder "MAY dynamically adjust the granted credit value").
+    /// Calls beyond the new value are then refused as beyond the old one were.
+    pub fn set_credits(&mut self, credits: u32) {
+        self.config.credits = credits.max(1);
+    }
+
     /// Starts a call: registers what the peer must reach, and emits its Send once a credit
     /// allows (seed 004 section 4.3) and, for a version 2 client, once the version is settled.
     /// The outcome comes as an [`Event::Reply`] for the returned id.

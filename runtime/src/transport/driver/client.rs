@@ -226,7 +226,8 @@ async fn open<P: Provider>(
     let budget = MemoryBudget::new(config.memory.per_connection);
     let conn = Conn::new(
         conn,
-        recv,
+        Some(recv),
+        None,
         core,
         config,
         config.backchannel.clone(),

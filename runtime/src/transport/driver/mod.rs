@@ -10,6 +10,7 @@ mod client;
 mod config;
 mod conn;
 mod server;
+mod shared_credits;
 mod totals;
 
 pub use client::RdmaTransport;

@@ -7,9 +7,10 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::config::RdmaConfig;
 use super::conn::{core_config, post_receives, Conn};
+use super::shared_credits::{SharedCredits, SharedGrant};
 use super::totals::Totals;
 use crate::admission::Refusals;
-use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider};
+use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider, SharedReceiveQueue};
 use crate::rpc::observe::CloseReason;
 use crate::rpc::{Server, TransportStats};
 use crate::transport::budget::MemoryBudget;
@@ -24,6 +25,20 @@ static AT_LIMIT: Refusals = Refusals::new(
     "rejecting a connection: the server is at its connection limit",
     "RdmaConfig::max_connections",
 );
+
+/// The log line of a request rejected because the shared receive queue has no buffer left
+/// for its first credit.
+static NO_SHARED_BUFFER: Refusals = Refusals::new(
+    "rejecting a connection: the shared receive queue has no buffer left for its first credit",
+    "SharedReceiveParams::buffers",
+);
+
+/// A shared receive queue every connection takes its receives from, and the credits granted
+/// from it.
+struct SharedReceives<Q> {
+    queue: Arc<Q>,
+    credits: Arc<SharedCredits>,
+}
 
 /// How long a rejection may take to go out. A provider's reject writes one small frame (an MPA
 /// Reply, an rdma_cm REJ) and does not wait for the peer; the bound only keeps a task from
@@ -52,6 +67,9 @@ pub struct RdmaListener<P: Provider> {
     places: Arc<Semaphore>,
     /// The counters of every connection accepted, closed ones included.
     totals: Arc<Totals>,
+    /// The shared receive queue connections take their receives from, if any
+    /// ([`RdmaListener::with_shared_receive_queue`]).
+    shared: Option<SharedReceives<P::SharedQueue>>,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
@@ -79,6 +97,7 @@ pub fn serve<P: Provider>(
         config,
         places: Arc::new(Semaphore::new(places)),
         totals: Arc::default(),
+        shared: None,
     }
 }
 
@@ -93,6 +112,40 @@ impl<P: Provider> RdmaListener<P> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Serves every connection from `queue` (made by the provider's
+    /// [`shared_receive_queue`](Provider::shared_receive_queue)) instead of receives posted
+    /// per connection: an idle connection then holds no receive buffer. Each connection is
+    /// granted credits from what the queue holds, never more in all than its buffers can take
+    /// (see [`shared_credits`](super::shared_credits)): it starts with a few, up to
+    /// [`RdmaConfig::credits`], and gets more, up to that, while it uses every one. A request
+    /// that finds no buffer left for its first credit is rejected at once, with a log line.
+    ///
+    /// The queue's buffers must hold [`RdmaConfig::inline_size`] bytes, the receive size this
+    /// side advertises; a smaller one is refused with
+    /// [`rdma::Error::InvalidWorkRequest`]. Size the queue for the calls in flight at once
+    /// over every connection, at least one buffer per connection (plus its backward credits).
+    pub fn with_shared_receive_queue(mut self, queue: P::SharedQueue) -> rdma::Result<Self> {
+        let params = queue.params();
+        if params.buffer_size < self.config.inline_size {
+            return Err(rdma::Error::InvalidWorkRequest(format!(
+                "the shared receive queue's buffers hold {} bytes, less than the inline size of \
+                 {} this side advertises",
+                params.buffer_size, self.config.inline_size
+            )));
+        }
+        self.shared = Some(SharedReceives {
+            queue: Arc::new(queue),
+            credits: SharedCredits::new(params.buffers),
+        });
+        Ok(self)
+    }
+
+    /// The shared receive queue's buffers not reserved by any connection's grant (`None`
+    /// without a queue).
+    pub fn shared_receive_free(&self) -> Option<usize> {
+        self.shared.as_ref().map(|s| s.credits.free())
     }
 
     /// Accepts connections until the listener fails (its error) or shuts down (`Ok`).
@@ -110,6 +163,17 @@ impl<P: Provider> RdmaListener<P> {
                 self.reject_at_limit(request);
                 continue;
             };
+            let shared = match &self.shared {
+                Some(shared) => match first_grant(&shared.credits, &self.config) {
+                    Some(grant) => Some((shared.queue.clone(), grant)),
+                    None => {
+                        NO_SHARED_BUFFER.refused(request.peer_addr(), connection_count(self));
+                        reject(request);
+                        continue;
+                    }
+                },
+                None => None,
+            };
             let server = self.server.clone();
             let config = self.config.clone();
             let connections = self.connections.clone();
@@ -118,7 +182,7 @@ impl<P: Provider> RdmaListener<P> {
             let totals = self.totals.clone();
             tokio::spawn(async move {
                 let peer = request.peer_addr();
-                match accept::<P>(request, server, &config, budget, totals).await {
+                match accept::<P>(request, server, &config, budget, totals, shared).await {
                     Ok(conn) => {
                         // Listed before it starts, so its counters show every call it serves.
                         {
@@ -148,21 +212,14 @@ impl<P: Provider> RdmaListener<P> {
 
     /// Rejects `request`, which came when every place was taken, in a task of its own.
     fn reject_at_limit(&self, request: <P::Listener as Listener>::Request) {
-        let peer = request.peer_addr();
-        AT_LIMIT.refused(peer, max_connections(&self.config));
-        tokio::spawn(async move {
-            match tokio::time::timeout(REJECT_TIMEOUT, request.reject(&[])).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "rejecting a connection failed"),
-                Err(_) => tracing::debug!(%peer, "rejecting a connection timed out"),
-            }
-        });
+        AT_LIMIT.refused(request.peer_addr(), max_connections(&self.config));
+        reject(request);
     }
 
     /// Connections served now, those being accepted included (at most
     /// [`RdmaConfig::max_connections`]).
     pub fn connection_count(&self) -> usize {
-        max_connections(&self.config) - self.places.available_permits()
+        connection_count(self)
     }
 
     /// Shuts the server down gracefully: stops accepting at once (the listening endpoint
@@ -242,6 +299,36 @@ impl<P: Provider> RdmaListener<P> {
     }
 }
 
+/// Connections served now, those being accepted included.
+fn connection_count<P: Provider>(listener: &RdmaListener<P>) -> usize {
+    max_connections(&listener.config) - listener.places.available_permits()
+}
+
+/// Rejects `request` in a task of its own.
+fn reject<R: ConnectRequest>(request: R) {
+    let peer = request.peer_addr();
+    tokio::spawn(async move {
+        match tokio::time::timeout(REJECT_TIMEOUT, request.reject(&[])).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(%peer, error = %e, "rejecting a connection failed"),
+            Err(_) => tracing::debug!(%peer, "rejecting a connection timed out"),
+        }
+    });
+}
+
+/// The first grant of a connection on a shared receive queue, if the queue has room for one
+/// credit.
+fn first_grant(credits: &Arc<SharedCredits>, config: &RdmaConfig) -> Option<SharedGrant> {
+    let forward = config.credits.max(1) as usize;
+    // In the Read-Read model each credit also covers its RDMA_DONE (seed 000 section 3.8).
+    let per_credit = match &config.mode_2004 {
+        Some(m) if m.read_read => 2,
+        _ => 1,
+    };
+    let extra = config.receives() - per_credit * forward;
+    SharedGrant::first(credits, config.credits, extra, per_credit)
+}
+
 /// [`RdmaConfig::max_connections`] as a count of places.
 fn max_connections(config: &RdmaConfig) -> usize {
     config.max_connections.clamp(1, Semaphore::MAX_PERMITS)
@@ -260,24 +347,43 @@ async fn accept<P: Provider>(
     config: &RdmaConfig,
     budget: MemoryBudget,
     totals: Arc<Totals>,
+    shared: Option<(Arc<P::SharedQueue>, SharedGrant)>,
 ) -> rdma::Result<Arc<Conn<P::Conn>>> {
     let peer = config.peer(request.private_data());
     super::config::tell_private_data(request.peer_addr(), request.private_data(), &peer);
-    let mut recv: Option<MemoryRegion> = None;
-    let conn = request
-        .accept_with(config.connect_params(), |c| {
-            recv = Some(post_receives(c, config.receives(), config.inline_size)?);
-            Ok(())
-        })
-        .await?;
-    let recv = recv.ok_or(rdma::Error::Closed)?;
     let mut core = core_config(Role::Server, config, &peer);
+    let mut recv: Option<MemoryRegion> = None;
+    let (conn, grant) = match shared {
+        Some((queue, grant)) => {
+            let params = config
+                .connect_params()
+                .queue_depths(4096, grant.receives() as u32);
+            core.credits = grant.credits();
+            let conn = request
+                .accept_shared_with(params, &*queue, |_| Ok(()))
+                .await?;
+            (conn, Some(grant))
+        }
+        None => {
+            let conn = request
+                .accept_with(config.connect_params(), |c| {
+                    recv = Some(post_receives(c, config.receives(), config.inline_size)?);
+                    Ok(())
+                })
+                .await?;
+            if recv.is_none() {
+                return Err(rdma::Error::Closed);
+            }
+            (conn, None)
+        }
+    };
     // Version 2 asks for Send With Invalidate per call (rdma_inv_handle), not in the private
     // data: not from a device that cannot take it.
     core.remote_invalidate &= rdma::Connection::takes_remote_invalidation(&conn);
     Ok(Conn::new(
         conn,
         recv,
+        grant,
         core,
         config,
         Some(server),

@@ -136,15 +136,7 @@ impl Core {
                 {
                     return false;
                 }
-                let Some(wr) = self.rq.front() else {
-                    return false;
-                };
-                if payload.len() > wr.sge.len
-                    || (!payload.is_empty() && wr.sge.mr.write(wr.sge.offset, payload).is_err())
-                {
-                    return false;
-                }
-                let Some(wr) = self.rq.pop_front() else {
+                let Some(wr) = self.fast_receive(payload) else {
                     return false;
                 };
                 self.rx_msn[0] = msn.wrapping_add(1);

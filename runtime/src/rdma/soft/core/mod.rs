@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::shared_receive::SharedHolder;
 use super::tags::TagTable;
 use super::wire::crc;
 use super::wire::ddp::{self, Buffer, DdpHeader};
@@ -224,6 +225,8 @@ pub struct Core {
     tx_msn: [u32; 3],
     rx_msn: [u32; 3],
     rq: VecDeque<RecvWr>,
+    /// Receives come from a shared queue instead of `rq` ([`Core::use_shared`]).
+    shared: Option<shared::SharedRx>,
     cur_recv: Option<CurRecv>,
     cq: VecDeque<Completion>,
     out_urgent: Vec<u8>,
@@ -283,6 +286,7 @@ impl Core {
             tx_msn: [1; 3],
             rx_msn: [1; 3],
             rq: VecDeque::new(),
+            shared: None,
             cur_recv: None,
             cq: VecDeque::new(),
             out_urgent: Vec::new(),
@@ -366,6 +370,11 @@ impl Core {
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<()> {
         if self.state != State::Established {
             return Err(Error::Closed);
+        }
+        if self.shared.is_some() {
+            return Err(Error::InvalidWorkRequest(
+                "the connection takes its receives from a shared queue".into(),
+            ));
         }
         if self.rq.len() + self.cur_recv.is_some() as usize >= self.cfg.rq_depth {
             return Err(Error::QueueFull {
@@ -490,12 +499,9 @@ impl Core {
     fn flush(&mut self, first_error: Option<WcStatus>) {
         let mut first_error = first_error;
         if let Some(cur) = self.cur_recv.take() {
-            self.cq.push_back(Completion::new(
-                cur.wr.wr_id,
-                WcOpcode::Recv,
-                WcStatus::Flushed,
-            ));
+            self.end_receive(cur.wr.wr_id, WcStatus::Flushed);
         }
+        self.shared_closed(WcStatus::Flushed);
         for wr in self.rq.drain(..) {
             self.cq
                 .push_back(Completion::new(wr.wr_id, WcOpcode::Recv, WcStatus::Flushed));
@@ -597,6 +603,7 @@ fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
 
 mod fast;
 mod rx;
+mod shared;
 mod transmit;
 mod tx;
 

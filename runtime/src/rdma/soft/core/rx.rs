@@ -471,8 +471,7 @@ impl Core {
         self.terminate_sent = Some(term);
         self.state = State::Error;
         if let (Some(status), Some(cur)) = (fault.recv_status, self.cur_recv.take()) {
-            self.cq
-                .push_back(Completion::new(cur.wr.wr_id, WcOpcode::Recv, status));
+            self.end_receive(cur.wr.wr_id, status);
         }
         self.flush(None);
     }
@@ -633,8 +632,7 @@ impl Core {
                         return Err(with_hdr(TermCode::DDP_INVALID_MO));
                     }
                     let wr = self
-                        .rq
-                        .pop_front()
+                        .next_receive()
                         .ok_or_else(|| with_hdr(TermCode::DDP_NO_BUFFER))?;
                     self.cur_recv = Some(CurRecv { wr, placed: 0 });
                 }

@@ -37,6 +37,18 @@ pub(super) async fn watch_events(inner: Arc<Inner>, peer: SocketAddr) {
                     // queue pair to the error state, flushing it.
                     unsafe { rdma_disconnect(id.raw()) };
                 }
+                drop(alive);
+                if inner.shared.is_some() {
+                    // No receive of its own is flushed to tell the consumer: the close is
+                    // told after the messages that came before it.
+                    let mut q = inner.lock();
+                    if !inner.cq.is_destroyed() {
+                        inner.drain(&mut q);
+                    }
+                    inner.tell_shared_closed(&mut q, WcStatus::Flushed);
+                    drop(q);
+                    inner.notify.notify_waiters();
+                }
             }
             _ => {}
         }

@@ -19,10 +19,12 @@ use super::resources::{
     BoundWindows, CompletionQueue, PlainKeys, ProtectionDomain, QueuePair, Registered,
     Registration, Window,
 };
+use super::shared_receive::DeviceQueue;
 use crate::rdma::{
     Access, Completion, Connection, Error, MemoryRegion, RecvWr, RegionKeys, RegionMemory, Result,
     SendOp, SendWr, Sge, WcOpcode, WcStatus, WrId,
 };
+use shared::SharedRecv;
 
 /// The `wr_id` bit that marks receive-queue requests; the low bits are a sequence number.
 const RECV_BIT: u64 = 1 << 63;
@@ -164,6 +166,8 @@ pub(super) struct Parts {
     pub(super) cq: Arc<CompletionQueue>,
     pub(super) qp: QueuePair,
     pub(super) shape: Shape,
+    /// The device's shared receive queue the connection takes its receives from, if any.
+    pub(super) shared: Option<Arc<DeviceQueue>>,
 }
 
 /// A connection of the verbs provider: an RC queue pair with its completion queue and
@@ -197,6 +201,8 @@ pub(super) struct Inner {
     plain: Arc<PlainKeys>,
     notify: Notify,
     shape: Shape,
+    /// Receives from a shared queue instead of the queue pair's own.
+    shared: Option<SharedRecv>,
 }
 
 impl std::fmt::Debug for VerbsConnection {
@@ -213,12 +219,13 @@ mod access;
 mod events;
 mod memory;
 mod queue;
+mod shared;
 
 pub(in crate::rdma::verbs) use access::{map_status, mr_access, mw_access};
 use events::watch_events;
 #[cfg(test)]
 pub(in crate::rdma::verbs) use memory::WINDOW_REPLACEMENTS;
-use queue::post_error;
+pub(in crate::rdma::verbs) use queue::post_error;
 
 impl VerbsConnection {
     /// Assembles a connection that is still being established (see [`Self::established`]):
@@ -230,6 +237,7 @@ impl VerbsConnection {
             cq,
             qp,
             shape,
+            shared,
         } = parts;
         let state = Arc::new(State {
             connected: AtomicBool::new(false),
@@ -253,6 +261,7 @@ impl VerbsConnection {
             plain: Arc::new(PlainKeys::default()),
             notify: Notify::new(),
             shape,
+            shared: shared.map(SharedRecv::new),
         };
         VerbsConnection {
             events: None,
@@ -443,6 +452,11 @@ impl Connection for VerbsConnection {
     }
 
     fn post_recv(&self, wr: RecvWr) -> Result<()> {
+        if self.inner.shared.is_some() {
+            return Err(Error::InvalidWorkRequest(
+                "the connection takes its receives from a shared queue".into(),
+            ));
+        }
         let mut sge = self.inner.sge(&wr.sge)?;
         if !wr.sge.mr.access().contains(Access::LOCAL_WRITE) {
             return Err(Error::InvalidWorkRequest(
@@ -484,6 +498,10 @@ impl Connection for VerbsConnection {
             progress: Progress::Posted,
         });
         Ok(())
+    }
+
+    fn take_shared<R>(&self, c: &Completion, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.inner.take_shared(c, f)
     }
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
@@ -747,8 +765,16 @@ impl Inner {
         self.notify.notify_waiters();
         // The domain is empty now; the identifier goes with it (librdmacm then puts the
         // device's context).
-        if cq_closed && self.pd.release() {
-            self.id.release();
+        match &self.shared {
+            // The domain is the queue's, released with it.
+            Some(shared) => {
+                shared.give_back_all();
+                if cq_closed {
+                    self.id.release();
+                }
+            }
+            None if cq_closed && self.pd.release() => self.id.release(),
+            None => {}
         }
         if self.state.device_removed.load(Ordering::SeqCst) {
             removal::connection_released(&self.device);
@@ -770,6 +796,11 @@ impl Inner {
         self.notify.notify_waiters();
         self.cq.stop_waiters().await;
         self.teardown();
+        if let Some(shared) = &self.shared {
+            // The device cannot finish going while its queue holds on; the last of its
+            // connections to get here releases it.
+            shared.queue.release();
+        }
     }
 
     /// Ends every outstanding request flushed (binds included), delivering in order.
@@ -795,6 +826,7 @@ impl Inner {
             q.binds.insert(seq, WcStatus::Flushed);
         }
         self.release(q);
+        self.tell_shared_closed(q, WcStatus::Flushed);
     }
 }
 

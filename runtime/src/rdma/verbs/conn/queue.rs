@@ -1,6 +1,7 @@
 //! The queues: posting with the queues locked, and completions taken in posting order.
 
 use super::*;
+use crate::rdma::verbs::shared_receive::SHARED_WR;
 
 impl Inner {
     /// Drains the completion queue into the ready list; returns how many were consumed.
@@ -26,6 +27,9 @@ impl Inner {
     /// Turns one work completion into a contract completion (or a bind result): a receive's
     /// at once, a send-queue request's once every request posted before it has completed.
     pub(super) fn complete(&self, q: &mut Queues, wc: &ibv_wc) {
+        if wc.wr_id & SHARED_WR != 0 && wc.wr_id & RECV_BIT == 0 {
+            return self.complete_shared(q, wc);
+        }
         let is_recv = wc.wr_id & RECV_BIT != 0;
         let seq = wc.wr_id & !RECV_BIT;
         if !is_recv {
@@ -52,34 +56,46 @@ impl Inner {
         let Some(entry) = q.recv.remove(pos) else {
             return;
         };
+        let status = self.receive_status(wc);
+        if let Kind::User { wr_id, .. } = entry.kind {
+            q.ready.push_back(self.received(wc, wr_id, status));
+        }
+        drop(entry.keep);
+    }
+
+    /// The status of a receive's work completion; an error one means the queue pair is in
+    /// the error state.
+    pub(super) fn receive_status(&self, wc: &ibv_wc) -> WcStatus {
         let mut status = map_status(wc.status);
         if self.shape.rxe && wc.status == ibv_wc_status::IBV_WC_LOC_QP_OP_ERR {
             status = WcStatus::LocalLengthError;
         }
         if status != WcStatus::Success {
-            // Any error completion means the queue pair is in the error state.
             self.state.connected.store(false, Ordering::SeqCst);
         }
-        if let Kind::User { wr_id, opcode } = entry.kind {
-            let mut c = Completion::new(wr_id, opcode, status);
-            if status == WcStatus::Success {
-                c = c.with_byte_len(wc.byte_len);
-                let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
-                if self.shape.rxe {
-                    inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
-                }
-                if wc.wc_flags & inv != 0 {
-                    // SAFETY: WITH_INV says the union holds the invalidated rkey.
-                    let rkey = unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
-                    // If it was one of our windows, that window is free now; if it was a
-                    // region's own key (no windows), the peer revoked it.
-                    self.bound.remove(rkey);
-                    c = c.with_invalidated_rkey(rkey);
-                }
+        status
+    }
+
+    /// The contract's completion of a receive (`wr_id`, `status`) from its work completion:
+    /// its length, and the key a Send With Invalidate invalidated.
+    pub(super) fn received(&self, wc: &ibv_wc, wr_id: WrId, status: WcStatus) -> Completion {
+        let mut c = Completion::new(wr_id, WcOpcode::Recv, status);
+        if status == WcStatus::Success {
+            c = c.with_byte_len(wc.byte_len);
+            let mut inv = ibv_wc_flags::IBV_WC_WITH_INV.0;
+            if self.shape.rxe {
+                inv |= rxe_quirks::KERNEL_WITH_INVALIDATE;
             }
-            q.ready.push_back(c);
+            if wc.wc_flags & inv != 0 {
+                // SAFETY: WITH_INV says the union holds the invalidated rkey.
+                let rkey = unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
+                // If it was one of our windows, that window is free now; if it was a
+                // region's own key (no windows), the peer revoked it.
+                self.bound.remove(rkey);
+                c = c.with_invalidated_rkey(rkey);
+            }
         }
-        drop(entry.keep);
+        c
     }
 
     /// Delivers the send-queue completions at the front of the queue, in posting order,
@@ -250,7 +266,7 @@ impl Inner {
 
 /// Translates a non-zero `ibv_post_*` return code.
 /// `ENOMEM` means the device's work queue is full (`queue` of `depth` requests).
-pub(super) fn post_error(rc: i32, queue: &'static str, depth: usize) -> Error {
+pub(in crate::rdma::verbs) fn post_error(rc: i32, queue: &'static str, depth: usize) -> Error {
     match rc {
         libc::ENOMEM => Error::QueueFull { queue, depth },
         rc if rc > 0 => Error::Io(io::Error::from_raw_os_error(rc)),

@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::config::{PeerVersions, RdmaConfig};
+use super::shared_credits::SharedGrant;
 use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::id_map::IdMap;
 use crate::rdma::{
@@ -90,6 +91,8 @@ struct State {
     credit_wait: bool,
     /// RDMA_ERRORs sent, as the last `protocol_error` events told them.
     errors_told: u64,
+    /// On a shared receive queue: the credits granted and the buffers they reserve.
+    grant: Option<SharedGrant>,
 }
 
 /// How many XIDs of RDMA_NOMSG messages [`State::nomsg`] keeps: more than the calls a
@@ -114,7 +117,8 @@ pub(crate) struct Conn<C: Connection> {
     conn: Arc<C>,
     pool: Pool<C>,
     state: Mutex<State>,
-    recv: MemoryRegion,
+    /// The receives posted at setup, in one region; `None` on a shared receive queue.
+    recv: Option<MemoryRegion>,
     recv_size: usize,
     server: Option<Server>,
     /// Where a client remembers the version its server settled on.
@@ -254,12 +258,15 @@ pub(crate) fn core_config(role: Role, config: &RdmaConfig, peer: &PrivateData) -
 
 impl<C: Connection> Conn<C> {
     /// A new connection, not yet started (see [`Conn::start`]): `recv` holds the receives
-    /// posted at setup. Nothing reads its completions until it starts, so whoever keeps track
-    /// of it can list it first and see every call it serves.
+    /// posted at setup, or is `None` with the `grant` of a connection on a shared receive
+    /// queue. Nothing reads its completions until it starts, so whoever keeps track of it can
+    /// list it first and see every call it serves.
     /// What the connection's pool lends is charged to `budget`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         conn: C,
-        recv: MemoryRegion,
+        recv: Option<MemoryRegion>,
+        grant: Option<SharedGrant>,
         core: CoreConfig,
         config: &RdmaConfig,
         server: Option<Server>,
@@ -293,6 +300,7 @@ impl<C: Connection> Conn<C> {
                 nomsg: VecDeque::new(),
                 credit_wait: false,
                 errors_told: 0,
+                grant,
             }),
             recv,
             recv_size,
@@ -595,7 +603,10 @@ impl<C: Connection> Conn<C> {
                 }
                 Event::Call(call) => {
                     st.counts.calls += 1;
-                    st.calls.push(call)
+                    st.calls.push(call);
+                    if st.grant.is_some() {
+                        self.grow_grant(st);
+                    }
                 }
                 Event::Fatal(why) => {
                     observe::protocol_error("rdma", self.peer, "fatal", &why, true);
@@ -694,6 +705,9 @@ impl<C: Connection> Conn<C> {
                 }
                 return self.close_locked(st, failed(c.status));
             }
+            let Some(recv) = &self.recv else {
+                return self.complete_shared(st, c);
+            };
             let slot = (c.wr_id & !RECV) as usize;
             let start = slot * self.recv_size;
             let len = (c.byte_len as usize).min(self.recv_size);
@@ -702,13 +716,13 @@ impl<C: Connection> Conn<C> {
             // The receive buffer is read in place, under its lock, which the provider takes
             // too to place data: hints to the provider wait until it is released.
             let mut mem = HintsLater::new(&self.pool);
-            self.recv.with_slice(|all| {
+            recv.with_slice(|all| {
                 let message = &all[start..start + len];
                 note_nomsg(st, message);
                 st.core.handle_recv(message, c.invalidated_rkey, &mut mem)
             });
             mem.finish();
-            let repost = Sge::new(&self.recv, start..start + self.recv_size)
+            let repost = Sge::new(recv, start..start + self.recv_size)
                 .and_then(|sge| self.conn.post_recv(RecvWr::new(c.wr_id, sge)));
             if repost.is_err() {
                 return self.close_locked(st, CloseReason::Error);
@@ -730,6 +744,39 @@ impl<C: Connection> Conn<C> {
                     "an operation failed: closing");
             }
             self.close_locked(st, failed(c.status));
+        }
+    }
+
+    /// A message received into a buffer of the shared receive queue: read in place, and the
+    /// buffer given back to the queue.
+    fn complete_shared(self: &Arc<Self>, st: &mut State, c: Completion) {
+        let len = (c.byte_len as usize).min(self.recv_size);
+        st.counts.bytes_received += len as u64;
+        metrics::bytes(self.side, "rdma", false, len as u64);
+        let mut mem = HintsLater::new(&self.pool);
+        let took = self.conn.take_shared(&c, |message| {
+            let message = &message[..len.min(message.len())];
+            note_nomsg(st, message);
+            st.core.handle_recv(message, c.invalidated_rkey, &mut mem)
+        });
+        mem.finish();
+        if let Err(e) = took {
+            tracing::warn!(error = %e, peer = %self.peer, "taking a shared receive failed");
+            self.close_locked(st, CloseReason::Error);
+        }
+    }
+
+    /// A call came: when the peer uses every credit granted from the shared receive queue,
+    /// the grant grows if the queue has room ([`SharedGrant::grow`]), from the next reply on.
+    fn grow_grant(&self, st: &mut State) {
+        let in_use = st.core.calls_in_progress();
+        let Some(grant) = st.grant.as_mut() else {
+            return;
+        };
+        if let Some(credits) = grant.grow(in_use) {
+            let receives = grant.receives();
+            st.core.set_credits(credits);
+            self.conn.limit_shared_receives(receives);
         }
     }
 
