@@ -108,3 +108,173 @@ fn transport_conformance_on_a_real_device() {
         "registrations left behind by the transport suite"
     );
 }
+
+/// Connections to one server in [`many_connections_to_one_server`].
+const MANY: usize = 256;
+
+/// What the process holds now: resident memory, `VmData` and mappings, KiB and a count, and
+/// the machine's available memory, KiB (the kernel's share of a queue pair shows there).
+fn footprint() -> [f64; 4] {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map(|m| m.lines().count() as f64)
+        .unwrap_or(f64::NAN);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let available = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
+    [field("VmRSS:"), field("VmData:"), maps, available]
+}
+
+/// Issue 53 item 5: [`MANY`] connections to one server on the device, every call's result
+/// checked (inline, and a 100 KB argument and result by Read and Write chunks), with receives
+/// per connection and, on a device with memory windows, from one shared receive queue; the
+/// memory per queue pair printed (both ends run in this process: two queue pairs per
+/// connection). Everything is released afterwards.
+#[test]
+fn many_connections_to_one_server() {
+    use crate::rdma::{Listener, Provider, SharedReceiveParams};
+    use crate::rpc::Client;
+    use crate::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
+    use crate::transport::{serve, RdmaConfig, RdmaTransport};
+
+    let Some(text) = std::env::var("RPCRDMA_VERBS_ADDR").ok() else {
+        return;
+    };
+    let ip: std::net::IpAddr = text
+        .parse()
+        .unwrap_or_else(|e| panic!("RPCRDMA_VERBS_ADDR={text:?}: {e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let windows = rt.block_on(async {
+        let provider = VerbsProvider::new();
+        let (_listener, client, _server) =
+            super::tests::connected(&provider, SocketAddr::new(ip, 0)).await;
+        client.has_memory_windows()
+    });
+    let registrations = live_registrations();
+    for shared in [false, true] {
+        if shared && !windows {
+            println!("verbs: {MANY} connections: no shared receive queue without memory windows");
+            continue;
+        }
+        let how = if shared {
+            "from one shared receive queue"
+        } else {
+            "receives per connection"
+        };
+        rt.block_on(async {
+            let provider = std::sync::Arc::new(VerbsProvider::new());
+            let config = RdmaConfig::default();
+            let listener = provider.listen(SocketAddr::new(ip, 0)).await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut listener = serve::<VerbsProvider>(listener, server(), config.clone());
+            if shared {
+                let queue = provider
+                    .shared_receive_queue(SharedReceiveParams::new(
+                        2 * MANY + 64,
+                        config.inline_size,
+                    ))
+                    .unwrap();
+                listener = listener.with_shared_receive_queue(queue).unwrap();
+            }
+            let listener = std::sync::Arc::new(listener);
+            let accept = tokio::spawn({
+                let listener = listener.clone();
+                async move { listener.run().await }
+            });
+            let before = footprint();
+            let started = std::time::Instant::now();
+            let mut clients = Vec::with_capacity(MANY);
+            for _ in 0..MANY / 16 {
+                let batch = (0..16).map(|_| {
+                    let provider = provider.clone();
+                    tokio::spawn(async move {
+                        RdmaTransport::connect(provider, addr, RdmaConfig::default()).await
+                    })
+                });
+                let batch: Vec<_> = batch.collect();
+                for connecting in batch {
+                    let transport = connecting.await.unwrap().unwrap();
+                    clients.push(std::sync::Arc::new(TestversClient::new(Client::new(
+                        transport,
+                    ))));
+                }
+            }
+            let set_up = started.elapsed();
+            assert_eq!(listener.connection_count(), MANY);
+            let calls = clients.iter().enumerate().map(|(i, client)| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    for len in [0, 1000, 100_000] {
+                        let data = pattern(len, i as u8);
+                        let res = client
+                            .test_echo(EchoArgs {
+                                tag: i as u32,
+                                data: data.clone(),
+                            })
+                            .await
+                            .unwrap_or_else(|e| panic!("connection {i}: ECHO of {len}: {e}"));
+                        assert!(
+                            res.tag == i as u32 && res.data == data,
+                            "connection {i}: ECHO of {len} came back wrong"
+                        );
+                    }
+                })
+            });
+            let calls: Vec<_> = calls.collect();
+            for call in calls {
+                call.await.unwrap();
+            }
+            let after = footprint();
+            let per_qp = |k: usize| (after[k] - before[k]) / (2 * MANY) as f64;
+            println!(
+                "verbs: {MANY} connections to one server ({how}), 3 ECHO calls each, every \
+                 result right; set up in {:.1} s; per queue pair (both ends in this process): \
+                 RSS {:.0} KiB, VmData {:.0} KiB, {:.1} mappings, machine memory {:.0} KiB",
+                set_up.as_secs_f64(),
+                per_qp(0),
+                per_qp(1),
+                per_qp(2),
+                -per_qp(3),
+            );
+            if shared {
+                println!(
+                    "verbs: shared receive queue of {} buffers: {} not reserved by a grant",
+                    2 * MANY + 64,
+                    listener.shared_receive_free().unwrap_or(0)
+                );
+            }
+            drop(clients);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while listener.connection_count() > 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{} connections left on the server",
+                    listener.connection_count()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            accept.abort();
+        });
+    }
+    rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(500)).await });
+    drop(rt);
+    assert_eq!(
+        live_registrations(),
+        registrations,
+        "registrations left behind by the {MANY} connections"
+    );
+}

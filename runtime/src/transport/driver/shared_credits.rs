@@ -23,8 +23,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Credits a connection on a shared receive queue starts with (at most its configured ones):
-/// enough for a client's first calls in flight, little for an idle one to keep.
-pub(crate) const FIRST_GRANT: u32 = 4;
+/// little for an idle one to keep, and two, so that a client with one call at a time (most of
+/// thousands of them) never looks as if it wanted more ([`SharedGrant::grow`]).
+pub(crate) const FIRST_GRANT: u32 = 2;
 
 /// The buffers of one shared receive queue and what connections have reserved of them.
 #[derive(Debug)]
@@ -149,19 +150,19 @@ mod tests {
 
     #[test]
     fn grants_never_add_up_to_more_than_the_queue_holds() {
-        let ledger = SharedCredits::new(40);
+        let ledger = SharedCredits::new(24);
         let mut grants = Vec::new();
         while let Some(g) = SharedGrant::first(&ledger, 32, 1, 1) {
             grants.push(g);
         }
-        // 8 connections of 4 credits + 1 backward receive each: 40.
+        // 8 connections of 2 credits + 1 backward receive each: 24.
         assert_eq!(grants.len(), 8);
         assert_eq!(ledger.free(), 0);
-        assert!(grants.iter().all(|g| g.credits() == 4 && g.receives() == 5));
+        assert!(grants.iter().all(|g| g.credits() == 2 && g.receives() == 3));
         drop(grants.pop());
-        assert_eq!(ledger.free(), 5);
+        assert_eq!(ledger.free(), 3);
         let again = SharedGrant::first(&ledger, 32, 1, 1).expect("room again");
-        assert_eq!(again.credits(), 4);
+        assert_eq!(again.credits(), 2);
     }
 
     #[test]
@@ -170,7 +171,7 @@ mod tests {
         let g = SharedGrant::first(&ledger, 32, 0, 1).unwrap();
         assert_eq!(g.credits(), 2);
         let h = SharedGrant::first(&ledger, 32, 0, 1).unwrap();
-        assert_eq!(h.credits(), 1);
+        assert_eq!(h.credits(), 1, "halved to what is free");
         assert!(SharedGrant::first(&ledger, 32, 0, 1).is_none());
         assert_eq!(ledger.free(), 0);
     }
@@ -179,14 +180,16 @@ mod tests {
     fn a_grant_grows_only_when_every_credit_is_in_use_and_keeps_an_eighth_free() {
         let ledger = SharedCredits::new(64);
         let mut g = SharedGrant::first(&ledger, 32, 0, 1).unwrap();
-        assert_eq!(g.grow(3), None, "a credit unused");
+        assert_eq!(g.grow(1), None, "a credit unused");
+        assert_eq!(g.grow(2), Some(4));
         assert_eq!(g.grow(4), Some(8));
         assert_eq!(g.grow(8), Some(16));
         assert_eq!(g.grow(16), Some(32));
         assert_eq!(g.grow(32), None, "at the configured credits");
         assert_eq!(ledger.free(), 32);
         let mut h = SharedGrant::first(&ledger, 64, 0, 1).unwrap();
-        // 28 free, 8 kept: grows by at most 20.
+        // 30 free, 8 kept: grows by at most 22.
+        assert_eq!(h.grow(2), Some(4));
         assert_eq!(h.grow(4), Some(8));
         assert_eq!(h.grow(8), Some(16));
         assert_eq!(h.grow(16), Some(24));

@@ -104,7 +104,7 @@ async fn connect(
     tuning: Tuning,
 ) -> Result<Client, String> {
     let client = match transport {
-        Transport::Rdma => Client::new(
+        Transport::Rdma | Transport::RdmaShared => Client::new(
             RdmaTransport::connect(provider, addr, tuning.rdma())
                 .await
                 .map_err(|e| format!("connecting: {e}"))?,

@@ -48,7 +48,7 @@ pub fn point(
 fn failure(transport: Transport, what: String) -> Outcome {
     match transport {
         Transport::Libtirpc => Outcome::Stopped(what),
-        Transport::Rdma | Transport::Tcp => Outcome::Failed(what),
+        Transport::Rdma | Transport::RdmaShared | Transport::Tcp => Outcome::Failed(what),
     }
 }
 
@@ -71,6 +71,7 @@ fn measure(
         transport,
         options.tuning,
         options.pin.as_ref().map(|p| &p.server[..]),
+        crate::shared_buffers(n, options.in_flight),
     )
     .map_err(|e| Outcome::Failed(format!("starting the server: {e}")))?;
     let base = sample(&mut server)?;

@@ -118,6 +118,7 @@ impl ServerProc {
         transport: Transport,
         tuning: Tuning,
         cpus: Option<&[usize]>,
+        shared_buffers: usize,
     ) -> io::Result<ServerProc> {
         if transport == Transport::Libtirpc {
             let programs = c::programs().map_err(io::Error::other)?;
@@ -130,6 +131,11 @@ impl ServerProc {
         let mut command = Command::new(exe);
         command.args(["--role", "server", "--transport", transport.arg()]);
         command.args(tuning.args());
+        if transport == Transport::RdmaShared {
+            command
+                .arg("--shared-buffers")
+                .arg(shared_buffers.to_string());
+        }
         if let Some(cpus) = cpus {
             command.arg("--cpus").arg(cpu_list(cpus));
         }

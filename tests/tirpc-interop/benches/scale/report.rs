@@ -34,8 +34,28 @@ const TAIL_TARGET: f64 = 3.0;
 /// KiB.
 const IDLE_BUDGET_KIB: f64 = 256.0;
 
+/// Issue 53: what an idle connection may cost the server with a shared receive queue, KiB.
+const IDLE_SHARED_BUDGET_KIB: f64 = 64.0;
+
+/// What an idle connection of `transport` may cost the server, KiB, and the budget's name.
+fn idle_budget(transport: Transport) -> (f64, &'static str) {
+    match transport {
+        Transport::RdmaShared => (
+            IDLE_SHARED_BUDGET_KIB,
+            "issue 53's budget per idle connection (shared receive queue)",
+        ),
+        _ => (
+            IDLE_BUDGET_KIB,
+            "issue 53's budget per idle connection (no shared receive queue)",
+        ),
+    }
+}
+
 /// The transport the targets are judged on.
 const JUDGED: Transport = Transport::Rdma;
+
+/// The transport the budget with a shared receive queue is judged on.
+const JUDGED_SHARED: Transport = Transport::RdmaShared;
 
 const KIB: f64 = 1024.0;
 
@@ -185,6 +205,19 @@ pub fn verdicts(runs: &[Run]) -> Vec<Verdict> {
             ratio: judged.and_then(|j| j.spread(|p| p.idle.rss / KIB / IDLE_BUDGET_KIB)),
             target: Target::at_most(1.0),
         },
+        Verdict {
+            name: format!(
+                "{}: server RSS per idle connection at {n} connections / \
+                 {IDLE_SHARED_BUDGET_KIB} KiB",
+                JUDGED_SHARED.label()
+            ),
+            ratio: runs
+                .iter()
+                .find(|r| r.transport == JUDGED_SHARED)
+                .and_then(|r| r.point(JUDGED_POINT))
+                .and_then(|j| j.spread(|p| p.idle.rss / KIB / IDLE_SHARED_BUDGET_KIB)),
+            target: Target::at_most(1.0),
+        },
     ]
 }
 
@@ -231,6 +264,9 @@ fn rows(rec: &mut Recorder, run: &Run, point: &Rounds) {
     let label = run.transport.label();
     let n = thousands(point.connections);
     let judged = run.transport == JUDGED && point.connections == JUDGED_POINT;
+    let judged_idle = (run.transport == JUDGED || run.transport == JUDGED_SHARED)
+        && point.connections == JUDGED_POINT;
+    let (idle_budget, budget) = idle_budget(run.transport);
     let base = run.point(BASELINE_POINT);
     let base_name = format!("{BASELINE_POINT} connections, same rounds");
     let f = rec.figure(
@@ -260,16 +296,15 @@ fn rows(rec: &mut Recorder, run: &Run, point: &Rounds) {
     if judged {
         f.target(Target::at_most(TAIL_TARGET));
     }
-    let budget = "issue 53's budget per idle connection (no shared receive queue)";
     let f = rec.figure(
         GROUP,
         &format!("{label}: server RSS per idle connection, {n} connections"),
         point.median(|p| p.idle.rss / KIB),
         "KiB",
     );
-    f.baseline(budget, IDLE_BUDGET_KIB);
-    with_ratio(f, point.spread(|p| p.idle.rss / KIB / IDLE_BUDGET_KIB));
-    if judged {
+    f.baseline(budget, idle_budget);
+    with_ratio(f, point.spread(|p| p.idle.rss / KIB / idle_budget));
+    if judged_idle {
         f.target(Target::at_most(1.0));
     }
     rec.figure(
@@ -278,9 +313,9 @@ fn rows(rec: &mut Recorder, run: &Run, point: &Rounds) {
         point.median(|p| p.after.rss / KIB),
         "KiB",
     )
-    .baseline(budget, IDLE_BUDGET_KIB)
+    .baseline(budget, idle_budget)
     .ratio(
-        point.median(|p| p.after.rss / KIB / IDLE_BUDGET_KIB),
+        point.median(|p| p.after.rss / KIB / idle_budget),
         "value / baseline",
     );
     if let Some(heap) = point.median_of(|p| p.idle.heap) {
@@ -290,10 +325,10 @@ fn rows(rec: &mut Recorder, run: &Run, point: &Rounds) {
             heap / KIB,
             "KiB",
         );
-        f.baseline(budget, IDLE_BUDGET_KIB);
+        f.baseline(budget, idle_budget);
         with_ratio(
             f,
-            point.spread(|p| p.idle.heap.unwrap_or(f64::NAN) / KIB / IDLE_BUDGET_KIB),
+            point.spread(|p| p.idle.heap.unwrap_or(f64::NAN) / KIB / idle_budget),
         );
     }
     let f = rec.figure(
@@ -386,8 +421,10 @@ fn method(options: &Options, setup: &str) -> String {
          per-round ratios [their range]. One server process (a fresh one per point and round; ours on a multi-thread runtime with a worker \
          per CPU, the library's default settings) and up to {clients} client processes holding \
          the connections, all on loopback: our RPC-over-RDMA server on the soft iWARP provider, \
-         our ONC RPC over TCP server, and libtirpc's rpcgen server (`csrc/server.c`, \
-         single-threaded), the last two called by our TCP clients. {call}, {in_flight} in \
+         the same server taking every connection's receives from one shared receive queue \
+         (`rdma-srq`: two buffers per connection and eight per call in flight, credits \
+         granted from them), our ONC RPC over TCP server, and libtirpc's rpcgen server \
+         (`csrc/server.c`, single-threaded), the last two called by our TCP clients. {call}, {in_flight} in \
          flight in all at every point: each client process's workers take the next of its \
          connections in turn for every call, so with fewer connections than calls in flight \
          each connection carries several at once, and with more every connection is used in \
@@ -401,7 +438,7 @@ fn method(options: &Options, setup: &str) -> String {
          judged on RPC-over-RDMA at {judged} connections: calls/s at least \
          {CALLS_TARGET}x the {BASELINE_POINT}-connection point of the same round, p99 at most {TAIL_TARGET}x \
          p50, an idle connection at most {IDLE_BUDGET_KIB} KiB of the server's resident \
-         memory. Per connection: what the server holds beyond what it held before any \
+         memory, and at most {IDLE_SHARED_BUDGET_KIB} KiB with the shared receive queue. Per connection: what the server holds beyond what it held before any \
          connection, divided by the connections: idle once every connection made one call \
          and the server's tasks and descriptors stopped moving, loaded at the end of the \
          measurement, and idle again after it (every connection still open: what busy \

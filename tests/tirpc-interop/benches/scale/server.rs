@@ -1,5 +1,6 @@
-//! The server role (`--role server --transport rdma|tcp`): `interop.x` served by our
-//! RPC-over-RDMA server on the soft provider or our ONC RPC over TCP, on 127.0.0.1, with the
+//! The server role (`--role server --transport rdma|rdma-srq|tcp`): `interop.x` served by our
+//! RPC-over-RDMA server on the soft provider (`rdma-srq`: from one shared receive queue of
+//! `--shared-buffers` buffers) or our ONC RPC over TCP, on 127.0.0.1, with the
 //! library's defaults (unless `tuning.rs`'s options say otherwise), on a multi-thread runtime with a worker per CPU (as an application
 //! would run it).
 //!
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Listener, Provider};
+use rpcrdma::rdma::{Listener, Provider, SharedReceiveParams};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer};
 use rpcrdma::rpc::Server;
 use rpcrdma::transport::{serve, RdmaListener};
@@ -37,16 +38,31 @@ enum Running {
 }
 
 impl Running {
-    async fn start(transport: Transport, tuning: Tuning) -> std::io::Result<(Running, SocketAddr)> {
+    async fn start(
+        transport: Transport,
+        tuning: Tuning,
+        shared_buffers: usize,
+    ) -> std::io::Result<(Running, SocketAddr)> {
         let any: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
         match transport {
-            Transport::Rdma => {
-                let listener = SoftProvider::new(tuning.soft())
-                    .listen(any)
-                    .await
-                    .map_err(std::io::Error::other)?;
+            Transport::Rdma | Transport::RdmaShared => {
+                let provider = SoftProvider::new(tuning.soft());
+                let listener = provider.listen(any).await.map_err(std::io::Error::other)?;
                 let addr = listener.local_addr().map_err(std::io::Error::other)?;
-                let rdma = Arc::new(serve::<SoftProvider>(listener, program(), tuning.rdma()));
+                let config = tuning.rdma();
+                let mut rdma = serve::<SoftProvider>(listener, program(), config.clone());
+                if transport == Transport::RdmaShared {
+                    let queue = provider
+                        .shared_receive_queue(SharedReceiveParams::new(
+                            shared_buffers,
+                            config.inline_size,
+                        ))
+                        .map_err(std::io::Error::other)?;
+                    rdma = rdma
+                        .with_shared_receive_queue(queue)
+                        .map_err(std::io::Error::other)?;
+                }
+                let rdma = Arc::new(rdma);
                 tokio::spawn({
                     let rdma = rdma.clone();
                     async move {
@@ -80,7 +96,7 @@ impl Running {
 }
 
 /// Runs the server role until standard input closes.
-pub fn run(transport: Transport, tuning: Tuning) -> ExitCode {
+pub fn run(transport: Transport, tuning: Tuning, shared_buffers: usize) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -91,7 +107,7 @@ pub fn run(transport: Transport, tuning: Tuning) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (running, addr) = match rt.block_on(Running::start(transport, tuning)) {
+    let (running, addr) = match rt.block_on(Running::start(transport, tuning, shared_buffers)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("scale server: cannot listen: {e}");
