@@ -305,10 +305,13 @@ where
     hostile(put, async |raw| {
         let full = message(9, Body::Msg(Chunks::default()), &rpc_call(9, 0, &[]));
         for cut in [1, 3, 8, 15] {
+            // One at a time, each followed by a NULL call: no more messages in flight than
+            // the two credits a server on a shared receive queue starts a connection with,
+            // which it holds the peer to.
             raw.send(&full[..cut])?;
+            raw.nothing_answered(&format!("a header cut to {cut} bytes"))
+                .await?;
         }
-        raw.nothing_answered("headers cut to 1, 3, 8 and 15 bytes")
-            .await?;
         raw.send(&full[..20])?;
         let h = raw
             .reply_to("the answer to a header cut in its lists")

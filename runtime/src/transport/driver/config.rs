@@ -99,6 +99,15 @@ pub struct RdmaConfig {
     /// carry, so it only stops a flood; what each connection may hold is bounded by its
     /// credits and pool, not by this. Values below 1 count as 1.
     pub max_connections: usize,
+    /// Send-queue work requests (Sends, RDMA Writes and Reads, invalidations) a connection
+    /// keeps posted at once; more wait, in order, for completions to make room. A device holds
+    /// the queue for each connection, sized up front: Linux rxe rounds the entries (with the
+    /// verbs provider's 16 spare slots, and one of its own) up to a power of two, of about 512
+    /// bytes each, so the 4,096 this once was cost 4 MiB per queue pair, where the default
+    /// fills 256 entries. A call usually takes one to three (a Send, a Write or Read per
+    /// chunk segment, an invalidation), so the default leaves the credits' calls room. Values
+    /// below 1 count as 1.
+    pub send_queue_depth: u32,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -159,9 +168,13 @@ impl Default for RdmaConfig {
             first_message_timeout: Some(Duration::from_secs(10)),
             read_timeout: Some(Duration::from_secs(30)),
             max_connections: crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS,
+            send_queue_depth: DEFAULT_SEND_QUEUE_DEPTH,
         }
     }
 }
+
+/// [`RdmaConfig::send_queue_depth`]'s default: 256 entries on rxe with the spare slots.
+pub const DEFAULT_SEND_QUEUE_DEPTH: u32 = 224;
 
 impl RdmaConfig {
     /// The defaults.
@@ -273,6 +286,13 @@ impl RdmaConfig {
         self
     }
 
+    /// Sets the send-queue work requests kept posted at once
+    /// ([`RdmaConfig::send_queue_depth`]).
+    pub fn send_queue_depth(mut self, depth: u32) -> Self {
+        self.send_queue_depth = depth.max(1);
+        self
+    }
+
     /// Retransmit once on a new connection, or not.
     pub fn retransmit(mut self, on: bool) -> Self {
         self.retransmit = on;
@@ -309,7 +329,7 @@ impl RdmaConfig {
             .private_data(self.private_data().encode().to_vec())
             .private_data_without_remote_invalidation(without.encode().to_vec())
             .read_depths(self.max_reads, self.max_reads)
-            .queue_depths(4096, self.receives() as u32 + 1)
+            .queue_depths(self.send_queue_depth.max(1), self.receives() as u32 + 1)
     }
 
     /// What this side advertises in its connection private data.

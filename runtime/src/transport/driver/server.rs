@@ -357,7 +357,7 @@ async fn accept<P: Provider>(
         Some((queue, grant)) => {
             let params = config
                 .connect_params()
-                .queue_depths(4096, grant.receives() as u32);
+                .queue_depths(config.send_queue_depth.max(1), grant.receives() as u32);
             core.credits = grant.credits();
             let conn = request
                 .accept_shared_with(params, &*queue, |_| Ok(()))

@@ -93,6 +93,11 @@ struct State {
     errors_told: u64,
     /// On a shared receive queue: the credits granted and the buffers they reserve.
     grant: Option<SharedGrant>,
+    /// Send-queue work requests posted and not completed yet.
+    sq_used: usize,
+    /// Operations the core emitted that wait, in order, for room in the send queue; those it
+    /// emitted after them stay in the core until these are posted.
+    backlog: VecDeque<Op<PoolBuf>>,
 }
 
 /// How many XIDs of RDMA_NOMSG messages [`State::nomsg`] keeps: more than the calls a
@@ -120,6 +125,8 @@ pub(crate) struct Conn<C: Connection> {
     /// The receives posted at setup, in one region; `None` on a shared receive queue.
     recv: Option<MemoryRegion>,
     recv_size: usize,
+    /// [`RdmaConfig::send_queue_depth`].
+    sq_depth: usize,
     server: Option<Server>,
     /// Where a client remembers the version its server settled on.
     versions: Option<PeerVersions>,
@@ -301,9 +308,12 @@ impl<C: Connection> Conn<C> {
                 credit_wait: false,
                 errors_told: 0,
                 grant,
+                sq_used: 0,
+                backlog: VecDeque::new(),
             }),
             recv,
             recv_size,
+            sq_depth: config.send_queue_depth.max(1) as usize,
             server,
             versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
@@ -527,7 +537,13 @@ impl<C: Connection> Conn<C> {
     fn flush(self: &Arc<Self>, st: &mut State) {
         loop {
             let mut posted = false;
-            while let Some(op) = st.core.poll_op() {
+            while let Some(op) = st.backlog.pop_front().or_else(|| st.core.poll_op()) {
+                if op.id().is_some() && st.sq_used >= self.sq_depth {
+                    // The send queue is full: this waits for a completion, and everything
+                    // after it with it (a revocation must not pass the Write before it).
+                    st.backlog.push_front(op);
+                    break;
+                }
                 posted = true;
                 if let Err(e) = self.post(st, op) {
                     tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
@@ -556,6 +572,7 @@ impl<C: Connection> Conn<C> {
         if self.draining.load(Ordering::Acquire)
             && st.core.calls_in_progress() == 0
             && st.posted.is_empty()
+            && st.backlog.is_empty()
         {
             // Every posted Send has completed too: a Send alone ends its call in the core
             // when it is posted, and a disconnect flushes what a device has not sent yet (on
@@ -693,7 +710,9 @@ impl<C: Connection> Conn<C> {
                 });
             }
         };
-        self.conn.post_send(wr)
+        self.conn.post_send(wr)?;
+        st.sq_used += 1;
+        Ok(())
     }
 
     /// Takes one completion.
@@ -729,6 +748,7 @@ impl<C: Connection> Conn<C> {
             }
             return;
         }
+        st.sq_used = st.sq_used.saturating_sub(1);
         match st.take_posted(c.wr_id) {
             Some(Posted::Send(mr)) => st.send_buffers.push(mr),
             Some(Posted::Invalidate(buf)) if c.status == WcStatus::Success => {
