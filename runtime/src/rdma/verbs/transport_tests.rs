@@ -164,6 +164,28 @@ fn many_connections_to_one_server() {
             super::tests::connected(&provider, SocketAddr::new(ip, 0)).await;
         client.has_memory_windows()
     });
+    // Every connection holds descriptors (its rdma_cm event channel, its completion
+    // channel): both ends of 256 need more than the usual limit of 1,024, as a server of
+    // thousands of connections raises it (the guest runs this as root, which may raise the
+    // hard limit too).
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_max = limit.rlim_max.max(65_536);
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            }
+        }
+    }
+    // The server's reasons for refusing a connection are warnings: shown in the guest's log.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_test_writer()
+        .try_init();
     let registrations = live_registrations();
     for shared in [false, true] {
         if shared && !windows {
@@ -207,7 +229,13 @@ fn many_connections_to_one_server() {
                 });
                 let batch: Vec<_> = batch.collect();
                 for connecting in batch {
-                    let transport = connecting.await.unwrap().unwrap();
+                    let transport = connecting.await.unwrap().unwrap_or_else(|e| {
+                        panic!(
+                            "connection {} of {MANY} ({how}) failed: {e} (the server's \
+                             reason is logged above)",
+                            clients.len() + 1
+                        )
+                    });
                     clients.push(std::sync::Arc::new(TestversClient::new(Client::new(
                         transport,
                     ))));
