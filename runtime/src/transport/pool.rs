@@ -391,6 +391,19 @@ impl<C: Connection> Pool<C> {
         }
     }
 
+    /// Deregisters every free buffer (lent ones come back as usual): for a connection that
+    /// has gone idle, whose buffers would otherwise stay registered (pinned, on a device) for
+    /// as long as it is open. Returns the bytes released.
+    pub(crate) fn release_free(&self) -> usize {
+        let released: Vec<Registration> = {
+            let mut lists = self.shared.lists.lock();
+            lists.free_bytes = 0;
+            lists.free.iter_mut().flat_map(std::mem::take).collect()
+        };
+        // Deregistered as they drop, outside the lock.
+        released.iter().map(|r| r.mr.len()).sum()
+    }
+
     /// What the pool has done so far.
     pub fn stats(&self) -> PoolStats {
         let c = &self.shared.counters;

@@ -108,6 +108,12 @@ pub struct RdmaConfig {
     /// chunk segment, an invalidation), so the default leaves the credits' calls room. Values
     /// below 1 count as 1.
     pub send_queue_depth: u32,
+    /// A server's connection that sent and received nothing for between this long and twice
+    /// this long gives back the buffers it keeps registered for reuse (free send buffers and
+    /// pool buffers; its receives stay): on a device registered memory is pinned, and a
+    /// connection that once carried large calls would keep it for as long as it is open.
+    /// `None` keeps them. Default 30 s.
+    pub release_idle_after: Option<Duration>,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -169,6 +175,7 @@ impl Default for RdmaConfig {
             read_timeout: Some(Duration::from_secs(30)),
             max_connections: crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS,
             send_queue_depth: DEFAULT_SEND_QUEUE_DEPTH,
+            release_idle_after: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -290,6 +297,13 @@ impl RdmaConfig {
     /// ([`RdmaConfig::send_queue_depth`]).
     pub fn send_queue_depth(mut self, depth: u32) -> Self {
         self.send_queue_depth = depth.max(1);
+        self
+    }
+
+    /// Sets when an idle server connection gives back its reusable buffers
+    /// ([`RdmaConfig::release_idle_after`]).
+    pub fn release_idle_after(mut self, after: Option<Duration>) -> Self {
+        self.release_idle_after = after;
         self
     }
 

@@ -154,6 +154,10 @@ impl<P: Provider> RdmaListener<P> {
             return Ok(());
         };
         let mut stop = self.stopping.subscribe();
+        let _releasing = self
+            .config
+            .release_idle_after
+            .map(|every| AbortOnDrop(tokio::spawn(release_idle(self.connections.clone(), every))));
         loop {
             let request = tokio::select! {
                 request = listener.next_request() => request?,
@@ -296,6 +300,45 @@ impl<P: Provider> RdmaListener<P> {
             .filter_map(Weak::upgrade)
             .filter(|c| !c.is_closed())
             .collect()
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Every `every`, each connection that sent and received nothing since the last round gives
+/// back its reusable registered buffers ([`Conn::release_if_idle`]): one timer for the
+/// listener, not one per connection.
+async fn release_idle<C: rdma::Connection>(connections: Accepted<C>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let live: Vec<Arc<Conn<C>>> = connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let released: usize = live
+            .iter()
+            .filter(|c| !c.is_closed())
+            .map(|c| c.release_if_idle())
+            .sum();
+        if released > 0 {
+            tracing::debug!(
+                target: crate::rpc::observe::CONNECTIONS,
+                event = "idle_released",
+                bytes = released,
+                "idle connections gave back their reusable registered buffers"
+            );
+        }
     }
 }
 

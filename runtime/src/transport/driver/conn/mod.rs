@@ -98,6 +98,8 @@ struct State {
     /// Operations the core emitted that wait, in order, for room in the send queue; those it
     /// emitted after them stay in the core until these are posted.
     backlog: VecDeque<Op<PoolBuf>>,
+    /// The bytes sent and received when [`Conn::release_if_idle`] last looked.
+    idle_mark: u64,
 }
 
 /// How many XIDs of RDMA_NOMSG messages [`State::nomsg`] keeps: more than the calls a
@@ -310,6 +312,7 @@ impl<C: Connection> Conn<C> {
                 grant,
                 sq_used: 0,
                 backlog: VecDeque::new(),
+                idle_mark: 0,
             }),
             recv,
             recv_size,
@@ -472,6 +475,27 @@ impl<C: Connection> Conn<C> {
 
     pub(crate) fn connection(&self) -> &Arc<C> {
         &self.conn
+    }
+
+    /// Gives back what the connection keeps registered for reuse (its free send buffers and
+    /// pool buffers) if nothing was sent or received since the last look and no call is in
+    /// progress: an idle connection then holds no registered memory beyond its receives.
+    /// Returns the bytes released.
+    pub(crate) fn release_if_idle(&self) -> usize {
+        let mut st = self.state.lock();
+        let activity = st.counts.bytes_sent + st.counts.bytes_received;
+        if activity != st.idle_mark {
+            st.idle_mark = activity;
+            return 0;
+        }
+        if st.core.calls_in_progress() > 0 || !st.posted.is_empty() {
+            return 0;
+        }
+        let send = std::mem::take(&mut st.send_buffers);
+        drop(st);
+        let released: usize = send.iter().map(MemoryRegion::len).sum();
+        drop(send);
+        released + self.pool.release_free()
     }
 
     /// Stops taking calls and closes once every call already handed to the server has been
