@@ -390,6 +390,35 @@ async fn a_call_sent_again_with_more_room_is_not_run_twice() {
     }
 }
 
+/// Version 1's ERR_CHUNK says only that the chunks would not do: the call goes again with
+/// sixteen times the room each time, up to the result's bound, rather than registering (and,
+/// on a device, pinning) all of the bound for one reply. The result is kept between attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_call_is_sent_again_in_steps_and_run_once() {
+    let (server, kv) = served(Arc::new(MemoryKv::new()));
+    let config = RdmaConfig::default();
+    let (_server, addr) = rdma_server_of(server, config.clone()).await;
+    let transport = rdma_client(addr, config).await;
+    let client = KvV1Client::new(Client::from_arc(transport.clone()));
+    let key = KvKey("stepped".to_string().into());
+    let put = value("stepped", 20 * MIB);
+    client
+        .kv_put(KvPutArgs {
+            key: key.clone(),
+            value: put.clone(),
+        })
+        .await
+        .unwrap();
+    // The first TAKE offers the default Write chunk (1 MiB), then 16 MiB, then the bound.
+    let KvGetRes::KvOk(taken) = client.kv_take(key.clone()).await.unwrap() else {
+        panic!("the value is gone");
+    };
+    assert!(taken.value == put);
+    assert_eq!(transport.stats().resent, 2, "two steps");
+    assert_eq!(kv.removals(), 1, "TAKE ran once");
+    assert!(kv.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_typed_method_takes_per_call_options() {
     use rpcrdma::rpc::CallOptions;

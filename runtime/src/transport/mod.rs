@@ -21,10 +21,12 @@
 //! remembers how large the procedure's results were lately: small ones come back inline
 //! (a 20-byte result costs what a result without DDP-eligible items does), large ones into a
 //! Write chunk of about their size, the first into [`RdmaConfig::default_write_chunk`]. A
-//! guess too small is put right by sending the call once more, same XID, with room up to
+//! guess too small is put right by sending the call again, same XID, with more room, within
 //! the result type's bound and [`RdmaConfig::max_reply_size`]: version 2 says how much it
-//! needs (seed 003 section 5.3.3), version 1 only ERR_CHUNK. The server keeps the result
-//! whose reply did not fit for that second attempt, so a procedure is never run twice for it.
+//! needs (seed 003 section 5.3.3) and gets that; version 1 says only ERR_CHUNK, and gets
+//! sixteen times the last offer each time (registering, and on a device pinning, the whole
+//! bound for one reply is what the connection's pool would then keep). The server keeps the
+//! result whose reply did not fit for the next attempt, so a procedure is never run twice.
 //! A reply past the ceiling fails with
 //! [`TransportError::ReplyTooLarge`](crate::rpc::TransportError::ReplyTooLarge), which names
 //! the setting.

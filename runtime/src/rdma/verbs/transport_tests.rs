@@ -257,10 +257,7 @@ fn many_connections_to_one_server() {
             let calls = clients.iter().enumerate().map(|(i, client)| {
                 let client = client.clone();
                 tokio::spawn(async move {
-                    // Largest first: a result larger than a procedure's recent ones makes a
-                    // version 1 client send the call again with room up to the result's bound
-                    // (64 MiB here), which a device pins.
-                    for len in [20_000, 1000, 0] {
+                    for len in [0, 1000, 20_000] {
                         let data = pattern(len, i as u8);
                         let res = client
                             .test_echo(EchoArgs {

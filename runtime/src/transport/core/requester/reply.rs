@@ -147,8 +147,9 @@ impl<B: Buf> Requester<B> {
     /// chunk after WRITE_CHUNKS, with a larger Write chunk after WRITE_RESOURCE or a larger
     /// Reply chunk after REPLY_RESOURCE ("it MAY send the request again using the same XID and
     /// more reply resources"), and after a version 1 ERR_CHUNK with the Write chunks of the
-    /// call's [`room`](crate::transport::core::OutgoingCall::room) when they offer more.
-    /// Once only, and never past [`CoreConfig::max_reply_size`]. `Err` when the call must
+    /// call's [`room`](crate::transport::core::OutgoingCall::room) when they offer more, in
+    /// steps of sixteen times the last attempt's. Once only (but for those steps), and never
+    /// past [`CoreConfig::max_reply_size`]. `Err` when the call must
     /// fail instead, with the error to fail it with if not the one `error` maps to.
     #[allow(clippy::too_many_arguments)]
     fn resend<M: Memory<Buf = B>>(
@@ -184,6 +185,8 @@ impl<B: Buf> Requester<B> {
             });
         }
         let (mut message, mut moved) = (plan.message.clone(), plan.moved.clone());
+        // The attempt offers part of the room only: another may follow.
+        let mut stepping = false;
         let (mut write_sizes, mut reply_chunk) = (plan.write_sizes.clone(), plan.reply_chunk);
         match error {
             RdmaError::ReadChunks { .. } if !moved.is_empty() => {
@@ -231,11 +234,21 @@ impl<B: Buf> Requester<B> {
                         .then(|| too_large(None))
                         .flatten());
                 }
-                write_sizes = room
+                // Sixteen times the room of the last attempt (at least the default Write
+                // chunk), up to all the room the bound allows, not all of it at once: a device
+                // pins what is registered, and a bound of 64 MiB for one reply of kilobytes
+                // is what a connection would then keep. The responder keeps the result
+                // between attempts (`driver::conn::undelivered`).
+                let stepped: Vec<usize> = room
                     .iter()
                     .zip(write_sizes.iter().chain(std::iter::repeat(&0)))
-                    .map(|(r, w)| *r.max(w))
+                    .map(|(&r, &w)| {
+                        let step = w.saturating_mul(16).max(config.default_write_chunk);
+                        r.min(step).max(w)
+                    })
                     .collect();
+                stepping = stepped != room;
+                write_sizes = stepped;
             }
             _ => return Err(None),
         }
@@ -264,7 +277,7 @@ impl<B: Buf> Requester<B> {
         call.reply_sink = m.reply_sink;
         call.inv_handle = m.inv_handle;
         if let Some(plan) = call.plan.as_mut() {
-            plan.resent = true;
+            plan.resent = !stepping;
             (plan.write_sizes, plan.reply_chunk) = sent;
         }
         stats.resent += 1;

@@ -318,9 +318,10 @@ impl<C: Connection> Conn<C> {
     /// a result without DDP-eligible items does. Otherwise each result gets a Write chunk of
     /// about the largest recent size (the first call of a procedure:
     /// [`RdmaConfig::default_write_chunk`](crate::transport::RdmaConfig)). A guess too small is put
-    /// right by sending the call once more with [`ReplyPlan::room`] (the result type's bound,
-    /// at most [`RdmaConfig::max_reply_size`](crate::transport::RdmaConfig::max_reply_size)),
-    /// same XID, which the server answers from its stash of undelivered results rather than
+    /// right by sending the call again with more room, within [`ReplyPlan::room`] (the result
+    /// type's bound, at most
+    /// [`RdmaConfig::max_reply_size`](crate::transport::RdmaConfig::max_reply_size)), same
+    /// XID, which the server answers from its stash of undelivered results rather than
     /// running the procedure again.
     pub(crate) fn reply_plan(&self, call: &mut rpc::Call<'_>, backward: bool) -> ReplyPlan {
         let inline = call.reply.max_inline_len;
