@@ -361,32 +361,41 @@ async fn a_result_over_the_configured_ceiling_fails_naming_the_setting() {
     );
 }
 
+/// A server of a fresh table with a value of `len` bytes put under `key`, a client of it, and
+/// the TAKE of it (which removes it): the calls the client sent again, and how many removals
+/// the server made, to show a procedure sent again with more room runs once.
+async fn take_after_put(config: RdmaConfig, name: &str, len: usize) -> (u64, u64) {
+    let (server, kv) = served(Arc::new(MemoryKv::new()));
+    let (_server, addr) = rdma_server_of(server, config.clone()).await;
+    let transport = rdma_client(addr, config).await;
+    let client = KvV1Client::new(Client::from_arc(transport.clone()));
+    let key = KvKey(name.to_string().into());
+    let put = value(name, len);
+    client
+        .kv_put(KvPutArgs {
+            key: key.clone(),
+            value: put.clone(),
+        })
+        .await
+        .unwrap();
+    let KvGetRes::KvOk(taken) = client.kv_take(key).await.unwrap() else {
+        panic!("the value is gone");
+    };
+    assert!(taken.value == put);
+    assert!(kv.is_empty());
+    (transport.stats().resent, kv.removals())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_sent_again_with_more_room_is_not_run_twice() {
     for version_2 in [false, true] {
-        let (server, kv) = served(Arc::new(MemoryKv::new()));
+        // Never seen a TAKE result: it is expected in the default Write chunk (1 MiB), does
+        // not fit, and the call goes again with room. The server answers it from the result
+        // it kept.
         let config = RdmaConfig::default().version_2(version_2);
-        let (_server, addr) = rdma_server_of(server, config.clone()).await;
-        let transport = rdma_client(addr, config).await;
-        let client = KvV1Client::new(Client::from_arc(transport.clone()));
-        let key = KvKey("taken".to_string().into());
-        let put = value("taken", 4 * MIB);
-        client
-            .kv_put(KvPutArgs {
-                key: key.clone(),
-                value: put.clone(),
-            })
-            .await
-            .unwrap();
-        // Never seen a TAKE result: it is expected inline, does not fit, and the call goes
-        // again with room. The server answers it from the result it kept.
-        let KvGetRes::KvOk(taken) = client.kv_take(key.clone()).await.unwrap() else {
-            panic!("version_2 {version_2}: the value is gone");
-        };
-        assert!(taken.value == put);
-        assert_eq!(transport.stats().resent, 1, "version_2 {version_2}");
-        assert_eq!(kv.removals(), 1, "version_2 {version_2}: TAKE ran once");
-        assert!(kv.is_empty());
+        let (resent, removals) = take_after_put(config, "taken", 4 * MIB).await;
+        assert_eq!(resent, 1, "version_2 {version_2}");
+        assert_eq!(removals, 1, "version_2 {version_2}: TAKE ran once");
     }
 }
 
@@ -395,28 +404,10 @@ async fn a_call_sent_again_with_more_room_is_not_run_twice() {
 /// on a device, pinning) all of the bound for one reply. The result is kept between attempts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_1_call_is_sent_again_in_steps_and_run_once() {
-    let (server, kv) = served(Arc::new(MemoryKv::new()));
-    let config = RdmaConfig::default();
-    let (_server, addr) = rdma_server_of(server, config.clone()).await;
-    let transport = rdma_client(addr, config).await;
-    let client = KvV1Client::new(Client::from_arc(transport.clone()));
-    let key = KvKey("stepped".to_string().into());
-    let put = value("stepped", 20 * MIB);
-    client
-        .kv_put(KvPutArgs {
-            key: key.clone(),
-            value: put.clone(),
-        })
-        .await
-        .unwrap();
     // The first TAKE offers the default Write chunk (1 MiB), then 16 MiB, then the bound.
-    let KvGetRes::KvOk(taken) = client.kv_take(key.clone()).await.unwrap() else {
-        panic!("the value is gone");
-    };
-    assert!(taken.value == put);
-    assert_eq!(transport.stats().resent, 2, "two steps");
-    assert_eq!(kv.removals(), 1, "TAKE ran once");
-    assert!(kv.is_empty());
+    let (resent, removals) = take_after_put(RdmaConfig::default(), "stepped", 20 * MIB).await;
+    assert_eq!(resent, 2, "two steps");
+    assert_eq!(removals, 1, "TAKE ran once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

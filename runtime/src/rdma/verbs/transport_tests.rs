@@ -14,13 +14,11 @@ use crate::transport::conformance::{lies, run_all};
 /// once held the dropping thread ~51 s, where the timeout below cannot fire.
 const LIE_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-#[test]
-fn transport_conformance_on_a_real_device() {
-    let Some(text) = std::env::var("RPCRDMA_VERBS_ADDR").ok() else {
-        // No device here: the provider's own tests check the error paths.
-        return;
-    };
-    let ip: std::net::IpAddr = text
+/// The device's address from `RPCRDMA_VERBS_ADDR` (`None`: no device here; the provider's
+/// own tests check the error paths), and a runtime to test on.
+fn on_a_device() -> Option<(std::net::IpAddr, tokio::runtime::Runtime)> {
+    let text = std::env::var("RPCRDMA_VERBS_ADDR").ok()?;
+    let ip = text
         .parse()
         .unwrap_or_else(|e| panic!("RPCRDMA_VERBS_ADDR={text:?}: {e}"));
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -28,6 +26,14 @@ fn transport_conformance_on_a_real_device() {
         .enable_all()
         .build()
         .unwrap();
+    Some((ip, rt))
+}
+
+#[test]
+fn transport_conformance_on_a_real_device() {
+    let Some((ip, rt)) = on_a_device() else {
+        return;
+    };
     let before = live_registrations();
     // A device without memory windows (siw) takes no Send With Invalidate of its keys.
     let windows = rt.block_on(async {
@@ -158,17 +164,9 @@ fn many_connections_to_one_server() {
     use crate::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
     use crate::transport::{serve, RdmaConfig, RdmaTransport};
 
-    let Some(text) = std::env::var("RPCRDMA_VERBS_ADDR").ok() else {
+    let Some((ip, rt)) = on_a_device() else {
         return;
     };
-    let ip: std::net::IpAddr = text
-        .parse()
-        .unwrap_or_else(|e| panic!("RPCRDMA_VERBS_ADDR={text:?}: {e}"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let windows = rt.block_on(async {
         let provider = VerbsProvider::new();
         let (_listener, client, _server) =

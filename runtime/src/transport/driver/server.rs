@@ -154,14 +154,34 @@ impl<P: Provider> RdmaListener<P> {
             return Ok(());
         };
         let mut stop = self.stopping.subscribe();
-        let _releasing = self
-            .config
-            .release_idle_after
-            .map(|every| AbortOnDrop(tokio::spawn(release_idle(self.connections.clone(), every))));
+        // One timer for the listener, not one per connection ([`release_idle`]), run here
+        // rather than in a task of its own.
+        let mut sweep = self.config.release_idle_after.map(|every| {
+            let every = every.max(std::time::Duration::from_millis(1));
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        // Kept across the sweeps: a request being read is never dropped half way (the verbs
+        // listener may be listening again after its device's removal).
+        let mut next = std::pin::pin!(listener.next_request());
         loop {
+            let swept = async {
+                match sweep.as_mut() {
+                    Some(tick) => tick.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
             let request = tokio::select! {
-                request = listener.next_request() => request?,
+                request = &mut next => {
+                    next.set(listener.next_request());
+                    request?
+                }
                 _ = stop.wait_for(|stopping| *stopping) => return Ok(()),
+                _ = swept => {
+                    release_idle(&self.connections);
+                    continue;
+                }
             };
             let Ok(place) = self.places.clone().try_acquire_owned() else {
                 self.reject_at_limit(request);
@@ -303,42 +323,27 @@ impl<P: Provider> RdmaListener<P> {
     }
 }
 
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Every `every`, each connection that sent and received nothing since the last round gives
-/// back its reusable registered buffers ([`Conn::release_if_idle`]): one timer for the
-/// listener, not one per connection.
-async fn release_idle<C: rdma::Connection>(connections: Accepted<C>, every: std::time::Duration) {
-    let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let live: Vec<Arc<Conn<C>>> = connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        let released: usize = live
-            .iter()
-            .filter(|c| !c.is_closed())
-            .map(|c| c.release_if_idle())
-            .sum();
-        if released > 0 {
-            tracing::debug!(
-                target: crate::rpc::observe::CONNECTIONS,
-                event = "idle_released",
-                bytes = released,
-                "idle connections gave back their reusable registered buffers"
-            );
-        }
+/// Each connection that sent and received nothing since the last round gives back its
+/// reusable registered buffers ([`Conn::release_if_idle`]).
+fn release_idle<C: rdma::Connection>(connections: &Accepted<C>) {
+    let live: Vec<Arc<Conn<C>>> = connections
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    let released: usize = live
+        .iter()
+        .filter(|c| !c.is_closed())
+        .map(|c| c.release_if_idle())
+        .sum();
+    if released > 0 {
+        tracing::debug!(
+            target: crate::rpc::observe::CONNECTIONS,
+            event = "idle_released",
+            bytes = released,
+            "idle connections gave back their reusable registered buffers"
+        );
     }
 }
 
