@@ -118,14 +118,15 @@ impl<P: Provider> RdmaListener<P> {
     /// [`shared_receive_queue`](Provider::shared_receive_queue)) instead of receives posted
     /// per connection: an idle connection then holds no receive buffer. Each connection is
     /// granted credits from what the queue holds, never more in all than its buffers can take
-    /// (see [`shared_credits`](super::shared_credits)): it starts with a few, up to
-    /// [`RdmaConfig::credits`], and gets more, up to that, while it uses every one. A request
+    /// (seed 004 section 4.3 lets a responder adjust its grant to a shared receive queue): it
+    /// starts with two, and gets more, doubling up to [`RdmaConfig::credits`], while it uses
+    /// every one and more than an eighth of the queue is free. Grants never shrink. A request
     /// that finds no buffer left for its first credit is rejected at once, with a log line.
     ///
     /// The queue's buffers must hold [`RdmaConfig::inline_size`] bytes, the receive size this
     /// side advertises; a smaller one is refused with
-    /// [`rdma::Error::InvalidWorkRequest`]. Size the queue for the calls in flight at once
-    /// over every connection, at least one buffer per connection (plus its backward credits).
+    /// [`rdma::Error::InvalidWorkRequest`]. Size the queue at two buffers per connection (plus
+    /// its backward credits) and room for the calls in flight to grow into.
     pub fn with_shared_receive_queue(mut self, queue: P::SharedQueue) -> rdma::Result<Self> {
         let params = queue.params();
         if params.buffer_size < self.config.inline_size {
