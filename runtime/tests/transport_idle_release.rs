@@ -6,10 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma::rdma::soft::{live_registrations, SoftProvider};
-use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
-use rpcrdma::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
-use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
+use rpcrdma::transport::conformance::program::{pattern, EchoArgs, TestversClient};
+use rpcrdma::transport::{RdmaConfig, RdmaTransport};
+
+#[path = "support/served.rs"]
+#[allow(dead_code)] // Each test file uses part of the support module.
+mod served;
+use served::serve_program_with;
 
 async fn echoes(client: &Arc<TestversClient>, count: u32) {
     let calls: Vec<_> = (0..count)
@@ -36,15 +40,8 @@ async fn echoes(client: &Arc<TestversClient>, count: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_connection_gives_back_its_reusable_buffers() {
     let provider = Arc::new(SoftProvider::default());
-    let listener = provider
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let config = RdmaConfig::default().release_idle_after(Some(Duration::from_millis(100)));
-    let listener = Arc::new(serve::<SoftProvider>(listener, server(), config));
-    let run = listener.clone();
-    tokio::spawn(async move { run.run().await });
+    let (listener, addr, _running) = serve_program_with(&*provider, config, |l| l).await;
     let transport = RdmaTransport::connect(provider.clone(), addr, RdmaConfig::default())
         .await
         .unwrap();

@@ -6,24 +6,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
-use rpcrdma::transport::conformance::program::{pattern, server, EchoArgs, TestversClient};
-use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
+use rpcrdma::transport::conformance::program::{pattern, EchoArgs, TestversClient};
+use rpcrdma::transport::{RdmaConfig, RdmaTransport};
+
+#[path = "support/served.rs"]
+#[allow(dead_code)] // Each test file uses part of the support module.
+mod served;
+use served::serve_program_with;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_go_through_a_send_queue_of_one_or_two_entries() {
     for depth in [1, 2] {
         let provider = Arc::new(SoftProvider::default());
-        let listener = provider
-            .listen("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
         let config = RdmaConfig::default().send_queue_depth(depth);
-        let listener = Arc::new(serve::<SoftProvider>(listener, server(), config.clone()));
-        let run = listener.clone();
-        let accept = tokio::spawn(async move { run.run().await });
+        let (_listener, addr, running) =
+            serve_program_with(&*provider, config.clone(), |l| l).await;
         let transport = RdmaTransport::connect(
             provider.clone(),
             addr,
@@ -57,6 +55,6 @@ async fn calls_go_through_a_send_queue_of_one_or_two_entries() {
         for call in calls {
             call.await.unwrap();
         }
-        accept.abort();
+        running.abort();
     }
 }

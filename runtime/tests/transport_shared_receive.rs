@@ -7,10 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma::rdma::soft::SoftProvider;
-use rpcrdma::rdma::{Listener, Provider, SharedReceiveParams};
+use rpcrdma::rdma::{Provider, SharedReceiveParams};
 use rpcrdma::rpc::{Client, ErrorKind};
-use rpcrdma::transport::conformance::program::{server, TestversClient};
-use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
+use rpcrdma::transport::conformance::program::TestversClient;
+use rpcrdma::transport::{RdmaConfig, RdmaListener, RdmaTransport};
+
+#[path = "support/served.rs"]
+#[allow(dead_code)] // Each test file uses part of the support module.
+mod served;
+use served::serve_program_with;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -20,21 +25,13 @@ async fn shared_server(
     buffers: usize,
 ) -> (Arc<RdmaListener<SoftProvider>>, std::net::SocketAddr) {
     let config = RdmaConfig::default();
-    let listener = provider
-        .listen("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let queue = provider
         .shared_receive_queue(SharedReceiveParams::new(buffers, config.inline_size))
         .unwrap();
-    let listener = Arc::new(
-        serve::<SoftProvider>(listener, server(), config)
-            .with_shared_receive_queue(queue)
-            .unwrap(),
-    );
-    let run = listener.clone();
-    tokio::spawn(async move { run.run().await });
+    let (listener, addr, _running) = serve_program_with(&**provider, config, |listener| {
+        listener.with_shared_receive_queue(queue).unwrap()
+    })
+    .await;
     (listener, addr)
 }
 

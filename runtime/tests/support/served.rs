@@ -73,12 +73,26 @@ pub async fn serve_program<P: Provider>(
     SocketAddr,
     JoinHandle<rpcrdma::rdma::Result<()>>,
 ) {
+    serve_program_with(provider, RdmaConfig::default(), |listener| listener).await
+}
+
+/// [`serve_program`] with `config`, the listener passed through `prepare` before it runs (to
+/// give it a shared receive queue, say).
+pub async fn serve_program_with<P: Provider>(
+    provider: &P,
+    config: RdmaConfig,
+    prepare: impl FnOnce(RdmaListener<P>) -> RdmaListener<P>,
+) -> (
+    Arc<RdmaListener<P>>,
+    SocketAddr,
+    JoinHandle<rpcrdma::rdma::Result<()>>,
+) {
     let listener = provider
         .listen("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let listener = Arc::new(serve::<P>(listener, server(), RdmaConfig::default()));
+    let listener = Arc::new(prepare(serve::<P>(listener, server(), config)));
     let running = tokio::spawn({
         let listener = listener.clone();
         async move { listener.run().await }

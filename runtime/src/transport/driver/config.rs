@@ -103,8 +103,8 @@ pub struct RdmaConfig {
     /// keeps posted at once; more wait, in order, for completions to make room. A device holds
     /// the queue for each connection, sized up front: Linux rxe rounds the entries (with the
     /// verbs provider's 16 spare slots, and one of its own) up to a power of two, of about 512
-    /// bytes each, so the 4,096 this once was cost 4 MiB per queue pair, where the default
-    /// fills 256 entries. A call usually takes one to three (a Send, a Write or Read per
+    /// bytes each: 4,096 entries would cost 4 MiB per queue pair, where the default fills
+    /// 256. A call usually takes one to three (a Send, a Write or Read per
     /// chunk segment, an invalidation), so the default leaves the credits' calls room. Values
     /// below 1 count as 1.
     pub send_queue_depth: u32,
