@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::histogram::Histogram;
+use crate::raw::RawConnection;
 use crate::tuning::Tuning;
 use crate::Transport;
 
@@ -67,8 +68,28 @@ pub struct ClientArgs {
     pub cpus: Option<Vec<usize>>,
 }
 
-/// One call on `client`, its result checked.
+/// One connection of this process.
+enum Connection {
+    /// Our ONC RPC client, over RPC-over-RDMA or TCP.
+    Rpc(Client),
+    /// A plain TCP stream (`raw-tcp`).
+    Raw(RawConnection),
+}
+
+/// One call on `connection`, its result checked.
 async fn call(
+    connection: &Connection,
+    echo: Option<&EchoData>,
+    options: CallOptions,
+) -> Result<(), String> {
+    match connection {
+        Connection::Rpc(client) => rpc_call(client, echo, options).await,
+        Connection::Raw(raw) => raw.call().await,
+    }
+}
+
+/// One ONC RPC call on `client`, its result checked.
+async fn rpc_call(
     client: &Client,
     echo: Option<&EchoData>,
     options: CallOptions,
@@ -102,7 +123,7 @@ async fn connect(
     addr: SocketAddr,
     provider: Arc<SoftProvider>,
     tuning: Tuning,
-) -> Result<Client, String> {
+) -> Result<Connection, String> {
     let client = match transport {
         Transport::Rdma | Transport::RdmaShared => Client::new(
             RdmaTransport::connect(provider, addr, tuning.rdma())
@@ -114,15 +135,22 @@ async fn connect(
                 .await
                 .map_err(|e| format!("connecting: {e}"))?,
         ),
+        Transport::RawTcp => {
+            let raw = RawConnection::connect(addr)
+                .await
+                .map_err(|e| format!("connecting: {e}"))?;
+            raw.call().await.map_err(|e| format!("set-up call: {e}"))?;
+            return Ok(Connection::Raw(raw));
+        }
     };
-    call(&client, None, CallOptions::new().timeout(SETUP_TIMEOUT))
+    rpc_call(&client, None, CallOptions::new().timeout(SETUP_TIMEOUT))
         .await
         .map_err(|e| format!("set-up call: {e}"))?;
-    Ok(client)
+    Ok(Connection::Rpc(client))
 }
 
 /// Opens every connection, at most `args.connects_at_once` at a time.
-async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
+async fn connect_all(args: &ClientArgs) -> Result<Vec<Connection>, String> {
     let provider = Arc::new(SoftProvider::new(args.tuning.soft()));
     let places = Arc::new(Semaphore::new(args.connects_at_once.max(1)));
     let mut pending = JoinSet::new();
@@ -155,7 +183,7 @@ async fn connect_all(args: &ClientArgs) -> Result<Vec<Client>, String> {
 
 /// What the workers share.
 struct Shared {
-    clients: Vec<Client>,
+    clients: Vec<Connection>,
     next: AtomicUsize,
     recording: AtomicBool,
     stop: AtomicBool,

@@ -12,7 +12,7 @@
 //!   made one call (idle) and at the end of the measurement (loaded), reading
 //!   `/proc/<pid>` (resident memory, `VmData`, descriptors, timer descriptors, mappings, CPU
 //!   time) and asking our servers for their heap, tasks and connections;
-//! * the **server** (`--role server --transport rdma|rdma-srq|tcp`, see `server.rs`), whose allocator
+//! * the **server** (`--role server --transport rdma|rdma-srq|tcp|raw-tcp`, see `server.rs`), whose allocator
 //!   counts its heap; libtirpc's server is `csrc/server.c` (the C program `build.rs` makes);
 //! * a **client** (`--role client ...`, see `client.rs`): many connections, a few workers.
 //!
@@ -22,6 +22,14 @@
 //! turn with at most 64 of them carrying a call at any moment (at 4,096 connections each has a
 //! call in flight about one time in 64). The 64-connection point, one call per connection, is
 //! the baseline every other point is compared with.
+//!
+//! # The substrate
+//!
+//! `raw-tcp` makes no RPC at all: 8 bytes answered by 8 bytes over plain tokio TCP streams,
+//! with the same clients, workers and round-robin order (`raw.rs`). Its ratio of 4,096
+//! connections to 64 is what the kernel's TCP, the runtime and this machine's caches allow
+//! any protocol over them, the soft provider included; each other transport's ratio is also
+//! printed as a share of it.
 //!
 //! # Limits
 //!
@@ -54,6 +62,7 @@ mod histogram;
 mod point;
 mod probe;
 mod procs;
+mod raw;
 mod report;
 mod rounds;
 mod server;
@@ -83,6 +92,11 @@ pub enum Transport {
     Tcp,
     /// ONC RPC over TCP, libtirpc's server (our TCP clients).
     Libtirpc,
+    /// No RPC at all: an 8-byte request answered by 8 bytes over plain tokio TCP streams,
+    /// one task per connection (see `raw.rs`). What the kernel's TCP and the runtime alone
+    /// cost as connections grow, on this machine: the substrate the soft provider runs on.
+    #[value(name = "raw-tcp")]
+    RawTcp,
 }
 
 impl Transport {
@@ -93,6 +107,7 @@ impl Transport {
             Transport::RdmaShared => "rdma-srq",
             Transport::Tcp => "tcp",
             Transport::Libtirpc => "libtirpc",
+            Transport::RawTcp => "raw-tcp",
         }
     }
 
@@ -103,6 +118,7 @@ impl Transport {
             Transport::RdmaShared => "RPC-over-RDMA (soft, shared receive queue)",
             Transport::Tcp => "our TCP",
             Transport::Libtirpc => "libtirpc server",
+            Transport::RawTcp => "raw TCP ping-pong (the substrate)",
         }
     }
 }
@@ -148,7 +164,7 @@ struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "rdma,rdma-srq,tcp,libtirpc"
+        default_value = "rdma,rdma-srq,tcp,libtirpc,raw-tcp"
     )]
     transport: Vec<Transport>,
     /// Sweep: calls in flight in all, at every point.

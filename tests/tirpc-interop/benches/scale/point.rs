@@ -48,7 +48,9 @@ pub fn point(
 fn failure(transport: Transport, what: String) -> Outcome {
     match transport {
         Transport::Libtirpc => Outcome::Stopped(what),
-        Transport::Rdma | Transport::RdmaShared | Transport::Tcp => Outcome::Failed(what),
+        Transport::Rdma | Transport::RdmaShared | Transport::Tcp | Transport::RawTcp => {
+            Outcome::Failed(what)
+        }
     }
 }
 

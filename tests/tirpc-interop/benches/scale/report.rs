@@ -238,13 +238,32 @@ pub fn print_ratios(runs: &[Run]) {
         for p in run.measured() {
             let n = p.connections;
             println!(
-                "  {n:>6} connections: calls/s {}x, p99/p50 {}, p99 {}x, CPU/call {}x",
+                "  {n:>6} connections: calls/s {}x{}, p99/p50 {}, p99 {}x, CPU/call {}x",
                 spread_text(calls_ratio(run, n)),
+                against_substrate(runs, run, n),
                 spread_text(tail_ratio(p)),
                 spread_text(run.ratio(n, BASELINE_POINT, |p| p.p99_us)),
                 spread_text(run.ratio(n, BASELINE_POINT, |p| p.cpu_us_per_call)),
             );
         }
+    }
+}
+
+/// For a transport other than raw TCP, when raw TCP ran at `n` connections too: its
+/// calls/s ratio divided by raw TCP's (medians), the share of the substrate's own scaling it
+/// keeps.
+fn against_substrate(runs: &[Run], run: &Run, n: usize) -> String {
+    if run.transport == Transport::RawTcp {
+        return String::new();
+    }
+    let raw = runs.iter().find(|r| r.transport == Transport::RawTcp);
+    match (calls_ratio(run, n), raw.and_then(|r| calls_ratio(r, n))) {
+        (Some(ours), Some(raw)) if raw.median > 0.0 => format!(
+            " (raw TCP {}x; {} of its scaling)",
+            number(raw.median),
+            number(ours.median / raw.median)
+        ),
+        _ => String::new(),
     }
 }
 

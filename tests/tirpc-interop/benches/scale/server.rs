@@ -21,6 +21,7 @@ use rpcrdma::transport::{serve, RdmaListener};
 use tirpc_interop::service;
 
 use crate::heap;
+use crate::raw::RawServer;
 use crate::tuning::Tuning;
 use crate::Transport;
 
@@ -35,6 +36,7 @@ fn program() -> Server {
 enum Running {
     Rdma(Arc<RdmaListener<SoftProvider>>),
     Tcp(TcpServer),
+    Raw(RawServer),
 }
 
 impl Running {
@@ -78,6 +80,10 @@ impl Running {
                 let addr = tcp.local_addr();
                 Ok((Running::Tcp(tcp), addr))
             }
+            Transport::RawTcp => {
+                let (raw, addr) = RawServer::start(any).await?;
+                Ok((Running::Raw(raw), addr))
+            }
             Transport::Libtirpc => Err(std::io::Error::other(
                 "libtirpc's server is the C program, not a role of this binary",
             )),
@@ -91,6 +97,7 @@ impl Running {
                 let s = tcp.stats();
                 s.connections - s.connections_closed
             }
+            Running::Raw(raw) => raw.connections(),
         }
     }
 }
