@@ -1106,7 +1106,8 @@ async fn ping(args: &[String]) -> ExitCode {
 }
 
 /// Runs one bulk variant (named by a word of [`BULK`]'s names, e.g. `profile write crc-on`)
-/// over and over for about `secs` seconds, for `perf record`: no rounds, no records.
+/// over and over for about `PROFILE_SECS` seconds (default 10) in messages of `PROFILE_SIZE`
+/// bytes (default 1 MiB), for `perf record`: no rounds, no records.
 async fn profile(args: &[String]) {
     let words: Vec<String> = args.iter().map(|a| a.replace('-', " ")).collect();
     let v = (0..BULK.len())
@@ -1115,18 +1116,25 @@ async fn profile(args: &[String]) {
             words.iter().all(|w| name.contains(w.as_str()))
         })
         .unwrap_or(2);
+    let size: usize = std::env::var("PROFILE_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(MIB);
     let secs: f64 = std::env::var("PROFILE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10.0);
-    println!("profiling {} for {secs} s", BULK[v]);
+    println!(
+        "profiling {} in messages of {size} bytes for {secs} s",
+        BULK[v]
+    );
     let t = Instant::now();
     let (mut rates, mut cpu) = (Vec::new(), Vec::new());
     while t.elapsed().as_secs_f64() < secs {
         let run = if std::env::var("PROFILE_TASK").is_ok() {
-            tokio::spawn(bulk(v, 256 * MIB, MIB)).await.unwrap()
+            tokio::spawn(bulk(v, 256 * MIB, size)).await.unwrap()
         } else {
-            bulk(v, 256 * MIB, MIB).await
+            bulk(v, 256 * MIB, size).await
         };
         rates.push(run.rate / 1e6);
         cpu.push(run.cpu_ns_per_byte);

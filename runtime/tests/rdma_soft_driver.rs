@@ -643,3 +643,59 @@ fn posters_on_several_threads_lose_no_send() {
         on_both_runtimes(|| posters_on_several_threads(confirm));
     }
 }
+
+/// A stream of small RDMA Writes with a window of work requests in flight, each completion
+/// taken before the next Write is posted, as an application streams data: the confirmation
+/// probe waits while completions are left to take, and goes out when the taker finds none,
+/// whether it waits in `poll_completion` or spins on `try_completion`. Every Write completes,
+/// in order, and every byte lands.
+async fn a_window_of_writes(spin: bool) {
+    const SIZE: usize = 4096;
+    const WINDOW: usize = 8;
+    const WRITES: usize = 300;
+    let (c, s) = pair(&provider(false, true)).await;
+    let target = s
+        .register(vec![0; WRITES * SIZE], Access::REMOTE_WRITE)
+        .unwrap();
+    let data = c.register(pattern(WRITES * SIZE, 3), Access::NONE).unwrap();
+    let write = |i: usize| {
+        let at = RemoteAddr::new(target.rkey(), target.addr() + (i * SIZE) as u64);
+        let sge = Sge::new(&data, i * SIZE..(i + 1) * SIZE).unwrap();
+        c.post_send(SendWr::write(i as u64, vec![sge], at)).unwrap();
+    };
+    let mut posted = 0;
+    while posted < WINDOW {
+        write(posted);
+        posted += 1;
+    }
+    for want in 0..WRITES as u64 {
+        let done = tokio::time::timeout(Duration::from_secs(10), async {
+            if spin {
+                loop {
+                    if let Some(done) = c.try_completion() {
+                        return done;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            } else {
+                c.poll_completion().await
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("Write {want} completes (spinning: {spin})"));
+        assert!(done.is_success(), "{done:?}");
+        assert_eq!(done.wr_id, want);
+        if posted < WRITES {
+            write(posted);
+            posted += 1;
+        }
+    }
+    assert!(target.to_vec(0..WRITES * SIZE).unwrap() == pattern(WRITES * SIZE, 3));
+}
+
+#[test]
+fn a_window_of_writes_completes_whether_the_taker_waits_or_spins() {
+    for spin in [false, true] {
+        on_both_runtimes(|| a_window_of_writes(spin));
+    }
+}

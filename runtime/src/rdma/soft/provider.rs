@@ -62,7 +62,9 @@ pub struct SoftConfig {
     /// Complete Sends and RDMA Writes once the peer confirmed them, so that a refusal shows
     /// in their completions as on verbs (see [`CoreConfig::confirm`]). Costs a zero-length
     /// RDMA Read per round of messages; the peer's Read Response usually shares a write with
-    /// its next message (see the driver's module documentation). Either side may hold back the
+    /// its next message (see the driver's module documentation). Without a completion hook,
+    /// the probe waits while completions are left to take, so a window of RDMA Writes costs
+    /// one per window rather than one per two messages. Either side may hold back the
     /// answer to such a probe (never a real RDMA Read's data) for the next message posted on
     /// the connection, while a task waits for its completions: until that post, the next
     /// input, or, when the connection goes quiet, about 10 ms. Without confirmation
@@ -585,13 +587,23 @@ impl Connection for SoftConnection {
     }
 
     fn try_completion(&self) -> Option<Completion> {
-        self.shared.core().poll_completion()
+        let mut core = self.shared.core();
+        let c = core.poll_completion();
+        if c.is_none() && core.probe_held_back() {
+            drop(core);
+            self.shared.transmit_now();
+        }
+        c
     }
 
     /// The hook runs where the provider learns of completions: mostly in the connection's
     /// receive task, right after it fed the core.
     fn set_completion_hook(&self, hook: CompletionHook) -> bool {
-        self.shared.hook.set(hook).is_ok()
+        let set = self.shared.hook.set(hook).is_ok();
+        if set {
+            self.shared.core().set_hooked();
+        }
+        set
     }
 
     /// The calling task reads the stream itself (see the driver's `Receiver`).

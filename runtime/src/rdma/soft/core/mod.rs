@@ -241,6 +241,9 @@ pub struct Core {
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
     unconfirmed: usize,
+    /// Completions go to a poller that takes them from [`Core::poll_completion`] (no hook):
+    /// a probe waits while the poller still has some to take (see [`Core::needs_probe`]).
+    defer_probes: bool,
     /// Outstanding RDMA Reads of this side's that move data (not probes).
     reads_with_data: usize,
     /// Small messages take the fast paths (see `fast.rs`); off only in the tests that compare
@@ -297,6 +300,7 @@ impl Core {
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,
+            defer_probes: true,
             reads_with_data: 0,
             fast_paths: true,
             placement: PlacementStats::default(),
@@ -390,6 +394,19 @@ impl Core {
     /// The next completion.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.cq.pop_front()
+    }
+
+    /// Completions go to a hook, which takes each as it is made: a probe is never held back
+    /// for a poller to come (see [`Core::needs_probe`]).
+    pub fn set_hooked(&mut self) {
+        self.defer_probes = false;
+    }
+
+    /// True when a confirmation probe that waited for the poller to take every completion
+    /// (see [`Core::needs_probe`]) is due now: the poller found none left, and is about to
+    /// wait.
+    pub fn probe_held_back(&self) -> bool {
+        self.defer_probes && self.cq.is_empty() && self.needs_probe()
     }
 
     /// True when completions are waiting.

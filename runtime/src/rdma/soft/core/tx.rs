@@ -7,6 +7,11 @@ use super::*;
 /// region lock and two more slices per write, more than copying a few bytes.
 pub(super) const GATHER_MIN: usize = 2048;
 
+/// Most Sends and RDMA Writes that wait for confirmation while a probe is held back for the
+/// poller (see [`Core::needs_probe`]): a consumer that posts on without taking its completions
+/// still has them confirmed in rounds of this many.
+pub(super) const PROBE_HELD_MOST: usize = 32;
+
 impl Core {
     /// Queues one FPDU carrying `hdr` and `payload`, copied.
     pub(super) fn emit(&mut self, hdr: &DdpHeader, payload: &[u8], out: &mut Transmit) {
@@ -205,9 +210,15 @@ impl Core {
     /// or about to start that would confirm them. The probe goes between two messages even
     /// when more are queued, so that completions come back while data still flows (at most
     /// one probe per round trip: none while one is outstanding).
+    ///
+    /// A poller that still has completions to take is not waiting for more: the probe waits
+    /// until it has taken them all ([`Core::probe_held_back`] tells the driver when), or until
+    /// [`PROBE_HELD_MOST`] messages wait for one. A stream of RDMA Writes with a window of
+    /// work requests then costs a probe per window, not one per two messages.
     pub(super) fn needs_probe(&self) -> bool {
         self.cfg.confirm
             && self.unconfirmed > 0
+            && (!self.defer_probes || self.cq.is_empty() || self.unconfirmed >= PROBE_HELD_MOST)
             && self.pending_reads.is_empty()
             && self.cur_tx.is_none()
             && !matches!(
