@@ -242,7 +242,7 @@ pub struct Core {
     rx_scratch: Vec<u8>,
     unconfirmed: usize,
     /// Completions go to a poller that takes them from [`Core::poll_completion`] (no hook):
-    /// a probe waits while the poller still has some to take (see [`Core::needs_probe`]).
+    /// a probe waits while the poller still has some to take ([`Core::probe_held_back`]).
     defer_probes: bool,
     /// Outstanding RDMA Reads of this side's that move data (not probes).
     reads_with_data: usize,
@@ -396,15 +396,17 @@ impl Core {
         self.cq.pop_front()
     }
 
-    /// Completions go to a hook, which takes each as it is made: a probe is never held back
-    /// for a poller to come (see [`Core::needs_probe`]).
+    /// Completions go to a hook, which takes each as it is made: a confirmation probe is never
+    /// held back for a poller to come (see [`Core::probe_held_back`]).
     pub fn set_hooked(&mut self) {
         self.defer_probes = false;
     }
 
-    /// True when a confirmation probe that waited for the poller to take every completion
-    /// (see [`Core::needs_probe`]) is due now: the poller found none left, and is about to
-    /// wait.
+    /// True when a confirmation probe that waited for the poller to take every completion is
+    /// due now: the poller found none left, and is about to wait. Without a hook, a poller
+    /// that still has completions to take is not waiting for more, so the probe for the Sends
+    /// and Writes posted meanwhile waits until it took the last one, or until 32 of them wait
+    /// for one.
     pub fn probe_held_back(&self) -> bool {
         self.defer_probes && self.cq.is_empty() && self.needs_probe()
     }
