@@ -1151,9 +1151,45 @@ async fn profile(args: &[String]) {
 const SWEEP_SIZES: [usize; 5] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, MIB];
 const LATENCY_SIZES: [usize; 5] = [64, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
 
+/// Issue 54's targets for small and medium messages: 4 KiB and 16 KiB RDMA Writes and Reads at
+/// least this fraction of raw TCP's throughput at the same message size, at most this many
+/// times its CPU time per byte, and Send/Recv round trips of 4, 16 and 64 KiB at most this many
+/// times raw TCP's ping-pong of the same size.
+const SMALL_THROUGHPUT_TARGET: f64 = 0.9;
+const SMALL_CPU_TARGET: f64 = 1.2;
+const SIZED_LATENCY_TARGET: f64 = 1.2;
+
+/// The sizes of the sweeps whose rows issue 54 judges.
+const JUDGED_SWEEP_SIZES: [usize; 2] = [4 << 10, 16 << 10];
+const JUDGED_LATENCY_SIZES: [usize; 3] = [4 << 10, 16 << 10, 64 << 10];
+
+/// `missed`, with `name` added when the median of the per-round ratios `v / base` is on the
+/// wrong side of `target` (`at_least`: it must not be below).
+fn judge(
+    missed: &mut Vec<String>,
+    name: &str,
+    v: &[f64],
+    base: &[f64],
+    target: f64,
+    at_least: bool,
+) {
+    let r = stats(&ratios(v, base)).0;
+    let met = if at_least { r >= target } else { r <= target };
+    println!(
+        "  {name}: {r:.3}x (target {} {target}x) {}",
+        if at_least { ">=" } else { "<=" },
+        verdict(met)
+    );
+    if !met {
+        missed.push(format!("{name} {r:.3}x"));
+    }
+}
+
 /// Throughput and CPU per byte against message size, and round trip against message size:
-/// plots (and the 4 KiB rows), no targets.
-async fn sweep(rec: &mut Recorder) {
+/// plots, and the rows of issue 54's targets (4 and 16 KiB transfers, 4, 16 and 64 KiB round
+/// trips). Returns the targets missed.
+async fn sweep(rec: &mut Recorder) -> Vec<String> {
+    let mut missed = Vec::new();
     let quick = bench_report::quick();
     let rounds = if quick { 3 } else { 7 };
     let total = if quick { 16 } else { 64 } * MIB;
@@ -1207,20 +1243,45 @@ async fn sweep(rec: &mut Recorder) {
         println!("  {name:<10} {}", row.join(", "));
     }
     for (v, name) in names.iter().enumerate().skip(1) {
-        record(
-            rec,
-            &format!("4 KiB {name} throughput"),
-            (&rate[v][0], "MB/s"),
-            ("raw TCP, 4 KiB writes", &rate[0][0]),
-            None,
-        );
-        record(
-            rec,
-            &format!("4 KiB {name}, CPU time per byte (both ends)"),
-            (&cpu[v][0], "ns/B"),
-            ("raw TCP, 4 KiB writes", &cpu[0][0]),
-            None,
-        );
+        for (k, &size) in SWEEP_SIZES.iter().enumerate() {
+            if !JUDGED_SWEEP_SIZES.contains(&size) {
+                continue;
+            }
+            let kib = size >> 10;
+            let base = format!("raw TCP (tokio), {kib} KiB writes");
+            let row = format!("{kib} KiB {name} throughput");
+            record(
+                rec,
+                &row,
+                (&rate[v][k], "MB/s"),
+                (&base, &rate[0][k]),
+                Some(Target::at_least(SMALL_THROUGHPUT_TARGET)),
+            );
+            judge(
+                &mut missed,
+                &row,
+                &rate[v][k],
+                &rate[0][k],
+                SMALL_THROUGHPUT_TARGET,
+                true,
+            );
+            let row = format!("{kib} KiB {name}, CPU time per byte (both ends)");
+            record(
+                rec,
+                &row,
+                (&cpu[v][k], "ns/B"),
+                (&base, &cpu[0][k]),
+                Some(Target::at_most(SMALL_CPU_TARGET)),
+            );
+            judge(
+                &mut missed,
+                &row,
+                &cpu[v][k],
+                &cpu[0][k],
+                SMALL_CPU_TARGET,
+                false,
+            );
+        }
     }
 
     let iters = if quick { 300 } else { 1000 };
@@ -1255,23 +1316,41 @@ async fn sweep(rec: &mut Recorder) {
             .collect();
         println!("  {name:<38} {}", row.join(", "));
     }
-    let k = LATENCY_SIZES.len() - 1;
-    record(
-        rec,
-        "64 KiB Send/Recv round trip, confirmed completions, two-worker runtime, client in a task",
-        (&us[1][k], "us"),
-        ("raw TCP 64 KiB ping-pong", &us[0][k]),
-        None,
-    );
+    for (k, &size) in LATENCY_SIZES.iter().enumerate() {
+        if !JUDGED_LATENCY_SIZES.contains(&size) {
+            continue;
+        }
+        let kib = size >> 10;
+        let row = format!(
+            "{kib} KiB Send/Recv round trip, confirmed completions, two-worker runtime, client in a task"
+        );
+        record(
+            rec,
+            &row,
+            (&us[1][k], "us"),
+            (&format!("raw TCP {kib} KiB ping-pong"), &us[0][k]),
+            Some(Target::at_most(SIZED_LATENCY_TARGET)),
+        );
+        judge(
+            &mut missed,
+            &row,
+            &us[1][k],
+            &us[0][k],
+            SIZED_LATENCY_TARGET,
+            false,
+        );
+    }
     rec.note(
         GROUP,
         format!(
-            "The plots: {rounds} rounds of {} MiB per size for throughput (RDMA with about \
-             4 MiB in flight, 4 to 16 work requests; TCP one stream of writes of that size) \
-             and {iters} round trips per size for latency, medians.",
+            "The plots and the 4 and 16 KiB rows: {rounds} rounds of {} MiB per size for \
+             throughput (RDMA with about 4 MiB in flight, 4 to 16 work requests; TCP one stream \
+             of writes of that size, tokio) and {iters} round trips per size for latency, \
+             medians of the rounds; each ratio is the median of the per-round ratios.",
             total / MIB
         ),
     );
+    missed
 }
 
 fn main() -> ExitCode {
@@ -1371,7 +1450,7 @@ fn main() -> ExitCode {
         missed.extend(two_workers.block_on(two_processes(&mut rec)));
     }
     if wants("sweep") {
-        two_workers.block_on(sweep(&mut rec));
+        missed.extend(two_workers.block_on(sweep(&mut rec)));
     }
     if let Err(e) = rec.save() {
         eprintln!("rdma_soft: records not written: {e}");
