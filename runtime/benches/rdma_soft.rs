@@ -1078,13 +1078,18 @@ async fn ping(args: &[String]) -> ExitCode {
     } else {
         Client::Task
     };
+    // `PING_SIZE=BYTES`: messages of that size instead of 64 bytes.
+    let size = std::env::var("PING_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     let sockets = |run: RoundTrips| (run.mean, Some(run.same_cpu));
     let (dt, same_cpu) = match args.first().map(String::as_str) {
-        Some("raw") => sockets(run_client(client, tcp_round_trip(iters, 64)).await),
-        Some("confirmed") => sockets(run_client(client, soft_round_trip(iters, 64, true)).await),
-        Some("local") => sockets(run_client(client, soft_round_trip(iters, 64, false)).await),
-        Some("core-confirmed") => (core_round_trip(iters, 64, true), None),
-        Some("core-local") => (core_round_trip(iters, 64, false), None),
+        Some("raw") => sockets(run_client(client, tcp_round_trip(iters, size)).await),
+        Some("confirmed") => sockets(run_client(client, soft_round_trip(iters, size, true)).await),
+        Some("local") => sockets(run_client(client, soft_round_trip(iters, size, false)).await),
+        Some("core-confirmed") => (core_round_trip(iters, size, true), None),
+        Some("core-local") => (core_round_trip(iters, size, false), None),
         _ => {
             eprintln!(
                 "usage: rdma_soft ping raw|confirmed|local|core-confirmed|core-local [ROUND_TRIPS]"

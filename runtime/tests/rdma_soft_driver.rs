@@ -142,16 +142,16 @@ fn a_reply_left_to_a_poller_goes_out_when_it_turns_away_on_both_runtimes() {
     }
 }
 
-/// Ping-pong with confirmed completions on the two-worker runtime, the server polling from a
+/// Ping-pong of `size`-byte messages with confirmed completions on the two-worker runtime, the server polling from a
 /// spawned task and the client from a task too or from `block_on`'s future (confirmations
 /// wait for the next post, bounded by the receive task): every Send and every receive
 /// completes, in order, payloads intact. The server's confirmation of the client's last Send
 /// is left for a next post that never comes: the flusher sends it.
-async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
+async fn confirmed_ping_pong(client_in_task: bool, rounds: u64, size: usize) {
     let (c, s) = pair(&provider(false, true)).await;
     // The server's first receive is posted before the client can send.
-    let rbuf = s.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-    let sbuf = s.register(vec![0; 64], Access::NONE).unwrap();
+    let rbuf = s.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
+    let sbuf = s.register(vec![0; size], Access::NONE).unwrap();
     s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
     let server = tokio::spawn(async move {
         let (mut received, mut sent) = (0u64, 0u64);
@@ -163,13 +163,13 @@ async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
             match done.opcode {
                 WcOpcode::Recv => {
                     assert_eq!(done.wr_id, received);
-                    let got = rbuf.to_vec(0..64).unwrap();
+                    let got = rbuf.to_vec(0..size).unwrap();
                     assert!(
                         got.iter().all(|&b| b == received as u8),
                         "payload {received}"
                     );
                     received += 1;
-                    sbuf.write(0, &[received as u8; 64]).unwrap();
+                    sbuf.write(0, &vec![received as u8; size]).unwrap();
                     s.post_recv(RecvWr::new(received, Sge::whole(&rbuf)))
                         .unwrap();
                     s.post_send(SendWr::send(received, vec![Sge::whole(&sbuf)]))
@@ -185,11 +185,11 @@ async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
         s
     });
     let client = async move {
-        let rbuf = c.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-        let sbuf = c.register(vec![0; 64], Access::NONE).unwrap();
+        let rbuf = c.register(vec![0; size], Access::LOCAL_WRITE).unwrap();
+        let sbuf = c.register(vec![0; size], Access::NONE).unwrap();
         let mut sends = 0;
         for i in 0..rounds {
-            sbuf.write(0, &[i as u8; 64]).unwrap();
+            sbuf.write(0, &vec![i as u8; size]).unwrap();
             c.post_recv(RecvWr::new(i, Sge::whole(&rbuf))).unwrap();
             c.post_send(SendWr::send(i, vec![Sge::whole(&sbuf)]))
                 .unwrap();
@@ -200,7 +200,7 @@ async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
                 assert!(done.is_success(), "{done:?}");
                 if done.opcode == WcOpcode::Recv {
                     assert_eq!(done.wr_id, i);
-                    let got = rbuf.to_vec(0..64).unwrap();
+                    let got = rbuf.to_vec(0..size).unwrap();
                     assert!(got.iter().all(|&b| b == (i + 1) as u8), "reply {i}");
                     break;
                 }
@@ -231,7 +231,10 @@ async fn confirmed_ping_pong(client_in_task: bool, rounds: u64) {
 #[test]
 fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
     for client_in_task in [true, false] {
-        two_workers().block_on(confirmed_ping_pong(client_in_task, 500));
+        two_workers().block_on(confirmed_ping_pong(client_in_task, 500, 64));
+        // Two segments a message: the probe comes in the read that completes the message,
+        // and the poller reading it takes that completion itself.
+        two_workers().block_on(confirmed_ping_pong(client_in_task, 200, 64 * 1024));
     }
 }
 
@@ -242,7 +245,7 @@ fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
 fn short_ping_pongs_one_after_another_each_end_with_every_send_completed() {
     two_workers().block_on(async {
         for i in 0..12u64 {
-            confirmed_ping_pong(i % 2 == 0, 3).await;
+            confirmed_ping_pong(i % 2 == 0, 3, 64).await;
             // Less than a period, or three: the flusher has had an empty round and waits.
             let pause = [0, 5, 30][i as usize % 3];
             tokio::time::sleep(Duration::from_millis(pause)).await;

@@ -116,6 +116,13 @@ impl Core {
                 READ_RESPONSE_BATCH
             };
             if out.len() >= batch {
+                // A probe due after the message just queued goes in the same write, past the
+                // batch: it is a few bytes, and written apart it reaches the peer in a read of
+                // its own, which the peer answers with a write of its own instead of with its
+                // next message.
+                if self.cur_tx.is_none() && self.inbound_reads.is_empty() && self.needs_probe() {
+                    self.emit_read_request(None, None, 0, 0, 0, 0, out);
+                }
                 break;
             }
             if !self.inbound_reads.is_empty() {

@@ -158,8 +158,9 @@ impl Input {
     fn of(mut core: MutexGuard<'_, Core>, take: bool) -> Input {
         let taken = if take { core.poll_completion() } else { None };
         let completions = core.has_completions();
-        // Only looked at with completions (see `Shared::after_input`).
-        let confirmations = completions && core.owes_only_confirmations();
+        // Only looked at when some completion came, taken here or left for a poller (see
+        // `Shared::after_input`).
+        let confirmations = (completions || taken.is_some()) && core.owes_only_confirmations();
         Input {
             transmit: confirmations || core.wants_transmit(),
             confirmations,
@@ -388,20 +389,22 @@ impl Shared {
             self.kick();
             return false;
         }
+        // See the module documentation: the reply is left to whoever posts next when a
+        // completion came, for a poller (even the reading one, which took it and returns it
+        // now) or a hook. A reply left last time and still unsent goes out now, with this one.
+        let left = confirmations
+            && !self.deferred.load(Ordering::SeqCst)
+            && (poller.is_some()
+                || self.pollers.load(Ordering::SeqCst) > 0
+                || self.hook.get().is_some());
+        if left {
+            self.deferred.store(true, Ordering::SeqCst);
+        }
         if completions {
-            // See the module documentation. A reply left last time and still unsent goes out
-            // now, with this one.
-            if confirmations
-                && !self.deferred.load(Ordering::SeqCst)
-                && (poller.is_some()
-                    || self.pollers.load(Ordering::SeqCst) > 0
-                    || self.hook.get().is_some())
-            {
-                self.deferred.store(true, Ordering::SeqCst);
-                self.completions_ready_except(poller);
-                return true;
-            }
             self.completions_ready_except(poller);
+        }
+        if left {
+            return true;
         }
         if transmit {
             self.transmit_now();
