@@ -11,6 +11,11 @@ const COPY_CRC_BLOCK: usize = 8 * 1024;
 /// path.
 const DIRECT_MIN: usize = 4096;
 
+/// The smallest RDMA Read whose response is expected header first ([`Core::next_read_hint`]):
+/// the short read of the header costs a system call, worth it only when it keeps more than a
+/// few pages from being copied.
+const HINT_MIN: usize = 32 * 1024;
+
 /// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadHint {
@@ -129,7 +134,7 @@ impl Core {
                 || self
                     .pending_reads
                     .front()
-                    .is_some_and(|p| p.received == 0 && p.size >= DIRECT_MIN))
+                    .is_some_and(|p| p.received == 0 && p.size >= HINT_MIN))
             .then_some(HEADER),
         }
     }
