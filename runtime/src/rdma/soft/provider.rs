@@ -588,12 +588,14 @@ impl Connection for SoftConnection {
 
     fn try_completion(&self) -> Option<Completion> {
         let mut core = self.shared.core();
-        let c = core.poll_completion();
-        if c.is_none() && core.probe_held_back() {
+        if let Some(c) = core.poll_completion() {
+            return Some(c);
+        }
+        if core.probe_held_back() {
             drop(core);
             self.shared.transmit_now();
         }
-        c
+        None
     }
 
     /// The hook runs where the provider learns of completions: mostly in the connection's

@@ -407,6 +407,7 @@ impl Core {
     /// that still has completions to take is not waiting for more, so the probe for the Sends
     /// and Writes posted meanwhile waits until it took the last one, or until 32 of them wait
     /// for one.
+    #[inline]
     pub fn probe_held_back(&self) -> bool {
         self.defer_probes && self.cq.is_empty() && self.needs_probe()
     }
@@ -424,6 +425,7 @@ impl Core {
     }
 
     /// True when [`Core::poll_transmit`] has something to emit.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         if !self.out_urgent.is_empty() {
             return true;

@@ -111,6 +111,7 @@ impl Core {
     /// every payload of up to one segment (64 KiB) among them.
     ///
     /// [`TagTable::expect_write`]: crate::rdma::soft::tags::TagTable::expect_write
+    #[inline]
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
         // Small messages first (this runs on every input and post): no placement under way or

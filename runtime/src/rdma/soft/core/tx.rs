@@ -225,7 +225,6 @@ impl Core {
     pub(super) fn needs_probe(&self) -> bool {
         self.cfg.confirm
             && self.unconfirmed > 0
-            && (!self.defer_probes || self.cq.is_empty() || self.unconfirmed >= PROBE_HELD_MOST)
             && self.pending_reads.is_empty()
             && self.cur_tx.is_none()
             && !matches!(
@@ -235,6 +234,13 @@ impl Core {
                     ..
                 })
             )
+            && !self.probe_waits_for_poller()
+    }
+
+    /// A poller has completions left to take, and fewer than [`PROBE_HELD_MOST`] messages wait
+    /// for the probe (see [`Core::needs_probe`]).
+    fn probe_waits_for_poller(&self) -> bool {
+        self.defer_probes && !self.cq.is_empty() && self.unconfirmed < PROBE_HELD_MOST
     }
 
     /// Emits an RDMA Read Request (RFC 5040 section 4.4); `seq`/`sink` are `None` for a
