@@ -10,10 +10,13 @@
 //! * 1 MiB READ and WRITE over our ONC RPC over TCP too: in one process with the same test
 //!   program (RPC-over-RDMA against it), and in two processes against libtirpc's client and
 //!   server (FILL and SINK of `interop.x`; no targets).
+//! * 4 KiB and 64 KiB READ and WRITE, one call at a time, RPC-over-RDMA against our TCP in one
+//!   process and in two. Target (issue 54): at least our TCP's throughput.
 //! * NULL throughput with 1, 2, 4 .. 64 calls in flight: RPC-over-RDMA and our TCP in one
 //!   process (one connection, a task per call in flight), our TCP client and server in two
 //!   processes, and libtirpc, whose client has one call in flight, as that many C client
-//!   processes (no targets; a plot in the report).
+//!   processes (a plot in the report). Target (issue 54): RPC-over-RDMA's calls per second at
+//!   least our TCP's with 1, 8 and 64 in flight, in one process.
 //!
 //! # Process structure
 //!
@@ -381,10 +384,11 @@ fn raw_client_mean_us(addr: SocketAddr, calls: usize, read: bool) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / calls as f64
 }
 
-/// `--client tcp|rdma|raw PORT CALLS [null|read|write [IN_FLIGHT]]`: our client on a
+/// `--client tcp|rdma|raw PORT CALLS [null|read|write[:BYTES] [IN_FLIGHT]]`: our client on a
 /// current-thread runtime, from spawned tasks (how clients run on tokio; in `block_on`'s
 /// future it measured 0.25 us more per call). `null`: CALLS NULL calls, IN_FLIGHT (default 1)
-/// at a time on the one connection; `read` / `write`: CALLS 1 MiB calls one at a time, over
+/// at a time on the one connection; `read` / `write`: CALLS calls of 1 MiB (or BYTES) one at a
+/// time, over
 /// TCP FILL / SINK of `interop.x` (as the C client makes them), over RPC-over-RDMA the test
 /// program's FILL into a registered reply buffer and WRITE from a registered buffer (as the
 /// one-process rows); `raw`: raw TCP moving 1 MiB each way ([`raw_client_mean_us`]). Prints
@@ -401,7 +405,7 @@ fn client_main(args: &[String]) -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: --client tcp|rdma|rdma-nocrc|raw PORT CALLS [null|read|write [IN_FLIGHT]]"
+                "usage: --client tcp|rdma|rdma-nocrc|raw PORT CALLS [null|read|write[:BYTES] [IN_FLIGHT]]"
             );
             return ExitCode::FAILURE;
         }
@@ -415,11 +419,8 @@ fn client_main(args: &[String]) -> ExitCode {
     // `rdma-nocrc`: both ends without MPA CRC (see "Bulk").
     let rdma = kind.starts_with("rdma");
     let crc = kind != "rdma-nocrc";
-    let op = match op.as_str() {
-        "read" => Op::Read,
-        "write" => Op::Write,
-        _ => Op::Null,
-    };
+    let op = Op::parse(&op);
+    let size = op.size().max(1);
     let us = current_thread().block_on(async move {
         let client = match rdma {
             true => rdma_client_with(addr, crc).await,
@@ -428,11 +429,11 @@ fn client_main(args: &[String]) -> ExitCode {
         .rpc()
         .clone();
         let data = if rdma {
-            let mut buffer = client.buffer(MIB);
-            buffer.as_mut_slice().copy_from_slice(&pattern_of(MIB, 2));
-            buffer.freeze(MIB)
+            let mut buffer = client.buffer(size);
+            buffer.as_mut_slice().copy_from_slice(&pattern_of(size, 2));
+            buffer.freeze(size)
         } else {
-            Bytes::from(vec![0x5a; MIB])
+            Bytes::from(vec![0x5a; size])
         };
         // Each of `in_flight` tasks makes its share of `calls`, one after the other.
         let run = move |calls: usize| {
@@ -466,42 +467,65 @@ fn client_main(args: &[String]) -> ExitCode {
 #[derive(Clone, Copy)]
 enum Op {
     Null,
-    /// 1 MiB to the client.
-    Read,
-    /// 1 MiB from the client (`data`).
-    Write,
+    /// This many bytes to the client.
+    Read(usize),
+    /// This many bytes from the client (`data`).
+    Write(usize),
+}
+
+impl Op {
+    /// `null`, `read`, `write` (1 MiB), or `read:BYTES`, `write:BYTES`.
+    fn parse(s: &str) -> Op {
+        let (name, size) = match s.split_once(':') {
+            Some((name, size)) => (name, size.parse().expect("a size in bytes")),
+            None => (s, MIB),
+        };
+        match name {
+            "read" => Op::Read(size),
+            "write" => Op::Write(size),
+            _ => Op::Null,
+        }
+    }
+
+    /// Bytes a call moves (0 for NULL).
+    fn size(self) -> usize {
+        match self {
+            Op::Null => 0,
+            Op::Read(n) | Op::Write(n) => n,
+        }
+    }
 }
 
 /// One call of `--client`: over RPC-over-RDMA (`rdma`) the test program's FILL into a
 /// registered reply buffer and WRITE, over TCP `interop.x`'s FILL and SINK, as the C client.
 async fn one_call(client: &Client, op: Op, rdma: bool, data: &Bytes) {
     match op {
-        Op::Read if rdma => {
-            let buffer = client.buffer(MIB);
+        Op::Read(size) if rdma => {
+            let buffer = client.buffer(size);
             let r = client
                 .call_with::<testvers::TestFill>(
-                    &(MIB as u32),
+                    &(size as u32),
                     CallOptions::new().reply_buffer(buffer),
                 )
                 .await
                 .unwrap();
-            assert_eq!(r.data.len(), MIB);
+            assert_eq!(r.data.len(), size);
         }
-        Op::Write if rdma => {
+        Op::Write(size) if rdma => {
             let args = EchoArgs {
                 tag: 0,
                 data: data.clone(),
             };
             let n = client.call::<testvers::TestWrite>(&args).await.unwrap();
-            assert_eq!(n as usize, MIB);
+            assert_eq!(n as usize, size);
         }
-        Op::Read => {
-            let r = client.call::<Fill>(&(MIB as u32)).await.unwrap();
-            assert_eq!(r.len(), MIB);
+        Op::Read(size) => {
+            let r = client.call::<Fill>(&(size as u32)).await.unwrap();
+            assert_eq!(r.len(), size);
         }
-        Op::Write => {
+        Op::Write(size) => {
             let n = client.call::<Sink>(data).await.unwrap();
-            assert_eq!(n as usize, MIB);
+            assert_eq!(n as usize, size);
         }
         Op::Null => client.call::<InteropNull>(&()).await.unwrap(),
     }
@@ -713,31 +737,32 @@ async fn concurrent_per_s(client: &TestversClient, n: usize, calls_each: usize) 
 /// buffer at the server and lands in one at the client. One read before the clock starts
 /// fills the connection's buffer pools.
 async fn rdma_read_mbps(addr: SocketAddr, ops: usize) -> f64 {
-    rdma_bulk_mbps(addr, Op::Read, ops).await
+    rdma_bulk_mbps(addr, Op::Read(MIB), ops).await
 }
 
 /// MB/s of 1 MiB writes over RPC-over-RDMA on a new connection to `addr`: the argument lies
 /// in a registered buffer of the client, from which the server pulls it by RDMA Read. One
 /// write before the clock starts fills the connection's buffer pools.
 async fn rdma_write_mbps(addr: SocketAddr, ops: usize) -> f64 {
-    rdma_bulk_mbps(addr, Op::Write, ops).await
+    rdma_bulk_mbps(addr, Op::Write(MIB), ops).await
 }
 
-/// MB/s of `ops` 1 MiB calls `op` over RPC-over-RDMA on a new connection to `addr`, as
+/// MB/s of `ops` calls `op` over RPC-over-RDMA on a new connection to `addr`, as
 /// [`one_call`] makes them, after one unmeasured call.
 async fn rdma_bulk_mbps(addr: SocketAddr, op: Op, ops: usize) -> f64 {
     tokio::spawn(async move {
         let c = rdma_client(addr).await;
         let client = c.rpc();
-        let mut buffer = client.buffer(MIB);
-        buffer.as_mut_slice().copy_from_slice(&pattern_of(MIB, 2));
-        let data = buffer.freeze(MIB);
+        let size = op.size().max(1);
+        let mut buffer = client.buffer(size);
+        buffer.as_mut_slice().copy_from_slice(&pattern_of(size, 2));
+        let data = buffer.freeze(size);
         one_call(client, op, true, &data).await;
         let start = Instant::now();
         for _ in 0..ops {
             one_call(client, op, true, &data).await;
         }
-        (ops * MIB) as f64 / start.elapsed().as_secs_f64() / 1e6
+        (ops * size) as f64 / start.elapsed().as_secs_f64() / 1e6
     })
     .await
     .unwrap()
@@ -804,21 +829,21 @@ async fn raw_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
     .unwrap()
 }
 
-/// MB/s of 1 MiB READs (`read`) or WRITEs over our ONC RPC over TCP on a new connection to
+/// MB/s of `size`-byte READs (`read`) or WRITEs over our ONC RPC over TCP on a new connection to
 /// `addr`, the same test program as the RPC-over-RDMA rows: FILL answers from the buffer the
 /// server filled once per connection, WRITE's argument is one buffer the client filled once.
-async fn tcp_bulk_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
+async fn tcp_bulk_mbps(addr: SocketAddr, read: bool, ops: usize, size: usize) -> f64 {
     tokio::spawn(async move {
         let c = tcp_client(addr).await;
-        let data = pattern_of(MIB, 2);
+        let data = pattern_of(size, 2);
         let mut start = Instant::now();
         for i in 0..ops + 1 {
             if i == 1 {
                 start = Instant::now();
             }
             if read {
-                let r = c.test_fill(MIB as u32).await.unwrap();
-                assert_eq!(r.data.len(), MIB);
+                let r = c.test_fill(size as u32).await.unwrap();
+                assert_eq!(r.data.len(), size);
             } else {
                 let n = c
                     .test_write(EchoArgs {
@@ -827,10 +852,10 @@ async fn tcp_bulk_mbps(addr: SocketAddr, read: bool, ops: usize) -> f64 {
                     })
                     .await
                     .unwrap();
-                assert_eq!(n as usize, MIB);
+                assert_eq!(n as usize, size);
             }
         }
-        (ops * MIB) as f64 / start.elapsed().as_secs_f64() / 1e6
+        (ops * size) as f64 / start.elapsed().as_secs_f64() / 1e6
     })
     .await
     .unwrap()
@@ -870,6 +895,15 @@ fn c_clients_per_s(
     (n * each) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The sizes of the small and medium READ and WRITE rows (issue 54).
+const SIZED: [usize; 2] = [4 << 10, 64 << 10];
+
+/// Calls of `size` bytes per measurement of a [`SIZED`] row: the bytes of `bulk_ops` 1 MiB
+/// calls, at most 2,000 calls.
+fn sized_ops(size: usize, bulk_ops: usize) -> usize {
+    (bulk_ops * MIB / size).min(2000)
+}
+
 /// Calls in flight in the concurrency sweep.
 const IN_FLIGHT: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
@@ -894,6 +928,7 @@ impl Series {
 const NULL_GROUP: &str = "ONC RPC: NULL round trip";
 const BULK_GROUP: &str = "ONC RPC: 1 MiB READ and WRITE";
 const FLIGHT_GROUP: &str = "ONC RPC: calls in flight";
+const SIZED_GROUP: &str = "ONC RPC: 4 KiB and 64 KiB READ and WRITE";
 
 /// A ratio over the rounds and its target, with what it compares (for the records).
 struct Ratio {
@@ -1087,6 +1122,16 @@ fn main() -> ExitCode {
                             mbps(p.client_mean_us(&exe, &ours(kind, port, bulk_ops, op, 1))),
                         );
                     }
+                    for size in SIZED {
+                        let ops = sized_ops(size, bulk_ops);
+                        for (kind, port) in
+                            [("tcp", our_server.tcp_port), ("rdma", our_server.rdma_port)]
+                        {
+                            let sized = format!("{op}:{size}");
+                            let us = p.client_mean_us(&exe, &ours(kind, port, ops, &sized, 1));
+                            push(format!("2p {kind} {op} {size}"), size as f64 / us);
+                        }
+                    }
                 }
             }
         }
@@ -1101,7 +1146,7 @@ fn main() -> ExitCode {
             );
             push(
                 "tcp read".into(),
-                tcp_bulk_mbps(tcp_addr, true, bulk_ops).await,
+                tcp_bulk_mbps(tcp_addr, true, bulk_ops, MIB).await,
             );
             push("raw write".into(), raw_mbps(raw, false, bulk_ops).await);
             push(
@@ -1110,8 +1155,27 @@ fn main() -> ExitCode {
             );
             push(
                 "tcp write".into(),
-                tcp_bulk_mbps(tcp_addr, false, bulk_ops).await,
+                tcp_bulk_mbps(tcp_addr, false, bulk_ops, MIB).await,
             );
+            for size in SIZED {
+                let ops = sized_ops(size, bulk_ops);
+                push(
+                    format!("rdma read {size}"),
+                    rdma_bulk_mbps(rdma_addr, Op::Read(size), ops).await,
+                );
+                push(
+                    format!("tcp read {size}"),
+                    tcp_bulk_mbps(tcp_addr, true, ops, size).await,
+                );
+                push(
+                    format!("rdma write {size}"),
+                    rdma_bulk_mbps(rdma_addr, Op::Write(size), ops).await,
+                );
+                push(
+                    format!("tcp write {size}"),
+                    tcp_bulk_mbps(tcp_addr, false, ops, size).await,
+                );
+            }
         });
         // Calls in flight: the servers where the bulk rows had them (across CPUs where there
         // are two), the client processes where that placement puts clients.
@@ -1385,16 +1449,18 @@ fn main() -> ExitCode {
             None,
         ));
     }
-    for n in [1, 64] {
+    // Issue 54: RPC-over-RDMA's NULL calls per second with 1, 8 and 64 in flight at least our
+    // TCP's.
+    for n in [1, 8, 64] {
         let calls_in_flight = if n == 1 {
-            "1 NULL call"
+            "1 NULL call".to_string()
         } else {
-            "64 NULL calls"
+            format!("{n} NULL calls")
         };
         let processes = if n == 1 {
-            "1 client process"
+            "1 client process".to_string()
         } else {
-            "64 client processes"
+            format!("{n} client processes")
         };
         ratios.push(ratio(
             FLIGHT_GROUP,
@@ -1405,7 +1471,7 @@ fn main() -> ExitCode {
                 format!("our TCP, {n} in flight"),
             ),
             "calls/s",
-            None,
+            Some((1.0, false)),
         ));
         ratios.push(ratio(
             FLIGHT_GROUP,
@@ -1418,6 +1484,35 @@ fn main() -> ExitCode {
             "calls/s",
             None,
         ));
+    }
+    // Issue 54: RPC-over-RDMA's 4 KiB and 64 KiB READs and WRITEs at least as fast as our
+    // TCP's, in one process and in two.
+    for size in SIZED {
+        let kib = size >> 10;
+        for (op, name) in [("read", "READ"), ("write", "WRITE")] {
+            ratios.push(ratio(
+                SIZED_GROUP,
+                format!("RPC-over-RDMA / our TCP, {kib} KiB {name}, {one_process}"),
+                (
+                    &format!("rdma {op} {size}"),
+                    &format!("tcp {op} {size}"),
+                    format!("our TCP, {kib} KiB {name}, {one_process}"),
+                ),
+                "MB/s",
+                Some((1.0, false)),
+            ));
+            ratios.push(ratio(
+                SIZED_GROUP,
+                format!("RPC-over-RDMA / our TCP, {kib} KiB {name}, {bulk_tag}"),
+                (
+                    &format!("2p rdma {op} {size}"),
+                    &format!("2p tcp {op} {size}"),
+                    format!("our TCP, {kib} KiB {name}, {bulk_tag}"),
+                ),
+                "MB/s",
+                Some((1.0, false)),
+            ));
+        }
     }
     println!("ratios (median of per-round ratios [min .. max]):");
     for r in &ratios {
@@ -1491,6 +1586,17 @@ fn main() -> ExitCode {
              connection (tasks of one client); a libtirpc client has one call in flight, so \
              N in flight is N client processes with a connection each against the \
              single-threaded rpcgen server (process start-up included in the time)."
+        ),
+    );
+    rec.note(
+        SIZED_GROUP,
+        format!(
+            "Calls of 4 KiB and 64 KiB one at a time, the bytes of {bulk_ops} 1 MiB calls (at \
+             most 2,000 calls) per size and round, medians of {rounds} interleaved rounds; \
+             each ratio is the median of the per-round ratios. The same programs as the 1 MiB \
+             rows: RPC-over-RDMA (soft provider, its defaults) READ into a registered reply \
+             buffer and WRITE from a registered buffer, our TCP FILL and WRITE of the test \
+             program; in one process ({one_process}, unpinned) and in two ({bulk_tag})."
         ),
     );
     if let Err(e) = rec.save() {
