@@ -11,9 +11,9 @@ const COPY_CRC_BLOCK: usize = 8 * 1024;
 /// path.
 const DIRECT_MIN: usize = 4096;
 
-/// The smallest RDMA Read whose response is expected header first ([`Core::next_read_hint`]):
-/// the short read of the header costs a system call, worth it only when it keeps more than a
-/// few pages from being copied.
+/// The smallest RDMA Read whose response, and the smallest region whose announced RDMA Write,
+/// is expected header first ([`Core::next_read_hint`]): the short read of the header costs a
+/// system call, worth it only when it keeps more than a few pages from being copied.
 const HINT_MIN: usize = 32 * 1024;
 
 /// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
@@ -142,10 +142,12 @@ impl Core {
 
     /// Notes that the peer is about to write into `mr` by RDMA Write (a Write chunk of a call
     /// being sent), so that its first segment too is placed directly (see
-    /// [`Core::next_read_hint`]). Not under markers, where nothing is placed directly.
+    /// [`Core::next_read_hint`]). Not under markers, where nothing is placed directly, nor for
+    /// a region smaller than `HINT_MIN` (32 KiB), whose payload costs less to copy than a read
+    /// of the header alone.
     pub fn expect_write(&self, mr: &MemoryRegion) {
         if !self.cfg.rx.markers {
-            self.tags.expect_write(mr, DIRECT_MIN);
+            self.tags.expect_write(mr, HINT_MIN);
         }
     }
 
