@@ -1168,20 +1168,27 @@ const SIZED_LATENCY_TARGET: f64 = 1.2;
 const JUDGED_SWEEP_SIZES: [usize; 2] = [4 << 10, 16 << 10];
 const JUDGED_LATENCY_SIZES: [usize; 3] = [4 << 10, 16 << 10, 64 << 10];
 
-/// `missed`, with `name` added when the median of the per-round ratios `v / base` is on the
-/// wrong side of `target` (`at_least`: it must not be below).
-fn judge(
+/// Records `v` against `base` as [`record`] does, with the target `bound` (`at_least`: the
+/// ratio must not be below it, else not above), prints the verdict, and adds `name` to
+/// `missed` when the median of the per-round ratios misses it.
+fn record_judged(
+    rec: &mut Recorder,
     missed: &mut Vec<String>,
     name: &str,
-    v: &[f64],
-    base: &[f64],
-    target: f64,
-    at_least: bool,
+    (v, unit): (&[f64], &str),
+    (base_name, base): (&str, &[f64]),
+    (bound, at_least): (f64, bool),
 ) {
+    let target = if at_least {
+        Target::at_least(bound)
+    } else {
+        Target::at_most(bound)
+    };
+    record(rec, name, (v, unit), (base_name, base), Some(target));
     let r = stats(&ratios(v, base)).0;
-    let met = if at_least { r >= target } else { r <= target };
+    let met = if at_least { r >= bound } else { r <= bound };
     println!(
-        "  {name}: {r:.3}x (target {} {target}x) {}",
+        "  {name}: {r:.3}x (target {} {bound}x) {}",
         if at_least { ">=" } else { "<=" },
         verdict(met)
     );
@@ -1254,37 +1261,21 @@ async fn sweep(rec: &mut Recorder) -> Vec<String> {
             }
             let kib = size >> 10;
             let base = format!("raw TCP (tokio), {kib} KiB writes");
-            let row = format!("{kib} KiB {name} throughput");
-            record(
+            record_judged(
                 rec,
-                &row,
+                &mut missed,
+                &format!("{kib} KiB {name} throughput"),
                 (&rate[v][k], "MB/s"),
                 (&base, &rate[0][k]),
-                Some(Target::at_least(SMALL_THROUGHPUT_TARGET)),
+                (SMALL_THROUGHPUT_TARGET, true),
             );
-            judge(
-                &mut missed,
-                &row,
-                &rate[v][k],
-                &rate[0][k],
-                SMALL_THROUGHPUT_TARGET,
-                true,
-            );
-            let row = format!("{kib} KiB {name}, CPU time per byte (both ends)");
-            record(
+            record_judged(
                 rec,
-                &row,
+                &mut missed,
+                &format!("{kib} KiB {name}, CPU time per byte (both ends)"),
                 (&cpu[v][k], "ns/B"),
                 (&base, &cpu[0][k]),
-                Some(Target::at_most(SMALL_CPU_TARGET)),
-            );
-            judge(
-                &mut missed,
-                &row,
-                &cpu[v][k],
-                &cpu[0][k],
-                SMALL_CPU_TARGET,
-                false,
+                (SMALL_CPU_TARGET, false),
             );
         }
     }
@@ -1329,20 +1320,13 @@ async fn sweep(rec: &mut Recorder) -> Vec<String> {
         let row = format!(
             "{kib} KiB Send/Recv round trip, confirmed completions, two-worker runtime, client in a task"
         );
-        record(
+        record_judged(
             rec,
+            &mut missed,
             &row,
             (&us[1][k], "us"),
             (&format!("raw TCP {kib} KiB ping-pong"), &us[0][k]),
-            Some(Target::at_most(SIZED_LATENCY_TARGET)),
-        );
-        judge(
-            &mut missed,
-            &row,
-            &us[1][k],
-            &us[0][k],
-            SIZED_LATENCY_TARGET,
-            false,
+            (SIZED_LATENCY_TARGET, false),
         );
     }
     rec.note(
