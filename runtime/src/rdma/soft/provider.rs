@@ -587,15 +587,7 @@ impl Connection for SoftConnection {
     }
 
     fn try_completion(&self) -> Option<Completion> {
-        let mut core = self.shared.core();
-        if let Some(c) = core.poll_completion() {
-            return Some(c);
-        }
-        if core.probe_held_back() {
-            drop(core);
-            self.shared.transmit_now();
-        }
-        None
+        self.shared.take_completion()
     }
 
     /// The hook runs where the provider learns of completions: mostly in the connection's

@@ -251,9 +251,10 @@ pub fn print_ratios(runs: &[Run]) {
 
 /// For a transport other than raw TCP, when raw TCP ran at `n` connections too: its
 /// calls/s ratio divided by raw TCP's (medians), the share of the substrate's own scaling it
-/// keeps.
+/// keeps. Only from the baseline point up: below it a raw connection carries several calls
+/// one after the other (`raw.rs`), where the others pipeline them, so the share means nothing.
 fn against_substrate(runs: &[Run], run: &Run, n: usize) -> String {
-    if run.transport == Transport::RawTcp {
+    if run.transport == Transport::RawTcp || n < BASELINE_POINT {
         return String::new();
     }
     let raw = runs.iter().find(|r| r.transport == Transport::RawTcp);

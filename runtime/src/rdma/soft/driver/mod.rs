@@ -580,6 +580,22 @@ impl Shared {
         }
     }
 
+    /// The oldest completion, if any. Finding none, the caller is about to wait: a
+    /// confirmation probe held back while completions were left to take is sent now
+    /// ([`Core::probe_held_back`]).
+    #[inline]
+    pub(crate) fn take_completion(&self) -> Option<Completion> {
+        let mut core = self.core();
+        if let Some(c) = core.poll_completion() {
+            return Some(c);
+        }
+        if core.probe_held_back() {
+            drop(core);
+            self.transmit_now();
+        }
+        None
+    }
+
     /// The next completion. Without a completion hook, a poller that finds none reads the
     /// stream itself when nobody else is reading (see [`Receiver`]).
     pub(crate) fn next_completion(&self) -> NextCompletion<'_> {

@@ -65,17 +65,9 @@ impl std::future::Future for NextCompletion<'_> {
             this.register(cx.waker());
         }
         // A completion that came before the registration found no waker to wake.
-        let mut core = shared.core();
-        match core.poll_completion() {
+        match shared.take_completion() {
             Some(c) => Poll::Ready(c),
-            None => {
-                // About to wait: a probe held back while completions were left is due now.
-                if core.probe_held_back() {
-                    drop(core);
-                    shared.transmit_now();
-                }
-                Poll::Pending
-            }
+            None => Poll::Pending,
         }
     }
 }
