@@ -204,13 +204,15 @@
 //!
 //! Over TCP a call is one record: arguments and results are copied into and out of the
 //! socket. Over RPC-over-RDMA each message is a Send into a receive buffer the peer posted,
-//! at most the peer's *inline threshold* long (4 KiB between two ends of this crate, as
-//! with the Linux kernel; 1 KiB, the least RFC 8166 allows, with a peer that does not say):
+//! at most the peer's *inline threshold* long (5 KiB between two ends of this crate, room
+//! for a page of data and its header; 4 KiB with the Linux kernel; 1 KiB, the least RFC 8166
+//! allows, with a peer that does not say):
 //!
-//! * **Calls.** A DDP-eligible argument of at least
-//!   [`RdmaConfig::min_ddp_size`](transport::RdmaConfig::min_ddp_size) bytes (1 KiB) leaves
+//! * **Calls.** A DDP-eligible argument that does not fit the peer's receive buffer with the
+//!   rest of the call, or of at least
+//!   [`RdmaConfig::min_ddp_size`](transport::RdmaConfig::min_ddp_size) bytes (8 KiB), leaves
 //!   the Send for a *Read chunk*: the call carries its address and the server pulls it with
-//!   RDMA Reads into its registered memory (`calls_read_chunks`). Smaller ones stay inline
+//!   RDMA Reads into its registered memory (`calls_read_chunks`). Others stay inline
 //!   (`calls_inline`). A call too large for a Send even so goes as a *long call*, the whole
 //!   message in a Read chunk at position zero (`calls_long`).
 //! * **Replies.** For a DDP-eligible result the client provides a *Write chunk*, memory the

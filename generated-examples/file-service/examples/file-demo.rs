@@ -194,6 +194,11 @@ fn notes(steps: &[Step], config: &RdmaConfig) -> Vec<String> {
                  a Write chunk for every READ, and a server must use a Write chunk it is given",
                 m.zero_copy
             ),
+            ("READ", _, Some(ReplyMove::Inline)) if step.key == "read-small" => format!(
+                "#{n}: at most 4 KiB of data and the reply's header fit the client's receive \
+                 buffer ({}): the client provides no Write chunk, the reply is inline",
+                size(config.inline_size)
+            ),
             ("READ", _, Some(ReplyMove::Inline)) => format!(
                 "#{n}: no data to return: the Write chunk provided goes back unused, the reply \
                  is inline"

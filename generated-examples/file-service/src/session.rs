@@ -28,12 +28,12 @@ pub const HELLO_TEXT: &[u8] =
 pub const BIG: &str = "big.bin";
 /// The size of its first WRITE (a Read chunk) and READ (a Write chunk).
 pub const BIG_LEN: usize = 1 << 20;
-/// The size of the WRITE that stays inline (DDP-eligible, under the transport's
-/// `min_ddp_size` of 1 KiB).
+/// The size of the WRITE that stays inline (DDP-eligible, but it fits the server's receive
+/// buffer and is under the transport's `min_ddp_size`).
 pub const SMALL_LEN: usize = 512;
 /// The log files the directory starts with: enough that a listing is longer than the
 /// client's receive buffer and that removing them all is a long call.
-pub const LOGS: usize = 300;
+pub const LOGS: usize = 400;
 
 /// The name of log file `i`.
 pub fn log_name(i: usize) -> String {
@@ -145,9 +145,8 @@ pub async fn run<P: Provider>(
         .await?;
     s.done(equal("size", attr.size, HELLO_TEXT.len() as u64));
 
-    // The client provides a Write chunk for every READ, and a server must use a Write chunk
-    // it is given (RFC 5666 section 3.6, quoted in seed 002 section 3.7): even these few
-    // bytes move by RDMA Write.
+    // Up to 4 KiB of data and the reply's header fit the client's 5 KiB receive buffer, so
+    // the client provides no Write chunk and the reply comes back in one Send, as over TCP.
     let args = read_args(hello.handle, 0, 4096);
     let ok = s
         .call(
@@ -217,9 +216,10 @@ pub async fn run<P: Provider>(
         .await?;
     s.done(written(&ok, SMALL_LEN, total as u64));
 
-    // Nothing to return: the Write chunk provided stays unused and the reply is inline.
-    let args = read_args(big.handle, total as u64, 4096);
-    let detail = format!("{BIG} 4 KiB @{total} (at the end)");
+    // Nothing to return: the Write chunk provided (64 KiB do not fit the client's receive
+    // buffer) stays unused and the reply is inline.
+    let args = read_args(big.handle, total as u64, 64 * 1024);
+    let detail = format!("{BIG} 64 KiB @{total} (at the end)");
     let ok = s
         .call("read-eof", "READ", detail, &args, files.read(&args), len)
         .await?;
