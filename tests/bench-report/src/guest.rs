@@ -236,7 +236,10 @@ fn small_io_rounds(rec: &mut Recorder, text: &str) -> usize {
             median(both.iter().map(|b| b.0).collect()),
             unit,
         )
-        .baseline("knfsd (svcrdma)", median(both.iter().map(|b| b.1).collect()))
+        .baseline(
+            "knfsd (svcrdma)",
+            median(both.iter().map(|b| b.1).collect()),
+        )
         .ratio(median(ratios), "value / baseline, median of the rounds")
         .target(Target::at_least(1.0))
         .ratio_range(lo, hi);
