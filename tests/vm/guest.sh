@@ -725,6 +725,53 @@ small_io_rounds() {
     }' "$R/small-io-rounds.txt"
 }
 
+# small_io_profile SERVER-PID (VM_NFS_PROFILE=1): where 4 KiB random reads spend the guest's
+# time with each server. For ours, the system calls of its process during one fio run
+# (strace -c), then for each server the whole guest sampled during another (perf record -a,
+# cpu-clock: TCG has no hardware counters); the reports go to small-io-profile-*.txt.
+small_io_profile() {
+  local spid="$1" mnt="/tmp/mnt-prof" label opts export
+  mkdir -p "$mnt"
+  for label in ours knfsd; do
+    if [ "$label" = ours ]; then
+      opts=port=20050,mountproto=tcp,mountport=20051 export=/export
+    else
+      opts=port=20049 export="$NFS_EXPORT"
+    fi
+    mount -t nfs -o "vers=3,proto=rdma,$opts,nolock,soft,timeo=150,retrans=2" \
+      "$WIRE_SERVER:$export" "$mnt" >>"$R/small-io.log" 2>&1 || continue
+    fio --name=lay --filename="$mnt/fio.file" --size=8m --bs=1m --rw=write \
+      --minimal >>"$R/small-io.log" 2>&1
+    prof_fio() {
+      fio --name=randread --filename="$mnt/fio.file" --size=8m --bs=4k --rw=randread \
+        --direct=1 --ioengine=psync --runtime=8 --time_based --minimal 2>&1 |
+        awk -F';' '{print "fio randread IOPS", $8}'
+    }
+    if [ "$label" = ours ]; then
+      strace -c -f -p "$spid" -o "/tmp/strace-ours.txt" &
+      local st=$!
+      sleep 1
+      prof_fio >"$R/small-io-profile-syscalls.txt"
+      kill -INT "$st" 2>/dev/null
+      wait "$st" 2>/dev/null
+      cat /tmp/strace-ours.txt >>"$R/small-io-profile-syscalls.txt"
+    fi
+    # `command`: this script's own perf() is the perf mode.
+    command perf record -a -e cpu-clock -o "/tmp/perf-$label.data" -- sleep 9 >/dev/null 2>&1 &
+    local pp=$!
+    prof_fio >"$R/small-io-profile-$label.txt"
+    wait "$pp" 2>/dev/null
+    # By process first (where the guest's time went), then by function.
+    command perf report -i "/tmp/perf-$label.data" --stdio --no-children -g none --sort comm \
+      2>/dev/null | grep -v '^$' | head -n 40 >>"$R/small-io-profile-$label.txt"
+    command perf report -i "/tmp/perf-$label.data" --stdio --no-children -g none --sort comm,dso,sym \
+      --percent-limit 0.2 2>/dev/null | grep -v '^$' | head -n 200 >>"$R/small-io-profile-$label.txt"
+    rm -f "$mnt/fio.file" "/tmp/perf-$label.data"
+    umount "$mnt" >>"$R/small-io.log" 2>&1
+  done
+  echo "PROFILE small I/O: $R/small-io-profile-{ours,knfsd,syscalls}.txt"
+}
+
 # Starts dumpcap on n0 writing to FILE, its pid in `cap`, and returns once it captures: when it
 # has said "Capturing on" (under TCG that took longer than a fixed 3 s once, and the capture
 # began mid-session, without the first calls: a CI failure), at most 60 s; then 1 s more.
@@ -788,10 +835,13 @@ kernel_client() {
     --mount-port 20051 --export /export --capacity-mib 512 >"$R/nfs3-server-perf.log" 2>&1 &
   spid=$!
   until_listening "$R/nfs3-server-perf.log" "$spid"
-  perf_rounds | tee "$R/nfs-perf-rounds.txt"
-  if [ -n "${VM_FSX:-}" ]; then
+  if [ "${VM_NFS_PROFILE:-}" = 1 ]; then
+    small_io_profile "$spid"
+  elif [ -n "${VM_FSX:-}" ]; then
+    perf_rounds | tee "$R/nfs-perf-rounds.txt"
     small_io_rounds | tee "$R/nfs-small-io.txt"
   else
+    perf_rounds | tee "$R/nfs-perf-rounds.txt"
     echo "FAIL small I/O rounds: no fsx was built (VM_FSX)"
     failures=$((failures + 1))
   fi
