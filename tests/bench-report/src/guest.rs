@@ -153,30 +153,42 @@ fn median(mut v: Vec<f64>) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The rows of `perf-rounds.txt`; returns how many complete rounds there were.
-fn nfs_rounds(rec: &mut Recorder, text: &str) -> usize {
-    const MIB: f64 = 32.0;
-    let rounds: Vec<[f64; 4]> = text
-        .lines()
+/// The figures of each line `ROUND F1 .. FN` of a rounds file (lines of another shape are
+/// left out).
+fn round_lines<const N: usize>(text: &str) -> Vec<[f64; N]> {
+    text.lines()
         .filter_map(|line| {
             let v: Vec<f64> = line
                 .split_whitespace()
                 .skip(1)
                 .filter_map(|w| w.parse().ok())
                 .collect();
-            let r: [f64; 4] = v.try_into().ok()?;
-            r.iter().all(|ms| *ms > 0.0).then_some(r)
+            v.try_into().ok()
         })
+        .collect()
+}
+
+/// The least and the greatest of `ratios` (infinities when there are none).
+fn range(ratios: &[f64]) -> (f64, f64) {
+    ratios
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+/// The rows of `perf-rounds.txt`; returns how many complete rounds there were.
+fn nfs_rounds(rec: &mut Recorder, text: &str) -> usize {
+    const MIB: f64 = 32.0;
+    let rounds: Vec<[f64; 4]> = round_lines(text)
+        .into_iter()
+        .filter(|r: &[f64; 4]| r.iter().all(|ms| *ms > 0.0))
         .collect();
     for (what, ours_at, knfsd_at) in [("write", 0, 2), ("read", 1, 3)] {
         let mbs = |at: usize| median(rounds.iter().map(|r| MIB * 1000.0 / r[at]).collect());
         // Throughput ours / knfsd in one round = knfsd's time / ours.
         let ratios: Vec<f64> = rounds.iter().map(|r| r[knfsd_at] / r[ours_at]).collect();
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
+        let (lo, hi) = range(&ratios);
         let f = rec.figure(
             NFS_GROUP,
             &format!("Linux NFS client dd 32 MiB {what}, our nfs3-server, alternating rounds"),
@@ -202,17 +214,7 @@ fn small_io_rounds(rec: &mut Recorder, text: &str) -> usize {
         ("fsx with mapped I/O", "ops/s"),
         ("fsx with read() and write() only", "ops/s"),
     ];
-    let rounds: Vec<[f64; 8]> = text
-        .lines()
-        .filter_map(|line| {
-            let v: Vec<f64> = line
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|w| w.parse().ok())
-                .collect();
-            v.try_into().ok()
-        })
-        .collect();
+    let rounds: Vec<[f64; 8]> = round_lines(text);
     let mut most = 0;
     for (i, (name, unit)) in FIGURES.into_iter().enumerate() {
         let both: Vec<(f64, f64)> = rounds
@@ -225,11 +227,7 @@ fn small_io_rounds(rec: &mut Recorder, text: &str) -> usize {
         }
         most = most.max(both.len());
         let ratios: Vec<f64> = both.iter().map(|(o, k)| o / k).collect();
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
+        let (lo, hi) = range(&ratios);
         rec.figure(
             NFS_GROUP,
             &format!("Linux NFS client {name}, our nfs3-server, alternating rounds"),
