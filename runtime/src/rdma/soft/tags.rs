@@ -1,9 +1,9 @@
 //! The steering-tag table of a connection: STag -> registration, with invalidation.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::id_map::IdMap;
 use crate::rdma::{Access, MemoryRegion, RegionKeys, RegionMemory, Result, WeakRegion};
 
 /// The registration handle stored in every region of the soft provider; dropping it (with the
@@ -66,7 +66,8 @@ pub struct TagTable {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<u32, Entry>,
+    /// Keyed by STags this side hands out (`fresh_stag`); a peer's message only looks one up.
+    map: IdMap<u32, Entry>,
     next_index: u32,
 }
 
