@@ -59,6 +59,11 @@ impl Mounted {
 
 /// Starts a server holding at most `capacity` bytes and mounts /export from it.
 async fn mounted(capacity: u64) -> Mounted {
+    mounted_with(capacity, RdmaConfig::default()).await
+}
+
+/// [`mounted`], the client with `config` (and a 30 s call timeout).
+async fn mounted_with(capacity: u64, config: RdmaConfig) -> Mounted {
     let fs = Arc::new(MemFs::new(MemFsConfig::new("/export").capacity(capacity)));
     let provider = Arc::new(SoftProvider::default());
     let listener = provider
@@ -119,7 +124,7 @@ async fn mounted(capacity: u64) -> Mounted {
         RdmaTransport::connect(
             provider,
             rdma_addr,
-            RdmaConfig::default().timeout(Some(Duration::from_secs(30))),
+            config.timeout(Some(Duration::from_secs(30))),
         )
         .await
         .expect("RDMA connect"),
@@ -535,8 +540,9 @@ async fn sixty_four_mib_both_ways_with_calls_in_flight_as_the_kernel_sends_them(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn symlink_targets_move_as_chunks_and_come_back_by_readlink() {
-    let m = mounted(1 << 30).await;
-    // A 3000-byte target: over the 1 KiB DDP minimum, so SYMLINK sends it in a Read chunk.
+    // A client that moves DDP-eligible arguments of 1 KiB and more (the default keeps what
+    // fits the receive buffer inline): the 3000-byte target goes in a Read chunk.
+    let m = mounted_with(1 << 30, RdmaConfig::default().min_ddp_size(1024)).await;
     let target = "t/".repeat(1500);
     let before = m.stats();
     let res = m

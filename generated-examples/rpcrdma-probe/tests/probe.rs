@@ -57,7 +57,8 @@ async fn a_server_that_knows_the_extension_answers_probes() {
         .unwrap_err();
     assert!(matches!(err, ProbeError::TooLong), "{err}");
     // Longer than the server's receive buffer: refused here, never sent.
-    let err = probe(&t, 11, Bytes::from(vec![1; 5000]), false)
+    let too_long = RdmaConfig::default().inline_size + 1;
+    let err = probe(&t, 11, Bytes::from(vec![1; too_long]), false)
         .await
         .unwrap_err();
     assert!(

@@ -56,8 +56,8 @@ pub async fn capture_with(config: RdmaConfig) -> Vec<u8> {
     let c = TestversClient::new(Client::from_arc(transport.clone()));
     // Inline both ways.
     c.test_null().await.expect("NULL");
-    // A Read chunk for the argument, a Write chunk for the result (8 KiB, above the
-    // transport's 1 KiB DDP threshold).
+    // A Read chunk for the argument, a Write chunk for the result (8 KiB, more than a
+    // receive buffer holds).
     let data = pattern(8192, 1);
     let echoed = c
         .test_echo(EchoArgs {
@@ -67,15 +67,15 @@ pub async fn capture_with(config: RdmaConfig) -> Vec<u8> {
         .await
         .expect("ECHO");
     assert_eq!(echoed.data, data);
-    // Two Read chunks at their Positions.
+    // Two Read chunks at their Positions (each too large to stay inline).
     c.test_two(TwoArgs {
-        first: pattern(3000, 2),
+        first: pattern(6000, 2),
         middle: 7,
-        second: pattern(5000, 3),
+        second: pattern(7000, 3),
     })
     .await
     .expect("TWO");
-    // A reply larger than the client's 4 KiB receive buffers: the Reply chunk.
+    // A reply larger than the client's receive buffers: the Reply chunk.
     let big = c.test_big(20_000).await.expect("BIG");
     assert_eq!(big.data.len(), 20_000);
     // A call larger than the server's receive buffers, nothing DDP-eligible: a long call.

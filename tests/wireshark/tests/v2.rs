@@ -345,9 +345,10 @@ async fn the_version_2_transport_as_tshark_sees_it() {
     assert_eq!(frames[0].one("rpcrdma.flags.response"), 0);
     assert_eq!(frames[1].one("rpcrdma.htype"), 5);
     assert_eq!(frames[1].one("rpcrdma.flags.response"), 1);
+    let rbsiz = rpcrdma::transport::RdmaConfig::default().inline_size as u64;
     assert!(frames[..2]
         .iter()
-        .all(|f| f.one("rpcrdma.rpcrdma2_prop_rbsiz") == 4096));
+        .all(|f| f.one("rpcrdma.rpcrdma2_prop_rbsiz") == rbsiz));
     // Both ends are 127.0.0.1: the client is the TCP port the first message came from.
     let client = frames[0].one("tcp.srcport");
     let (mut reads, mut writes, mut replies) = (0, 0, 0);
