@@ -348,6 +348,14 @@ pub trait Connection: Send + Sync + 'static {
     /// Posts a send-queue request (Send, RDMA Write, RDMA Read, local invalidate).
     fn post_send(&self, wr: SendWr) -> Result<()>;
 
+    /// Posts `wrs` in order, as [`post_send`](Connection::post_send) would one by one; a
+    /// provider that can posts them as one list, which rings the device's doorbell once (on
+    /// rxe and siw one system call instead of one per request). On an error, the requests
+    /// before the one that failed are posted and those from it on are not.
+    fn post_sends(&self, wrs: Vec<SendWr>) -> Result<()> {
+        wrs.into_iter().try_for_each(|wr| self.post_send(wr))
+    }
+
     /// Waits for the next completion of either queue.
     fn poll_completion(&self) -> impl Future<Output = Completion> + Send;
 

@@ -260,6 +260,74 @@ pub(super) async fn write_then_send<T: ProviderUnderTest>(put: &T) -> Result<(),
     Ok(())
 }
 
+pub(super) async fn posted_as_a_list<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
+    let (client, server) = pair(put).await?;
+    let target = region(
+        &server,
+        8192,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        |_| 0,
+    )?;
+    let rbufs: Vec<_> = (0..3)
+        .map(|_| region(&server, 64, Access::LOCAL_WRITE, |_| 0))
+        .collect::<Result<_, _>>()?;
+    for (i, rbuf) in rbufs.iter().enumerate() {
+        server
+            .post_recv(RecvWr::new(i as u64, Sge::whole(rbuf)))
+            .step("post_recv")?;
+    }
+    let data = region(&client, 8192, Access::NONE, pattern(13))?;
+    let note = |byte: u8| region(&client, 4, Access::NONE, move |_| byte);
+    let (first, second) = (note(b'1')?, note(b'2')?);
+    let remote = |at: u64| RemoteAddr::new(target.rkey(), target.addr() + at);
+    // Two Writes and a Send in one list: they complete in order, and the Send finds both
+    // Writes' data placed (RFC 5040 section 5.5).
+    client
+        .post_sends(vec![
+            SendWr::write(10, vec![Sge::new(&data, 0..4096).step("sge")?], remote(0)),
+            SendWr::write(
+                11,
+                vec![Sge::new(&data, 4096..8192).step("sge")?],
+                remote(4096),
+            ),
+            SendWr::send(12, vec![Sge::whole(&first)]),
+        ])
+        .step("post_sends")?;
+    expect_ok(&client, 10, WcOpcode::RdmaWrite, "first write of the list").await?;
+    expect_ok(&client, 11, WcOpcode::RdmaWrite, "second write of the list").await?;
+    expect_ok(&client, 12, WcOpcode::Send, "send of the list").await?;
+    expect_ok(&server, 0, WcOpcode::Recv, "receive of the list's send").await?;
+    ensure!(
+        target.to_vec(0..8192).step("read back")? == data.to_vec(0..8192).step("read back")?,
+        "the list's written bytes differ"
+    );
+    // A list with a request the provider refuses (a region of another connection): the one
+    // before it is posted, it and the one after are not.
+    let foreign = region(&server, 4, Access::NONE, |_| b'x')?;
+    let refused = client.post_sends(vec![
+        SendWr::send(20, vec![Sge::whole(&second)]),
+        SendWr::send(21, vec![Sge::whole(&foreign)]),
+        SendWr::send(22, vec![Sge::whole(&second)]),
+    ]);
+    ensure!(
+        matches!(refused, Err(Error::InvalidWorkRequest(_))),
+        "a list with another connection's region: {refused:?}"
+    );
+    expect_ok(&client, 20, WcOpcode::Send, "send before the refused one").await?;
+    expect_ok(&server, 1, WcOpcode::Recv, "receive of the send before it").await?;
+    client
+        .post_send(SendWr::send(23, vec![Sge::whole(&first)]))
+        .step("post_send after the list")?;
+    // The next completions are the later Send's: nothing of 21 or 22 was posted.
+    expect_ok(&client, 23, WcOpcode::Send, "send after the refused list").await?;
+    expect_ok(&server, 2, WcOpcode::Recv, "receive after the refused list").await?;
+    ensure!(
+        rbufs[2].to_vec(0..1).step("read back")? == b"1",
+        "the receive after the refused list holds another message"
+    );
+    Ok(())
+}
+
 pub(super) async fn rdma_read<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
     let (client, server) = pair(put).await?;
     let source = region(&server, 8192, Access::REMOTE_READ, pattern(11))?;

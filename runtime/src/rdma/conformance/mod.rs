@@ -260,6 +260,9 @@ cases! {
     SendTooLong => send_too_long,
     /// RDMA Write data is visible at the target once a later Send completes there.
     WriteThenSend => write_then_send,
+    /// Requests posted as one list complete in order as posted one by one; a refused request
+    /// in a list leaves the ones before it posted and the rest not.
+    PostedAsAList => posted_as_a_list,
     /// RDMA Read copies the remote bytes into the local sink.
     RdmaRead => rdma_read,
     /// Writes and reads outside a registration, without the right, or with an unknown tag are
@@ -378,6 +381,7 @@ macro_rules! rdma_conformance_tests {
         $crate::rdma_conformance_tests!(@case $make, solicited_send, SolicitedSend);
         $crate::rdma_conformance_tests!(@case $make, send_too_long, SendTooLong);
         $crate::rdma_conformance_tests!(@case $make, write_then_send, WriteThenSend);
+        $crate::rdma_conformance_tests!(@case $make, posted_as_a_list, PostedAsAList);
         $crate::rdma_conformance_tests!(@case $make, rdma_read, RdmaRead);
         $crate::rdma_conformance_tests!(@case $make, access_violations, AccessViolations);
         $crate::rdma_conformance_tests!(@case $make, invalidated_tag, InvalidatedTag);

@@ -1,6 +1,7 @@
 //! A connected RC queue pair: registration, posting, and completions. The queues (posting
-//! with them locked, completions in posting order) are in `queue`, registrations and rekeying
-//! in `memory`, the rdma_cm event task in `events`, statuses and access bits in `access`.
+//! with them locked, completions in posting order) are in `queue`, send-queue requests turned
+//! into `ibv_send_wr` lists in `send`, registrations and rekeying in `memory`, the rdma_cm
+//! event task in `events`, statuses and access bits in `access`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -219,6 +220,7 @@ mod access;
 mod events;
 mod memory;
 mod queue;
+mod send;
 mod shared;
 
 pub(in crate::rdma::verbs) use access::{map_status, mr_access, mw_access};
@@ -505,143 +507,12 @@ impl Connection for VerbsConnection {
     }
 
     fn post_send(&self, wr: SendWr) -> Result<()> {
-        // SAFETY: all-zero is a valid starting point.
-        let mut swr: ibv_send_wr = unsafe { std::mem::zeroed() };
-        // SAFETY: ibv_sge is plain old data; all-zero is valid.
-        let mut sges: [ibv_sge; MAX_SGE] = unsafe { std::mem::zeroed() };
-        let mut n = 0;
-        let max = self.inner.shape.max_send_sge.min(MAX_SGE);
-        let mut add = |sge: &Sge| -> Result<()> {
-            if n == max {
-                return Err(Error::InvalidWorkRequest(format!(
-                    "more than {max} gather elements"
-                )));
-            }
-            sges[n] = self.inner.sge(sge)?;
-            n += 1;
-            Ok(())
-        };
-        let mut len = 0;
-        let mut invalidates = None;
-        let opcode = match &wr.op {
-            SendOp::Send {
-                sg,
-                solicited,
-                invalidate,
-            } => {
-                for s in sg {
-                    add(s)?;
-                }
-                if *solicited {
-                    swr.send_flags |= ibv_send_flags::IBV_SEND_SOLICITED.0;
-                }
-                if let Some(rkey) = invalidate {
-                    swr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
-                    swr.imm_data_invalidated_rkey_union.invalidated_rkey = *rkey;
-                } else {
-                    swr.opcode = ibv_wr_opcode::IBV_WR_SEND;
-                }
-                WcOpcode::Send
-            }
-            SendOp::RdmaWrite { sg, remote } => {
-                for s in sg {
-                    add(s)?;
-                }
-                swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                swr.wr.rdma = rdma_t {
-                    remote_addr: remote.addr,
-                    rkey: remote.rkey,
-                };
-                WcOpcode::RdmaWrite
-            }
-            SendOp::RdmaRead { sink, remote } => {
-                if !sink.mr.access().contains(Access::LOCAL_WRITE) {
-                    return Err(Error::InvalidWorkRequest(
-                        "an RDMA Read sink needs local write access".into(),
-                    ));
-                }
-                add(sink)?;
-                len = sink.len as u32;
-                swr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
-                swr.wr.rdma = rdma_t {
-                    remote_addr: remote.addr,
-                    rkey: remote.rkey,
-                };
-                WcOpcode::RdmaRead
-            }
-            SendOp::LocalInvalidate { rkey } => {
-                invalidates = Some(*rkey);
-                swr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
-                swr.imm_data_invalidated_rkey_union.invalidated_rkey = *rkey;
-                WcOpcode::LocalInvalidate
-            }
-        };
-        let payload = wr.byte_len();
-        if matches!(opcode, WcOpcode::Send | WcOpcode::RdmaWrite)
-            && payload > 0
-            && payload <= self.inner.shape.max_inline as u64
-        {
-            // The device copies the bytes at post time; the regions need not stay alive, but
-            // `keep` holds them anyway, as for every request.
-            swr.send_flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        if n > 0 {
-            swr.sg_list = sges.as_mut_ptr();
-            swr.num_sge = n as i32;
-        }
-        let mut q = self.inner.lock();
-        if self.inner.state.establishing.load(Ordering::SeqCst) {
-            return Err(Error::InvalidWorkRequest(
-                "nothing can be sent before the connection is established".into(),
-            ));
-        }
-        if !self.is_connected() {
-            return Err(Error::Closed);
-        }
-        if q.user_send >= self.inner.shape.send_depth {
-            return Err(Error::QueueFull {
-                queue: "send",
-                depth: self.inner.shape.send_depth,
-            });
-        }
-        let kind = Kind::User {
-            wr_id: wr.wr_id,
-            opcode,
-        };
-        match invalidates {
-            Some(rkey) if !self.inner.shape.windows => {
-                // Linux siw takes no local invalidate from user space, and a region's own key
-                // is all the peer was given here: the region is deregistered instead, in
-                // send-queue order (see `release`).
-                let seq = q.next_seq;
-                q.next_seq += 1;
-                q.send.push_back(Outstanding {
-                    seq,
-                    kind,
-                    keep: Keep::Send(wr),
-                    len,
-                    progress: Progress::Revoke(rkey),
-                });
-                q.user_send += 1;
-                self.inner.release(&mut q);
-                drop(q);
-                self.inner.notify.notify_waiters();
-                return Ok(());
-            }
-            // SAFETY: every element was checked to lie inside a registration of this domain,
-            // and the request (holding those regions) is kept until the completion is
-            // delivered.
-            _ => unsafe {
-                self.inner
-                    .post_send_locked(&mut q, &mut swr, kind, Keep::Send(wr), len)?
-            },
-        };
-        q.user_send += 1;
-        if let Some(rkey) = invalidates {
-            // If it names one of our windows, that window is free for every later request.
-            self.inner.bound.remove(rkey);
-        }
-        Ok(())
+        self.post_one(wr)
+    }
+
+    /// One `ibv_post_send` for the whole list (see `send`).
+    fn post_sends(&self, wrs: Vec<SendWr>) -> Result<()> {
+        self.post_list(wrs)
     }
 
     async fn poll_completion(&self) -> Completion {

@@ -27,15 +27,14 @@ use super::shared_credits::SharedGrant;
 use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::id_map::IdMap;
 use crate::rdma::{
-    Access, Completion, Connection, MemoryRegion, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
-    WcStatus,
+    Access, Completion, Connection, MemoryRegion, RecvWr, SendWr, Sge, WcOpcode, WcStatus,
 };
 use crate::rpc::observe::metrics::{self, Side};
 use crate::rpc::observe::{self, CloseReason};
 use crate::rpc::{BufferSource, Client, Server, TransportError};
 use crate::transport::budget::MemoryBudget;
 use crate::transport::core::{
-    CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Slice, Stats,
+    CallId, Core, CoreConfig, Event, IncomingCall, Op, OpId, Role, Stats,
 };
 use crate::transport::mode2004::BASIC_INLINE;
 use crate::transport::pool::{HintsLater, Pool, PoolBuf, PoolStats};
@@ -44,6 +43,7 @@ use crate::transport::private_data::PrivateData;
 mod call;
 mod completion_task;
 mod encoders;
+mod post;
 mod reply_sizes;
 mod serve;
 mod undelivered;
@@ -74,6 +74,8 @@ struct State {
     posted: VecDeque<(OpId, Posted)>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
+    /// Work requests to post together (empty between rounds of posting; kept for its room).
+    batch: Vec<SendWr>,
     /// Calls the core handed over, for the completion task to dispatch.
     calls: Vec<IncomingCall>,
     /// The core deadline the completion task sleeps until; the hook wakes the task when the
@@ -302,6 +304,7 @@ impl<C: Connection> Conn<C> {
                 waiters: IdMap::default(),
                 posted: VecDeque::new(),
                 send_buffers: Vec::new(),
+                batch: Vec::new(),
                 calls: Vec::new(),
                 task_deadline: None,
                 memory_watched: false,
@@ -556,55 +559,6 @@ impl<C: Connection> Conn<C> {
         });
     }
 
-    /// Posts everything the core has emitted, takes the completions that came while posting,
-    /// and delivers the core's events.
-    fn flush(self: &Arc<Self>, st: &mut State) {
-        loop {
-            let mut posted = false;
-            while let Some(op) = st.backlog.pop_front().or_else(|| st.core.poll_op()) {
-                if op.id().is_some() && st.sq_used >= self.sq_depth {
-                    // The send queue is full: this waits for a completion, and everything
-                    // after it with it (a revocation must not pass the Write before it).
-                    st.backlog.push_front(op);
-                    break;
-                }
-                posted = true;
-                if let Err(e) = self.post(st, op) {
-                    tracing::warn!(error = %e, peer = %self.peer, "posting failed: closing");
-                    return self.close_locked(st, CloseReason::Error);
-                }
-            }
-            // A Send that completed as it was written is the poster's to take: a provider's
-            // hook is not called from inside `post_send` (`Connection::set_completion_hook`).
-            // Without a hook the completion task takes every completion (and, taking them
-            // before it locks the state, would see them out of order if this did too).
-            let mut took = false;
-            if posted && self.hooked.load(Ordering::Acquire) {
-                while let Some(c) = self.conn.try_completion() {
-                    took = true;
-                    self.complete(st, c);
-                }
-            }
-            if !took {
-                break;
-            }
-        }
-        self.deliver(st);
-        if observe::connection_events_enabled() {
-            self.tell_errors_sent(st);
-        }
-        if self.draining.load(Ordering::Acquire)
-            && st.core.calls_in_progress() == 0
-            && st.posted.is_empty()
-            && st.backlog.is_empty()
-        {
-            // Every posted Send has completed too: a Send alone ends its call in the core
-            // when it is posted, and a disconnect flushes what a device has not sent yet (on
-            // rxe the last reply of a draining connection was lost that way).
-            self.close_locked(st, CloseReason::Shutdown);
-        }
-    }
-
     /// The `protocol_error` event for RDMA_ERRORs the core sent since the last one told.
     #[cold]
     fn tell_errors_sent(&self, st: &mut State) {
@@ -667,76 +621,6 @@ impl<C: Connection> Conn<C> {
                 }
             }
         }
-    }
-
-    /// A registered buffer for a Send of `len` bytes: one of the free ones, or a new one as
-    /// large as the peer receives (which version 2's RBSIZ may have raised since).
-    fn send_buffer(&self, st: &mut State, len: usize) -> crate::rdma::Result<MemoryRegion> {
-        match st.send_buffers.pop() {
-            Some(mr) if mr.len() >= len => Ok(mr),
-            _ => {
-                let size = st.core.config().peer_recv_size.max(len);
-                self.conn.register(vec![0; size], Access::NONE)
-            }
-        }
-    }
-
-    fn post(&self, st: &mut State, op: Op<PoolBuf>) -> crate::rdma::Result<()> {
-        let sge = |s: &Slice<PoolBuf>| Sge {
-            mr: s.buf.region().clone(),
-            offset: s.offset,
-            len: s.len,
-        };
-        let wr = match op {
-            Op::Send {
-                id,
-                message,
-                invalidate,
-            } => {
-                let mr = self.send_buffer(st, message.len())?;
-                let len = mr.with_mut_slice(|dst| {
-                    let mut at = 0;
-                    for part in message.pieces() {
-                        dst[at..at + part.len()].copy_from_slice(part);
-                        at += part.len();
-                    }
-                    at
-                });
-                // The buffer is all this side needs back: a requester learns from the reply
-                // that its call arrived, and a responder needs no word of its reply's arrival.
-                st.counts.bytes_sent += len as u64;
-                metrics::bytes(self.side, "rdma", true, len as u64);
-                let mut wr = SendWr::send(id, Sge::new(&mr, 0..len)?).complete_locally();
-                if let Some(handle) = invalidate {
-                    wr = wr.with_invalidate(handle);
-                }
-                st.posted.push_back((id, Posted::Send(mr)));
-                wr
-            }
-            Op::Read { id, sink, remote } => SendWr::read(
-                id,
-                sge(&sink),
-                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
-            ),
-            Op::Write { id, source, remote } => SendWr::write(
-                id,
-                sge(&source),
-                RemoteAddr::new(remote.rdma_handle, remote.rdma_offset),
-            ),
-            Op::Invalidate { id, buf } => {
-                let wr = SendWr::local_invalidate(id, crate::transport::core::Buf::handle(&buf));
-                st.posted.push_back((id, Posted::Invalidate(buf)));
-                wr
-            }
-            Op::Revoke { buf } => {
-                return self.pool.revoke(&buf).map_err(|e| {
-                    crate::rdma::Error::InvalidWorkRequest(format!("revoking a handle: {e}"))
-                });
-            }
-        };
-        self.conn.post_send(wr)?;
-        st.sq_used += 1;
-        Ok(())
     }
 
     /// Takes one completion.
