@@ -26,9 +26,7 @@ use super::config::{PeerVersions, RdmaConfig};
 use super::shared_credits::SharedGrant;
 use super::totals::{ConnCounts, ConnSnapshot, Totals};
 use crate::id_map::IdMap;
-use crate::rdma::{
-    Access, Completion, Connection, MemoryRegion, RecvWr, SendWr, Sge, WcOpcode, WcStatus,
-};
+use crate::rdma::{Access, Completion, Connection, MemoryRegion, RecvWr, Sge, WcOpcode, WcStatus};
 use crate::rpc::observe::metrics::{self, Side};
 use crate::rpc::observe::{self, CloseReason};
 use crate::rpc::{BufferSource, Client, Server, TransportError};
@@ -74,8 +72,6 @@ struct State {
     posted: VecDeque<(OpId, Posted)>,
     /// Registered send buffers not in use.
     send_buffers: Vec<MemoryRegion>,
-    /// Work requests to post together (empty between rounds of posting; kept for its room).
-    batch: Vec<SendWr>,
     /// Calls the core handed over, for the completion task to dispatch.
     calls: Vec<IncomingCall>,
     /// The core deadline the completion task sleeps until; the hook wakes the task when the
@@ -304,7 +300,6 @@ impl<C: Connection> Conn<C> {
                 waiters: IdMap::default(),
                 posted: VecDeque::new(),
                 send_buffers: Vec::new(),
-                batch: Vec::new(),
                 calls: Vec::new(),
                 task_deadline: None,
                 memory_watched: false,

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{Conn, Posted, State};
-use crate::rdma::{Access, Connection, MemoryRegion, RemoteAddr, SendWr, Sge};
+use crate::rdma::{Access, Connection, MemoryRegion, RemoteAddr, SendOp, SendWr, Sge};
 use crate::rpc::observe::{self, metrics, CloseReason};
 use crate::transport::core::{Op, Slice};
 use crate::transport::pool::PoolBuf;
@@ -16,9 +16,10 @@ impl<C: Connection> Conn<C> {
     pub(super) fn flush(self: &Arc<Self>, st: &mut State) {
         loop {
             let mut posted = false;
-            // Posted together, in one list: a reply's RDMA Writes and its Send ring the
-            // device's doorbell once. (The state keeps the vector for the next round.)
-            let mut batch = std::mem::take(&mut st.batch);
+            // RDMA Writes, Reads and invalidations wait here for the next Send, which goes
+            // with them in one list: a reply's Writes and its Send ring the device's doorbell
+            // once. A Send alone (most rounds) is posted at once.
+            let mut held = Vec::new();
             while let Some(op) = st.backlog.pop_front().or_else(|| st.core.poll_op()) {
                 if op.id().is_some() && st.sq_used >= self.sq_depth {
                     // The send queue is full: this waits for a completion, and everything
@@ -27,23 +28,13 @@ impl<C: Connection> Conn<C> {
                     break;
                 }
                 posted = true;
-                let prepared = match op {
-                    // A revocation takes effect at once: what came before it is posted first.
-                    Op::Revoke { .. } => self
-                        .post_batch(&mut batch)
-                        .and_then(|()| self.prepare(st, op)),
-                    op => self.prepare(st, op),
-                };
-                match prepared {
-                    Ok(Some(wr)) => batch.push(wr),
-                    Ok(None) => {}
-                    Err(e) => return self.posting_failed(st, e),
+                if let Err(e) = self.post(st, op, &mut held) {
+                    return self.posting_failed(st, e);
                 }
             }
-            if let Err(e) = self.post_batch(&mut batch) {
+            if let Err(e) = self.post_held(&mut held) {
                 return self.posting_failed(st, e);
             }
-            st.batch = batch;
             // A Send that completed as it was written is the poster's to take: a provider's
             // hook is not called from inside `post_send` (`Connection::set_completion_hook`).
             // Without a hook the completion task takes every completion (and, taking them
@@ -87,9 +78,14 @@ impl<C: Connection> Conn<C> {
         }
     }
 
-    /// The work request for `op` (none for a revocation, which it carries out), counted as
-    /// taking its place in the send queue.
-    fn prepare(&self, st: &mut State, op: Op<PoolBuf>) -> crate::rdma::Result<Option<SendWr>> {
+    /// Posts `op`: a Send at once, with the requests `held` before it; the others join
+    /// `held`; a revocation is carried out once what is held is posted.
+    fn post(
+        &self,
+        st: &mut State,
+        op: Op<PoolBuf>,
+        held: &mut Vec<SendWr>,
+    ) -> crate::rdma::Result<()> {
         let sge = |s: &Slice<PoolBuf>| Sge {
             mr: s.buf.region().clone(),
             offset: s.offset,
@@ -137,22 +133,31 @@ impl<C: Connection> Conn<C> {
                 wr
             }
             Op::Revoke { buf } => {
-                self.pool.revoke(&buf).map_err(|e| {
+                self.post_held(held)?;
+                return self.pool.revoke(&buf).map_err(|e| {
                     crate::rdma::Error::InvalidWorkRequest(format!("revoking a handle: {e}"))
-                })?;
-                return Ok(None);
+                });
             }
         };
         st.sq_used += 1;
-        Ok(Some(wr))
+        if !matches!(wr.op, SendOp::Send { .. }) {
+            held.push(wr);
+            return Ok(());
+        }
+        if held.is_empty() {
+            return self.conn.post_send(wr);
+        }
+        held.push(wr);
+        self.conn.post_sends(std::mem::take(held))
     }
 
-    /// Posts what `batch` holds, as one list, and leaves it empty.
-    fn post_batch(&self, batch: &mut Vec<SendWr>) -> crate::rdma::Result<()> {
-        if batch.len() > 1 {
-            return self.conn.post_sends(std::mem::take(batch));
+    /// Posts the requests `held`, as one list.
+    fn post_held(&self, held: &mut Vec<SendWr>) -> crate::rdma::Result<()> {
+        match held.len() {
+            0 => Ok(()),
+            1 => self.conn.post_send(held.remove(0)),
+            _ => self.conn.post_sends(std::mem::take(held)),
         }
-        batch.pop().map_or(Ok(()), |wr| self.conn.post_send(wr))
     }
 
     /// A work request the provider refused: the connection cannot go on.
