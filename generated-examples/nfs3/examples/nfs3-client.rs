@@ -79,7 +79,7 @@ struct Args {
     /// makes the session go on in version 1.
     #[arg(long)]
     offer_v2: bool,
-    /// Instead of the session: write this file of the export's root (it must exist) with
+    /// Instead of the session: write this file of the export's root (created if missing) with
     /// `--transfer-mib` MiB in `--io-size` WRITEs, going on through failed calls (a device
     /// removed, a connection lost: each WRITE is sent again until it succeeds or
     /// `--retry-for` runs out), then read it all back and check every byte.
@@ -562,6 +562,49 @@ async fn lookup(nfs: &NfsV3Client, dir: &NfsFh3, name: &str) -> Result<(NfsFh3, 
     }
 }
 
+/// Creates `name` in `dir` (UNCHECKED: an existing file is kept), with the server's default
+/// attributes.
+async fn create(nfs: &NfsV3Client, dir: &NfsFh3, name: &str) -> Result<NfsFh3, String> {
+    let unset = Sattr3 {
+        mode: SetMode3::Default {
+            discriminant: false,
+        },
+        uid: SetUid3::Default {
+            discriminant: false,
+        },
+        gid: SetGid3::Default {
+            discriminant: false,
+        },
+        size: SetSize3::Default {
+            discriminant: false,
+        },
+        atime: SetAtime::Default {
+            discriminant: TimeHow::DontChange,
+        },
+        mtime: SetMtime::Default {
+            discriminant: TimeHow::DontChange,
+        },
+    };
+    let res = nfs
+        .nfsproc3_create(Create3args {
+            r#where: Diropargs3 {
+                dir: dir.clone(),
+                name: XdrString::from(name.to_string()),
+            },
+            how: Createhow3::Unchecked(unset),
+        })
+        .await
+        .map_err(|e| format!("CREATE {name}: {e}"))?;
+    match res {
+        Create3res::Nfs3Ok(Create3resok {
+            obj: PostOpFh3::True(fh),
+            ..
+        }) => Ok(fh),
+        Create3res::Nfs3Ok(_) => lookup(nfs, dir, name).await.map(|(fh, _)| fh),
+        Create3res::Default { discriminant, .. } => Err(format!("CREATE {name}: {discriminant:?}")),
+    }
+}
+
 /// Every name of a directory by READDIRPLUS, following cookies to the end. The first reply is
 /// asked for with a `maxcount` well above the inline threshold, so it comes in a Reply chunk.
 async fn readdirplus_all(nfs: &NfsV3Client, dir: &NfsFh3) -> Result<BTreeSet<String>, String> {
@@ -699,7 +742,10 @@ mod transfer {
         name: &str,
         args: &Args,
     ) -> Result<usize, String> {
-        let (fh, _) = lookup(nfs, root, name).await?;
+        let fh = match lookup(nfs, root, name).await {
+            Ok((fh, _)) => fh,
+            Err(_) => create(nfs, root, name).await?,
+        };
         let io = args.io_size as usize;
         let total = args.transfer_mib << 20;
         let deadline = || std::time::Instant::now() + Duration::from_secs(args.retry_for);
