@@ -62,6 +62,11 @@ impl CoarseInstant {
         CoarseInstant::now() + limit + resolution()
     }
 
+    /// How long after `earlier` this is (zero if it is not after).
+    pub(crate) fn saturating_duration_since(self, earlier: CoarseInstant) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+
     /// The same time on the standard clock (for a tokio timer).
     pub(crate) fn to_instant(self) -> Instant {
         Instant::now() + self.0.saturating_sub(coarse_clock())
@@ -147,11 +152,12 @@ pub(crate) fn watch(connection: Weak<dyn Expire>, period: Duration) -> io::Resul
 /// A periodic timer the runtime reads like a socket: a kernel timer (`timerfd`) that rearms
 /// itself, so that the runtime keeps waiting without a timeout (see the module's doc).
 #[cfg(target_os = "linux")]
-struct Ticker(AsyncFd<OwnedFd>);
+pub(crate) struct Ticker(AsyncFd<OwnedFd>);
 
 #[cfg(target_os = "linux")]
 impl Ticker {
-    fn new(period: Duration) -> io::Result<Ticker> {
+    /// A timer whose first period ends `period` from now; needs a runtime with I/O.
+    pub(crate) fn new(period: Duration) -> io::Result<Ticker> {
         // SAFETY: plain flags; the result is checked.
         let fd = unsafe {
             libc::timerfd_create(
@@ -183,7 +189,7 @@ impl Ticker {
     }
 
     /// Waits for the next period to end (or for several, if the task was late).
-    async fn tick(&mut self) -> io::Result<()> {
+    pub(crate) async fn tick(&mut self) -> io::Result<()> {
         loop {
             let mut ready = self.0.readable().await?;
             let read = ready.try_io(|fd| {
@@ -205,18 +211,18 @@ impl Ticker {
 
 /// Elsewhere, a tokio interval (which does make each wait of the runtime take a timeout).
 #[cfg(not(target_os = "linux"))]
-struct Ticker(tokio::time::Interval);
+pub(crate) struct Ticker(tokio::time::Interval);
 
 #[cfg(not(target_os = "linux"))]
 impl Ticker {
-    fn new(period: Duration) -> io::Result<Ticker> {
+    pub(crate) fn new(period: Duration) -> io::Result<Ticker> {
         let start = tokio::time::Instant::now() + period;
         let mut interval = tokio::time::interval_at(start, period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Ok(Ticker(interval))
     }
 
-    async fn tick(&mut self) -> io::Result<()> {
+    pub(crate) async fn tick(&mut self) -> io::Result<()> {
         self.0.tick().await;
         Ok(())
     }

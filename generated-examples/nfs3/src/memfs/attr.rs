@@ -1,6 +1,8 @@
 //! Attributes: GETATTR's `fattr3` of a node, the weak cache consistency data around a change,
 //! and SETATTR's `sattr3` applied to a node.
 
+use std::time::Duration;
+#[cfg(not(target_os = "linux"))]
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::nfs3::{
@@ -20,15 +22,36 @@ pub const DIR_SIZE: u64 = 4096;
 pub const FSID: u64 = 0x6d65_6d66_7333;
 
 /// The system clock as an NFS time (0 if the clock is before 1970; seconds wrap in 2106 as
-/// the protocol's do).
+/// the protocol's do). On Linux the coarse clock, to a kernel tick, as the kernel's own file
+/// systems stamp their files: it never leaves the vDSO, where the precise clock is a system
+/// call on hosts whose clock source the vDSO cannot read (a virtual machine on HPET), once
+/// for every call this server answers.
 pub fn now() -> Nfstime3 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let since = wall_clock();
     Nfstime3 {
         seconds: since.as_secs() as u32,
         nseconds: since.subsec_nanos(),
     }
+}
+
+#[cfg(target_os = "linux")]
+fn wall_clock() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write; the clock exists on every Linux since 2.6.32.
+    match unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut t) } {
+        0 if t.tv_sec >= 0 => Duration::new(t.tv_sec as u64, t.tv_nsec as u32),
+        _ => Duration::ZERO,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wall_clock() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// The attributes of node `fileid`.

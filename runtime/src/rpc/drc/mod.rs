@@ -70,9 +70,11 @@ mod table;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
+
+use crate::rpc::deadlines::CoarseInstant;
 
 pub(crate) use key::CallKey;
 pub use key::DEFAULT_CHECKSUM_LEN;
@@ -331,11 +333,13 @@ impl ReplyCache {
     }
 
     fn admit(&self, key: &CallKey) -> Admission {
-        self.table.lock().admit(key, Instant::now())
+        self.table.lock().admit(key, CoarseInstant::now())
     }
 
     fn complete(&self, key: &CallKey, id: u64, reply: CachedReply) {
-        self.table.lock().complete(key, id, reply, Instant::now());
+        self.table
+            .lock()
+            .complete(key, id, reply, CoarseInstant::now());
     }
 
     fn abandon(&self, key: &CallKey, id: u64) {

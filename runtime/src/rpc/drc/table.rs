@@ -4,7 +4,8 @@
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+
+use crate::rpc::deadlines::CoarseInstant;
 
 use super::key::CallKey;
 use super::pending::{CachedReply, Pending};
@@ -57,7 +58,7 @@ pub(crate) struct Entry {
 #[derive(Debug)]
 pub(crate) struct Used {
     /// When it was answered or last replayed (expiry counts from here, as in nfsd).
-    at: Instant,
+    at: CoarseInstant,
     key: CallKey,
 }
 
@@ -88,7 +89,7 @@ impl Table {
     }
 
     /// Looks `key` up at time `now`.
-    pub(crate) fn admit(&mut self, key: &CallKey, now: Instant) -> Admission {
+    pub(crate) fn admit(&mut self, key: &CallKey, now: CoarseInstant) -> Admission {
         self.expire(now);
         self.next += 1;
         let stamp = self.next;
@@ -127,7 +128,7 @@ impl Table {
         key: &CallKey,
         id: u64,
         reply: CachedReply,
-        now: Instant,
+        now: CoarseInstant,
     ) -> bool {
         let size = ENTRY_OVERHEAD + reply.as_ref().map_or(0, |r| r.size());
         let fits = size <= self.config.max_bytes && self.config.max_entries > 0;
@@ -171,7 +172,7 @@ impl Table {
 
     /// Drops the answers not used for `max_age`: the order of use is the order of age, so
     /// they are the oldest ones.
-    fn expire(&mut self, now: Instant) {
+    fn expire(&mut self, now: CoarseInstant) {
         while let Some((_, used)) = self.order.first_key_value() {
             if now.saturating_duration_since(used.at) < self.config.max_age {
                 break;
@@ -255,7 +256,7 @@ mod tests {
     use bytes::Bytes;
 
     /// Runs and answers `key` at `now`; panics unless the table said to run it.
-    fn answer(table: &mut Table, key: &CallKey, reply: CachedReply, now: Instant) -> bool {
+    fn answer(table: &mut Table, key: &CallKey, reply: CachedReply, now: CoarseInstant) -> bool {
         match table.admit(key, now) {
             Admission::Run { id, .. } => table.complete(key, id, reply, now),
             other => panic!("expected to run {key:?}: {other:?}"),
@@ -269,7 +270,7 @@ mod tests {
     #[test]
     fn an_answered_call_is_replayed_and_counted_as_a_hit() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         let k = key(1);
         assert!(answer(&mut table, &k, reply(40), now));
         match table.admit(&k, now) {
@@ -284,7 +285,7 @@ mod tests {
     #[test]
     fn an_error_reply_is_kept_too() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         assert!(answer(&mut table, &key(1), Err(ReplyError::SystemErr), now));
         assert!(matches!(
             table.admit(&key(1), now),
@@ -295,7 +296,7 @@ mod tests {
     #[test]
     fn other_arguments_with_the_same_xid_are_a_miss() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         let first = key_from("192.0.2.1:800", 5, b"remove a");
         assert!(answer(&mut table, &first, reply(8), now));
         let other = key_from("192.0.2.1:800", 5, b"remove b");
@@ -306,7 +307,7 @@ mod tests {
     #[test]
     fn another_client_with_the_same_xid_is_a_miss_a_new_port_is_not() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         assert!(answer(
             &mut table,
             &key_from("192.0.2.1:800", 5, b"x"),
@@ -325,7 +326,7 @@ mod tests {
     #[test]
     fn a_duplicate_of_a_running_call_waits_on_it() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         let k = key(3);
         let Admission::Run { id, pending } = table.admit(&k, now) else {
             panic!("first is run")
@@ -343,7 +344,7 @@ mod tests {
     #[test]
     fn an_abandoned_call_runs_again() {
         let mut table = Table::new(config(8, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         let k = key(3);
         let Admission::Run { id, .. } = table.admit(&k, now) else {
             panic!("first is run")
@@ -360,7 +361,7 @@ mod tests {
     #[test]
     fn the_entry_bound_evicts_the_least_recently_used() {
         let mut table = Table::new(config(3, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         for xid in 1..=3 {
             assert!(answer(&mut table, &key(xid), reply(8), now));
         }
@@ -385,7 +386,7 @@ mod tests {
     fn the_byte_bound_evicts_until_the_new_reply_fits() {
         let one = ENTRY_OVERHEAD + reply(1000).unwrap().size();
         let mut table = Table::new(config(100, 3 * one));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         for xid in 1..=3 {
             assert!(answer(&mut table, &key(xid), reply(1000), now));
         }
@@ -402,7 +403,7 @@ mod tests {
     #[test]
     fn a_reply_larger_than_the_byte_bound_is_not_kept() {
         let mut table = Table::new(config(100, 2048));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         assert!(answer(&mut table, &key(1), reply(16), now));
         assert!(!answer(&mut table, &key(2), reply(4096), now));
         let stats = table.stats();
@@ -414,7 +415,7 @@ mod tests {
     #[test]
     fn answers_expire_after_their_last_use() {
         let mut table = Table::new(config(8, 1 << 20));
-        let start = Instant::now();
+        let start = CoarseInstant::now();
         let at = |secs| start + Duration::from_secs(secs);
         assert!(answer(&mut table, &key(1), reply(8), at(0)));
         assert!(answer(&mut table, &key(2), reply(8), at(0)));
@@ -438,7 +439,7 @@ mod tests {
     #[test]
     fn no_entries_allowed_keeps_nothing() {
         let mut table = Table::new(config(0, 1 << 20));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         assert!(!answer(&mut table, &key(1), reply(8), now));
         assert!(matches!(table.admit(&key(1), now), Admission::Run { .. }));
     }

@@ -517,7 +517,8 @@ impl<B: Buf> Core<B> {
     /// Sends the reply to `call` (an [`IncomingCall`]'s id): `message` is the RPC reply with
     /// DDP-eligible results moved out (an [`Encoder::for_reply`] over the call's Write chunk
     /// capacities, or [`Core::read_read_policy`]'s), `moved` the items moved to chunks. `now`
-    /// starts the RDMA_DONE timeout of a Read-Read reply. False when the reply fit neither
+    /// starts the RDMA_DONE timeout of a Read-Read reply, and is read only for one: reading
+    /// the clock is a system call on some hosts (a virtual machine on HPET). False when the reply fit neither
     /// inline nor the call's chunks: RDMA_ERROR went instead (seed 004 section 5.5), and the
     /// requester may send the call again with more room.
     ///
@@ -527,7 +528,7 @@ impl<B: Buf> Core<B> {
         call: CallId,
         message: Encoded,
         moved: Vec<MovedItem>,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
         mem: &mut M,
     ) -> bool {
         let padding = self.sending_padding();

@@ -499,7 +499,7 @@ impl<B: Buf> Responder<B> {
         message: Encoded,
         moved: Vec<MovedItem>,
         padding: Option<AlignPadding>,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
@@ -530,7 +530,7 @@ impl<B: Buf> Responder<B> {
         message: Encoded,
         moved: Vec<MovedItem>,
         padding: Option<AlignPadding>,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
         mem: &mut M,
         config: &CoreConfig,
         out: &mut Outbox<B>,
@@ -672,7 +672,7 @@ impl<B: Buf> Responder<B> {
             }
         }
         if let Some(mode) = read_read.filter(|_| !call.exposed.is_empty()) {
-            call.done_deadline = Some(now + mode.done_timeout);
+            call.done_deadline = Some(now() + mode.done_timeout);
             stats.replies_read_chunks += 1;
         }
         let chunks = Chunks {

@@ -11,6 +11,7 @@ use super::shared_credits::{SharedCredits, SharedGrant};
 use super::totals::Totals;
 use crate::admission::Refusals;
 use crate::rdma::{self, ConnectRequest, Listener, MemoryRegion, Provider, SharedReceiveQueue};
+use crate::rpc::deadlines::Ticker;
 use crate::rpc::observe::CloseReason;
 use crate::rpc::{Server, TransportStats};
 use crate::transport::budget::MemoryBudget;
@@ -156,12 +157,16 @@ impl<P: Provider> RdmaListener<P> {
         };
         let mut stop = self.stopping.subscribe();
         // One timer for the listener, not one per connection ([`release_idle`]), run here
-        // rather than in a task of its own.
-        let mut sweep = self.config.release_idle_after.map(|every| {
+        // rather than in a task of its own. A kernel timer, not a tokio one: while any tokio
+        // timer is set, each worker reads the clock before it sleeps, on top of the read after
+        // (a system call per read where the vDSO cannot read the clock source).
+        let mut sweep = self.config.release_idle_after.and_then(|every| {
             let every = every.max(std::time::Duration::from_millis(1));
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick
+            Ticker::new(every)
+                .map_err(|error| {
+                    tracing::error!(%error, "no timer: idle connections keep their buffers")
+                })
+                .ok()
         });
         // Kept across the sweeps: a request being read is never dropped half way (the verbs
         // listener may be listening again after its device's removal).
@@ -179,8 +184,14 @@ impl<P: Provider> RdmaListener<P> {
                     request?
                 }
                 _ = stop.wait_for(|stopping| *stopping) => return Ok(()),
-                _ = swept => {
-                    release_idle(&self.connections);
+                swept = swept => {
+                    match swept {
+                        Ok(()) => release_idle(&self.connections),
+                        Err(error) => {
+                            tracing::error!(%error, "the timer failed: idle connections keep their buffers");
+                            sweep = None;
+                        }
+                    }
                     continue;
                 }
             };

@@ -641,7 +641,7 @@ impl Pair {
             Ok(()) => {
                 let (message, moved) = enc.finish_with_chunks();
                 s.core
-                    .send_reply(inc.id, message, moved, Instant::now(), &mut s.mem);
+                    .send_reply(inc.id, message, moved, Instant::now, &mut s.mem);
                 let in_progress = s.core.calls_in_progress();
                 s.in_progress_after_reply.push(in_progress);
             }

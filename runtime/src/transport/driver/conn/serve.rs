@@ -245,7 +245,7 @@ impl<C: Connection> Conn<C> {
         let delivered = match encoded {
             Ok(()) => st
                 .core
-                .send_reply(id, message, moved, Instant::now(), &mut self.pool()),
+                .send_reply(id, message, moved, Instant::now, &mut self.pool()),
             Err(error) => {
                 tracing::debug!(%error, "the reply does not fit the call's chunks");
                 st.core.reject_reply(id, &error);
