@@ -833,7 +833,8 @@ kernel_client() {
   # The comparisons with knfsd run against a server that does not log every call: a line per
   # call written to the results share (9p, under TCG) is a cost knfsd does not pay.
   "$VM_NFS3_SERVER" --provider verbs --listen "$WIRE_SERVER" --rdma-port 20050 \
-    --mount-port 20051 --export /export --capacity-mib 512 >"$R/nfs3-server-perf.log" 2>&1 &
+    --mount-port 20051 --export /export --capacity-mib 512 --threads "${VM_NFS3_THREADS:-2}" \
+    >"$R/nfs3-server-perf.log" 2>&1 &
   spid=$!
   until_listening "$R/nfs3-server-perf.log" "$spid"
   if [ "${VM_NFS_PROFILE:-}" = 1 ]; then

@@ -75,6 +75,10 @@ struct Args {
     /// connection reset under it (tests/vm/README.md).
     #[arg(long)]
     no_mpa_crc: bool,
+    /// The server's threads: 1 runs every connection on one thread (tokio's current-thread
+    /// runtime: no hand-off between threads, for a few clients with one call at a time each).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
     /// A fault injected for tests: every this many seconds, disconnect every RPC-over-RDMA
     /// connection (the client reconnects and sends again what had no reply; the reply cache
     /// answers what already ran). Each drop prints a `dropped N connection(s)` line.
@@ -93,11 +97,15 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let mut builder = match args.threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("nfs3-server: {e}");
