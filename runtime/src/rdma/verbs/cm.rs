@@ -77,6 +77,30 @@ impl Readiness {
         }
     }
 
+    /// Calls `op`, which reads the descriptor until `EAGAIN` and says how many events it
+    /// read, until it read one, waiting for readability in between; fails once the readiness
+    /// was given up. The readiness is cleared with the read that found the descriptor empty,
+    /// so that the next wait sleeps at once instead of first reading an empty descriptor (a
+    /// system call per wake-up). An event that came in since the wait stays ready: tokio
+    /// clears only the readiness that wait saw.
+    pub(super) async fn drain_with(
+        &self,
+        mut op: impl FnMut() -> io::Result<u32>,
+    ) -> io::Result<()> {
+        let guard = self.0.read().await;
+        let fd = guard.as_ref().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotConnected, "the descriptor was given up")
+        })?;
+        loop {
+            let mut ready = fd.readable().await?;
+            let read = op()?;
+            ready.clear_ready();
+            if read > 0 {
+                return Ok(());
+            }
+        }
+    }
+
     /// Deregisters from the reactor; call before the descriptor is closed.
     pub(super) fn release(&mut self) {
         drop(self.0.get_mut().take());

@@ -272,7 +272,7 @@ impl CompletionQueue {
     /// ([`CompletionQueue::stop_waiters`]).
     pub(super) async fn wait_event(&self) -> io::Result<()> {
         self.readiness
-            .read_with(|| {
+            .drain_with(|| {
                 let channel = self.channel.load(Ordering::Acquire);
                 let mut got = 0u32;
                 loop {
@@ -282,8 +282,8 @@ impl CompletionQueue {
                     // was given up, which waits for this) and non-blocking.
                     if unsafe { ibv_get_cq_event(channel, &mut cq, &mut ctx) } != 0 {
                         let e = io::Error::last_os_error();
-                        if e.kind() == io::ErrorKind::WouldBlock && got > 0 {
-                            return Ok(());
+                        if e.kind() == io::ErrorKind::WouldBlock {
+                            return Ok(got);
                         }
                         return Err(e);
                     }
