@@ -64,17 +64,11 @@ impl Readiness {
         &self,
         mut op: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        let guard = self.0.read().await;
-        let fd = guard.as_ref().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotConnected, "the descriptor was given up")
-        })?;
-        loop {
-            let mut ready = fd.readable().await?;
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
-                other => return other,
-            }
-        }
+        self.until_done(|| match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            other => other.map(|value| Some((value, false))),
+        })
+        .await
     }
 
     /// Calls `op`, which reads the descriptor until `EAGAIN` and says how many events it
@@ -87,16 +81,30 @@ impl Readiness {
         &self,
         mut op: impl FnMut() -> io::Result<u32>,
     ) -> io::Result<()> {
+        self.until_done(|| Ok((op()? > 0).then_some(((), true))))
+            .await
+    }
+
+    /// Waits for readability and calls `op` until it gives a value (`None`: the descriptor is
+    /// empty, wait again) and whether it left the descriptor empty (clear the readiness).
+    async fn until_done<T>(
+        &self,
+        mut op: impl FnMut() -> io::Result<Option<(T, bool)>>,
+    ) -> io::Result<T> {
         let guard = self.0.read().await;
         let fd = guard.as_ref().ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the descriptor was given up")
         })?;
         loop {
             let mut ready = fd.readable().await?;
-            let read = op()?;
-            ready.clear_ready();
-            if read > 0 {
-                return Ok(());
+            match op()? {
+                Some((value, emptied)) => {
+                    if emptied {
+                        ready.clear_ready();
+                    }
+                    return Ok(value);
+                }
+                None => ready.clear_ready(),
             }
         }
     }
@@ -410,6 +418,7 @@ pub(super) fn sockaddr_to_std(sa: &libc::sockaddr) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn socket_addresses_round_trip_through_sockaddr() {
@@ -419,6 +428,63 @@ mod tests {
             // SAFETY: storage starts with a sockaddr header.
             let sa = unsafe { &*(&storage as *const _ as *const libc::sockaddr) };
             assert_eq!(sockaddr_to_std(sa), Some(addr));
+        }
+    }
+
+    /// Reads what `fd` holds until `EAGAIN`, counting the calls; how many bytes it read.
+    fn drain(fd: RawFd, calls: &std::cell::Cell<u32>) -> io::Result<u32> {
+        let mut read = 0;
+        loop {
+            calls.set(calls.get() + 1);
+            let mut byte = 0u8;
+            // SAFETY: reads at most one byte into `byte`.
+            match unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) } {
+                1 => read += 1,
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                _ => match io::Error::last_os_error() {
+                    e if e.kind() == io::ErrorKind::WouldBlock => return Ok(read),
+                    e => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// A completion channel's wait, on a pipe: once drained, the next wait sleeps until
+    /// something comes without reading the empty descriptor first, and wakes for what comes.
+    #[tokio::test]
+    async fn a_drained_descriptor_is_not_read_again_before_it_is_readable() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let [rx, tx] = fds;
+        let send = |n: usize| {
+            // SAFETY: writes `n` bytes of a buffer of 4 to the pipe.
+            assert_eq!(
+                unsafe { libc::write(tx, [7u8; 4].as_ptr().cast(), n) },
+                n as isize
+            );
+        };
+        let mut readiness = Readiness::new(rx).unwrap();
+        let calls = std::cell::Cell::new(0);
+        send(2);
+        readiness.drain_with(|| drain(rx, &calls)).await.unwrap();
+        // Two bytes and the EAGAIN that said the pipe was empty.
+        assert_eq!(calls.get(), 3);
+        let idle = tokio::time::timeout(
+            Duration::from_millis(100),
+            readiness.drain_with(|| drain(rx, &calls)),
+        )
+        .await;
+        assert!(idle.is_err(), "the wait returned with nothing to read");
+        assert_eq!(calls.get(), 3, "the empty descriptor was read again");
+        send(1);
+        readiness.drain_with(|| drain(rx, &calls)).await.unwrap();
+        assert_eq!(calls.get(), 5);
+        readiness.release();
+        // SAFETY: both ends are ours; the reactor let go of `rx` above.
+        unsafe {
+            libc::close(rx);
+            libc::close(tx);
         }
     }
 }
