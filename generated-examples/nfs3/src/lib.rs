@@ -54,6 +54,34 @@ pub mod pmap {
 
 pub mod memfs;
 
+impl nfs3::Sattr3 {
+    /// Attributes that set nothing (no `set_it`, both times `DONT_CHANGE`): a CREATE or MKDIR
+    /// with the server's defaults, a SETATTR that changes nothing.
+    pub fn unchanged() -> nfs3::Sattr3 {
+        use nfs3::{SetAtime, SetGid3, SetMode3, SetMtime, SetSize3, SetUid3, TimeHow};
+        nfs3::Sattr3 {
+            mode: SetMode3::Default {
+                discriminant: false,
+            },
+            uid: SetUid3::Default {
+                discriminant: false,
+            },
+            gid: SetGid3::Default {
+                discriminant: false,
+            },
+            size: SetSize3::Default {
+                discriminant: false,
+            },
+            atime: SetAtime::Default {
+                discriminant: TimeHow::DontChange,
+            },
+            mtime: SetMtime::Default {
+                discriminant: TimeHow::DontChange,
+            },
+        }
+    }
+}
+
 /// The NFSv3 protocol XDR (`specs/nfs3.x`), with `/* @ddp */` marks.
 pub const SPEC: &str = include_str!("../../../specs/nfs3.x");
 

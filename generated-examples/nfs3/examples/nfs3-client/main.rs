@@ -567,33 +567,13 @@ async fn lookup(nfs: &NfsV3Client, dir: &NfsFh3, name: &str) -> Result<(NfsFh3, 
 /// Creates `name` in `dir` (UNCHECKED: an existing file is kept), with the server's default
 /// attributes.
 async fn create(nfs: &NfsV3Client, dir: &NfsFh3, name: &str) -> Result<NfsFh3, String> {
-    let unset = Sattr3 {
-        mode: SetMode3::Default {
-            discriminant: false,
-        },
-        uid: SetUid3::Default {
-            discriminant: false,
-        },
-        gid: SetGid3::Default {
-            discriminant: false,
-        },
-        size: SetSize3::Default {
-            discriminant: false,
-        },
-        atime: SetAtime::Default {
-            discriminant: TimeHow::DontChange,
-        },
-        mtime: SetMtime::Default {
-            discriminant: TimeHow::DontChange,
-        },
-    };
     let res = nfs
         .nfsproc3_create(Create3args {
             r#where: Diropargs3 {
                 dir: dir.clone(),
                 name: XdrString::from(name.to_string()),
             },
-            how: Createhow3::Unchecked(unset),
+            how: Createhow3::Unchecked(Sattr3::unchanged()),
         })
         .await
         .map_err(|e| format!("CREATE {name}: {e}"))?;

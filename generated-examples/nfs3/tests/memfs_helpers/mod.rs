@@ -21,26 +21,7 @@ pub fn as_root(client: Client) -> NfsV3Client {
 
 /// Attributes that set nothing.
 pub fn no_sattr() -> Sattr3 {
-    Sattr3 {
-        mode: SetMode3::Default {
-            discriminant: false,
-        },
-        uid: SetUid3::Default {
-            discriminant: false,
-        },
-        gid: SetGid3::Default {
-            discriminant: false,
-        },
-        size: SetSize3::Default {
-            discriminant: false,
-        },
-        atime: SetAtime::Default {
-            discriminant: TimeHow::DontChange,
-        },
-        mtime: SetMtime::Default {
-            discriminant: TimeHow::DontChange,
-        },
-    }
+    Sattr3::unchanged()
 }
 
 /// Attributes that set the mode.
