@@ -62,9 +62,6 @@ impl Served {
             let listener = listener.clone();
             async move { listener.run().await }
         });
-        // Served once, the listener runs and holds what it keeps while it does (its idle
-        // sweep's timer descriptor): what the figures count from then on is the peers'.
-        legit_client(addr).await.unwrap();
         Served {
             listener,
             addr,

@@ -71,6 +71,9 @@ pub struct RdmaListener<P: Provider> {
     /// The shared receive queue connections take their receives from, if any
     /// ([`RdmaListener::with_shared_receive_queue`]).
     shared: Option<SharedReceives<P::SharedQueue>>,
+    /// The idle sweep's timer, made with the listener when a runtime is current (so that
+    /// the listener holds its descriptors from the start), else when it runs.
+    sweep: Mutex<Option<Ticker>>,
 }
 
 /// Serves `server` on every connection `listener` accepts: each connection posts receives for
@@ -95,11 +98,28 @@ pub fn serve<P: Provider>(
         connections: Arc::default(),
         stopping: Arc::new(watch::Sender::new(false)),
         memory: MemoryBudget::new(config.memory.per_server),
-        config,
         places: Arc::new(Semaphore::new(places)),
         totals: Arc::default(),
         shared: None,
+        sweep: Mutex::new(
+            tokio::runtime::Handle::try_current()
+                .ok()
+                .and_then(|_| sweep_timer(&config)),
+        ),
+        config,
     }
+}
+
+/// The timer of [`RdmaConfig::release_idle_after`], if set. A kernel timer, not a tokio one:
+/// while any tokio timer is set, each worker reads the clock before it sleeps, on top of the
+/// read after (a system call per read where the vDSO cannot read the clock source).
+fn sweep_timer(config: &RdmaConfig) -> Option<Ticker> {
+    let every = config
+        .release_idle_after?
+        .max(std::time::Duration::from_millis(1));
+    Ticker::new(every)
+        .map_err(|error| tracing::error!(%error, "no timer: idle connections keep their buffers"))
+        .ok()
 }
 
 impl<P: Provider> RdmaListener<P> {
@@ -157,17 +177,9 @@ impl<P: Provider> RdmaListener<P> {
         };
         let mut stop = self.stopping.subscribe();
         // One timer for the listener, not one per connection ([`release_idle`]), run here
-        // rather than in a task of its own. A kernel timer, not a tokio one: while any tokio
-        // timer is set, each worker reads the clock before it sleeps, on top of the read after
-        // (a system call per read where the vDSO cannot read the clock source).
-        let mut sweep = self.config.release_idle_after.and_then(|every| {
-            let every = every.max(std::time::Duration::from_millis(1));
-            Ticker::new(every)
-                .map_err(|error| {
-                    tracing::error!(%error, "no timer: idle connections keep their buffers")
-                })
-                .ok()
-        });
+        // rather than in a task of its own.
+        let made = self.sweep.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut sweep = made.or_else(|| sweep_timer(&self.config));
         // Kept across the sweeps: a request being read is never dropped half way (the verbs
         // listener may be listening again after its device's removal).
         let mut next = std::pin::pin!(listener.next_request());
