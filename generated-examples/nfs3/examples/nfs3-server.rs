@@ -77,8 +77,8 @@ struct Args {
     no_mpa_crc: bool,
     /// The server's threads: 1 runs every connection on one thread (tokio's current-thread
     /// runtime: no hand-off between threads, for a few clients with one call at a time each).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: u16,
     /// A fault injected for tests: every this many seconds, disconnect every RPC-over-RDMA
     /// connection (the client reconnects and sends again what had no reply; the reply cache
     /// answers what already ran). Each drop prints a `dropped N connection(s)` line.
@@ -98,10 +98,10 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .init();
     let mut builder = match args.threads {
-        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        1 => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
+            b.worker_threads(n.into());
             b
         }
     };
