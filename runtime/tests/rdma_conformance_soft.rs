@@ -47,6 +47,22 @@ mod rdmac {
     }));
 }
 
+/// As Linux siw: Sends and Writes complete once written (a refusal shows as the end of the
+/// connection, not in the requester's completion), and no memory windows.
+mod as_siw {
+    use super::*;
+    rpcrdma::rdma_conformance_tests!(Harness::new(
+        SoftProvider::new(SoftConfig {
+            confirm_completions: false,
+            rekey: false,
+            ..SoftConfig::default()
+        }),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .with_local_requester_completions()
+    .without_remote_invalidation());
+}
+
 /// The suite on a current-thread runtime (the generated tests use two workers); the driver
 /// behaves differently there (replies may be left to a completion poller).
 #[test]

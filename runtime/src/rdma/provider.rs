@@ -6,7 +6,8 @@
 //!
 //! Posting is synchronous (like `ibv_post_send`): it validates the request, queues it, and
 //! returns. The outcome arrives later as a [`Completion`]. Every posted request yields exactly
-//! one completion, also when the connection goes down ([`WcStatus::Flushed`](super::WcStatus)).
+//! one completion, also when the connection goes down ([`WcStatus::Flushed`](super::WcStatus)),
+//! except a send-queue request posted [unsignaled](super::SendWr::unsignaled) that succeeds.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -162,7 +162,8 @@ pub enum SendOp {
     },
 }
 
-/// A send-queue work request. Every request produces exactly one completion.
+/// A send-queue work request. A request produces exactly one completion, unless it was
+/// posted [unsignaled](SendWr::unsignaled) and succeeded.
 #[derive(Clone, Debug)]
 pub struct SendWr {
     /// Returned in the completion.
@@ -172,6 +173,8 @@ pub struct SendWr {
     /// A Send or RDMA Write whose completion need only say that its buffers may be reused
     /// ([`SendWr::complete_locally`]).
     pub complete_locally: bool,
+    /// Whether its success produces a completion (see [`SendWr::unsignaled`]).
+    pub signaled: bool,
 }
 
 impl SendWr {
@@ -185,6 +188,7 @@ impl SendWr {
                 invalidate: None,
             },
             complete_locally: false,
+            signaled: true,
         }
     }
 
@@ -197,6 +201,7 @@ impl SendWr {
                 remote,
             },
             complete_locally: false,
+            signaled: true,
         }
     }
 
@@ -206,6 +211,7 @@ impl SendWr {
             wr_id,
             op: SendOp::RdmaRead { sink, remote },
             complete_locally: false,
+            signaled: true,
         }
     }
 
@@ -215,6 +221,7 @@ impl SendWr {
             wr_id,
             op: SendOp::LocalInvalidate { rkey },
             complete_locally: false,
+            signaled: true,
         }
     }
 
@@ -231,6 +238,24 @@ impl SendWr {
     /// Response on the wire), and completes it once its bytes are written to TCP instead.
     pub fn complete_locally(mut self) -> SendWr {
         self.complete_locally = matches!(self.op, SendOp::Send { .. } | SendOp::RdmaWrite { .. });
+        self
+    }
+
+    /// Posts the request without a completion for its success, as verbs' unsignaled work
+    /// requests (a send queue's requests complete in posting order, so the completion of a
+    /// later signaled request says that this one succeeded too). A consumer that streams
+    /// Writes or Sends and needs to know only now and then that its buffers are free saves a
+    /// completion per request (the device writes none, nobody polls one).
+    ///
+    /// - A request that fails still completes, with its error; so does one whose outcome the
+    ///   connection's end leaves unknown (flushed).
+    /// - Its buffers belong to the provider until a later signaled request on the connection
+    ///   completes (or the connection ends), as if its completion came then.
+    /// - It counts against the send queue's depth until then: a consumer posting unsignaled
+    ///   requests signals at least one in every `send_queue_depth`, or a post fails with
+    ///   [`Error::QueueFull`](crate::rdma::Error::QueueFull).
+    pub fn unsignaled(mut self) -> SendWr {
+        self.signaled = false;
         self
     }
 

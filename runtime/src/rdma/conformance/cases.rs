@@ -1,8 +1,8 @@
 //! The conformance cases. Each builds its own connections, so one failure does not cascade.
 
 use super::util::{
-    ensure, expect_ok, expect_quiet, expect_refused, expect_status, next, pair, pair_with, region,
-    Step, STEP,
+    ensure, expect_ok, expect_quiet, expect_refused, expect_status, next, pair, pair_with, pattern,
+    region, Step, STEP,
 };
 use super::{Failure, ProviderUnderTest};
 use crate::rdma::{
@@ -15,10 +15,6 @@ const REMOTE_REFUSALS: &[WcStatus] = &[
     WcStatus::RemoteOperationError,
     WcStatus::RemoteInvalidRequest,
 ];
-
-fn pattern(seed: u8) -> impl Fn(usize) -> u8 {
-    move |i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1
-}
 
 pub(super) async fn private_data<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
     let provider = put.provider();

@@ -21,6 +21,7 @@
 
 mod cases;
 mod shared;
+mod signaling;
 pub(crate) mod util;
 
 use std::fmt;
@@ -30,6 +31,7 @@ use std::net::SocketAddr;
 use super::Provider;
 use cases::*;
 use shared::*;
+use signaling::*;
 
 pub use util::Failure;
 
@@ -289,6 +291,9 @@ cases! {
     /// A connection past its bound of shared buffers ends (where the provider bounds it), and
     /// the other connections on the queue go on.
     SharedReceiveLimit => shared_receive_limit,
+    /// Unsignaled Writes, Reads and Sends complete silently, done once a later signaled request
+    /// completes; a refused one is heard of.
+    UnsignaledRequests => unsignaled_requests,
 }
 
 /// The outcome of one case.
@@ -391,6 +396,7 @@ macro_rules! rdma_conformance_tests {
         $crate::rdma_conformance_tests!(@case $make, shared_receive, SharedReceive);
         $crate::rdma_conformance_tests!(@case $make, shared_receive_close, SharedReceiveClose);
         $crate::rdma_conformance_tests!(@case $make, shared_receive_limit, SharedReceiveLimit);
+        $crate::rdma_conformance_tests!(@case $make, unsignaled_requests, UnsignaledRequests);
     };
     (@case $make:expr, $name:ident, $variant:ident) => {
         #[test]

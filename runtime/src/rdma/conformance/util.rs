@@ -84,6 +84,11 @@ pub(crate) fn region<C: Connection>(
     conn.register(buf, access).step("register")
 }
 
+/// A fill of non-zero bytes that differs with `seed` (for [`region`]).
+pub(crate) fn pattern(seed: u8) -> impl Fn(usize) -> u8 {
+    move |i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1
+}
+
 /// The next completion, bounded by [`STEP`].
 pub(crate) async fn next<C: Connection>(conn: &C, what: &str) -> Result<Completion, Failure> {
     tokio::time::timeout(STEP, conn.poll_completion())

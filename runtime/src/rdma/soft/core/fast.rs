@@ -105,9 +105,7 @@ impl Core {
             };
             self.inflight_base += 1;
             self.unconfirmed -= 1;
-            self.cq.push_back(
-                Completion::new(e.wr_id, e.opcode, WcStatus::Success).with_byte_len(e.byte_len),
-            );
+            self.complete(e, WcStatus::Success);
         }
         // Requests behind them that finished already (completed once written) follow.
         self.drain_inflight();
@@ -256,9 +254,9 @@ impl Core {
                 out.put_small(crc, &h, &memory[sge.offset..sge.offset + n])
             };
             self.writer.skip(len);
-            let (wr_id, local) = (wr.wr_id, wr.complete_locally);
+            let (wr_id, signaled, local) = (wr.wr_id, wr.signaled, wr.complete_locally);
             self.sq.pop_front();
-            let seq = self.push_inflight(wr_id, WcOpcode::Send, n as u32);
+            let seq = self.push_inflight(wr_id, signaled, WcOpcode::Send, n as u32);
             if self.cfg.confirm && !local {
                 if let Some(e) = self.inflight.back_mut() {
                     e.emitted = Some(Emitted::Send { msn });

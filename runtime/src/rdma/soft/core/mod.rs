@@ -127,6 +127,8 @@ struct Inflight {
     wr_id: u64,
     opcode: WcOpcode,
     byte_len: u32,
+    /// Completes with a completion on success too ([`SendWr::unsignaled`]).
+    signaled: bool,
     status: Option<WcStatus>,
     /// Fully handed to TCP, waiting for confirmation.
     emitted: Option<Emitted>,
@@ -478,12 +480,21 @@ impl Core {
         self.inflight.get_mut(idx)
     }
 
-    fn push_inflight(&mut self, wr_id: u64, opcode: WcOpcode, byte_len: u32) -> u64 {
+    /// Records request `wr_id` (posted `signaled` or not) as started; returns its sequence
+    /// number.
+    fn push_inflight(
+        &mut self,
+        wr_id: u64,
+        signaled: bool,
+        opcode: WcOpcode,
+        byte_len: u32,
+    ) -> u64 {
         let seq = self.inflight_base + self.inflight.len() as u64;
         self.inflight.push_back(Inflight {
             wr_id,
             opcode,
             byte_len,
+            signaled,
             status: None,
             emitted: None,
         });
@@ -505,13 +516,22 @@ impl Core {
             let Some(status) = front.status else { break };
             let e = self.inflight.pop_front().expect("front exists");
             self.inflight_base += 1;
-            let len = if status == WcStatus::Success {
-                e.byte_len
-            } else {
-                0
-            };
+            self.complete(e, status);
+        }
+    }
+
+    /// Queues the completion of the finished request `e`, unless it was posted unsignaled
+    /// and succeeded.
+    fn complete(&mut self, e: Inflight, status: WcStatus) {
+        if status == WcStatus::Success {
+            if e.signaled {
+                self.cq.push_back(
+                    Completion::new(e.wr_id, e.opcode, status).with_byte_len(e.byte_len),
+                );
+            }
+        } else {
             self.cq
-                .push_back(Completion::new(e.wr_id, e.opcode, status).with_byte_len(len));
+                .push_back(Completion::new(e.wr_id, e.opcode, status));
         }
     }
 

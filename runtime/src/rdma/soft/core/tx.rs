@@ -154,7 +154,7 @@ impl Core {
             SendOp::Send { .. } | SendOp::RdmaWrite { .. } => {
                 // Segmented from where it is: it leaves the send queue once emitted.
                 let opcode = opcode_of(&front.op);
-                let seq = self.push_inflight(front.wr_id, opcode, byte_len);
+                let seq = self.push_inflight(front.wr_id, front.signaled, opcode, byte_len);
                 let msn = if opcode == WcOpcode::Send {
                     let m = self.tx_msn[0];
                     self.tx_msn[0] = m.wrapping_add(1);
@@ -173,9 +173,9 @@ impl Core {
                 return false;
             }
             &SendOp::RdmaRead { ref sink, remote } => {
-                let (wr_id, sink) = (front.wr_id, sink.clone());
+                let (wr_id, signaled, sink) = (front.wr_id, front.signaled, sink.clone());
                 self.sq.pop_front();
-                let seq = self.push_inflight(wr_id, WcOpcode::RdmaRead, byte_len);
+                let seq = self.push_inflight(wr_id, signaled, WcOpcode::RdmaRead, byte_len);
                 let sink_stag = sink.mr.rkey();
                 let sink_to = sink.mr.addr().wrapping_add(sink.offset as u64);
                 self.emit_read_request(
@@ -189,9 +189,9 @@ impl Core {
                 );
             }
             &SendOp::LocalInvalidate { rkey } => {
-                let wr_id = front.wr_id;
+                let (wr_id, signaled) = (front.wr_id, front.signaled);
                 self.sq.pop_front();
-                let seq = self.push_inflight(wr_id, WcOpcode::LocalInvalidate, 0);
+                let seq = self.push_inflight(wr_id, signaled, WcOpcode::LocalInvalidate, 0);
                 let status = if self.tags.invalidate(rkey) {
                     WcStatus::Success
                 } else {

@@ -40,8 +40,13 @@ pub(super) const SPARE_SEND_SLOTS: u32 = 16;
 
 /// What an outstanding request is, for its completion.
 enum Kind {
-    /// A consumer request.
-    User { wr_id: WrId, opcode: WcOpcode },
+    /// A consumer request; an unsignaled one's success is not delivered
+    /// ([`SendWr::unsignaled`]).
+    User {
+        wr_id: WrId,
+        opcode: WcOpcode,
+        signaled: bool,
+    },
     /// The provider's window bind for `register` or `rekey`.
     Bind,
 }
@@ -494,6 +499,7 @@ impl Connection for VerbsConnection {
             kind: Kind::User {
                 wr_id: wr.wr_id,
                 opcode: WcOpcode::Recv,
+                signaled: true,
             },
             keep: Keep::Recv(wr),
             len: 0,
@@ -677,7 +683,7 @@ impl Inner {
     /// Ends every outstanding request flushed (binds included), delivering in order.
     fn flush_outstanding(&self, q: &mut Queues) {
         for entry in std::mem::take(&mut q.recv) {
-            if let Kind::User { wr_id, opcode } = entry.kind {
+            if let Kind::User { wr_id, opcode, .. } = entry.kind {
                 q.ready
                     .push_back(Completion::new(wr_id, opcode, WcStatus::Flushed));
             }

@@ -48,6 +48,15 @@ impl Inner {
                 return;
             }
             q.send[pos].progress = Progress::Completed(status);
+            // A send queue completes in posting order: the unsignaled requests before this
+            // one, which have no completion of their own, have succeeded.
+            for entry in q.send.range_mut(..pos) {
+                if matches!(entry.kind, Kind::User { .. })
+                    && matches!(entry.progress, Progress::Posted)
+                {
+                    entry.progress = Progress::Completed(WcStatus::Success);
+                }
+            }
             return self.release(q);
         }
         let Some(pos) = q.recv.iter().position(|o| o.seq == seq) else {
@@ -119,13 +128,20 @@ impl Inner {
             let Some(entry) = q.send.pop_front() else {
                 return;
             };
-            if let Kind::User { wr_id, opcode } = entry.kind {
+            if let Kind::User {
+                wr_id,
+                opcode,
+                signaled,
+            } = entry.kind
+            {
                 q.user_send -= 1;
-                let mut c = Completion::new(wr_id, opcode, status);
-                if status == WcStatus::Success && opcode == WcOpcode::RdmaRead {
-                    c = c.with_byte_len(entry.len);
+                if signaled || status != WcStatus::Success {
+                    let mut c = Completion::new(wr_id, opcode, status);
+                    if status == WcStatus::Success && opcode == WcOpcode::RdmaRead {
+                        c = c.with_byte_len(entry.len);
+                    }
+                    q.ready.push_back(c);
                 }
-                q.ready.push_back(c);
             }
             drop(entry.keep);
         }

@@ -16,6 +16,8 @@ struct Prepared {
     len: u32,
     /// The key a local invalidate names.
     invalidates: Option<u32>,
+    /// Whether its success is delivered ([`SendWr::unsignaled`]).
+    signaled: bool,
 }
 
 impl VerbsConnection {
@@ -113,8 +115,8 @@ impl VerbsConnection {
         self.inner.notify.notify_waiters();
     }
 
-    /// Posts `run` with one `ibv_post_send` while `q` is locked, each request signaled and
-    /// numbered in send-queue order; those the device took are recorded in the queue.
+    /// Posts `run` with one `ibv_post_send` while `q` is locked, each request numbered in
+    /// send-queue order; those the device took are recorded in the queue.
     fn post_run(&self, q: &mut Queues, run: &mut [Prepared]) -> Result<()> {
         if run.is_empty() {
             return Ok(());
@@ -133,7 +135,11 @@ impl VerbsConnection {
             }
             p.swr.next = next;
             p.swr.wr_id = first_seq + i as u64;
-            p.swr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+            // Without memory windows a local invalidate is emulated in send-queue order (see
+            // `revoke_in_order`), which needs every request before it to complete on its own.
+            if p.signaled || !self.inner.shape.windows {
+                p.swr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+            }
         }
         let mut bad = std::ptr::null_mut();
         // SAFETY: every element was checked to lie inside a registration of this domain, and
@@ -258,6 +264,7 @@ impl VerbsConnection {
             sges,
             opcode,
             wr_id: wr.wr_id,
+            signaled: wr.signaled,
             wr: Some(wr),
             len,
             invalidates,
@@ -271,6 +278,7 @@ impl Prepared {
         Kind::User {
             wr_id: self.wr_id,
             opcode: self.opcode,
+            signaled: self.signaled,
         }
     }
 }
