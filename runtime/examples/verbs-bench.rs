@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! verbs-bench --listen 192.0.2.1:7472
-//! verbs-bench --connect 192.0.2.1:7472 [--baseline-lat-us 15.1] [--baseline-typical-us 12.4]
+//! verbs-bench --connect 192.0.2.1:7472 [--lat-iters N] [--bw-iters N] [--busy-only]
+//!             [--baseline-lat-us 15.1] [--baseline-typical-us 12.4]
 //!             [--baseline-events-lat-us ..] [--baseline-events-typical-us ..]
 //!             [--baseline-bw-mbs 46]
 //! ```
@@ -11,8 +12,12 @@
 //! * Latency: 64-byte Send/Receive ping-pong; reported like `ib_send_lat` (half the round
 //!   trip), once with busy polling (`try_completion`, compared with `ib_send_lat -R`) and once
 //!   waiting on the completion channel (`poll_completion`, compared with `ib_send_lat -R -e`).
-//! * Bandwidth: 1 MiB RDMA Writes into a region the server advertises in its accept private
-//!   data, 16 outstanding, reported like `ib_write_bw` (MB/s with MB = 2^20).
+//! * Bandwidth: RDMA Writes of 4 KiB, 64 KiB and 1 MiB into a region the server advertises in
+//!   its first Send, 128 outstanding and one in 64 signaled (`ib_write_bw` keeps 128 and
+//!   signals one in 100), reported like `ib_write_bw` (MB/s with MB = 2^20).
+//!
+//! Sends are posted unsignaled but for one in [`SIGNAL_EVERY`], as perftest posts them: a
+//! completion per Send would be work neither side needs.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -25,7 +30,18 @@ use rpcrdma::rdma::{
 
 const MSG: usize = 64;
 const BW_MSG: usize = 1 << 20;
-const BW_WINDOW: usize = 64;
+/// Writes outstanding in the bandwidth runs: `ib_write_bw`'s default `--tx-depth`.
+const BW_WINDOW: usize = 128;
+/// One Send or Write in this many is signaled (the others complete with it).
+const SIGNAL_EVERY: u64 = 64;
+/// The bandwidth runs' sizes, the key of each in the `BENCH` line, and their iterations
+/// (`--bw-iters` is the 1 MiB run's; the smaller runs move about as many bytes as it, up to
+/// 10,000 Writes).
+const BW_SIZES: [(usize, &str); 3] = [
+    (4 << 10, "write_4k_mbs"),
+    (64 << 10, "write_64k_mbs"),
+    (BW_MSG, "write_mbs"),
+];
 const RECV_SLOTS: usize = 16;
 const MARK_PING: u8 = 1;
 const MARK_DONE: u8 = 0xff;
@@ -37,6 +53,8 @@ struct Args {
     connect: Option<SocketAddr>,
     lat_iters: usize,
     bw_iters: usize,
+    /// Only the busy-poll round trips (for a profile of them).
+    busy_only: bool,
     baseline_lat_us: f64,
     baseline_typical_us: f64,
     baseline_events_lat_us: f64,
@@ -50,6 +68,7 @@ fn parse_args() -> Result<Args, BoxError> {
         connect: None,
         lat_iters: 2000,
         bw_iters: 200,
+        busy_only: false,
         baseline_lat_us: 0.0,
         baseline_typical_us: 0.0,
         baseline_events_lat_us: 0.0,
@@ -60,6 +79,7 @@ fn parse_args() -> Result<Args, BoxError> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
+            "--busy-only" => args.busy_only = true,
             "--listen" => args.listen = Some(value()?.parse()?),
             "--connect" => args.connect = Some(value()?.parse()?),
             "--lat-iters" => args.lat_iters = value()?.parse()?,
@@ -108,6 +128,17 @@ async fn next_recv(conn: &VerbsConnection, busy: bool) -> Result<Completion, Box
     }
 }
 
+/// The Send of `sbuf` numbered `slot`: unsignaled unless `slot` is a multiple of
+/// [`SIGNAL_EVERY`].
+fn send(slot: u64, sbuf: &MemoryRegion) -> SendWr {
+    let wr = SendWr::send(slot, Sge::whole(sbuf));
+    if slot % SIGNAL_EVERY == 0 {
+        wr
+    } else {
+        wr.unsignaled()
+    }
+}
+
 fn post_recv(conn: &VerbsConnection, rbuf: &MemoryRegion, slot: u64) -> Result<(), BoxError> {
     let at = (slot as usize % RECV_SLOTS) * MSG;
     conn.post_recv(RecvWr::new(slot, Sge::new(rbuf, at..at + MSG)?))?;
@@ -145,7 +176,7 @@ async fn server(addr: SocketAddr) -> Result<(), BoxError> {
         if mark == MARK_DONE {
             break;
         }
-        conn.post_send(SendWr::send(slot, vec![Sge::whole(&sbuf)]))?;
+        conn.post_send(send(slot, &sbuf))?;
     }
     // Let the client see the last completions before tearing down.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -166,7 +197,7 @@ async fn ping_pong(
     let start_ticks = ticks();
     for _ in 0..iters {
         let t = ticks();
-        conn.post_send(SendWr::send(*slot, vec![Sge::whole(sbuf)]))?;
+        conn.post_send(send(*slot, sbuf))?;
         next_recv(conn, busy).await?;
         rtts.push(ticks() - t);
         post_recv(conn, rbuf, *slot)?;
@@ -228,6 +259,50 @@ fn ratio(ours: f64, baseline: f64) -> String {
     }
 }
 
+/// MB/s (MB = 2^20) of `iters` RDMA Writes of `size` from the start of `wbuf` to `remote`,
+/// [`BW_WINDOW`] outstanding.
+async fn write_bandwidth(
+    conn: &VerbsConnection,
+    wbuf: &MemoryRegion,
+    remote: RemoteAddr,
+    size: usize,
+    iters: usize,
+) -> Result<f64, BoxError> {
+    let start = Instant::now();
+    let (mut posted, mut done) = (0usize, 0usize);
+    while done < iters {
+        while posted < iters && posted - done < BW_WINDOW {
+            let n = posted + 1;
+            let wr = SendWr::write(1 << 32 | n as u64, Sge::new(wbuf, 0..size)?, remote);
+            // The last Write is signaled too, so that every one is known to be done.
+            let signaled = n as u64 % SIGNAL_EVERY == 0 || n == iters;
+            conn.post_send(if signaled { wr } else { wr.unsignaled() })?;
+            posted = n;
+        }
+        let c = next(conn, true).await?;
+        if c.opcode == WcOpcode::RdmaWrite {
+            // Everything up to the signaled Write it names is done.
+            done = (c.wr_id & 0xffff_ffff) as usize;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok((iters * size) as f64 / secs / (1 << 20) as f64)
+}
+
+/// Tells the server to stop, waits for that Send to complete and disconnects.
+async fn finish(conn: &VerbsConnection, sbuf: &MemoryRegion) -> Result<(), BoxError> {
+    sbuf.write(0, &[MARK_DONE])?;
+    conn.post_send(SendWr::send(u64::MAX, Sge::whole(sbuf)))?;
+    loop {
+        let c = next(conn, false).await?;
+        if c.wr_id == u64::MAX {
+            break;
+        }
+    }
+    conn.disconnect().await?;
+    Ok(())
+}
+
 async fn client(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     let provider = VerbsProvider::new();
     let conn = provider.connect(addr, ConnectParams::new()).await?;
@@ -252,42 +327,33 @@ async fn client(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
     // Latency.
     ping_pong(&conn, &sbuf, &rbuf, &mut slot, 100, true).await?;
     let busy = ping_pong(&conn, &sbuf, &rbuf, &mut slot, args.lat_iters, true).await?;
+    if args.busy_only {
+        println!("PERF verbs provider send/recv 64 B (busy poll): {busy}");
+        return finish(&conn, &sbuf).await;
+    }
     let blocking = ping_pong(&conn, &sbuf, &rbuf, &mut slot, args.lat_iters, false).await?;
 
-    // Bandwidth: RDMA Writes, BW_WINDOW outstanding.
-    let start = Instant::now();
-    let (mut posted, mut done) = (0usize, 0usize);
-    while done < args.bw_iters {
-        while posted < args.bw_iters && posted - done < BW_WINDOW {
-            conn.post_send(SendWr::write(
-                1 << 32 | posted as u64,
-                vec![Sge::whole(&wbuf)],
-                remote,
-            ))?;
-            posted += 1;
-        }
-        let c = next(&conn, true).await?;
-        if c.opcode == WcOpcode::RdmaWrite {
-            done += 1;
-        }
+    let mut bandwidth = Vec::new();
+    for (size, key) in BW_SIZES {
+        let iters = (args.bw_iters * (BW_MSG / size)).min(10_000);
+        let mbs = write_bandwidth(&conn, &wbuf, remote, size, iters).await?;
+        bandwidth.push((size, key, mbs));
     }
-    let secs = start.elapsed().as_secs_f64();
-    let mbs = (args.bw_iters * BW_MSG) as f64 / secs / (1 << 20) as f64;
 
-    sbuf.write(0, &[MARK_DONE])?;
-    conn.post_send(SendWr::send(u64::MAX, vec![Sge::whole(&sbuf)]))?;
-    loop {
-        let c = next(&conn, false).await?;
-        if c.wr_id == u64::MAX {
-            break;
-        }
-    }
-    conn.disconnect().await?;
+    finish(&conn, &sbuf).await?;
 
     // One machine-readable line for harnesses that aggregate several runs.
+    let bw_keys: Vec<String> = bandwidth
+        .iter()
+        .map(|(_, key, mbs)| format!(" {key}={mbs:.2}"))
+        .collect();
     println!(
-        "BENCH busy_median_us={:.2} busy_avg_us={:.2} chan_median_us={:.2} chan_avg_us={:.2} write_mbs={mbs:.2}",
-        busy.median_us, busy.avg_us, blocking.median_us, blocking.avg_us
+        "BENCH busy_median_us={:.2} busy_avg_us={:.2} chan_median_us={:.2} chan_avg_us={:.2}{}",
+        busy.median_us,
+        busy.avg_us,
+        blocking.median_us,
+        blocking.avg_us,
+        bw_keys.concat()
     );
     println!(
         "PERF verbs provider send/recv 64 B (busy poll): {busy}; vs perftest: median/typical {}, avg/avg {}",
@@ -299,14 +365,17 @@ async fn client(args: &Args, addr: SocketAddr) -> Result<(), BoxError> {
         ratio(blocking.median_us, args.baseline_events_typical_us),
         ratio(blocking.avg_us, args.baseline_events_lat_us)
     );
-    println!(
-        "PERF verbs provider RDMA Write 1 MiB: {mbs:.2} MB/s; vs perftest: {}",
-        if args.baseline_bw_mbs > 0.0 {
-            format!("{:.0}%", 100.0 * mbs / args.baseline_bw_mbs)
-        } else {
-            "n/a (no baseline)".into()
-        }
-    );
+    for (size, _, mbs) in bandwidth {
+        println!(
+            "PERF verbs provider RDMA Write {} KiB: {mbs:.2} MB/s{}",
+            size >> 10,
+            if size == BW_MSG && args.baseline_bw_mbs > 0.0 {
+                format!("; vs perftest: {:.0}%", 100.0 * mbs / args.baseline_bw_mbs)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
 }
 

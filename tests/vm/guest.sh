@@ -246,7 +246,7 @@ baseline() {
 # perftest baselines and the provider's bench, interleaved over VM_PERF_ROUNDS rounds (default
 # 3; the host is shared, so single runs are noisy); medians are compared.
 perf() {
-  local rounds="${VM_PERF_ROUNDS:-3}" r log lat_ok=0 bw_ok=0
+  local rounds="${VM_PERF_ROUNDS:-3}" r log lat_ok=0 bw_ok=0 bw size iters key
   : >"$R/rounds.txt"
   # perftest's event mode is the least reliable baseline under TCG (its clock can print
   # "inf"); it runs once, and its failure leaves the completion-event ratio at n/a.
@@ -261,10 +261,15 @@ perf() {
       ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR" && lat_ok=$((lat_ok + 1))
     awk '$1 == 64 && NF >= 6 {print "typ", $5; print "avg", $6}' \
       "$R/perf-$r-ib_send_lat.log" >>"$R/rounds.txt"
-    baseline "perf-$r-ib_write_bw" 120 ib_write_bw -R -d "$DEV" -s 1048576 -n 200 -- \
-      ib_write_bw -R -d "$DEV" -s 1048576 -n 200 "$ADDR" && bw_ok=$((bw_ok + 1))
-    # ib_write_bw: "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20)
-    awk '$1 == 1048576 && NF >= 4 {print "bw", $4}' "$R/perf-$r-ib_write_bw.log" >>"$R/rounds.txt"
+    # ib_write_bw at the sizes verbs-bench writes, with as many Writes (BW_SIZES there);
+    # "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20).
+    for bw in "1048576 200 bw" "65536 3200 bw_64k" "4096 10000 bw_4k"; do
+      read -r size iters key <<<"$bw"
+      baseline "perf-$r-ib_write_bw-$size" 120 ib_write_bw -R -d "$DEV" -s "$size" -n "$iters" -- \
+        ib_write_bw -R -d "$DEV" -s "$size" -n "$iters" "$ADDR" && bw_ok=$((bw_ok + 1))
+      awk -v size="$size" -v key="$key" '$1 == size && NF >= 4 {print key, $4}' \
+        "$R/perf-$r-ib_write_bw-$size.log" >>"$R/rounds.txt"
+    done
     if [ -n "${VM_BENCH:-}" ]; then
       pair "perf-$r-verbs-bench" 180 --listening "$VM_BENCH" --listen "$ADDR:$((7480 + r))" -- \
         "$VM_BENCH" --connect "$ADDR:$((7480 + r))"
@@ -272,10 +277,11 @@ perf() {
       sed -n 's/^BENCH //p' "$log" | tr ' ' '\n' | tr '=' ' ' >>"$R/rounds.txt"
     fi
   done
-  local typ avg ev_typ ev_avg bw bm ba cm ca wb
+  local typ avg ev_typ ev_avg bw bm ba cm ca wb bw4 wb4 bw64 wb64
   typ="$(value typ)" avg="$(value avg)" ev_typ="$(value ev_typ)" ev_avg="$(value ev_avg)"
   bw="$(value bw)" bm="$(value busy_median_us)" ba="$(value busy_avg_us)"
   cm="$(value chan_median_us)" ca="$(value chan_avg_us)" wb="$(value write_mbs)"
+  bw4="$(value bw_4k)" wb4="$(value write_4k_mbs)" bw64="$(value bw_64k)" wb64="$(value write_64k_mbs)"
   # perftest prints "inf" when its event-mode clock misbehaves under TCG: no ratio then.
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
   pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.0f%%", 100 * a / b; else print "n/a"}'; }
@@ -285,16 +291,49 @@ perf() {
       "provider median $bm us (avg $ba); ratio $(ratio "$bm" "$typ") (avg $(ratio "$ba" "$avg"))"
     echo "PERF 64 B send/recv one-way, completion events: perftest ib_send_lat -R -e typical $ev_typ us" \
       "(avg $ev_avg, 1 run); provider median $cm us (avg $ca); ratio $(ratio "$cm" "$ev_typ")"
+    echo "PERF 4 KiB RDMA Write: perftest ib_write_bw -R $bw4 MB/s; provider $wb4 MB/s;" \
+      "provider/perftest $(pct "$wb4" "$bw4")"
+    echo "PERF 64 KiB RDMA Write: perftest ib_write_bw -R $bw64 MB/s; provider $wb64 MB/s;" \
+      "provider/perftest $(pct "$wb64" "$bw64")"
     echo "PERF 1 MiB RDMA Write: perftest ib_write_bw -R $bw MB/s; provider $wb MB/s;" \
       "provider/perftest $(pct "$wb" "$bw")"
   } | tee "$R/perf.txt"
   [ -n "${VM_BENCH:-}" ] || echo "PERF verbs provider bench: not built" | tee -a "$R/perf.txt"
-  echo "PERF perftest baselines that ran: ib_send_lat $lat_ok of $rounds, ib_write_bw $bw_ok of $rounds" |
+  echo "PERF perftest baselines that ran: ib_send_lat $lat_ok of $rounds, ib_write_bw $bw_ok of $((3 * rounds))" |
     tee -a "$R/perf.txt"
   if [ "$lat_ok" -eq 0 ] || [ "$bw_ok" -eq 0 ]; then
     echo "FAIL perf: a perftest baseline never ran, so its ratio is missing"
     failures=$((failures + 1))
   fi
+  [ "${VM_PERF_PROFILE:-0}" = 1 ] && latency_profile
+}
+
+# VM_PERF_PROFILE=1: where the guest's time goes during busy-poll round trips of 64 B, for
+# perftest's ib_send_lat and the verbs bench: `perf record -a` (cpu-clock) while the client
+# runs 20,000 of them, reported by process, then by process, object and function.
+latency_profile() {
+  local label server client
+  for label in perftest ours; do
+    if [ "$label" = perftest ]; then
+      server=(ib_send_lat -R -d "$DEV" -s 64 -n 20000)
+      client=(ib_send_lat -R -d "$DEV" -s 64 -n 20000 "$ADDR")
+    else
+      server=(--listening "$VM_BENCH" --listen "$ADDR:7499")
+      client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters 20000 --busy-only)
+    fi
+    # Not `command perf`: timeout runs the program, never this script's perf().
+    pair "profile-$label" 300 "${server[@]}" -- \
+      perf record -a -e cpu-clock -o "/tmp/perf-lat-$label.data" -- "${client[@]}"
+    {
+      grep -E "^ *64 |busy poll" "$R/profile-$label.log"
+      command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
+        --sort comm 2>/dev/null | grep -v '^$' | head -n 30
+      command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
+        --sort comm,dso,sym --percent-limit 0.3 2>/dev/null | grep -v '^$' | head -n 150
+    } >"$R/latency-profile-$label.txt"
+    rm -f "/tmp/perf-lat-$label.data"
+  done
+  echo "PROFILE busy-poll latency: $R/latency-profile-{perftest,ours}.txt"
 }
 
 # Interop with Linux siw (the kernel's soft-iWARP driver), both ways: our software provider

@@ -4,7 +4,8 @@
 //! * `rounds.txt` (`perf`): one `KEY VALUE` line per measurement and round; perftest's `typ`,
 //!   `avg` (ib_send_lat -R, one-way µs), `ev_typ`, `ev_avg` (with `-e`), `bw` (ib_write_bw -R,
 //!   MB/s with MB = 2^20), and the verbs provider's `busy_median_us`, `busy_avg_us`,
-//!   `chan_median_us`, `chan_avg_us`, `write_mbs` (`examples/verbs-bench.rs`). Medians over
+//!   `chan_median_us`, `chan_avg_us`, `write_mbs` (`examples/verbs-bench.rs`); `bw_4k`,
+//!   `bw_64k` and `write_4k_mbs`, `write_64k_mbs` the same at 4 and 64 KiB. Medians over
 //!   the rounds are compared, as `guest.sh` does.
 //! * `throughput-ours` and `throughput-knfsd` (`nfs`): `WRITE_MBS READ_MBS` of the Linux
 //!   kernel's NFS client running `dd` of 64 MiB against our `nfs3-server` and against knfsd,
@@ -260,6 +261,10 @@ fn verbs(rec: &mut Recorder, text: &str) {
         }
     }
     let median = |k: &str| -> f64 { median(values.get(k).cloned().unwrap_or_default()) };
+    // Issue 54: busy-poll latency at most 1.05x perftest's, median and mean; 4 KiB and 64 KiB
+    // RDMA Write bandwidth at least 0.95x ib_write_bw's at that size.
+    let latency = Some(Target::at_most(1.05));
+    let bandwidth = Some(Target::at_least(0.95));
     let rows = [
         (
             "64 B Send/Recv one-way latency, busy poll (median)",
@@ -267,6 +272,7 @@ fn verbs(rec: &mut Recorder, text: &str) {
             "perftest ib_send_lat -R (typical)",
             "typ",
             "us",
+            latency,
         ),
         (
             "64 B Send/Recv one-way latency, busy poll (mean)",
@@ -274,6 +280,7 @@ fn verbs(rec: &mut Recorder, text: &str) {
             "perftest ib_send_lat -R (average)",
             "avg",
             "us",
+            latency,
         ),
         (
             "64 B Send/Recv one-way latency, completion channel (median)",
@@ -281,6 +288,23 @@ fn verbs(rec: &mut Recorder, text: &str) {
             "perftest ib_send_lat -R -e (typical)",
             "ev_typ",
             "us",
+            None,
+        ),
+        (
+            "4 KiB RDMA Write bandwidth",
+            "write_4k_mbs",
+            "perftest ib_write_bw -R -s 4096",
+            "bw_4k",
+            "MiB/s",
+            bandwidth,
+        ),
+        (
+            "64 KiB RDMA Write bandwidth",
+            "write_64k_mbs",
+            "perftest ib_write_bw -R -s 65536",
+            "bw_64k",
+            "MiB/s",
+            bandwidth,
         ),
         (
             "1 MiB RDMA Write bandwidth",
@@ -288,14 +312,18 @@ fn verbs(rec: &mut Recorder, text: &str) {
             "perftest ib_write_bw -R",
             "bw",
             "MiB/s",
+            None,
         ),
     ];
-    for (name, ours, base_name, base, unit) in rows {
+    for (name, ours, base_name, base, unit, target) in rows {
         let (v, b) = (median(ours), median(base));
         let f: &mut Figure = rec.figure(VERBS_GROUP, name, v, unit);
         f.baseline(base_name, b);
         if v.is_finite() && b.is_finite() && b > 0.0 {
             f.ratio(v / b, "value / baseline");
+        }
+        if let Some(t) = target {
+            f.target(t);
         }
     }
 }
@@ -325,20 +353,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("rounds.txt"),
-            "ev_typ inf\ntyp 10\navg 11\nbw 100\nbusy_median_us 12\nbusy_avg_us 13\n\
-             write_mbs 90\ntyp 20\nbusy_median_us 14\n",
+            "ev_typ inf\ntyp 10\navg 11\nbw 100\nbw_64k 50\nbw_4k 20\nbusy_median_us 12\n\
+             busy_avg_us 13\nwrite_mbs 90\nwrite_64k_mbs 48\nwrite_4k_mbs 18\ntyp 20\n\
+             busy_median_us 14\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("throughput-ours"), "25.5 37.6\n").unwrap();
         std::fs::write(dir.path().join("throughput-knfsd"), "3.9 41.7\n").unwrap();
         let recs = records(dir.path());
         let figs: Vec<&Figure> = recs.iter().filter_map(Record::figure).collect();
-        assert_eq!(figs.len(), 6);
+        assert_eq!(figs.len(), 8);
         assert_eq!(figs[0].value, 12.0);
         assert_eq!(figs[0].ratio, Some(12.0 / 10.0));
+        assert!(figs[0].missed(), "1.2x misses the latency target");
         assert!(figs[2].ratio.is_none(), "no event-mode baseline");
-        assert_eq!(figs[3].ratio, Some(0.9));
-        assert_eq!(figs[5].baseline.as_ref().unwrap().value, 41.7);
+        assert!(!figs[2].missed(), "no target on the completion channel");
+        let (four, sixty_four, mib) = (figs[3], figs[4], figs[5]);
+        assert_eq!(four.ratio, Some(0.9));
+        assert!(four.missed(), "0.9x misses 0.95x");
+        assert_eq!(sixty_four.ratio, Some(0.96));
+        assert!(!sixty_four.missed());
+        assert_eq!(mib.ratio, Some(0.9));
+        assert!(!mib.missed(), "no target at 1 MiB");
+        assert_eq!(figs[7].baseline.as_ref().unwrap().value, 41.7);
     }
 
     #[test]
