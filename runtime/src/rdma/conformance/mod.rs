@@ -20,6 +20,7 @@
 //! ```
 
 mod cases;
+mod protection;
 mod shared;
 mod signaling;
 pub(crate) mod util;
@@ -30,6 +31,7 @@ use std::net::SocketAddr;
 
 use super::Provider;
 use cases::*;
+use protection::*;
 use shared::*;
 use signaling::*;
 
