@@ -305,12 +305,14 @@ perf() {
     echo "FAIL perf: a perftest baseline never ran, so its ratio is missing"
     failures=$((failures + 1))
   fi
-  [ "${VM_PERF_PROFILE:-0}" = 1 ] && latency_profile
+  [ "${VM_PERF_PROFILE:-0}" != 0 ] && latency_profile
 }
 
 # VM_PERF_PROFILE=1: where the guest's time goes during busy-poll round trips of 64 B, for
 # perftest's ib_send_lat and the verbs bench: `perf record -a` (cpu-clock) while the client
 # runs 20,000 of them, reported by process, then by process, object and function.
+# VM_PERF_PROFILE=callgrind: instead, each client's instructions by function under valgrind
+# (2,000 round trips; the totals include its set-up): latency-callgrind-*.txt.
 latency_profile() {
   local label server client
   for label in perftest ours; do
@@ -320,6 +322,19 @@ latency_profile() {
     else
       server=(--listening "$VM_BENCH" --listen "$ADDR:7499")
       client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters 20000 --busy-only)
+    fi
+    if [ "${VM_PERF_PROFILE:-0}" = callgrind ]; then
+      # The client's own instructions (valgrind), 2,000 round trips and its set-up.
+      if [ "$label" = perftest ]; then
+        server=(ib_send_lat -R -d "$DEV" -s 64 -n 2000)
+        client=(ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR")
+      else
+        client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters 2000 --busy-only)
+      fi
+      pair "callgrind-$label" 600 "${server[@]}" -- \
+        valgrind --tool=callgrind --callgrind-out-file="/tmp/cg-$label.out" "${client[@]}"
+      callgrind_annotate "/tmp/cg-$label.out" 2>&1 | head -n 60 >"$R/latency-callgrind-$label.txt"
+      continue
     fi
     # Not `command perf`: timeout runs the program, never this script's perf().
     pair "profile-$label" 300 "${server[@]}" -- \
