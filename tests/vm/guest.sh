@@ -312,7 +312,8 @@ perf() {
 # perftest's ib_send_lat and the verbs bench: `perf record -a` (cpu-clock) while the client
 # runs 20,000 of them, reported by process, then by process, object and function.
 # VM_PERF_PROFILE=callgrind: instead, each client's instructions by function under valgrind
-# (2,000 round trips; the totals include its set-up): latency-callgrind-*.txt.
+# (2,000 round trips; the totals include its set-up): latency-callgrind-*.txt. =strace: each
+# client's system calls (strace -c) over the 20,000: latency-strace-*.txt.
 latency_profile() {
   local label server client
   for label in perftest ours; do
@@ -334,6 +335,12 @@ latency_profile() {
       pair "callgrind-$label" 600 "${server[@]}" -- \
         valgrind --tool=callgrind --callgrind-out-file="/tmp/cg-$label.out" "${client[@]}"
       callgrind_annotate "/tmp/cg-$label.out" 2>&1 | head -n 60 >"$R/latency-callgrind-$label.txt"
+      continue
+    fi
+    if [ "${VM_PERF_PROFILE:-0}" = strace ]; then
+      # The client's system calls over its 20,000 round trips and its set-up.
+      pair "strace-$label" 300 "${server[@]}" -- \
+        strace -c -f -o "$R/latency-strace-$label.txt" "${client[@]}"
       continue
     fi
     # Not `command perf`: timeout runs the program, never this script's perf().
