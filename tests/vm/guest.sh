@@ -305,7 +305,9 @@ perf() {
     echo "FAIL perf: a perftest baseline never ran, so its ratio is missing"
     failures=$((failures + 1))
   fi
-  [ "${VM_PERF_PROFILE:-0}" != 0 ] && latency_profile
+  if [ "${VM_PERF_PROFILE:-0}" != 0 ]; then
+    latency_profile
+  fi
 }
 
 # VM_PERF_PROFILE=1: where the guest's time goes during busy-poll round trips of 64 B, for
