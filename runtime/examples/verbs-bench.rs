@@ -34,9 +34,8 @@ const BW_MSG: usize = 1 << 20;
 const BW_WINDOW: usize = 128;
 /// One Send or Write in this many is signaled (the others complete with it).
 const SIGNAL_EVERY: u64 = 64;
-/// The bandwidth runs' sizes, the key of each in the `BENCH` line, and their iterations
-/// (`--bw-iters` is the 1 MiB run's; the smaller runs move about as many bytes as it, up to
-/// 10,000 Writes).
+/// The bandwidth runs' sizes and the key of each in the `BENCH` line. `--bw-iters` is the
+/// 1 MiB run's count of Writes; the smaller runs move about as many bytes, up to 10,000 Writes.
 const BW_SIZES: [(usize, &str); 3] = [
     (4 << 10, "write_4k_mbs"),
     (64 << 10, "write_64k_mbs"),

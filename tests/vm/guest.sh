@@ -246,7 +246,7 @@ baseline() {
 # perftest baselines and the provider's bench, interleaved over VM_PERF_ROUNDS rounds (default
 # 3; the host is shared, so single runs are noisy); medians are compared.
 perf() {
-  local rounds="${VM_PERF_ROUNDS:-3}" r log lat_ok=0 bw_ok=0 bw size iters key
+  local rounds="${VM_PERF_ROUNDS:-3}" r log lat_ok=0 bw_ok=0 run size iters key
   : >"$R/rounds.txt"
   # perftest's event mode is the least reliable baseline under TCG (its clock can print
   # "inf"); it runs once, and its failure leaves the completion-event ratio at n/a.
@@ -263,8 +263,8 @@ perf() {
       "$R/perf-$r-ib_send_lat.log" >>"$R/rounds.txt"
     # ib_write_bw at the sizes verbs-bench writes, with as many Writes (BW_SIZES there);
     # "#bytes #iterations BW peak BW average MsgRate" (MB/sec, MB = 2^20).
-    for bw in "1048576 200 bw" "65536 3200 bw_64k" "4096 10000 bw_4k"; do
-      read -r size iters key <<<"$bw"
+    for run in "1048576 200 bw" "65536 3200 bw_64k" "4096 10000 bw_4k"; do
+      read -r size iters key <<<"$run"
       baseline "perf-$r-ib_write_bw-$size" 120 ib_write_bw -R -d "$DEV" -s "$size" -n "$iters" -- \
         ib_write_bw -R -d "$DEV" -s "$size" -n "$iters" "$ADDR" && bw_ok=$((bw_ok + 1))
       awk -v size="$size" -v key="$key" '$1 == size && NF >= 4 {print key, $4}' \
@@ -317,47 +317,46 @@ perf() {
 # (2,000 round trips; the totals include its set-up): latency-callgrind-*.txt. =strace: each
 # client's system calls (strace -c) over the 20,000: latency-strace-*.txt.
 latency_profile() {
-  local label server client
+  local label server client mode="${VM_PERF_PROFILE:-0}" n=20000
+  # Under valgrind a client runs many times slower: fewer round trips.
+  [ "$mode" = callgrind ] && n=2000
   for label in perftest ours; do
     if [ "$label" = perftest ]; then
-      server=(ib_send_lat -R -d "$DEV" -s 64 -n 20000)
-      client=(ib_send_lat -R -d "$DEV" -s 64 -n 20000 "$ADDR")
+      server=(ib_send_lat -R -d "$DEV" -s 64 -n "$n")
+      client=(ib_send_lat -R -d "$DEV" -s 64 -n "$n" "$ADDR")
     else
       server=(--listening "$VM_BENCH" --listen "$ADDR:7499")
-      client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters 20000 --busy-only)
+      client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters "$n" --busy-only)
     fi
-    if [ "${VM_PERF_PROFILE:-0}" = callgrind ]; then
-      # The client's own instructions (valgrind), 2,000 round trips and its set-up.
-      if [ "$label" = perftest ]; then
-        server=(ib_send_lat -R -d "$DEV" -s 64 -n 2000)
-        client=(ib_send_lat -R -d "$DEV" -s 64 -n 2000 "$ADDR")
-      else
-        client=("$VM_BENCH" --connect "$ADDR:7499" --lat-iters 2000 --busy-only)
-      fi
+    case "$mode" in
+    callgrind)
+      # The client's own instructions, its set-up included.
       pair "callgrind-$label" 600 "${server[@]}" -- \
         valgrind --tool=callgrind --callgrind-out-file="/tmp/cg-$label.out" "${client[@]}"
       callgrind_annotate "/tmp/cg-$label.out" 2>&1 | head -n 60 >"$R/latency-callgrind-$label.txt"
-      continue
-    fi
-    if [ "${VM_PERF_PROFILE:-0}" = strace ]; then
-      # The client's system calls over its 20,000 round trips and its set-up.
+      rm -f "/tmp/cg-$label.out"
+      ;;
+    strace)
+      # The client's system calls, its set-up included.
       pair "strace-$label" 300 "${server[@]}" -- \
         strace -c -f -o "$R/latency-strace-$label.txt" "${client[@]}"
-      continue
-    fi
-    # Not `command perf`: timeout runs the program, never this script's perf().
-    pair "profile-$label" 300 "${server[@]}" -- \
-      perf record -a -e cpu-clock -o "/tmp/perf-lat-$label.data" -- "${client[@]}"
-    {
-      grep -E "^ *64 |busy poll" "$R/profile-$label.log"
-      command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
-        --sort comm 2>/dev/null | grep -v '^$' | head -n 30
-      command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
-        --sort comm,dso,sym --percent-limit 0.3 2>/dev/null | grep -v '^$' | head -n 150
-    } >"$R/latency-profile-$label.txt"
-    rm -f "/tmp/perf-lat-$label.data"
+      ;;
+    *)
+      # Not `command perf`: timeout runs the program, never this script's perf().
+      pair "profile-$label" 300 "${server[@]}" -- \
+        perf record -a -e cpu-clock -o "/tmp/perf-lat-$label.data" -- "${client[@]}"
+      {
+        grep -E "^ *64 |busy poll" "$R/profile-$label.log"
+        command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
+          --sort comm 2>/dev/null | grep -v '^$' | head -n 30
+        command perf report -i "/tmp/perf-lat-$label.data" --stdio --no-children -g none \
+          --sort comm,dso,sym --percent-limit 0.3 2>/dev/null | grep -v '^$' | head -n 150
+      } >"$R/latency-profile-$label.txt"
+      rm -f "/tmp/perf-lat-$label.data"
+      ;;
+    esac
   done
-  echo "PROFILE busy-poll latency: $R/latency-profile-{perftest,ours}.txt"
+  echo "PROFILE busy-poll latency ($mode): $R/latency-{profile,callgrind,strace}-{perftest,ours}.txt"
 }
 
 # Interop with Linux siw (the kernel's soft-iWARP driver), both ways: our software provider

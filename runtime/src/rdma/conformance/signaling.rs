@@ -1,9 +1,9 @@
 //! Conformance of unsignaled send-queue requests ([`SendWr::unsignaled`]): silent on success,
 //! done once a later signaled request completes, heard from when they fail.
 
-use std::time::Duration;
-
-use super::util::{ensure, expect_ok, expect_quiet, next, pair, pattern, region, Step, STEP};
+use super::util::{
+    ensure, expect_connection_end, expect_ok, expect_quiet, next, pair, pattern, region, Step,
+};
 use super::{Failure, ProviderUnderTest};
 use crate::rdma::{Access, Connection, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus};
 
@@ -68,13 +68,7 @@ pub(super) async fn unsignaled_requests<T: ProviderUnderTest>(put: &T) -> Result
             "the refused unsignaled Write: expected its error completion, got {c:?}"
         );
     } else {
-        tokio::time::timeout(STEP, async {
-            while client.is_connected() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .map_err(|_| Failure("the connection outlived a refused unsignaled Write".into()))?;
+        expect_connection_end(&client, "the refused unsignaled Write").await?;
     }
     Ok(())
 }

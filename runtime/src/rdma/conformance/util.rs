@@ -143,6 +143,14 @@ pub(crate) async fn expect_refused<T: ProviderUnderTest, C: Connection>(
     let mut allowed = refusals.to_vec();
     allowed.push(WcStatus::Success);
     expect_status(conn, wr_id, &allowed, what).await?;
+    expect_connection_end(conn, what).await
+}
+
+/// The connection ends within [`STEP`] (the responder terminated the stream after a refusal).
+pub(crate) async fn expect_connection_end<C: Connection>(
+    conn: &C,
+    what: &str,
+) -> Result<(), Failure> {
     tokio::time::timeout(STEP, async {
         while conn.is_connected() {
             tokio::time::sleep(Duration::from_millis(10)).await;
