@@ -582,6 +582,10 @@ impl Connection for SoftConnection {
         self.shared.post_send(wr)
     }
 
+    fn post_sends(&self, wrs: Vec<SendWr>) -> Result<()> {
+        self.shared.post_sends(wrs)
+    }
+
     fn poll_completion(&self) -> impl std::future::Future<Output = Completion> + Send {
         self.shared.next_completion()
     }

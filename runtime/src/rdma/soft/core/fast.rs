@@ -219,10 +219,11 @@ impl Core {
             self.inbound_reads.pop_front();
         }
         while self.cur_tx.is_none() && out.len() < batch {
-            if self.needs_probe() {
-                self.emit_probe(out);
-            }
+            // As in the general path, a probe goes after the last message of the batch.
             let Some(wr) = self.sq.front() else {
+                if self.needs_probe() {
+                    self.emit_probe(out);
+                }
                 return true;
             };
             let SendOp::Send {

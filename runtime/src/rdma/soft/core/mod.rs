@@ -248,6 +248,8 @@ pub struct Core {
     defer_probes: bool,
     /// Outstanding RDMA Reads of this side's that move data (not probes).
     reads_with_data: usize,
+    /// Those of them of at least `HINT_MIN` bytes.
+    large_reads: usize,
     /// Small messages take the fast paths (see `fast.rs`); off only in the tests that compare
     /// the two.
     fast_paths: bool,
@@ -304,6 +306,7 @@ impl Core {
             unconfirmed: 0,
             defer_probes: true,
             reads_with_data: 0,
+            large_reads: 0,
             fast_paths: true,
             placement: PlacementStats::default(),
         }
@@ -559,6 +562,7 @@ impl Core {
         self.unconfirmed = 0;
         self.pending_reads.clear();
         self.reads_with_data = 0;
+        self.large_reads = 0;
         self.inbound_reads.clear();
         self.direct = None;
         self.drain_inflight();

@@ -14,7 +14,7 @@ const DIRECT_MIN: usize = 4096;
 /// The smallest RDMA Read whose response, and the smallest region whose announced RDMA Write,
 /// is expected header first ([`Core::next_read_hint`]): the short read of the header costs a
 /// system call, worth it only when it keeps more than a few pages from being copied.
-const HINT_MIN: usize = 32 * 1024;
+pub(super) const HINT_MIN: usize = 32 * 1024;
 
 /// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -78,10 +78,17 @@ impl Core {
     }
 
     /// True while large tagged data is expected: an RDMA Write the consumer announced and
-    /// that has not come yet, or an RDMA Read of this side with data outstanding, besides the
-    /// one whose last segment is arriving when `read_ending`.
+    /// that has not come yet, or an RDMA Read of this side of at least [`HINT_MIN`]
+    /// outstanding, besides the one whose last segment is arriving when `read_ending`. The
+    /// driver then reads only up to the next header, so that the next large payload too is
+    /// placed directly; smaller ones cost less to copy from a longer read than a read each.
     fn expects_tagged_data(&self, read_ending: bool) -> bool {
-        self.tags.writes_awaited() || self.reads_with_data > usize::from(read_ending)
+        let ending_large = read_ending
+            && self
+                .pending_reads
+                .front()
+                .is_some_and(|p| p.size >= HINT_MIN);
+        self.tags.writes_awaited() || self.large_reads > usize::from(ending_large)
     }
 
     /// What the driver may place straight from the stream, if the core is in the middle of a
@@ -391,6 +398,9 @@ impl Core {
         if let Some(p) = self.pending_reads.pop_front() {
             if p.size > 0 {
                 self.reads_with_data -= 1;
+            }
+            if p.size >= HINT_MIN {
+                self.large_reads -= 1;
             }
             // RFC 5040 section 5.5: the responder processed everything sent before the Read
             // Request before it answered, so those Sends and Writes are confirmed.

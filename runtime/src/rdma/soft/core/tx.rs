@@ -130,7 +130,13 @@ impl Core {
                 continue;
             }
             if self.cur_tx.is_none() {
-                if self.needs_probe() {
+                // A probe goes after the last message the batch takes, confirming them all;
+                // before the next one only when that one will not end in this batch (a large
+                // message: its predecessors' completions come back while it flows).
+                let next_ends_here = self.sq.front().is_some_and(|wr| {
+                    (out.len() as u64).saturating_add(wr.byte_len()) < batch as u64
+                });
+                if !next_ends_here && self.needs_probe() {
                     self.emit_read_request(None, None, 0, 0, 0, 0, out);
                 }
                 if !self.start_next(out) {
@@ -275,6 +281,9 @@ impl Core {
         let confirms_upto = self.inflight_base + self.inflight.len() as u64;
         if size > 0 {
             self.reads_with_data += 1;
+        }
+        if size >= super::rx::HINT_MIN {
+            self.large_reads += 1;
         }
         self.pending_reads.push_back(PendingRead {
             seq,

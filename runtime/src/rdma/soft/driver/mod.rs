@@ -248,6 +248,22 @@ impl Shared {
         self.transmit_with(false, Some(wr))
     }
 
+    /// [`Shared::post_send`] for a list: every request is posted under one lock of the core
+    /// before anything is written, so that their FPDUs leave in as few socket writes as a
+    /// batch holds ([`Connection::post_sends`]). On a refusal, those before it are posted (and
+    /// sent) and those from it on are not.
+    ///
+    /// [`Connection::post_sends`]: crate::rdma::Connection::post_sends
+    pub(crate) fn post_sends(&self, wrs: Vec<SendWr>) -> crate::rdma::Result<()> {
+        if let Some(last) = wrs
+            .iter()
+            .rfind(|wr| matches!(wr.op, SendOp::Send { .. } | SendOp::RdmaWrite { .. }))
+        {
+            self.note_outbound(last);
+        }
+        self.transmit_with(false, wrs)
+    }
+
     /// Notes whether `wr`, a Send or RDMA Write about to be posted, makes the outbound traffic
     /// bulk ([`Shared::outbound_bulk`]); other requests leave it as it is.
     fn note_outbound(&self, wr: &SendWr) {
@@ -265,26 +281,26 @@ impl Shared {
         self.outbound_bulk.load(Ordering::Relaxed)
     }
 
-    /// [`Shared::transmit_from`], posting `post` first if given (its refusal is returned).
-    fn transmit_with(&self, hook: bool, post: Option<SendWr>) -> crate::rdma::Result<()> {
-        let post_only = |post: Option<SendWr>| {
-            if let Some(wr) = post {
-                self.core().post_send(wr)?;
-            }
+    /// [`Shared::transmit_from`], posting `posts` first, in order (the first refusal is
+    /// returned; those before it stay posted and are sent).
+    fn transmit_with(
+        &self,
+        hook: bool,
+        posts: impl IntoIterator<Item = SendWr>,
+    ) -> crate::rdma::Result<()> {
+        let post_only = |posts| {
+            let posted = post_all(&mut self.core(), posts);
             self.tx_notify.notify_one();
-            Ok(())
+            posted
         };
         let Some(wr) = self.wr.get() else {
-            return post_only(post);
+            return post_only(posts);
         };
         // Another writer holding the lock: the transmit task is told to go round once more.
         let Some(mut out) = self.try_tx() else {
-            return post_only(post);
+            return post_only(posts);
         };
-        let step = match post {
-            Some(post) => self.post_and_transmit(wr, &mut out, post)?,
-            None => self.transmit_step(wr, &mut out),
-        };
+        let (posted, step) = self.post_and_transmit(wr, &mut out, posts);
         drop(out);
         match step {
             Ok(step) => {
@@ -300,7 +316,7 @@ impl Shared {
             // The transmit task meets the error again and closes the connection.
             Err(_) => self.tx_notify.notify_one(),
         }
-        Ok(())
+        posted
     }
 
     /// The transmit lock, unless another writer holds it (a poisoned lock is still usable, as
@@ -442,17 +458,17 @@ impl Shared {
         self.transmit_locked(wr, out, self.core())
     }
 
-    /// [`Shared::transmit_step`] after posting `post`, under the same lock of the core; the
-    /// outer error is the post's refusal.
+    /// [`Shared::transmit_step`] after posting `posts` ([`post_all`]), under the same lock of
+    /// the core; the first result is the posts'.
     fn post_and_transmit(
         &self,
         wr: &OwnedWriteHalf,
         out: &mut Transmit,
-        post: SendWr,
-    ) -> crate::rdma::Result<io::Result<TxStep>> {
+        posts: impl IntoIterator<Item = SendWr>,
+    ) -> (crate::rdma::Result<()>, io::Result<TxStep>) {
         let mut core = self.core();
-        core.post_send(post)?;
-        Ok(self.transmit_locked(wr, out, core))
+        let posted = post_all(&mut core, posts);
+        (posted, self.transmit_locked(wr, out, core))
     }
 
     /// [`Shared::transmit_step`] with the core locked (`core`, released before the write).
@@ -664,6 +680,11 @@ impl Shared {
 pub(super) struct TxLock<'a> {
     shared: &'a Shared,
     out: Option<MutexGuard<'a, Transmit>>,
+}
+
+/// Posts `posts` to `core` in order, stopping at the first refusal.
+fn post_all(core: &mut Core, posts: impl IntoIterator<Item = SendWr>) -> crate::rdma::Result<()> {
+    posts.into_iter().try_for_each(|wr| core.post_send(wr))
 }
 
 impl std::ops::Deref for TxLock<'_> {
