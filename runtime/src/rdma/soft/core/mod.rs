@@ -195,6 +195,10 @@ pub struct DirectPlacement {
     /// announced, the response to another RDMA Read of this side): the next FPDU is most
     /// likely a Send, and one of those behind it.
     pub expect_more: bool,
+    /// Stream bytes past the trailer a read takes when more of the message follows
+    /// ([`DirectPlacement::more`]): the next segment's header (the MPA length and the DDP
+    /// header), and for a Send some of what comes after it (see `SEND_TAIL`).
+    pub read_after: usize,
 }
 
 /// How the tagged payloads a connection received (RDMA Writes into its registrations, the
@@ -239,6 +243,12 @@ pub struct Core {
     /// stream's next bytes are most likely the next segment's header (see
     /// [`Core::next_read_hint`]).
     segment_follows: bool,
+    /// What [`Core::segment_follows`] expects to read: the placement's
+    /// [`DirectPlacement::read_after`].
+    follow_read: usize,
+    /// The last Send received was of at least `HINT_MIN` bytes: the next one, if the receive
+    /// at the head of the queue is as large, is expected header first to be placed directly.
+    last_send_large: bool,
     scratch: Vec<u8>,
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
@@ -261,8 +271,21 @@ struct DirectState {
     place: DirectPlacement,
     last: bool,
     read_response: bool,
+    /// A segment of a Send placed into its receive ([`Core::cur_recv`]), completed with the
+    /// last one.
+    send: Option<DirectSend>,
     /// Under CRC: the FPDU's CRC so far, checked once its trailer is in.
     crc: Option<DirectCrc>,
+}
+
+/// What completing a Send placed directly takes from its segment's untagged header, and the
+/// header itself for a Terminate that must quote it.
+struct DirectSend {
+    opcode: Opcode,
+    rsvd_ulp: u32,
+    msn: u32,
+    raw: [u8; ddp::UNTAGGED_LEN],
+    seg_len: u16,
 }
 
 /// The CRC of a directly placed FPDU (RFC 5044 section 4.1: over the ULPDU length, the ULPDU
@@ -301,6 +324,8 @@ impl Core {
             terminate_sent: None,
             direct: None,
             segment_follows: false,
+            follow_read: 0,
+            last_send_large: false,
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,

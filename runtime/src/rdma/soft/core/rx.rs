@@ -16,6 +16,23 @@ const DIRECT_MIN: usize = 4096;
 /// system call, worth it only when it keeps more than a few pages from being copied.
 pub(super) const HINT_MIN: usize = 32 * 1024;
 
+/// Stream bytes of a Send segment's header: the MPA length and the untagged DDP header, with
+/// the RDMAP control byte in it (RFC 5041 section 4.3).
+const SEND_HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::UNTAGGED_LEN;
+
+/// What a read takes when a large Send is expected: its header, and room for the answer to a
+/// confirmation probe (a bare tagged header and its CRC), which a peer that confirms its
+/// completions writes just before its next message. Without it that answer took a read of
+/// its own.
+pub(super) const SEND_EXPECTED: usize =
+    SEND_HEADER + mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN + mpa::CRC_LEN;
+
+/// Bytes a read takes past the next segment's header when more of a Send follows the segment
+/// being placed: the last segment of a message just over a segment's size is short, and comes
+/// whole with this read instead of in one of its own; a large one has at most this much of
+/// its payload copied instead of placed.
+const SEND_TAIL: usize = 4096;
+
 /// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadHint {
@@ -122,11 +139,12 @@ impl Core {
     pub fn next_read_hint(&self) -> Option<usize> {
         const HEADER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN;
         // Small messages first (this runs on every input and post): no placement under way or
-        // just ended, no RDMA Read with data outstanding, no RDMA Write expected.
+        // just ended, no RDMA Read with data outstanding, no RDMA Write or large Send expected.
         if self.direct.is_none()
             && !self.segment_follows
             && self.reads_with_data == 0
             && !self.tags.writes_awaited()
+            && !self.last_send_large
         {
             return None;
         }
@@ -135,15 +153,26 @@ impl Core {
             return None;
         }
         match &self.direct {
-            Some(d) if d.place.remaining == 0 && d.place.more => Some(d.place.trailer + HEADER),
+            Some(d) if d.place.remaining == 0 && d.place.more => {
+                Some(d.place.trailer + d.place.read_after)
+            }
             Some(_) => None,
-            None if self.segment_follows => Some(HEADER),
-            None => (self.tags.writes_awaited()
+            None if self.segment_follows => Some(self.follow_read),
+            None if self.tags.writes_awaited()
                 || self
                     .pending_reads
                     .front()
-                    .is_some_and(|p| p.received == 0 && p.size >= HINT_MIN))
-            .then_some(HEADER),
+                    .is_some_and(|p| p.received == 0 && p.size >= HINT_MIN) =>
+            {
+                Some(HEADER)
+            }
+            // A large Send after a large Send, into a receive that holds it: its first segment
+            // too is placed directly (a small one that comes instead costs one short read, and
+            // the next is expected whole again).
+            None => (self.last_send_large
+                && self.cur_recv.is_none()
+                && self.rq.front().is_some_and(|wr| wr.sge.len >= HINT_MIN))
+            .then_some(SEND_EXPECTED),
         }
     }
 
@@ -243,9 +272,12 @@ impl Core {
         let head_len = 2 + ddp::TAGGED_LEN;
         let head = buf.first_chunk::<{ 2 + ddp::TAGGED_LEN }>()?;
         let ulpdu_len = u16::from_be_bytes([head[0], head[1]]) as usize;
+        if head[2] & 0x80 == 0 {
+            return self.try_begin_direct_send(buf, ulpdu_len);
+        }
         // Small segments (checked first: most are small).
         let payload = ulpdu_len.checked_sub(ddp::TAGGED_LEN)?;
-        if payload < DIRECT_MIN || head[2] & 0x80 == 0 {
+        if payload < DIRECT_MIN {
             return None;
         }
         let hdr = match DdpHeader::parse(&buf[2..head_len]) {
@@ -273,9 +305,11 @@ impl Core {
                             + crate::rdma::soft::wire::mpa::CRC_LEN,
                         more: !hdr.last,
                         expect_more,
+                        read_after: head_len,
                     },
                     last: hdr.last,
                     read_response,
+                    send: None,
                     crc,
                 });
                 Some(head_len)
@@ -288,13 +322,97 @@ impl Core {
         }
     }
 
+    /// [`Core::try_begin_direct`] for an untagged segment: a large segment of a Send, placed
+    /// into its receive as a tagged one into its region. Only a segment that passes every check
+    /// of [`Core::process_untagged`] is placed so (the expected MSN, its MO, a receive that
+    /// holds it); anything else is left to the FPDU path, which reports what is wrong.
+    fn try_begin_direct_send(&mut self, buf: &[u8], ulpdu_len: usize) -> Option<usize> {
+        let payload = ulpdu_len.checked_sub(ddp::UNTAGGED_LEN)?;
+        if payload < DIRECT_MIN {
+            return None;
+        }
+        let head = buf.first_chunk::<SEND_HEADER>()?;
+        let hdr = DdpHeader::parse(&head[mpa::ULPDU_LEN_LEN..]).ok()?;
+        let Buffer::Untagged {
+            rsvd_ulp,
+            qn,
+            msn,
+            mo,
+        } = hdr.buffer
+        else {
+            return None;
+        };
+        let opcode = Opcode::from(hdr.opcode);
+        let is_send = matches!(
+            opcode,
+            Opcode::Send
+                | Opcode::SendInvalidate
+                | Opcode::SendSolicited
+                | Opcode::SendSolicitedInvalidate
+        );
+        // RFC 5041 section 5.3: segments of the expected message only, in order.
+        if !is_send
+            || qn != ddp::QN_SEND
+            || hdr.ddp_version != self.cfg.version
+            || hdr.rdmap_version != self.cfg.version
+            || msn != self.rx_msn[0]
+        {
+            return None;
+        }
+        let (placed, room) = match &self.cur_recv {
+            Some(cur) => (cur.placed, cur.wr.sge.len),
+            None => (0, self.rq.front()?.sge.len),
+        };
+        // RFC 5041 section 7.2: a message too long for its buffer is the FPDU path's error.
+        if mo as usize != placed || placed + payload > room {
+            return None;
+        }
+        if self.cur_recv.is_none() {
+            let wr = self.rq.pop_front()?;
+            self.cur_recv = Some(CurRecv { wr, placed: 0 });
+        }
+        let sge = &self.cur_recv.as_ref()?.wr.sge;
+        let (region, offset) = (sge.mr.clone(), sge.offset + placed);
+        self.reader.advance(SEND_HEADER);
+        let mut raw = [0; ddp::UNTAGGED_LEN];
+        raw.copy_from_slice(&head[mpa::ULPDU_LEN_LEN..]);
+        self.direct = Some(DirectState {
+            place: DirectPlacement {
+                region,
+                offset,
+                remaining: payload,
+                trailer: mpa::pad_len(ulpdu_len) + mpa::CRC_LEN,
+                more: !hdr.last,
+                expect_more: false,
+                read_after: SEND_HEADER + SEND_TAIL,
+            },
+            last: hdr.last,
+            read_response: false,
+            send: Some(DirectSend {
+                opcode,
+                rsvd_ulp,
+                msn,
+                raw,
+                seg_len: ulpdu_len as u16,
+            }),
+            crc: self.cfg.rx.crc.then(|| DirectCrc {
+                running: crc::of(head),
+                trailer: [0; 3 + mpa::CRC_LEN],
+                got: 0,
+            }),
+        });
+        Some(SEND_HEADER)
+    }
+
     /// Copies buffered payload bytes of a direct placement; returns bytes consumed.
     pub(super) fn feed_direct(&mut self, buf: &[u8]) -> usize {
         let Some(d) = self.direct.as_mut() else {
             return 0;
         };
         let n = d.place.remaining.min(buf.len());
-        self.placement.copied += n as u64;
+        if d.send.is_none() {
+            self.placement.copied += n as u64;
+        }
         if n > 0 {
             let off = d.place.offset;
             let crc = &mut d.crc;
@@ -351,7 +469,9 @@ impl Core {
                     .with_slice(|s| crc::append(crc.running, &s[at..at + n]));
             }
         }
-        self.placement.direct += n as u64;
+        if self.direct.as_ref().is_some_and(|d| d.send.is_none()) {
+            self.placement.direct += n as u64;
+        }
         self.placed_direct_inner(n);
         if let Some(d) = &self.direct {
             if d.place.remaining == 0 && d.place.trailer == 0 {
@@ -371,12 +491,18 @@ impl Core {
                     p.received += n;
                 }
             }
+            if d.send.is_some() {
+                if let Some(cur) = self.cur_recv.as_mut() {
+                    cur.placed += n;
+                }
+            }
         }
     }
 
     pub(super) fn end_direct(&mut self) {
         if let Some(d) = self.direct.take() {
             self.segment_follows = !d.last;
+            self.follow_read = d.place.read_after;
             if let Some(crc) = d.crc {
                 let pad = crc.got.saturating_sub(mpa::CRC_LEN);
                 let computed = crc::append(crc.running, &crc.trailer[..pad]);
@@ -390,6 +516,15 @@ impl Core {
             }
             if d.read_response && d.last {
                 self.finish_read();
+            }
+            if let Some(s) = d.send.filter(|_| d.last) {
+                let with_hdr = |code: TermCode| Fault {
+                    ddp: Some((s.seg_len, s.raw.to_vec())),
+                    ..Fault::new(code)
+                };
+                if let Err(fault) = self.finish_recv(s.opcode, s.rsvd_ulp, s.msn, with_hdr) {
+                    self.fail(fault);
+                }
             }
         }
     }
@@ -604,6 +739,45 @@ impl Core {
         }
     }
 
+    /// Completes the receive of [`Core::cur_recv`], whose Send's last segment (`msn`) is
+    /// placed: invalidates `rsvd_ulp` first for a Send with Invalidate, and refuses with
+    /// `with_hdr`'s Fault when that STag cannot be invalidated.
+    fn finish_recv(
+        &mut self,
+        opcode: Opcode,
+        rsvd_ulp: u32,
+        msn: u32,
+        with_hdr: impl Fn(TermCode) -> Fault,
+    ) -> std::result::Result<(), Fault> {
+        let Some(cur) = self.cur_recv.take() else {
+            return Err(Fault::new(TermCode::CATASTROPHIC));
+        };
+        self.rx_msn[0] = msn.wrapping_add(1);
+        self.last_send_large = cur.placed >= HINT_MIN;
+        let mut c = Completion::new(cur.wr.wr_id, WcOpcode::Recv, WcStatus::Success)
+            .with_byte_len(cur.placed as u32)
+            .with_solicited(matches!(
+                opcode,
+                Opcode::SendSolicited | Opcode::SendSolicitedInvalidate
+            ));
+        if matches!(
+            opcode,
+            Opcode::SendInvalidate | Opcode::SendSolicitedInvalidate
+        ) {
+            // RFC 5040 section 5.3: invalidate before the receive completes.
+            if !self.tags.invalidate(rsvd_ulp) {
+                self.cur_recv = Some(cur);
+                return Err(Fault {
+                    recv_status: Some(WcStatus::RemoteInvalidRequest),
+                    ..with_hdr(TermCode::CANNOT_INVALIDATE)
+                });
+            }
+            c = c.with_invalidated_rkey(rsvd_ulp);
+        }
+        self.cq.push_back(c);
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn process_untagged(
         &mut self,
@@ -674,29 +848,7 @@ impl Core {
                 }
                 cur.placed += payload.len();
                 if hdr.last {
-                    let cur = self.cur_recv.take().expect("set above");
-                    self.rx_msn[0] = msn.wrapping_add(1);
-                    let mut c = Completion::new(cur.wr.wr_id, WcOpcode::Recv, WcStatus::Success)
-                        .with_byte_len(cur.placed as u32)
-                        .with_solicited(matches!(
-                            opcode,
-                            Opcode::SendSolicited | Opcode::SendSolicitedInvalidate
-                        ));
-                    if matches!(
-                        opcode,
-                        Opcode::SendInvalidate | Opcode::SendSolicitedInvalidate
-                    ) {
-                        // RFC 5040 section 5.3: invalidate before the receive completes.
-                        if !self.tags.invalidate(rsvd_ulp) {
-                            self.cur_recv = Some(cur);
-                            return Err(Fault {
-                                recv_status: Some(WcStatus::RemoteInvalidRequest),
-                                ..with_hdr(TermCode::CANNOT_INVALIDATE)
-                            });
-                        }
-                        c = c.with_invalidated_rkey(rsvd_ulp);
-                    }
-                    self.cq.push_back(c);
+                    self.finish_recv(opcode, rsvd_ulp, msn, with_hdr)?;
                 }
                 Ok(())
             }

@@ -8,14 +8,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
 use super::{flusher, Input, Shared};
 use crate::rdma::soft::core::DirectPlacement;
 use crate::rdma::soft::tap::Direction;
-use crate::rdma::soft::wire::{ddp, mpa};
 use crate::rdma::RegionMemory;
 
 /// Receive buffer size; larger than any FPDU (MULPDU <= 65535 plus markers). Only the pages
@@ -285,16 +284,31 @@ fn read_direct(
         // next FPDU, most likely the reply's Send, is then read to its end
         // ([`ReadHint::read_size`]).
         let after = if d.more || d.expect_more {
-            d.trailer + mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN
+            d.trailer + d.read_after
         } else {
             DIRECT_AFTER
         };
         let after = buf.len().min(after);
+        let want = place.len() + after;
         let mut io = [
             IoSliceMut::new(&mut s[place.clone()]),
             IoSliceMut::new(&mut buf[..after]),
         ];
-        let n = rd.try_read_vectored(&mut io)?;
+        // A read shorter than asked for emptied the socket: reported to tokio as "would
+        // block" (the bytes kept in `got`), which then clears the readiness as its own
+        // `poll_read` does, so the next wait needs no read that finds nothing.
+        let mut got = 0;
+        let stream: &TcpStream = rd.as_ref();
+        let n = match stream.try_io(Interest::READABLE, || {
+            got = rd.try_read_vectored(&mut io)?;
+            if got > 0 && got < want {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(got)
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => got,
+            res => res?,
+        };
         if let Some(tap) = &shared.tap {
             let placed = n.min(d.remaining);
             tap.record(Direction::Received, &s[place.start..place.start + placed]);
