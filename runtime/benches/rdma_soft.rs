@@ -1343,8 +1343,9 @@ async fn sweep(rec: &mut Recorder) -> Vec<String> {
         GROUP,
         format!(
             "The plots and the 4 and 16 KiB rows: {rounds} rounds of {} MiB per size for \
-             throughput (RDMA with about 4 MiB in flight, 4 to 16 work requests; TCP one stream \
-             of writes of that size, tokio) and {iters} round trips per size for latency, \
+             throughput (RDMA with up to 4 MiB in flight, 4 to 128 work requests, each refill \
+             posted as one list after taking every ready completion; TCP one stream of writes \
+             of that size, tokio) and {iters} round trips per size for latency, \
              medians of the rounds; each ratio is the median of the per-round ratios.",
             total / MIB
         ),
