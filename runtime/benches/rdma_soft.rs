@@ -1120,17 +1120,24 @@ async fn ping(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Runs one bulk variant (named by a word of [`BULK`]'s names, e.g. `profile write crc-on`)
+/// Runs one bulk variant (named by words of one of [`BULK`]'s names, e.g. `profile write crc-on`;
+/// none: RDMA Write, CRC off)
 /// over and over for about `PROFILE_SECS` seconds (default 10) in messages of `PROFILE_SIZE`
 /// bytes (default 1 MiB), for `perf record`: no rounds, no records.
-async fn profile(args: &[String]) {
+async fn profile(args: &[String]) -> ExitCode {
     let words: Vec<String> = args.iter().map(|a| a.replace('-', " ")).collect();
-    let v = (0..BULK.len())
-        .find(|&v| {
-            let name = BULK[v].to_lowercase();
-            words.iter().all(|w| name.contains(w.as_str()))
-        })
-        .unwrap_or(2);
+    // No words: RDMA Write, CRC off. Words no variant has: said, rather than a guess profiled.
+    let found = (0..BULK.len()).find(|&v| {
+        let name = BULK[v].to_lowercase();
+        words.iter().all(|w| name.contains(w.as_str()))
+    });
+    let Some(v) = found else {
+        eprintln!(
+            "profile: no variant named by all of {args:?}; the variants: {}",
+            BULK.join("; ")
+        );
+        return ExitCode::FAILURE;
+    };
     let size: usize = std::env::var("PROFILE_SIZE")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -1160,6 +1167,7 @@ async fn profile(args: &[String]) {
         rates.len(),
         stats(&cpu).0
     );
+    ExitCode::SUCCESS
 }
 
 /// Payload sizes of the sweeps.
@@ -1388,8 +1396,7 @@ fn main() -> ExitCode {
         return two_workers.block_on(ping(&filter[1..]));
     }
     if filter.first().is_some_and(|f| f == "profile") {
-        two_workers.block_on(profile(&filter[1..]));
-        return ExitCode::SUCCESS;
+        return two_workers.block_on(profile(&filter[1..]));
     }
     let mut rec = Recorder::new("rdma_soft");
     if wants("latency/task") {
