@@ -351,7 +351,8 @@ pub trait Connection: Send + Sync + 'static {
 
     /// Posts `wrs` in order, as [`post_send`](Connection::post_send) would one by one; a
     /// provider that can posts them as one list, which rings the device's doorbell once (on
-    /// rxe and siw one system call instead of one per request). On an error, the requests
+    /// rxe and siw one system call instead of one per request; the soft provider writes their
+    /// FPDUs to the socket together, a batch of 64 KiB or more per write). On an error, the requests
     /// before the one that failed are posted and those from it on are not.
     fn post_sends(&self, wrs: Vec<SendWr>) -> Result<()> {
         wrs.into_iter().try_for_each(|wr| self.post_send(wr))
