@@ -220,9 +220,10 @@ impl Core {
     }
 
     /// True when emitted Sends/Writes wait for confirmation and no RDMA Read is outstanding
-    /// or about to start that would confirm them. The probe goes between two messages even
-    /// when more are queued, so that completions come back while data still flows (at most
-    /// one probe per round trip: none while one is outstanding).
+    /// or about to start that would confirm them. [`Core::poll_transmit`] puts a due probe
+    /// after the last message of a batch, confirming them all, and between two messages only
+    /// before one that will not end in the batch, so that completions come back while a large
+    /// one flows (at most one probe per round trip: none while one is outstanding).
     ///
     /// A poller that still has completions to take is not waiting for more: the probe waits
     /// until it has taken them all ([`Core::probe_held_back`] tells the driver when), or until
