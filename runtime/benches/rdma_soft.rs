@@ -1121,12 +1121,12 @@ async fn ping(args: &[String]) -> ExitCode {
 }
 
 /// Runs one bulk variant (named by words of one of [`BULK`]'s names, e.g. `profile write crc-on`;
-/// none: RDMA Write, CRC off)
+/// no words: the first, raw TCP)
 /// over and over for about `PROFILE_SECS` seconds (default 10) in messages of `PROFILE_SIZE`
 /// bytes (default 1 MiB), for `perf record`: no rounds, no records.
 async fn profile(args: &[String]) -> ExitCode {
     let words: Vec<String> = args.iter().map(|a| a.replace('-', " ")).collect();
-    // No words: RDMA Write, CRC off. Words no variant has: said, rather than a guess profiled.
+    // Words that name no variant are refused: profiling another one in their place misleads.
     let found = (0..BULK.len()).find(|&v| {
         let name = BULK[v].to_lowercase();
         words.iter().all(|w| name.contains(w.as_str()))

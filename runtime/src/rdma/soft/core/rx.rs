@@ -343,15 +343,8 @@ impl Core {
             return None;
         };
         let opcode = Opcode::from(hdr.opcode);
-        let is_send = matches!(
-            opcode,
-            Opcode::Send
-                | Opcode::SendInvalidate
-                | Opcode::SendSolicited
-                | Opcode::SendSolicitedInvalidate
-        );
         // RFC 5041 section 5.3: segments of the expected message only, in order.
-        if !is_send
+        if !opcode.is_send()
             || qn != ddp::QN_SEND
             || hdr.ddp_version != self.cfg.version
             || hdr.rdmap_version != self.cfg.version
@@ -800,13 +793,7 @@ impl Core {
             _ => return Err(with_hdr(WireError::QueueNumber(qn).terminate())),
         };
         let opcode_ok = match qn {
-            ddp::QN_SEND => matches!(
-                opcode,
-                Opcode::Send
-                    | Opcode::SendInvalidate
-                    | Opcode::SendSolicited
-                    | Opcode::SendSolicitedInvalidate
-            ),
+            ddp::QN_SEND => opcode.is_send(),
             ddp::QN_READ_REQUEST => opcode == Opcode::ReadRequest,
             _ => opcode == Opcode::Terminate,
         };

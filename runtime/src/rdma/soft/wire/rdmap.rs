@@ -25,6 +25,19 @@ code_points! {
     }
 }
 
+impl Opcode {
+    /// One of the four Sends, the opcodes of untagged queue 0 (RFC 5040 section 4.2).
+    pub fn is_send(self) -> bool {
+        matches!(
+            self,
+            Opcode::Send
+                | Opcode::SendInvalidate
+                | Opcode::SendSolicited
+                | Opcode::SendSolicitedInvalidate
+        )
+    }
+}
+
 /// Length of the RDMA Read Request header (RFC 5040 section 4.4).
 pub const READ_REQUEST_LEN: usize = 28;
 
