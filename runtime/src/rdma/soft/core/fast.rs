@@ -138,7 +138,7 @@ impl Core {
                     return false;
                 };
                 self.rx_msn[0] = msn.wrapping_add(1);
-                self.last_send_large = payload.len() >= super::rx::HINT_MIN;
+                self.last_send_large = payload.len() >= super::direct::HINT_MIN;
                 self.cq.push_back(
                     Completion::new(wr.wr_id, WcOpcode::Recv, WcStatus::Success)
                         .with_byte_len(payload.len() as u32)

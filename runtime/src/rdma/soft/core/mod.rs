@@ -11,7 +11,7 @@
 //! the core emit a Terminate (RFC 5040 section 4.8) with the layer, type and code of the error,
 //! and enter the error state, which flushes all outstanding work. Under CRC, a large tagged
 //! segment's payload is placed as it arrives and the FPDU's CRC checked at its end, as Linux
-//! siw does (see `rx::try_begin_direct`); every other FPDU is checked before it is used.
+//! siw does (see `direct::try_begin_direct`); every other FPDU is checked before it is used.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -671,13 +671,14 @@ fn gather(sg: &[Sge], start: usize, n: usize, out: &mut Vec<u8>) {
     }
 }
 
+mod direct;
 mod fast;
 mod rx;
 mod shared;
 mod transmit;
 mod tx;
 
-pub use rx::ReadHint;
+pub use direct::ReadHint;
 pub use transmit::Transmit;
 
 #[cfg(test)]

@@ -283,7 +283,7 @@ impl Core {
         if size > 0 {
             self.reads_with_data += 1;
         }
-        if size >= super::rx::HINT_MIN {
+        if size >= super::direct::HINT_MIN {
             self.large_reads += 1;
         }
         self.pending_reads.push_back(PendingRead {
