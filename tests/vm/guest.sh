@@ -19,13 +19,23 @@ step() {
     echo "PASS $name ($((SECONDS - start)) s)"
   else
     echo "FAIL $name (exit $?, after $((SECONDS - start)) s of $secs)"
-    # What failed first (a backtrace would push it out of the last lines), then the end.
+    # What failed first (a backtrace would push it out of the last lines), then the end. A
+    # panic's message is on the lines after its `panicked at`.
     echo "  what failed:"
-    grep -m 12 -E 'FAILED:|panicked at' "$R/$name.log" | sed 's/^/  | /'
+    grep -m 12 -A 3 -E 'FAILED:|panicked at' "$R/$name.log" | sed 's/^/  | /'
     echo "  last lines:"
     tail -n 20 "$R/$name.log" | sed 's/^/  | /'
     failures=$((failures + 1))
   fi
+}
+# repeat_case BIN ADDR TAG: with VM_REPEAT_CASE=NAME:COUNT, one case of the transport suite
+# COUNT times on the device at ADDR (`a_case_again_and_again`), to chase a rare failure.
+repeat_case() {
+  [ -n "${VM_REPEAT_CASE:-}" ] || return 0
+  step "repeat-$3" 3000 env RPCRDMA_VERBS_ADDR="$2" RPCRDMA_REPEAT_CASE="$VM_REPEAT_CASE" \
+    RUST_BACKTRACE=1 "$1" rdma::verbs::transport_tests::a_case_again_and_again --exact \
+    --ignored --nocapture
+  grep -hE 'FAILED|rounds, ' "$R/repeat-$3.log" | sed "s/^/TEST $3: /"
 }
 # until_listening LOG PID: waits (at most 30 s) until LOG has the "listening ..." line our servers
 # print once their listener exists, or until process PID is gone.
@@ -136,7 +146,11 @@ provider() {
     # VM_TRANSPORT_ROUNDS > 1 runs the transport suite again and again (chasing a flaky case),
     # in the binary that has it.
     local round rounds="${VM_TRANSPORT_ROUNDS:-1}" suffix=""
-    [[ "$("$b" rdma::verbs::transport_tests --list 2>/dev/null)" == *": test"* ]] || rounds=1
+    if [[ "$("$b" rdma::verbs::transport_tests --list 2>/dev/null)" == *": test"* ]]; then
+      repeat_case "$b" "$ADDR" rxe
+    else
+      rounds=1
+    fi
     for round in $(seq 1 "$rounds"); do
       [ "$rounds" -gt 1 ] && suffix="-round$round"
       step "transport-$i-$(basename "$b")$suffix" 1200 env RPCRDMA_VERBS_ADDR="$ADDR" \
@@ -394,6 +408,12 @@ siw_up() {
 
 siw() {
   siw_up || return
+  # VM_SIW_TESTS_ONLY=1: only the verbs tests on siw (with VM_TRANSPORT_ROUNDS, to chase a
+  # flaky case without the interop pairs' minutes).
+  if [ -n "${VM_SIW_TESTS_ONLY:-}" ]; then
+    siw_verbs_tests
+    return
+  fi
   if [ -z "${VM_RDMA_PING:-}" ]; then
     echo "FAIL siw: rdma-ping was not built"
     failures=$((failures + 1))
@@ -436,12 +456,18 @@ siw_verbs_tests() {
     found=1
     step siw-verbs-tests 240 env RPCRDMA_VERBS_ADDR="$SIW_ADDR" RUST_BACKTRACE=1 \
       "$b" rdma::verbs --skip rdma::verbs::transport_tests --test-threads=1 --nocapture
-    step siw-transport 1200 env RPCRDMA_VERBS_ADDR="$SIW_ADDR" RUST_BACKTRACE=1 \
-      "$b" rdma::verbs::transport_tests --test-threads=1 --nocapture
+    repeat_case "$b" "$SIW_ADDR" siw
+    # VM_TRANSPORT_ROUNDS as for rxe.
+    local round rounds="${VM_TRANSPORT_ROUNDS:-1}" suffix=""
+    for round in $(seq 1 "$rounds"); do
+      [ "$rounds" -gt 1 ] && suffix="-round$round"
+      step "siw-transport$suffix" 1200 env RPCRDMA_VERBS_ADDR="$SIW_ADDR" RUST_BACKTRACE=1 \
+        "$b" rdma::verbs::transport_tests --test-threads=1 --nocapture
+    done
     grep -hE '^test result|^test .*(ok|FAILED|ignored)$|^verbs: |^transport verbs' \
-      "$R/siw-verbs-tests.log" "$R/siw-transport.log" | sed 's/^/TEST siw: /'
+      "$R/siw-verbs-tests.log" "$R/siw-transport"*.log | sed 's/^/TEST siw: /'
     # The device must really be siw (no memory windows), not rxe answering the same address.
-    if ! grep -q 'siw0' "$R/siw-verbs-tests.log" "$R/siw-transport.log"; then
+    if ! grep -q 'siw0' "$R/siw-verbs-tests.log" "$R/siw-transport"*.log; then
       echo "FAIL siw-verbs: the tests did not say they ran on siw0"
       failures=$((failures + 1))
     fi

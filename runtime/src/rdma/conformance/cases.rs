@@ -364,6 +364,46 @@ pub(super) async fn rdma_read<T: ProviderUnderTest>(put: &T) -> Result<(), Failu
     Ok(())
 }
 
+/// An RDMA Read and a Send after it, posted one by one and as one list: the Read's completion
+/// comes first and finds its sink filled, whatever order the device finishes them in (Linux
+/// siw completes the Send as soon as it is on the wire, before the Read's response has come).
+pub(super) async fn read_then_send<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
+    const LEN: usize = 1 << 20;
+    let (client, server) = pair(put).await?;
+    let source = region(&server, LEN, Access::REMOTE_READ, pattern(13))?;
+    let rbuf = region(&server, 64, Access::LOCAL_WRITE, |_| 0)?;
+    let note = region(&client, 4, Access::NONE, |_| b'!')?;
+    let expected = source.to_vec(0..LEN).step("read back")?;
+    let remote = RemoteAddr::new(source.rkey(), source.addr());
+    for round in 0..4u64 {
+        server
+            .post_recv(RecvWr::new(round, Sge::whole(&rbuf)))
+            .step("post_recv")?;
+        let sink = region(&client, LEN, Access::LOCAL_WRITE, |_| 0)?;
+        let (read, send) = (10 * round + 1, 10 * round + 2);
+        let wrs = vec![
+            SendWr::read(read, Sge::whole(&sink), remote),
+            SendWr::send(send, vec![Sge::whole(&note)]),
+        ];
+        if round % 2 == 0 {
+            for wr in wrs {
+                client.post_send(wr).step("post")?;
+            }
+        } else {
+            client.post_sends(wrs).step("post a list")?;
+        }
+        expect_ok(&client, read, WcOpcode::RdmaRead, "the read before a send").await?;
+        // RFC 5040 section 7.2: the Read's data is placed before its completion says so.
+        ensure!(
+            sink.to_vec(0..LEN).step("read back")? == expected,
+            "round {round}: the read's completion came before its data"
+        );
+        expect_ok(&client, send, WcOpcode::Send, "the send after a read").await?;
+        expect_ok(&server, round, WcOpcode::Recv, "the receive of that send").await?;
+    }
+    Ok(())
+}
+
 pub(super) async fn disconnect_flushes<T: ProviderUnderTest>(put: &T) -> Result<(), Failure> {
     const N: u64 = 8;
     let (client, server) = pair(put).await?;

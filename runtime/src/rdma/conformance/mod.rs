@@ -269,6 +269,9 @@ cases! {
     PostedAsAList => posted_as_a_list,
     /// RDMA Read copies the remote bytes into the local sink.
     RdmaRead => rdma_read,
+    /// A Send posted after an RDMA Read completes after it, and the Read's completion finds
+    /// its sink filled.
+    ReadThenSend => read_then_send,
     /// Writes and reads outside a registration, without the right, or with an unknown tag are
     /// refused with a remote access error and write nothing.
     AccessViolations => access_violations,
@@ -390,6 +393,7 @@ macro_rules! rdma_conformance_tests {
         $crate::rdma_conformance_tests!(@case $make, write_then_send, WriteThenSend);
         $crate::rdma_conformance_tests!(@case $make, posted_as_a_list, PostedAsAList);
         $crate::rdma_conformance_tests!(@case $make, rdma_read, RdmaRead);
+        $crate::rdma_conformance_tests!(@case $make, read_then_send, ReadThenSend);
         $crate::rdma_conformance_tests!(@case $make, access_violations, AccessViolations);
         $crate::rdma_conformance_tests!(@case $make, invalidated_tag, InvalidatedTag);
         $crate::rdma_conformance_tests!(@case $make, rekey, Rekey);

@@ -275,7 +275,8 @@ where
                 .map_err(|e| Failure(format!("call {i}: {e}")))?;
             ensure!(
                 r.tag == i && r.data == data,
-                "call {i} got another's result"
+                "call {i} got another's result: {}",
+                echo_mismatch(i, &data, &r)
             );
             Ok(())
         }));
@@ -285,6 +286,41 @@ where
             .map_err(|e| Failure(format!("a call task: {e}")))??;
     }
     Ok(())
+}
+
+/// What differs between an ECHO's result and its argument (tag `tag`, bytes `sent`): the tag,
+/// the length, or the first differing byte, and where the bytes that came instead are found
+/// among the arguments of [`concurrent_calls`] (call `j` sends `pattern(j * 997, j)`).
+fn echo_mismatch(tag: u32, sent: &[u8], got: &EchoRes) -> String {
+    if got.tag != tag {
+        return format!("tag {} instead of {tag}", got.tag);
+    }
+    if got.data.len() != sent.len() {
+        return format!("{} bytes instead of {}", got.data.len(), sent.len());
+    }
+    let Some(at) = sent.iter().zip(got.data.iter()).position(|(a, b)| a != b) else {
+        return "no difference".into();
+    };
+    let wrong = got.data.iter().zip(sent).filter(|(a, b)| a != b).count();
+    let zeros = got.data[at..].iter().filter(|&&b| b == 0).count();
+    let probe = &got.data[at..got.data.len().min(at + 64)];
+    let found: Vec<String> = (0..64u32)
+        .filter_map(|j| {
+            let other = pattern(j as usize * 997, j as u8);
+            let k = other.windows(probe.len()).position(|w| w == probe)?;
+            Some(format!("call {j}'s argument at offset {k}"))
+        })
+        .collect();
+    format!(
+        "{wrong} of {} bytes differ, the first at offset {at} ({zeros} zero bytes from there); \
+         the 64 bytes there are {}",
+        sent.len(),
+        if found.is_empty() {
+            format!("no call's: {:02x?}", &probe[..probe.len().min(16)])
+        } else {
+            found.join(", ")
+        }
+    )
 }
 
 pub(super) async fn rpc_errors<T>(put: &T) -> Result<(), Failure>

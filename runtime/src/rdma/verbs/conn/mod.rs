@@ -65,8 +65,11 @@ enum Keep {
 /// order, which Linux siw does not keep (it completes a Send as soon as it is on the wire,
 /// before an RDMA Read posted earlier whose response has not arrived).
 enum Progress {
-    /// Posted to the device, not completed yet.
+    /// Posted to the device, which will report its completion; not completed yet.
     Posted,
+    /// Posted to the device unsignaled: it has no completion of its own, and has succeeded
+    /// once a request posted after it completes. Never an RDMA Read (see `post_run`).
+    PostedUnsignaled,
     /// Completed with this status.
     Completed(WcStatus),
     /// A local invalidate of this key on a device without memory windows, never posted to
@@ -692,7 +695,12 @@ impl Inner {
         for entry in q.send.iter_mut() {
             match entry.kind {
                 Kind::Bind => binds.push(entry.seq),
-                Kind::User { .. } if matches!(entry.progress, Progress::Posted) => {
+                Kind::User { .. }
+                    if matches!(
+                        entry.progress,
+                        Progress::Posted | Progress::PostedUnsignaled
+                    ) =>
+                {
                     entry.progress = Progress::Completed(WcStatus::Flushed)
                 }
                 Kind::User { .. } => {}

@@ -48,12 +48,13 @@ impl Inner {
                 return;
             }
             q.send[pos].progress = Progress::Completed(status);
-            // A send queue completes in posting order: the unsignaled requests before this
-            // one, which have no completion of their own, have succeeded.
+            // The unsignaled requests before this one, which have no completion of their own,
+            // have succeeded: a device processes its send queue in order. Not the signaled
+            // ones: their completions may come later than this one (Linux siw completes a
+            // Send before an RDMA Read posted ahead of it has its response), and until then
+            // their memory is not ready (a Read's sink not filled).
             for entry in q.send.range_mut(..pos) {
-                if matches!(entry.kind, Kind::User { .. })
-                    && matches!(entry.progress, Progress::Posted)
-                {
+                if matches!(entry.progress, Progress::PostedUnsignaled) {
                     entry.progress = Progress::Completed(WcStatus::Success);
                 }
             }
@@ -112,7 +113,7 @@ impl Inner {
     pub(super) fn release(&self, q: &mut Queues) {
         while let Some(front) = q.send.front() {
             let status = match front.progress {
-                Progress::Posted => return,
+                Progress::Posted | Progress::PostedUnsignaled => return,
                 Progress::Completed(status) => status,
                 // A key of no live registration of this connection: an error completion,
                 // which (as every error completion) ends the connection.

@@ -137,7 +137,9 @@ impl VerbsConnection {
             p.swr.wr_id = first_seq + i as u64;
             // Without memory windows a local invalidate is emulated in send-queue order (see
             // `revoke_in_order`), which needs every request before it to complete on its own.
-            if p.signaled || !self.inner.shape.windows {
+            // An RDMA Read always reports its own: its sink is filled only when its response
+            // has come, which a later request's completion does not say.
+            if p.device_signaled(self.inner.shape.windows) {
                 p.swr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
             }
         }
@@ -156,12 +158,17 @@ impl VerbsConnection {
                 .unwrap_or(0)
         };
         for (i, p) in run.iter_mut().take(taken).enumerate() {
+            let progress = if p.device_signaled(self.inner.shape.windows) {
+                Progress::Posted
+            } else {
+                Progress::PostedUnsignaled
+            };
             q.send.push_back(Outstanding {
                 seq: first_seq + i as u64,
                 kind: p.kind(),
                 keep: p.wr.take().map_or(Keep::Nothing, Keep::Send),
                 len: p.len,
-                progress: Progress::Posted,
+                progress,
             });
             q.user_send += 1;
             if let Some(rkey) = p.invalidates {
@@ -274,6 +281,12 @@ impl VerbsConnection {
 
 impl Prepared {
     /// What its completion reports.
+    /// Whether the device is asked for this request's completion: a signaled request, an RDMA
+    /// Read, and every request on a device without memory windows.
+    fn device_signaled(&self, windows: bool) -> bool {
+        self.signaled || !windows || self.opcode == WcOpcode::RdmaRead
+    }
+
     fn kind(&self) -> Kind {
         Kind::User {
             wr_id: self.wr_id,
