@@ -205,8 +205,7 @@ impl Core {
             Ok(h) => h,
             Err(_) => return None,
         };
-        let raw = buf[2..head_len].to_vec();
-        match self.validate_tagged(&hdr, payload, &raw) {
+        match self.validate_tagged(&hdr, payload, &buf[2..head_len]) {
             Ok((Some(region), offset, read_response)) => {
                 self.reader.advance(head_len);
                 // This segment's own Write no longer counts as awaited (`validate_tagged`

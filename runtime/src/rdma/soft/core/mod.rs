@@ -640,8 +640,8 @@ fn locate_single(sg: &[Sge], start: usize, n: usize) -> Option<(&MemoryRegion, u
 }
 
 /// The pieces of the elements holding `n` bytes starting at `start`.
-fn ranges(sg: &[Sge], start: usize, n: usize) -> Vec<(MemoryRegion, std::ops::Range<usize>)> {
-    let mut out = Vec::with_capacity(1);
+fn ranges(sg: &[Sge], start: usize, n: usize) -> transmit::Ranges {
+    let mut out = transmit::Ranges::new();
     let mut base = 0;
     let end = start + n;
     for sge in sg {

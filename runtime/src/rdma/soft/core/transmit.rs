@@ -23,6 +23,7 @@ use std::io::{self, IoSlice};
 use std::ops::Range;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use super::super::wire::mpa::{self, FpduWriter};
 use super::super::wire::{crc, ddp};
@@ -51,6 +52,16 @@ const GATHER_WINDOW_CRC: usize = 64 * 1024;
 /// 10-30 % faster in one process when the receiver still copied every payload that came with
 /// its header, before [`Core::next_read_hint`](super::Core::next_read_hint).)
 const GATHER_WINDOW: usize = 256 * 1024;
+
+/// Staged bytes sealed into a part of their own are copied out (and the staging buffer keeps
+/// its memory) up to this many; more move out with the buffer's memory, which is not copied.
+const COPY_SEAL_MAX: usize = 4096;
+
+/// Owned bytes held in a part itself, without an allocation (a probe, its answer, a header).
+const INLINE_PART: usize = 64;
+
+/// A gathered FPDU's payload: ranges of registered memory (one or two for most messages).
+pub(super) type Ranges = SmallVec<[(MemoryRegion, Range<usize>); 2]>;
 
 /// Longest framing before a gathered payload: ULPDU length and an untagged DDP header.
 const HEAD_MAX: usize = mpa::ULPDU_LEN_LEN + ddp::UNTAGGED_LEN;
@@ -84,6 +95,8 @@ pub struct Transmit {
 
 enum Part {
     Owned(Bytes),
+    /// A few owned bytes, and how many of them are written.
+    Inline(SmallVec<[u8; INLINE_PART]>, usize),
     Gathered(Box<Gathered>),
 }
 
@@ -91,7 +104,7 @@ enum Part {
 struct Gathered {
     head: [u8; HEAD_MAX],
     head_len: usize,
-    payload: Vec<(MemoryRegion, Range<usize>)>,
+    payload: Ranges,
     /// Pad, then the CRC (its last four bytes once computed, when `crc` is set).
     tail: [u8; TAIL_MAX],
     tail_len: usize,
@@ -214,12 +227,7 @@ impl Transmit {
 
     /// Queues one FPDU without markers carrying the ULPDU `header` followed by `payload`, left
     /// in the registrations. The caller has checked every range against its region.
-    pub(super) fn put_gathered(
-        &mut self,
-        writer: &mut FpduWriter,
-        header: &[u8],
-        payload: Vec<(MemoryRegion, Range<usize>)>,
-    ) {
+    pub(super) fn put_gathered(&mut self, writer: &mut FpduWriter, header: &[u8], payload: Ranges) {
         let framing = writer.framing();
         debug_assert!(!framing.markers, "markers need the copying path");
         let payload_len: usize = payload.iter().map(|(_, r)| r.len()).sum();
@@ -270,9 +278,19 @@ impl Transmit {
     }
 
     fn seal(&mut self) {
-        if self.staged_from < self.staging.len() {
-            let b = Bytes::from(std::mem::take(&mut self.staging)).slice(self.staged_from..);
-            self.parts.push_back(Part::Owned(b));
+        let staged = &self.staging[self.staged_from..];
+        match staged.len() {
+            0 => {}
+            n if n <= INLINE_PART => self
+                .parts
+                .push_back(Part::Inline(SmallVec::from_slice(staged), 0)),
+            n if n <= COPY_SEAL_MAX => self
+                .parts
+                .push_back(Part::Owned(Bytes::copy_from_slice(staged))),
+            _ => {
+                let b = Bytes::from(std::mem::take(&mut self.staging)).slice(self.staged_from..);
+                self.parts.push_back(Part::Owned(b));
+            }
         }
         self.staging.clear();
         self.staged_from = 0;
@@ -298,16 +316,16 @@ impl Transmit {
             self.written += n as u64;
             return Ok(n);
         }
-        self.seal();
         // The window: whole parts, up to the slice limit and `GATHER_WINDOW` bytes of gathered
-        // FPDUs (`GATHER_WINDOW_CRC` of those with CRC; at least one part).
+        // FPDUs (`GATHER_WINDOW_CRC` of those with CRC; at least one part); then the staged
+        // bytes after the last part, if every part is in it (not sealed: no copy).
         let mut count = 0;
         let mut slices = 0;
         // Gathered bytes without and with CRC.
         let (mut plain, mut crc) = (0, 0);
         for p in &self.parts {
             let (s, len, with_crc) = match p {
-                Part::Owned(_) => (1, 0, false),
+                Part::Owned(_) | Part::Inline(..) => (1, 0, false),
                 Part::Gathered(g) => (g.slice_count(), g.len() - g.done, g.crc),
             };
             let (taken, window) = match with_crc {
@@ -324,8 +342,11 @@ impl Transmit {
         if count == 0 {
             return write(&[]);
         }
+        let with_staged = count == self.parts.len()
+            && slices < MAX_SLICES
+            && self.staged_from < self.staging.len();
         // Lock each region of the window once, in lock order (see `MemoryRegion::read_guard`).
-        let mut regions: Vec<MemoryRegion> = Vec::new();
+        let mut regions: SmallVec<[MemoryRegion; 4]> = SmallVec::new();
         for p in self.parts.iter().take(count) {
             if let Part::Gathered(g) = p {
                 for (mr, _) in &g.payload {
@@ -335,7 +356,8 @@ impl Transmit {
         }
         regions.sort_by_key(MemoryRegion::lock_order);
         regions.dedup_by(|a, b| a.ptr_eq(b));
-        let guards: Vec<RegionReadGuard<'_>> = regions.iter().map(|r| r.read_guard()).collect();
+        let guards: SmallVec<[RegionReadGuard<'_>; 4]> =
+            regions.iter().map(|r| r.read_guard()).collect();
         let data = |mr: &MemoryRegion| -> &[u8] {
             let i = regions
                 .binary_search_by_key(&mr.lock_order(), MemoryRegion::lock_order)
@@ -347,7 +369,7 @@ impl Transmit {
         for p in self.parts.iter_mut().take(count) {
             if let Part::Gathered(g) = p {
                 if g.crc && !g.crc_ready {
-                    let pieces: Vec<&[u8]> = g
+                    let pieces: SmallVec<[&[u8]; 4]> = g
                         .payload
                         .iter()
                         .map(|(mr, r)| &data(mr)[r.clone()])
@@ -356,12 +378,16 @@ impl Transmit {
                 }
             }
         }
-        let mut io: Vec<IoSlice<'_>> = Vec::with_capacity(slices);
+        let mut io: SmallVec<[IoSlice<'_>; 16]> = SmallVec::with_capacity(slices + 1);
         for p in self.parts.iter().take(count) {
             match p {
                 Part::Owned(b) => io.push(IoSlice::new(b)),
+                Part::Inline(b, done) => io.push(IoSlice::new(&b[*done..])),
                 Part::Gathered(g) => io.extend(g.pieces_from(g.done, data).map(IoSlice::new)),
             }
+        }
+        if with_staged {
+            io.push(IoSlice::new(&self.staging[self.staged_from..]));
         }
         let n = write(&io)?;
         let total: usize = io.iter().map(|s| s.len()).sum();
@@ -373,6 +399,7 @@ impl Transmit {
         for p in self.parts.iter().take(count) {
             let rest = match p {
                 Part::Owned(b) => b.len(),
+                Part::Inline(b, done) => b.len() - done,
                 Part::Gathered(g) => g.len() - g.done,
             };
             if left < rest {
@@ -381,6 +408,13 @@ impl Transmit {
             left -= rest;
             whole += 1;
         }
+        // Past every part: the rest came from the staged bytes (consumed once the slices,
+        // which borrow them, are gone).
+        let staged_written = if whole == count && with_staged {
+            std::mem::take(&mut left)
+        } else {
+            0
+        };
         // A gathered FPDU under CRC cut by the write: its CRC covers the memory as it was, so
         // the rest of it goes out as a copy taken under the same locks.
         let mut snapshot = None;
@@ -397,6 +431,13 @@ impl Transmit {
         }
         drop(guards);
         drop(regions);
+        if staged_written > 0 {
+            self.staged_from += staged_written;
+            if self.staged_from == self.staging.len() {
+                self.staging.clear();
+                self.staged_from = 0;
+            }
+        }
         for _ in 0..whole {
             self.parts.pop_front();
         }
@@ -404,6 +445,7 @@ impl Transmit {
             match (snapshot, self.parts.front_mut()) {
                 (Some(rest), Some(front)) => *front = Part::Owned(rest),
                 (None, Some(Part::Owned(b))) => b.advance(left),
+                (None, Some(Part::Inline(_, done))) => *done += left,
                 (None, Some(Part::Gathered(g))) => g.done += left,
                 _ => {}
             }
