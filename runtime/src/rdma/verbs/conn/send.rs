@@ -280,13 +280,13 @@ impl VerbsConnection {
 }
 
 impl Prepared {
-    /// What its completion reports.
     /// Whether the device is asked for this request's completion: a signaled request, an RDMA
     /// Read, and every request on a device without memory windows.
     fn device_signaled(&self, windows: bool) -> bool {
         self.signaled || !windows || self.opcode == WcOpcode::RdmaRead
     }
 
+    /// What its completion reports.
     fn kind(&self) -> Kind {
         Kind::User {
             wr_id: self.wr_id,
