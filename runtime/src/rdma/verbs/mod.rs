@@ -63,8 +63,10 @@ pub use self::removal::live_registrations_on;
 use self::shared_receive::DeviceQueue;
 pub use self::shared_receive::VerbsSharedQueue;
 
-/// rdma_cm address and route resolution timeout.
-const RESOLVE_TIMEOUT_MS: i32 = 2000;
+/// rdma_cm address and route resolution timeout: 5 s, as the Linux kernel's RPC-over-RDMA
+/// client and SMB Direct give it. A guest under load (TCG, many connections at once) can take
+/// longer than the 2 s of rping and perftest.
+const RESOLVE_TIMEOUT_MS: i32 = 5000;
 /// How long connection establishment may take before it is abandoned.
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Sends and RDMA Writes up to this many bytes are posted inline (copied into the work
