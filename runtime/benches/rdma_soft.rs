@@ -1120,10 +1120,10 @@ async fn ping(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Runs one bulk variant (named by words of one of [`BULK`]'s names, e.g. `profile write crc-on`;
-/// no words: the first, raw TCP)
-/// over and over for about `PROFILE_SECS` seconds (default 10) in messages of `PROFILE_SIZE`
-/// bytes (default 1 MiB), for `perf record`: no rounds, no records.
+/// Runs one bulk variant (named by words of one of [`BULK`]'s names, e.g. `profile write
+/// crc-on`; no words: the first, raw TCP) over and over for about `PROFILE_SECS` seconds
+/// (default 10) in messages of `PROFILE_SIZE` bytes (default 1 MiB), for `perf record`: no
+/// rounds, no records.
 async fn profile(args: &[String]) -> ExitCode {
     let words: Vec<String> = args.iter().map(|a| a.replace('-', " ")).collect();
     // Words that name no variant are refused: profiling another one in their place misleads.

@@ -230,8 +230,9 @@ fn many_connections_to_one_server() {
             let started = std::time::Instant::now();
             let mut clients = Vec::with_capacity(MANY);
             // A connection that fails is tried once more and printed with its error, at most
-            // `RETRIES` in a run: siw under TCG refused one of 256 late in one long boot, for a
-            // reason the log did not keep. A retry that fails too fails the test.
+            // `RETRIES` in a run: a device in a loaded guest may refuse one of hundreds now and
+            // then, and this test is about many connections, not each one's first attempt. A
+            // retry that fails too fails the test.
             const RETRIES: usize = 2;
             let mut retried = Vec::new();
             let connect = || {
