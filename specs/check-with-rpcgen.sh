@@ -27,6 +27,7 @@ default_units=(
   "rpc_msg:rpc_msg.x"
   "nfs3:nfs3.x"
   "mount3:mount3.x"
+  "nfs4:nfs4.x"
   # pmap.x is left out: its C names (mapping, pmaplist, xdr_pmaplist_ptr) are those of
   # libtirpc's own <rpc/pmap_prot.h>, which every rpcgen output includes.
 )
@@ -50,9 +51,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # rpc_msg.x defines the same names as libtirpc's <rpc/rpc_msg.h> and <rpc/auth.h>; for it the
-# generated code sees only the XDR primitives (a shadow <rpc/rpc.h>).
-mkdir -p "$work/shadow/rpc"
+# generated code sees only the XDR primitives (a shadow <rpc/rpc.h>). nfs4.x defines
+# authsys_parms (RFC 5531 appendix A), which <rpc/auth_unix.h> defines too: its shadow has the
+# client and service declarations its programs need, without that header.
+mkdir -p "$work/shadow/rpc" "$work/shadow-nfs4/rpc"
 printf '#include <rpc/types.h>\n#include <rpc/xdr.h>\n' > "$work/shadow/rpc/rpc.h"
+printf '#include <rpc/types.h>\n#include <rpc/xdr.h>\n#include <rpc/auth.h>\n#include <rpc/clnt.h>\n#include <rpc/svc.h>\n' \
+  > "$work/shadow-nfs4/rpc/rpc.h"
 
 failed=0
 for unit in "${units[@]}"; do
@@ -67,7 +72,10 @@ for unit in "${units[@]}"; do
     cat "$src" >> "$work/$name.x"
   done
   extra=()
-  [ "$name" = rpc_msg ] && extra=(-I"$work/shadow")
+  case "$name" in
+    rpc_msg) extra=(-I"$work/shadow") ;;
+    nfs4) extra=(-I"$work/shadow-nfs4") ;;
+  esac
   if (cd "$work" \
       && rpcgen -h -o "$name.h" "$name.x" \
       && rpcgen -c -o "${name}_xdr.c" "$name.x" \

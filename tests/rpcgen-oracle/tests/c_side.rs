@@ -231,8 +231,8 @@ fn specs_pass_rpcgen_and_raw_extracts_do_not() {
     );
     assert_eq!(
         out.lines().filter(|l| l.starts_with("ok ")).count(),
-        9, // the v1, 2004, v2, common, common+baseops, ietf-07 common+baseops, rpc_msg, nfs3
-        // and mount3 units
+        10, // the v1, 2004, v2, common, common+baseops, ietf-07 common+baseops, rpc_msg, nfs3,
+        // mount3 and nfs4 units
         "{out}"
     );
     let raw = Command::new("bash")

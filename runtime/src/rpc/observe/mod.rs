@@ -146,6 +146,7 @@ pub(crate) enum CloseReason {
     /// The device or socket failed.
     Error,
     /// The RDMA device under the connection was removed.
+    #[cfg_attr(not(feature = "transport"), allow(dead_code))]
     DeviceRemoved,
 }
 
