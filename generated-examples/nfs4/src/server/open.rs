@@ -1,0 +1,703 @@
+//! Opens, share reservations and read delegations (RFC 5661 sections 9 and 10): OPEN, CLOSE,
+//! OPEN_DOWNGRADE, DELEGRETURN, TEST_STATEID, FREE_STATEID, the stateid checks of READ, WRITE
+//! and SETATTR (section 8.2), and the recall of a delegation over the holder's backchannel
+//! (CB_RECALL, section 20.2) when another client's change conflicts with it (section 10.4.1).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use rpcrdma_nfs3::memfs::access;
+use rpcrdma_nfs3::memfs::tree::Kind;
+
+use crate::nfs4::nfs4_callback::nfs_cb::NfsCbClient;
+use crate::nfs4::*;
+
+use super::attrs::{self, AttrSet, SetAttrs};
+use super::compound::Compound;
+use super::fh::{self, check_name, status};
+use super::files;
+use super::state::{ClientId, Other, SessionId, StateEntry, StateKind};
+use super::Nfs4Server;
+
+/// A delegation to recall once the COMPOUND that conflicted with it has answered.
+pub struct Recall {
+    backchannel: NfsCbClient,
+    session: SessionId,
+    cb_seq: u32,
+    other: Other,
+    stateid: Stateid4,
+    fh: NfsFh4,
+    lease: Duration,
+}
+
+fn other_of(stateid: &Stateid4) -> Result<Other, Nfsstat4> {
+    stateid
+        .other
+        .as_ref()
+        .try_into()
+        .map_err(|_| Nfsstat4::Nfs4errBadStateid)
+}
+
+/// What a stateid in an argument names (section 8.2.3's special stateids first).
+enum Named {
+    /// All zeros: no state (READ, WRITE, SETATTR as anonymous).
+    Anonymous,
+    /// All ones: READ bypassing share reservations.
+    Bypass,
+    /// A stateid the server handed out.
+    State(Other),
+}
+
+/// Resolves the special stateids: the current stateid (seqid 1, other zeros) becomes the
+/// COMPOUND's (section 16.2.3.1.2).
+fn name_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<(Named, u32), Nfsstat4> {
+    let other = other_of(stateid)?;
+    if other == [0; 12] {
+        return match stateid.seqid {
+            0 => Ok((Named::Anonymous, 0)),
+            1 => {
+                let current = c
+                    .current_stateid
+                    .as_ref()
+                    .ok_or(Nfsstat4::Nfs4errBadStateid)?;
+                Ok((Named::State(other_of(current)?), current.seqid))
+            }
+            _ => Err(Nfsstat4::Nfs4errBadStateid),
+        };
+    }
+    if other == [0xff; 12] {
+        return if stateid.seqid == u32::MAX {
+            Ok((Named::Bypass, 0))
+        } else {
+            Err(Nfsstat4::Nfs4errBadStateid)
+        };
+    }
+    Ok((Named::State(other), stateid.seqid))
+}
+
+/// The state a stateid names, checked: the client's own (section 8.2.4), of `fileid`, and not
+/// older than the current seqid (0 means the current one, section 8.2.2).
+fn entry<'a>(
+    c: &'a Compound<'_>,
+    other: &Other,
+    seqid: u32,
+    fileid: Option<u64>,
+) -> Result<&'a StateEntry, Nfsstat4> {
+    let e = c
+        .inner
+        .state
+        .stateids
+        .get(other)
+        .ok_or(Nfsstat4::Nfs4errBadStateid)?;
+    if c.session.is_some_and(|(_, client)| client != e.client) {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    }
+    if fileid.is_some_and(|f| f != e.fileid) {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    }
+    if seqid != 0 && seqid < e.seqid {
+        return Err(Nfsstat4::Nfs4errOldStateid);
+    }
+    if seqid > e.seqid {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    }
+    Ok(e)
+}
+
+/// Checks the stateid of a READ (`want` = READ), WRITE or size-changing SETATTR (`want` =
+/// WRITE) on `fileid`: an open or delegation of this client on this file that allows it, or a
+/// special stateid; another client's share reservation denying it is NFS4ERR_LOCKED (section
+/// 9.7 for I/O under a deny), and a write under another client's delegation recalls it.
+pub fn check_stateid(
+    c: &mut Compound<'_>,
+    stateid: &Stateid4,
+    fileid: u64,
+    want: u32,
+) -> Result<(), Nfsstat4> {
+    let (named, seqid) = name_stateid(c, stateid)?;
+    match named {
+        Named::Bypass if want == OPEN4_SHARE_ACCESS_READ => Ok(()),
+        Named::Bypass => Err(Nfsstat4::Nfs4errBadStateid),
+        Named::Anonymous => {
+            let denied = c.inner.state.stateids.values().any(|e| {
+                e.fileid == fileid
+                    && matches!(e.kind, StateKind::Open { deny, .. } if deny & want != 0)
+            });
+            if denied {
+                return Err(Nfsstat4::Nfs4errLocked);
+            }
+            if want == OPEN4_SHARE_ACCESS_WRITE {
+                break_delegations(c, fileid)?;
+            }
+            Ok(())
+        }
+        Named::State(other) => {
+            let e = entry(c, &other, seqid, Some(fileid))?;
+            match &e.kind {
+                StateKind::Open { access, .. } => {
+                    if want == OPEN4_SHARE_ACCESS_WRITE && access & OPEN4_SHARE_ACCESS_WRITE == 0 {
+                        return Err(Nfsstat4::Nfs4errOpenmode);
+                    }
+                }
+                StateKind::ReadDelegation { .. } => {
+                    if want == OPEN4_SHARE_ACCESS_WRITE {
+                        return Err(Nfsstat4::Nfs4errOpenmode);
+                    }
+                }
+            }
+            if want == OPEN4_SHARE_ACCESS_WRITE {
+                break_delegations(c, fileid)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Recalls the read delegations other clients hold on `fileid` (section 10.4.1: a change by
+/// one client to a file another holds a delegation for); NFS4ERR_DELAY while any is held, so
+/// that the client retries once the holder has returned it.
+pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfsstat4> {
+    let me = c.session.map(|(_, client)| client);
+    let held: Vec<(Other, ClientId, bool)> = c
+        .inner
+        .state
+        .stateids
+        .iter()
+        .filter(|(_, e)| e.fileid == fileid && Some(e.client) != me)
+        .filter_map(|(o, e)| match e.kind {
+            StateKind::ReadDelegation { recalled } => Some((*o, e.client, recalled)),
+            _ => None,
+        })
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let lease = Duration::from_secs(u64::from(c.shared.config.lease_seconds));
+    let fh = fh::encode(fileid, c.shared.generation);
+    for (other, holder, recalled) in held {
+        if recalled {
+            continue;
+        }
+        let state = &mut c.inner.state;
+        let session = state
+            .sessions
+            .iter_mut()
+            .find(|(_, s)| s.client == holder && s.backchannel.is_some());
+        let Some((sid, session)) = session else {
+            // No way to reach the holder: the delegation goes now (section 10.4.6: a server
+            // may revoke what it cannot recall).
+            state.stateids.remove(&other);
+            continue;
+        };
+        session.cb_seq = session.cb_seq.wrapping_add(1);
+        let recall = Recall {
+            backchannel: session.backchannel.clone().expect("filtered above"),
+            session: *sid,
+            cb_seq: session.cb_seq,
+            other,
+            stateid: Stateid4::default(),
+            fh: fh.clone(),
+            lease,
+        };
+        let e = state.stateids.get_mut(&other).expect("listed above");
+        e.kind = StateKind::ReadDelegation { recalled: true };
+        let stateid = e.stateid(&other);
+        c.recalls.push(Recall { stateid, ..recall });
+    }
+    let still_held = c.inner.state.stateids.values().any(|e| {
+        e.fileid == fileid
+            && Some(e.client) != me
+            && matches!(e.kind, StateKind::ReadDelegation { .. })
+    });
+    if still_held {
+        Err(Nfsstat4::Nfs4errDelay)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sends a CB_RECALL (with its CB_SEQUENCE, section 20.9) and revokes the delegation if it is
+/// not returned within a lease (section 10.2.1), or at once if the callback fails.
+pub fn spawn_recall(server: Nfs4Server, recall: Recall) {
+    tokio::spawn(async move {
+        let args = CbCompound4args {
+            tag: Bytes::from_static(b"recall"),
+            minorversion: 1,
+            callback_ident: 0,
+            argarray: vec![
+                NfsCbArgop4::OpCbSequence(CbSequence4args {
+                    csa_sessionid: Sessionid4(Bytes::copy_from_slice(&recall.session)),
+                    csa_sequenceid: recall.cb_seq,
+                    csa_slotid: 0,
+                    csa_highest_slotid: 0,
+                    csa_cachethis: false,
+                    csa_referring_call_lists: Vec::new(),
+                }),
+                NfsCbArgop4::OpCbRecall(CbRecall4args {
+                    stateid: recall.stateid.clone(),
+                    truncate: false,
+                    fh: recall.fh.clone(),
+                }),
+            ],
+        };
+        let answered = tokio::time::timeout(recall.lease, recall.backchannel.cb_compound(args))
+            .await
+            .is_ok_and(|r| r.is_ok_and(|res| res.status == Nfsstat4::Nfs4Ok));
+        if answered {
+            tokio::time::sleep(recall.lease).await;
+        }
+        let mut inner = server.lock();
+        if let Some(e) = inner.state.stateids.get(&recall.other) {
+            if matches!(e.kind, StateKind::ReadDelegation { .. }) {
+                inner.state.stateids.remove(&recall.other);
+            }
+        }
+    });
+}
+
+/// What the OPEN opens: an existing file or one it makes, and the directory's change info.
+struct Target {
+    fileid: u64,
+    created: bool,
+    attrset: AttrSet,
+    cinfo: ChangeInfo4,
+}
+
+fn dir_change(c: &Compound<'_>, dir: u64) -> Result<u64, Nfsstat4> {
+    let n = c.inner.tree.get(dir).map_err(status)?;
+    Ok(u64::from(n.meta.ctime.seconds) * 1_000_000_000 + u64::from(n.meta.ctime.nseconds))
+}
+
+/// OPEN by name in the current directory (CLAIM_NULL), creating the file when asked (section
+/// 18.16.3's create modes).
+fn open_by_name(c: &mut Compound<'_>, name: &[u8], how: &Openflag4) -> Result<Target, Nfsstat4> {
+    let dir = c.current()?;
+    match &c.inner.tree.get(dir).map_err(status)?.kind {
+        Kind::Dir(_) => {}
+        Kind::Symlink(_) => return Err(Nfsstat4::Nfs4errSymlink),
+        _ => return Err(Nfsstat4::Nfs4errNotdir),
+    }
+    check_name(name)?;
+    let before = dir_change(c, dir)?;
+    let existing = c.inner.tree.lookup(dir, name).ok();
+    let cinfo = |c: &Compound<'_>| -> Result<ChangeInfo4, Nfsstat4> {
+        Ok(ChangeInfo4 {
+            atomic: true,
+            before,
+            after: dir_change(c, dir)?,
+        })
+    };
+    let Openflag4::Open4Create(how) = how else {
+        let fileid = existing.ok_or(Nfsstat4::Nfs4errNoent)?;
+        return Ok(Target {
+            fileid,
+            created: false,
+            attrset: AttrSet::default(),
+            cinfo: cinfo(c)?,
+        });
+    };
+    let (attrs, verifier, guarded) = match how {
+        Createhow4::Unchecked4(a) => (Some(a), None, false),
+        Createhow4::Guarded4(a) => (Some(a), None, true),
+        Createhow4::Exclusive4(v) => (None, Some(v.0.clone()), true),
+        Createhow4::Exclusive41(cva) => (Some(&cva.cva_attrs), Some(cva.cva_verf.0.clone()), true),
+    };
+    let (set, which) = match attrs {
+        Some(a) => attrs::decode_settable(a)?,
+        None => (SetAttrs::default(), AttrSet::default()),
+    };
+    if matches!(how, Createhow4::Exclusive41(_)) && !which.is_subset(&attrs::exclcreat()) {
+        // Section 18.16.3: EXCLUSIVE4_1 sets only what suppattr_exclcreat lists.
+        return Err(Nfsstat4::Nfs4errInval);
+    }
+    if let Some(fileid) = existing {
+        if let Some(verifier) = &verifier {
+            // Section 18.16.3: an exclusive create that finds the file its own earlier create
+            // made (same verifier) succeeds; anything else exists.
+            return match &c.inner.tree.get(fileid).map_err(status)?.kind {
+                Kind::File {
+                    create_verf: Some(v),
+                    ..
+                } if v == verifier => Ok(Target {
+                    fileid,
+                    created: false,
+                    attrset: AttrSet::default(),
+                    cinfo: cinfo(c)?,
+                }),
+                _ => Err(Nfsstat4::Nfs4errExist),
+            };
+        }
+        if guarded {
+            return Err(Nfsstat4::Nfs4errExist);
+        }
+        // UNCHECKED4 on an existing file: only a size of zero applies (section 18.16.3).
+        let mut applied = AttrSet::default();
+        let is_file = matches!(
+            c.inner.tree.get(fileid).map_err(status)?.kind,
+            Kind::File { .. }
+        );
+        if set.size == Some(0) && is_file {
+            let node = c.inner.tree.get(fileid).map_err(status)?;
+            if access::allowed(node, &c.caller, ACCESS4_MODIFY) == 0 {
+                return Err(Nfsstat4::Nfs4errAccess);
+            }
+            break_delegations(c, fileid)?;
+            let truncate = SetAttrs {
+                size: Some(0),
+                ..SetAttrs::default()
+            };
+            files::apply(c, fileid, &truncate)?;
+            applied.insert(FATTR4_SIZE);
+        }
+        return Ok(Target {
+            fileid,
+            created: false,
+            attrset: applied,
+            cinfo: cinfo(c)?,
+        });
+    }
+    let want = ACCESS4_MODIFY | ACCESS4_LOOKUP;
+    if access::allowed(c.inner.tree.get(dir).map_err(status)?, &c.caller, want) != want {
+        return Err(Nfsstat4::Nfs4errAccess);
+    }
+    let kind = Kind::File {
+        data: rpcrdma_nfs3::memfs::tree::FileData::new(),
+        create_verf: verifier,
+    };
+    let fileid = files::make(c, dir, name, kind, &set, 0o644)?;
+    Ok(Target {
+        fileid,
+        created: true,
+        attrset: which,
+        cinfo: cinfo(c)?,
+    })
+}
+
+/// OPEN (section 18.16).
+pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
+    let client = c.client()?;
+    let access_bits = a.share_access & OPEN4_SHARE_ACCESS_BOTH;
+    let want = a.share_access & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
+    if access_bits == 0 || a.share_deny > OPEN4_SHARE_DENY_BOTH {
+        return Err(Nfsstat4::Nfs4errInval);
+    }
+    let creating = matches!(a.openhow, Openflag4::Open4Create(_));
+    let target = match &a.claim {
+        OpenClaim4::ClaimNull(name) => open_by_name(c, name, &a.openhow)?,
+        OpenClaim4::ClaimFh | OpenClaim4::ClaimDelegCurFh(_) if creating => {
+            return Err(Nfsstat4::Nfs4errInval)
+        }
+        OpenClaim4::ClaimFh => Target {
+            fileid: c.current()?,
+            created: false,
+            attrset: AttrSet::default(),
+            cinfo: ChangeInfo4::default(),
+        },
+        OpenClaim4::ClaimDelegCurFh(deleg) => {
+            let fileid = c.current()?;
+            delegation_of(c, deleg, fileid)?;
+            Target {
+                fileid,
+                created: false,
+                attrset: AttrSet::default(),
+                cinfo: ChangeInfo4::default(),
+            }
+        }
+        OpenClaim4::ClaimDelegateCur(cur) => {
+            let dir = c.current()?;
+            check_name(&cur.file)?;
+            let fileid = c.inner.tree.lookup(dir, &cur.file).map_err(status)?;
+            delegation_of(c, &cur.delegate_stateid, fileid)?;
+            Target {
+                fileid,
+                created: false,
+                attrset: AttrSet::default(),
+                cinfo: ChangeInfo4::default(),
+            }
+        }
+        // Reclaims after a restart: this server keeps no state across one and is never in a
+        // grace period (section 8.4.2.1).
+        OpenClaim4::ClaimPrevious(_)
+        | OpenClaim4::ClaimDelegatePrev(_)
+        | OpenClaim4::ClaimDelegPrevFh => return Err(Nfsstat4::Nfs4errNoGrace),
+    };
+    let fileid = target.fileid;
+    match &c.inner.tree.get(fileid).map_err(status)?.kind {
+        Kind::File { .. } => {}
+        Kind::Dir(_) => return Err(Nfsstat4::Nfs4errIsdir),
+        Kind::Symlink(_) => return Err(Nfsstat4::Nfs4errSymlink),
+        Kind::Special(_) => return Err(Nfsstat4::Nfs4errInval),
+    }
+    if !target.created {
+        let node = c.inner.tree.get(fileid).map_err(status)?;
+        let mut need = 0;
+        if access_bits & OPEN4_SHARE_ACCESS_READ != 0 {
+            need |= ACCESS4_READ;
+        }
+        if access_bits & OPEN4_SHARE_ACCESS_WRITE != 0 {
+            need |= ACCESS4_MODIFY;
+        }
+        if access::allowed(node, &c.caller, need) != need {
+            return Err(Nfsstat4::Nfs4errAccess);
+        }
+    }
+    let owner = (client, a.owner.owner.clone());
+    // Share reservations (section 9.7): another owner's deny against our access, or our deny
+    // against another's access.
+    let conflict = c.inner.state.stateids.values().any(|e| {
+        e.fileid == fileid
+            && matches!(&e.kind, StateKind::Open { owner: o, access, deny }
+                if *o != owner && (deny & access_bits != 0 || a.share_deny & access != 0))
+    });
+    if conflict {
+        return Err(Nfsstat4::Nfs4errShareDenied);
+    }
+    if access_bits & OPEN4_SHARE_ACCESS_WRITE != 0 {
+        break_delegations(c, fileid)?;
+    }
+    let state = &mut c.inner.state;
+    let other = match open_of_owner(state, &owner, fileid) {
+        Some(other) => {
+            let e = state.stateids.get_mut(&other).expect("found");
+            if let StateKind::Open { access, deny, .. } = &mut e.kind {
+                *access |= access_bits;
+                *deny |= a.share_deny;
+            }
+            e.seqid = e.seqid.wrapping_add(1);
+            other
+        }
+        None => {
+            let other = state.new_other();
+            state.stateids.insert(
+                other,
+                StateEntry {
+                    client,
+                    fileid,
+                    seqid: 1,
+                    kind: StateKind::Open {
+                        owner,
+                        access: access_bits,
+                        deny: a.share_deny,
+                    },
+                },
+            );
+            other
+        }
+    };
+    let stateid = c.inner.state.stateids[&other].stateid(&other);
+    let delegation = delegate(c, client, fileid, access_bits, want);
+    c.current = Some(fileid);
+    c.current_stateid = Some(stateid.clone());
+    Ok(NfsResop4::OpOpen(Open4res::Nfs4Ok(Open4resok {
+        stateid,
+        cinfo: target.cinfo,
+        rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
+        attrset: target.attrset.to_bitmap(),
+        delegation,
+    })))
+}
+
+fn open_of_owner(
+    state: &super::state::State,
+    owner: &(ClientId, Bytes),
+    fileid: u64,
+) -> Option<Other> {
+    state.stateids.iter().find_map(|(o, e)| {
+        (e.fileid == fileid && matches!(&e.kind, StateKind::Open { owner: w, .. } if w == owner))
+            .then_some(*o)
+    })
+}
+
+/// A delegation stateid of this client on `fileid` (CLAIM_DELEG_CUR*).
+fn delegation_of(c: &Compound<'_>, stateid: &Stateid4, fileid: u64) -> Result<(), Nfsstat4> {
+    let other = other_of(stateid)?;
+    let e = entry(c, &other, stateid.seqid, Some(fileid))?;
+    match e.kind {
+        StateKind::ReadDelegation { .. } => Ok(()),
+        _ => Err(Nfsstat4::Nfs4errBadStateid),
+    }
+}
+
+/// The delegation an OPEN gets (section 10.4): a read delegation for a read-only open by a
+/// client the server can call back, when no other client has the file open for writing and
+/// no recall of it is under way; otherwise none, with the reason when the client said what it
+/// wanted (section 18.16.3, OPEN_DELEGATE_NONE_EXT).
+fn delegate(
+    c: &mut Compound<'_>,
+    client: ClientId,
+    fileid: u64,
+    access_bits: u32,
+    want: u32,
+) -> OpenDelegation4 {
+    let none = |why: WhyNoDelegation4| {
+        if want == OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE {
+            OpenDelegation4::OpenDelegateNone
+        } else {
+            OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Default { discriminant: why })
+        }
+    };
+    match want {
+        OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return none(WhyNoDelegation4::Wnd4NotWanted),
+        OPEN4_SHARE_ACCESS_WANT_CANCEL => return none(WhyNoDelegation4::Wnd4Cancelled),
+        OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => {
+            return none(WhyNoDelegation4::Wnd4WriteDelegNotSuppFtype)
+        }
+        _ => {}
+    }
+    let has_backchannel = c
+        .session
+        .and_then(|(sid, _)| c.inner.state.sessions.get(&sid))
+        .is_some_and(|s| s.backchannel.is_some());
+    if !c.shared.config.delegations || !has_backchannel {
+        return none(WhyNoDelegation4::Wnd4Resource);
+    }
+    if access_bits != OPEN4_SHARE_ACCESS_READ {
+        return none(WhyNoDelegation4::Wnd4NotSuppUpgrade);
+    }
+    let state = &mut c.inner.state;
+    let mut mine = None;
+    for (o, e) in &state.stateids {
+        if e.fileid != fileid {
+            continue;
+        }
+        match &e.kind {
+            StateKind::Open { access, .. }
+                if e.client != client && access & OPEN4_SHARE_ACCESS_WRITE != 0 =>
+            {
+                return OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(
+                    false,
+                ))
+            }
+            StateKind::ReadDelegation { recalled: true } => {
+                return OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(
+                    false,
+                ))
+            }
+            StateKind::ReadDelegation { .. } if e.client == client => mine = Some(*o),
+            _ => {}
+        }
+    }
+    let other = match mine {
+        Some(other) => other,
+        None => {
+            let other = state.new_other();
+            state.stateids.insert(
+                other,
+                StateEntry {
+                    client,
+                    fileid,
+                    seqid: 1,
+                    kind: StateKind::ReadDelegation { recalled: false },
+                },
+            );
+            other
+        }
+    };
+    let stateid = state.stateids[&other].stateid(&other);
+    OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
+        stateid,
+        recall: false,
+        // Section 10.4: an ACE with no access says nothing; the client checks with ACCESS.
+        permissions: Nfsace4 {
+            r#type: ACE4_ACCESS_ALLOWED_ACE_TYPE,
+            flag: 0,
+            access_mask: 0,
+            who: Bytes::from_static(b"EVERYONE@"),
+        },
+    })
+}
+
+/// An open stateid of this client on the current file, checked.
+fn open_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<Other, Nfsstat4> {
+    let fileid = c.current()?;
+    let (named, seqid) = name_stateid(c, stateid)?;
+    let Named::State(other) = named else {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    };
+    let e = entry(c, &other, seqid, Some(fileid))?;
+    match e.kind {
+        StateKind::Open { .. } => Ok(other),
+        _ => Err(Nfsstat4::Nfs4errBadStateid),
+    }
+}
+
+/// CLOSE (section 18.2).
+pub fn close(c: &mut Compound<'_>, a: Close4args) -> Result<NfsResop4, Nfsstat4> {
+    let other = open_stateid(c, &a.open_stateid)?;
+    let e = c.inner.state.stateids.remove(&other).expect("checked");
+    let closed = Stateid4 {
+        seqid: e.seqid.wrapping_add(1),
+        other: Bytes::copy_from_slice(&other),
+    };
+    c.current_stateid = Some(closed.clone());
+    Ok(NfsResop4::OpClose(Close4res::Nfs4Ok(closed)))
+}
+
+/// OPEN_DOWNGRADE (section 18.18): to a subset of the access and deny the open has.
+pub fn open_downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> Result<NfsResop4, Nfsstat4> {
+    let other = open_stateid(c, &a.open_stateid)?;
+    let access_bits = a.share_access & OPEN4_SHARE_ACCESS_BOTH;
+    let e = c.inner.state.stateids.get_mut(&other).expect("checked");
+    let StateKind::Open { access, deny, .. } = &mut e.kind else {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    };
+    if access_bits == 0 || access_bits & !*access != 0 || a.share_deny & !*deny != 0 {
+        return Err(Nfsstat4::Nfs4errInval);
+    }
+    *access = access_bits;
+    *deny = a.share_deny;
+    e.seqid = e.seqid.wrapping_add(1);
+    let stateid = e.stateid(&other);
+    c.current_stateid = Some(stateid.clone());
+    Ok(NfsResop4::OpOpenDowngrade(OpenDowngrade4res::Nfs4Ok(
+        OpenDowngrade4resok {
+            open_stateid: stateid,
+        },
+    )))
+}
+
+/// DELEGRETURN (section 18.6).
+pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Result<NfsResop4, Nfsstat4> {
+    let fileid = c.current()?;
+    let (named, seqid) = name_stateid(c, &a.deleg_stateid)?;
+    let Named::State(other) = named else {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    };
+    match entry(c, &other, seqid, Some(fileid))?.kind {
+        StateKind::ReadDelegation { .. } => {}
+        _ => return Err(Nfsstat4::Nfs4errBadStateid),
+    }
+    c.inner.state.stateids.remove(&other);
+    Ok(NfsResop4::OpDelegreturn(Delegreturn4res {
+        status: Nfsstat4::Nfs4Ok,
+    }))
+}
+
+/// TEST_STATEID (section 18.48): the status each stateid would get.
+pub fn test_stateid(c: &mut Compound<'_>, a: TestStateid4args) -> Result<NfsResop4, Nfsstat4> {
+    let codes = a
+        .ts_stateids
+        .iter()
+        .map(|s| match other_of(s) {
+            Ok(other) => match entry(c, &other, s.seqid, None) {
+                Ok(_) => Nfsstat4::Nfs4Ok,
+                Err(status) => status,
+            },
+            Err(status) => status,
+        })
+        .collect();
+    Ok(NfsResop4::OpTestStateid(TestStateid4res::Nfs4Ok(
+        TestStateid4resok {
+            tsr_status_codes: codes,
+        },
+    )))
+}
+
+/// FREE_STATEID (section 18.38): an open or a delegation still in force is NFS4ERR_LOCKS_HELD
+/// (CLOSE or DELEGRETURN frees those); a stateid the server no longer has is
+/// NFS4ERR_BAD_STATEID.
+pub fn free_stateid(c: &mut Compound<'_>, a: FreeStateid4args) -> Result<NfsResop4, Nfsstat4> {
+    let other = other_of(&a.fsa_stateid)?;
+    entry(c, &other, a.fsa_stateid.seqid, None)?;
+    Err(Nfsstat4::Nfs4errLocksHeld)
+}

@@ -1,0 +1,213 @@
+//! What the server remembers between COMPOUNDs: client records (RFC 5661 section 2.4), their
+//! sessions with slot tables and reply caches (section 2.10), and the stateids of opens and
+//! delegations (sections 8.2, 9, 10.2).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::nfs4::nfs4_callback::nfs_cb::NfsCbClient;
+use crate::nfs4::{ChannelAttrs4, Compound4res, CreateSession4res, Stateid4};
+
+/// A client id (RFC 5661 section 2.4.1).
+pub type ClientId = u64;
+
+/// A session id (RFC 5661 section 2.10.3): 16 bytes.
+pub type SessionId = [u8; 16];
+
+/// The "other" part of a stateid (RFC 5661 section 8.2.2): 12 bytes.
+pub type Other = [u8; 12];
+
+/// One client record (RFC 5661 section 18.35.4's "record").
+#[derive(Debug)]
+pub struct ClientRecord {
+    /// The co_ownerid the client chose.
+    pub owner: Bytes,
+    /// The co_verifier of the instance of the client that made the record.
+    pub verifier: Bytes,
+    /// Confirmed by a CREATE_SESSION.
+    pub confirmed: bool,
+    /// The csa_sequence CREATE_SESSION must carry next (section 18.36.4).
+    pub next_create_seq: u32,
+    /// The last CREATE_SESSION's sequence and reply, for its replay.
+    pub create_cache: Option<(u32, CreateSession4res)>,
+    /// RECLAIM_COMPLETE done (section 18.51).
+    pub reclaim_complete: bool,
+    /// When the client last renewed its lease (any SEQUENCE).
+    pub renewed: Instant,
+}
+
+/// What a slot of a session's fore channel holds (RFC 5661 section 2.10.6.1).
+#[derive(Debug, Clone)]
+pub enum SlotReply {
+    /// No request has used the slot yet.
+    Unused,
+    /// The reply of the last request, kept because the client asked (sa_cachethis).
+    Cached(Compound4res),
+    /// The last request's reply was not kept.
+    Uncached,
+}
+
+/// One slot: the sequence id of its last request and what was kept of the reply.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The sequence id of the last request on this slot (0 before the first).
+    pub seq: u32,
+    /// Its reply.
+    pub reply: SlotReply,
+}
+
+/// One session.
+pub struct Session {
+    /// The client record it belongs to.
+    pub client: ClientId,
+    /// The fore channel's slots.
+    pub slots: Vec<Slot>,
+    /// The fore channel's attributes as granted.
+    pub fore: ChannelAttrs4,
+    /// The back channel's attributes as granted.
+    pub back: ChannelAttrs4,
+    /// The client for calls on the backchannel, when the session has one.
+    pub backchannel: Option<NfsCbClient>,
+    /// The program number the client serves callbacks on (csa_cb_program).
+    pub cb_program: u32,
+    /// The sequence id of the last callback on back-channel slot 0.
+    pub cb_seq: u32,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("client", &self.client)
+            .field("slots", &self.slots.len())
+            .field("backchannel", &self.backchannel.is_some())
+            .finish()
+    }
+}
+
+/// An open-owner (RFC 5661 section 9.1.1): a client and the owner bytes it names.
+pub type OpenOwner = (ClientId, Bytes);
+
+/// What a stateid stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateKind {
+    /// An open of a file by an open-owner (RFC 5661 section 9.1.2): the share access and deny
+    /// bits of all its OPENs together.
+    Open {
+        /// The open-owner.
+        owner: OpenOwner,
+        /// OPEN4_SHARE_ACCESS_* bits.
+        access: u32,
+        /// OPEN4_SHARE_DENY_* bits.
+        deny: u32,
+    },
+    /// A read delegation (RFC 5661 section 10.2).
+    ReadDelegation {
+        /// A CB_RECALL has been sent (or is being sent).
+        recalled: bool,
+    },
+}
+
+/// One stateid's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateEntry {
+    /// The client that holds it.
+    pub client: ClientId,
+    /// The file.
+    pub fileid: u64,
+    /// The current seqid (RFC 5661 section 8.2.2), incremented on each change.
+    pub seqid: u32,
+    /// What it is.
+    pub kind: StateKind,
+}
+
+impl StateEntry {
+    /// The stateid as the protocol writes it.
+    pub fn stateid(&self, other: &Other) -> Stateid4 {
+        Stateid4 {
+            seqid: self.seqid,
+            other: Bytes::copy_from_slice(other),
+        }
+    }
+}
+
+/// Every client, session and stateid.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Client records by client id.
+    pub clients: HashMap<ClientId, ClientRecord>,
+    /// Sessions by id.
+    pub sessions: HashMap<SessionId, Session>,
+    /// Opens and delegations by the stateid's other field.
+    pub stateids: HashMap<Other, StateEntry>,
+    next_client: u64,
+    next_session: u32,
+    next_stateid: u64,
+    boot: u32,
+}
+
+impl State {
+    /// An empty state for the server instance `boot` (part of every id it hands out, so that an
+    /// id from an earlier instance is never mistaken for one of this instance).
+    pub fn new(boot: u32) -> State {
+        State {
+            boot,
+            next_client: 1,
+            next_session: 1,
+            next_stateid: 1,
+            ..State::default()
+        }
+    }
+
+    /// A client id not handed out before by this instance.
+    pub fn new_client_id(&mut self) -> ClientId {
+        let id = (u64::from(self.boot) << 32) | self.next_client;
+        self.next_client += 1;
+        id
+    }
+
+    /// A session id not handed out before: the client id, a counter and the instance.
+    pub fn new_session_id(&mut self, client: ClientId) -> SessionId {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&client.to_be_bytes());
+        id[8..12].copy_from_slice(&self.next_session.to_be_bytes());
+        id[12..].copy_from_slice(&self.boot.to_be_bytes());
+        self.next_session = self.next_session.wrapping_add(1);
+        id
+    }
+
+    /// A stateid "other" not handed out before; never all zeros or all ones (the special
+    /// stateids of RFC 5661 section 8.2.3).
+    pub fn new_other(&mut self) -> Other {
+        let mut other = [0u8; 12];
+        other[..4].copy_from_slice(&self.boot.to_be_bytes());
+        other[4..].copy_from_slice(&self.next_stateid.to_be_bytes());
+        self.next_stateid += 1;
+        other
+    }
+
+    /// Drops a client record and everything it holds: sessions and stateids.
+    pub fn expunge_client(&mut self, client: ClientId) {
+        self.clients.remove(&client);
+        self.sessions.retain(|_, s| s.client != client);
+        self.stateids.retain(|_, s| s.client != client);
+    }
+
+    /// Whether `client` has a session.
+    pub fn has_sessions(&self, client: ClientId) -> bool {
+        self.sessions.values().any(|s| s.client == client)
+    }
+
+    /// The confirmed and unconfirmed records of owner `owner`.
+    pub fn records_of(&self, owner: &[u8]) -> Vec<ClientId> {
+        let mut ids: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.owner == owner)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
