@@ -89,12 +89,18 @@ async fn session(server: &Nfs4Server, owner: &str, uid: u32) -> Session {
         "no backchannel in process"
     );
     assert_eq!(cs.csr_fore_chan_attrs.ca_maxrequests, 4);
-    Session {
+    let mut s = Session {
         nfs,
         clientid: eid.eir_clientid,
         sessionid: cs.csr_sessionid.clone(),
         seq: 1,
-    }
+    };
+    // Section 18.51.3: before the first OPEN that is not a reclaim.
+    s.ok(vec![NfsArgop4::OpReclaimComplete(ReclaimComplete4args {
+        rca_one_fs: false,
+    })])
+    .await;
+    s
 }
 
 fn sequence(s: &Session, seq: u32, cache: bool) -> NfsArgop4 {
@@ -228,18 +234,18 @@ async fn the_slot_reply_cache_answers_retries_and_refuses_misordered_requests() 
             createattrs: no_attrs(),
         })
     };
-    let ops = vec![sequence(&s, 1, true), NfsArgop4::OpPutrootfh, mkdir("d")];
+    let ops = vec![sequence(&s, 2, true), NfsArgop4::OpPutrootfh, mkdir("d")];
     let first = call(&s.nfs, 1, ops.clone()).await;
     assert_eq!(first.status, Nfsstat4::Nfs4Ok, "{first:?}");
     let again = call(&s.nfs, 1, ops).await;
     assert_eq!(again, first);
     // Not cached: NFS4ERR_RETRY_UNCACHED_REP.
-    let ops = vec![sequence(&s, 2, false), NfsArgop4::OpPutrootfh, mkdir("e")];
+    let ops = vec![sequence(&s, 3, false), NfsArgop4::OpPutrootfh, mkdir("e")];
     assert_eq!(call(&s.nfs, 1, ops.clone()).await.status, Nfsstat4::Nfs4Ok);
     let res = call(&s.nfs, 1, ops).await;
     assert_eq!(res.status, Nfsstat4::Nfs4errRetryUncachedRep);
     // Skipping a sequence id, or going back two: misordered.
-    for seq in [4, 1] {
+    for seq in [5, 2] {
         let res = call(&s.nfs, 1, vec![sequence(&s, seq, false)]).await;
         assert_eq!(res.status, Nfsstat4::Nfs4errSeqMisordered, "seq {seq}");
     }
@@ -252,7 +258,7 @@ async fn the_slot_reply_cache_answers_retries_and_refuses_misordered_requests() 
         call(&s.nfs, 1, vec![bad_slot]).await.status,
         Nfsstat4::Nfs4errBadslot
     );
-    let mut bad_session = sequence(&s, 3, false);
+    let mut bad_session = sequence(&s, 4, false);
     if let NfsArgop4::OpSequence(a) = &mut bad_session {
         a.sa_sessionid = Sessionid4(Bytes::from_static(&[7; 16]));
     }
@@ -260,7 +266,7 @@ async fn the_slot_reply_cache_answers_retries_and_refuses_misordered_requests() 
         call(&s.nfs, 1, vec![bad_session]).await.status,
         Nfsstat4::Nfs4errBadsession
     );
-    s.seq = 3;
+    s.seq = 4;
     assert!(s.ok(vec![NfsArgop4::OpPutrootfh]).await.len() == 1);
 
     // DESTROY_CLIENTID while a session lives: busy; after DESTROY_SESSION it goes.
@@ -616,4 +622,183 @@ async fn a_restarted_client_replaces_its_old_record_and_state() {
     assert_eq!(server.state_counts(), (1, 1, 0));
     let res = a.run(vec![NfsArgop4::OpPutrootfh]).await;
     assert_eq!(res.status, Nfsstat4::Nfs4errBadsession);
+}
+
+#[tokio::test]
+async fn a_wanted_delegation_without_a_backchannel_says_why_not() {
+    let server = Nfs4Server::new(Nfs4Config::default());
+    let mut s = session(&server, "want", 0).await;
+    let res = s
+        .ok(vec![
+            NfsArgop4::OpPutrootfh,
+            open(
+                "o",
+                "f",
+                OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
+                0,
+                true,
+            ),
+        ])
+        .await;
+    // Section 18.16.3: a client that said what it wanted hears why it did not get it.
+    assert_eq!(
+        opened(&res[1]).delegation,
+        OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Resource(false))
+    );
+    let mut enc = rpcrdma::xdr::Encoder::new();
+    rpcrdma::xdr::Encode::encode(&res[1], &mut enc).expect("the result encodes");
+}
+
+fn lock_new_owner(
+    open: &Stateid4,
+    owner: &str,
+    write: bool,
+    offset: u64,
+    length: u64,
+) -> NfsArgop4 {
+    NfsArgop4::OpLock(Lock4args {
+        locktype: if write {
+            NfsLockType4::WriteLt
+        } else {
+            NfsLockType4::ReadLt
+        },
+        reclaim: false,
+        offset,
+        length,
+        locker: Locker4::True(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open.clone(),
+            lock_seqid: 0,
+            lock_owner: StateOwner4 {
+                clientid: 0,
+                owner: name(owner),
+            },
+        }),
+    })
+}
+
+#[tokio::test]
+async fn byte_range_locks_conflict_between_owners_and_hold_the_open() {
+    let server = Nfs4Server::new(Nfs4Config::default());
+    let mut a = session(&server, "locker-a", 0).await;
+    let mut b = session(&server, "locker-b", 0).await;
+    let lookup = || NfsArgop4::OpLookup(Lookup4args { objname: name("f") });
+    let res = a
+        .ok(vec![
+            NfsArgop4::OpPutrootfh,
+            open("oa", "f", OPEN4_SHARE_ACCESS_BOTH, 0, true),
+            lock_new_owner(
+                &Stateid4 {
+                    seqid: 1,
+                    other: Bytes::from_static(&[0; 12]),
+                },
+                "la",
+                true,
+                0,
+                100,
+            ),
+        ])
+        .await;
+    let open_a = opened(&res[1]).stateid.clone();
+    let NfsResop4::OpLock(Lock4res::Nfs4Ok(la)) = &res[2] else {
+        panic!("{res:?}")
+    };
+    let lock_a = la.lock_stateid.clone();
+    let res = b
+        .ok(vec![
+            NfsArgop4::OpPutrootfh,
+            open("ob", "f", OPEN4_SHARE_ACCESS_READ, 0, false),
+        ])
+        .await;
+    let open_b = opened(&res[1]).stateid.clone();
+    // LOCKT and LOCK over a's write lock: denied, naming a's lock-owner and range.
+    let res = b
+        .run(vec![
+            NfsArgop4::OpPutrootfh,
+            lookup(),
+            NfsArgop4::OpLockt(Lockt4args {
+                locktype: NfsLockType4::ReadLt,
+                offset: 50,
+                length: 10,
+                owner: StateOwner4 {
+                    clientid: 0,
+                    owner: name("lb"),
+                },
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errDenied);
+    let NfsResop4::OpLockt(Lockt4res::Nfs4errDenied(d)) = &res.resarray[3] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        (d.offset, d.length, d.owner.owner.clone()),
+        (0, 100, name("la"))
+    );
+    let res = b
+        .run(vec![
+            NfsArgop4::OpPutrootfh,
+            lookup(),
+            lock_new_owner(&open_b, "lb", false, 99, 1),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errDenied);
+    // Past a's range: granted. A write lock under b's read-only open: NFS4ERR_OPENMODE.
+    b.ok(vec![
+        NfsArgop4::OpPutrootfh,
+        lookup(),
+        lock_new_owner(&open_b, "lb", false, 100, u64::MAX),
+    ])
+    .await;
+    let res = b
+        .run(vec![
+            NfsArgop4::OpPutrootfh,
+            lookup(),
+            lock_new_owner(&open_b, "lb2", true, 500, 1),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errOpenmode);
+    // a cannot close its open under a held lock; after LOCKU it can.
+    let close_a = |stateid: &Stateid4| {
+        vec![
+            NfsArgop4::OpPutrootfh,
+            lookup(),
+            NfsArgop4::OpClose(Close4args {
+                seqid: 0,
+                open_stateid: stateid.clone(),
+            }),
+        ]
+    };
+    assert_eq!(
+        a.run(close_a(&open_a)).await.status,
+        Nfsstat4::Nfs4errLocksHeld
+    );
+    a.ok(vec![
+        NfsArgop4::OpPutrootfh,
+        lookup(),
+        NfsArgop4::OpLocku(Locku4args {
+            locktype: NfsLockType4::WriteLt,
+            seqid: 0,
+            lock_stateid: lock_a,
+            offset: 0,
+            length: u64::MAX,
+        }),
+    ])
+    .await;
+    a.ok(close_a(&open_a)).await;
+    // With a's lock gone, b's LOCKT of those bytes is granted.
+    b.ok(vec![
+        NfsArgop4::OpPutrootfh,
+        lookup(),
+        NfsArgop4::OpLockt(Lockt4args {
+            locktype: NfsLockType4::WriteLt,
+            offset: 0,
+            length: 100,
+            owner: StateOwner4 {
+                clientid: 0,
+                owner: name("lb3"),
+            },
+        }),
+    ])
+    .await;
 }

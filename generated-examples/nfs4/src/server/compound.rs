@@ -13,7 +13,7 @@ use crate::nfs4::*;
 
 use super::open::Recall;
 use super::state::{ClientId, SessionId};
-use super::{files, open, results, session, Inner, Shared};
+use super::{files, locks, open, results, session, Inner, Shared, MAX_MESSAGE};
 
 /// Everything an operation of the COMPOUND may read or change.
 pub struct Compound<'a> {
@@ -28,6 +28,8 @@ pub struct Compound<'a> {
     pub saved: Option<u64>,
     /// The current stateid (section 16.2.3.1.2).
     pub current_stateid: Option<Stateid4>,
+    /// The stateid SAVEFH saved with the filehandle.
+    pub saved_stateid: Option<Stateid4>,
     /// The session and client SEQUENCE named.
     pub session: Option<(SessionId, ClientId)>,
     /// Delegations to recall once the COMPOUND is done and the lock released.
@@ -102,6 +104,7 @@ pub fn run(
         current: None,
         saved: None,
         current_stateid: None,
+        saved_stateid: None,
         session: None,
         recalls: Vec::new(),
     };
@@ -113,21 +116,29 @@ pub fn run(
     let mut resarray = Vec::with_capacity(ops.len());
     let mut slot = None;
     match first {
-        NfsArgop4::OpSequence(seq) => match session::sequence(&mut c, seq, ops.len()) {
-            session::Sequenced::New { res, slot: s } => {
-                resarray.push(NfsResop4::OpSequence(res));
-                slot = Some((s, seq.sa_cachethis));
+        NfsArgop4::OpSequence(seq) => {
+            match session::sequence(&mut c, seq, ops.len(), reply_header_len(&tag)) {
+                session::Sequenced::New { res, slot: s } => {
+                    resarray.push(NfsResop4::OpSequence(res));
+                    slot = Some((s, seq.sa_cachethis));
+                }
+                session::Sequenced::Replay(cached) => {
+                    let mut cached = cached;
+                    cached.tag = tag.clone();
+                    return (cached, vec![]);
+                }
+                session::Sequenced::Failed(status) => {
+                    let res = results::failed(NfsOpnum4::OpSequence, status);
+                    return (reply(status, vec![res]), vec![]);
+                }
             }
-            session::Sequenced::Replay(cached) => {
-                let mut cached = cached;
-                cached.tag = tag.clone();
-                return (cached, vec![]);
-            }
-            session::Sequenced::Failed(status) => {
-                let res = results::failed(NfsOpnum4::OpSequence, status);
-                return (reply(status, vec![res]), vec![]);
-            }
-        },
+        }
+        // Section 18.52.3: ILLEGAL is answered as such wherever it is.
+        NfsArgop4::OpIllegal => {
+            let status = Nfsstat4::Nfs4errOpIllegal;
+            let res = results::failed(NfsOpnum4::OpIllegal, status);
+            return (reply(status, vec![res]), vec![]);
+        }
         op if sessionless(op.discriminant()) => {
             if ops.len() > 1 {
                 // Section 18.35.3 and the others: without a SEQUENCE, the only operation.
@@ -142,6 +153,35 @@ pub fn run(
         }
     }
 
+    let limits = slot.and(c.session).map(|(sid, _)| {
+        let fore = &c.inner.state.sessions[&sid].fore;
+        (
+            fore.ca_maxrequestsize,
+            fore.ca_maxresponsesize,
+            fore.ca_maxresponsesize_cached,
+        )
+    });
+    if let Some((max_request, _, _)) = limits {
+        // Section 2.10.6.4 (18.46.3): a request larger than the session's
+        // ca_maxrequestsize is refused by SEQUENCE. Measured only for sessions that asked for
+        // less than the transports already bound a message to.
+        let request = size_of(&ops).map_or(usize::MAX, |n| n + tag.len() + 12);
+        if max_request < MAX_MESSAGE && request > max_request as usize {
+            let status = Nfsstat4::Nfs4errReqTooBig;
+            let res = results::failed(NfsOpnum4::OpSequence, status);
+            return (reply(status, vec![res]), vec![]);
+        }
+    }
+    let cache = slot.is_some_and(|(_, cache)| cache);
+    let reply_limit = limits.map(|(_, max_reply, max_cached)| {
+        // Section 2.10.6.1.3: a reply to be cached must fit ca_maxresponsesize_cached.
+        if cache && max_cached < max_reply {
+            (max_cached as usize, Nfsstat4::Nfs4errRepTooBigToCache)
+        } else {
+            (max_reply as usize, Nfsstat4::Nfs4errRepTooBig)
+        }
+    });
+    let mut reply_len = reply_header_len(&tag) + session::SEQUENCE_REPLY_LEN;
     let skip = usize::from(slot.is_some());
     let mut status = Nfsstat4::Nfs4Ok;
     for op in ops.into_iter().skip(skip) {
@@ -155,6 +195,22 @@ pub fn run(
                 Err(status) => results::failed(opnum, status),
             }
         };
+        if let Some((limit, too_big)) = reply_limit {
+            let Some(len) = size_of(std::slice::from_ref(&res)) else {
+                // A result that does not encode is the server's fault, whatever it was.
+                status = Nfsstat4::Nfs4errServerfault;
+                resarray.push(results::failed(opnum, status));
+                break;
+            };
+            reply_len += len;
+            if reply_len > limit {
+                // The operation whose result passes the limit fails with it (section
+                // 15.1.11.4); what it did stays done, as section 18.46.3 allows.
+                resarray.push(results::failed(opnum, too_big));
+                status = too_big;
+                break;
+            }
+        }
         status = results::status(&res);
         resarray.push(res);
         if status != Nfsstat4::Nfs4Ok {
@@ -170,6 +226,21 @@ pub fn run(
         log(ctx, &compound);
     }
     (compound, recalls)
+}
+
+/// Bytes of a COMPOUND reply before its results: status, tag and the results' count.
+fn reply_header_len(tag: &[u8]) -> usize {
+    4 + 4 + tag.len().div_ceil(4) * 4 + 4
+}
+
+/// Bytes of the XDR encoding of `values` (without an array's count). Bulk data is gathered,
+/// not copied, so measuring a WRITE costs no copy of its data.
+fn size_of<T: rpcrdma::xdr::Encode>(values: &[T]) -> Option<usize> {
+    let mut enc = rpcrdma::xdr::Encoder::new();
+    for v in values {
+        v.encode(&mut enc).ok()?;
+    }
+    Some(enc.len())
 }
 
 fn log(ctx: &CallContext, reply: &Compound4res) {
@@ -205,37 +276,53 @@ fn dispatch(c: &mut Compound<'_>, op: NfsArgop4) -> Result<NfsResop4, Nfsstat4> 
         A::OpSequence(_) => Err(Nfsstat4::Nfs4errSequencePos),
 
         // Filehandles (sections 18.8, 18.19 - 18.21, 18.27, 18.28).
+        // Section 16.2.3.1.2: an operation that sets the current filehandle without a stateid
+        // leaves no current stateid; SAVEFH and RESTOREFH carry it along.
         A::OpPutrootfh => {
             c.current = Some(rpcrdma_nfs3::memfs::tree::ROOT);
+            c.current_stateid = None;
             ok(NfsOpnum4::OpPutrootfh)
         }
         A::OpPutpubfh => {
             c.current = Some(rpcrdma_nfs3::memfs::tree::ROOT);
+            c.current_stateid = None;
             ok(NfsOpnum4::OpPutpubfh)
         }
         A::OpPutfh(a) => {
             c.current = Some(files::resolve(c, &a.object)?);
+            c.current_stateid = None;
             ok(NfsOpnum4::OpPutfh)
         }
         A::OpGetfh => files::getfh(c),
         A::OpSavefh => {
             c.saved = Some(c.current()?);
+            c.saved_stateid = c.current_stateid.clone();
             ok(NfsOpnum4::OpSavefh)
         }
         A::OpRestorefh => {
             c.current = Some(c.saved.ok_or(Nfsstat4::Nfs4errRestorefh)?);
+            c.current_stateid = c.saved_stateid.clone();
             ok(NfsOpnum4::OpRestorefh)
         }
 
         // Files and directories.
-        A::OpLookup(a) => files::lookup(c, a),
-        A::OpLookupp => files::lookupp(c),
+        A::OpLookup(a) => {
+            c.current_stateid = None;
+            files::lookup(c, a)
+        }
+        A::OpLookupp => {
+            c.current_stateid = None;
+            files::lookupp(c)
+        }
         A::OpGetattr(a) => files::getattr(c, a),
         A::OpSetattr(a) => files::setattr(c, a),
         A::OpVerify(a) => files::verify(c, a.obj_attributes, true),
         A::OpNverify(a) => files::verify(c, a.obj_attributes, false),
         A::OpAccess(a) => files::access(c, a),
-        A::OpCreate(a) => files::create(c, a),
+        A::OpCreate(a) => {
+            c.current_stateid = None;
+            files::create(c, a)
+        }
         A::OpRemove(a) => files::remove(c, a),
         A::OpRename(a) => files::rename(c, a),
         A::OpLink(a) => files::link(c, a),
@@ -245,7 +332,7 @@ fn dispatch(c: &mut Compound<'_>, op: NfsArgop4) -> Result<NfsResop4, Nfsstat4> 
         A::OpWrite(a) => files::write(c, a),
         A::OpCommit(a) => files::commit(c, a),
         A::OpSecinfo(a) => files::secinfo(c, Some(a.name)),
-        A::OpSecinfoNoName(_) => files::secinfo(c, None),
+        A::OpSecinfoNoName(style) => files::secinfo_no_name(c, style),
 
         // Opens and delegations (sections 18.2, 18.6, 18.16, 18.18, 18.38, 18.48).
         A::OpOpen(a) => open::open(c, a),
@@ -255,9 +342,12 @@ fn dispatch(c: &mut Compound<'_>, op: NfsArgop4) -> Result<NfsResop4, Nfsstat4> 
         A::OpTestStateid(a) => open::test_stateid(c, a),
         A::OpFreeStateid(a) => open::free_stateid(c, a),
 
-        // Not offered: byte-range locks, named attributes, pNFS, directory delegations,
+        // Not offered: named attributes, pNFS, directory delegations,
         // WANT_DELEGATION, SSV, CLAIM_DELEGATE_PREV's DELEGPURGE.
-        A::OpLock(_) | A::OpLockt(_) | A::OpLocku(_) => Err(Nfsstat4::Nfs4errNotsupp),
+        // Byte-range locks (sections 18.10 - 18.12).
+        A::OpLock(a) => locks::lock(c, a),
+        A::OpLockt(a) => locks::lockt(c, a),
+        A::OpLocku(a) => locks::locku(c, a),
         A::OpOpenattr(_) => Err(Nfsstat4::Nfs4errNotsupp),
         A::OpGetDirDelegation(_)
         | A::OpGetdeviceinfo(_)

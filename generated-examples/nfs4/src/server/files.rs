@@ -632,6 +632,22 @@ pub fn commit(c: &mut Compound<'_>, _a: Commit4args) -> Result<NfsResop4, Nfssta
     })))
 }
 
+/// SECINFO_NO_NAME (section 18.45): of the current filehandle's object, or of its parent
+/// directory (the root has none: NFS4ERR_NOENT).
+pub fn secinfo_no_name(
+    c: &mut Compound<'_>,
+    style: SecinfoNoName4args,
+) -> Result<NfsResop4, Nfsstat4> {
+    let id = c.current()?;
+    if style == SecinfoStyle4::SecinfoStyle4Parent {
+        if id == ROOT {
+            return Err(Nfsstat4::Nfs4errNoent);
+        }
+        node(c, id)?.dir().map_err(|_| Nfsstat4::Nfs4errNotdir)?;
+    }
+    secinfo(c, None)
+}
+
 /// SECINFO (section 18.29, with the name) and SECINFO_NO_NAME (section 18.45): AUTH_SYS and
 /// AUTH_NONE; both consume the current filehandle.
 pub fn secinfo(c: &mut Compound<'_>, name: Option<Component4>) -> Result<NfsResop4, Nfsstat4> {

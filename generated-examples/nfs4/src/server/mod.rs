@@ -5,11 +5,11 @@
 //! The files live in the NFSv3 server's tree (`rpcrdma_nfs3::memfs::tree`, sparse pages of
 //! memory); this module adds NFSv4.1's state: client records and sessions with their slot
 //! tables and reply caches ([`state`], [`session`]), opens with share reservations and read
-//! delegations, which it recalls over the session's backchannel ([`open`]), and the file
-//! operations ([`files`]) with attributes ([`attrs`]).
+//! delegations, which it recalls over the session's backchannel ([`open`]), advisory byte-range
+//! locks ([`locks`]), and the file operations ([`files`]) with attributes ([`attrs`]).
 //!
 //! What it does not do, and answers NFS4ERR_NOTSUPP for: pNFS (layouts, devices), directory
-//! delegations, named attributes, byte-range locks, SSV state protection, write delegations,
+//! delegations, named attributes, SSV state protection, write delegations,
 //! reclaim after a restart (it has no stable storage: CLAIM_PREVIOUS gets NFS4ERR_NO_GRACE).
 //! The NFSv4.0-only operations get NFS4ERR_NOTSUPP (RFC 5661 section 17).
 //!
@@ -26,6 +26,7 @@ pub mod attrs;
 mod compound;
 mod fh;
 mod files;
+mod locks;
 mod open;
 mod results;
 mod session;

@@ -30,7 +30,7 @@ pub struct Recall {
     lease: Duration,
 }
 
-fn other_of(stateid: &Stateid4) -> Result<Other, Nfsstat4> {
+pub(super) fn other_of(stateid: &Stateid4) -> Result<Other, Nfsstat4> {
     stateid
         .other
         .as_ref()
@@ -39,7 +39,7 @@ fn other_of(stateid: &Stateid4) -> Result<Other, Nfsstat4> {
 }
 
 /// What a stateid in an argument names (section 8.2.3's special stateids first).
-enum Named {
+pub(super) enum Named {
     /// All zeros: no state (READ, WRITE, SETATTR as anonymous).
     Anonymous,
     /// All ones: READ bypassing share reservations.
@@ -50,7 +50,7 @@ enum Named {
 
 /// Resolves the special stateids: the current stateid (seqid 1, other zeros) becomes the
 /// COMPOUND's (section 16.2.3.1.2).
-fn name_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<(Named, u32), Nfsstat4> {
+pub(super) fn name_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<(Named, u32), Nfsstat4> {
     let other = other_of(stateid)?;
     if other == [0; 12] {
         return match stateid.seqid {
@@ -77,7 +77,7 @@ fn name_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<(Named, u32), Nf
 
 /// The state a stateid names, checked: the client's own (section 8.2.4), of `fileid`, and not
 /// older than the current seqid (0 means the current one, section 8.2.2).
-fn entry<'a>(
+pub(super) fn entry<'a>(
     c: &'a Compound<'_>,
     other: &Other,
     seqid: u32,
@@ -144,11 +144,33 @@ pub fn check_stateid(
                         return Err(Nfsstat4::Nfs4errOpenmode);
                     }
                 }
+                // A lock stateid reads and writes as the open it was taken under.
+                StateKind::Lock { open, .. } => {
+                    let access = match c.inner.state.stateids.get(open).map(|e| &e.kind) {
+                        Some(StateKind::Open { access, .. }) => *access,
+                        _ => return Err(Nfsstat4::Nfs4errBadStateid),
+                    };
+                    if want == OPEN4_SHARE_ACCESS_WRITE && access & OPEN4_SHARE_ACCESS_WRITE == 0 {
+                        return Err(Nfsstat4::Nfs4errOpenmode);
+                    }
+                }
             }
             if want == OPEN4_SHARE_ACCESS_WRITE {
                 break_delegations(c, fileid)?;
             }
             Ok(())
+        }
+    }
+}
+
+/// Drops the clients among `holders` whose lease ran out (RFC 5661 section 8.3: a server may
+/// keep an expired client's state until it conflicts with another client's request, and then
+/// release it, as Linux's courteous server does).
+fn expire_courtesy_clients(c: &mut Compound<'_>, holders: Vec<ClientId>) {
+    let lease = Duration::from_secs(u64::from(c.shared.config.lease_seconds));
+    for holder in holders {
+        if Some(holder) != c.session.map(|(_, me)| me) && c.inner.state.expired(holder, lease) {
+            c.inner.state.expunge_client(holder);
         }
     }
 }
@@ -172,6 +194,11 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
     if held.is_empty() {
         return Ok(());
     }
+    expire_courtesy_clients(c, held.iter().map(|(_, holder, _)| *holder).collect());
+    let held: Vec<_> = held
+        .into_iter()
+        .filter(|(other, _, _)| c.inner.state.stateids.contains_key(other))
+        .collect();
     let lease = Duration::from_secs(u64::from(c.shared.config.lease_seconds));
     let fh = fh::encode(fileid, c.shared.generation);
     for (other, holder, recalled) in held {
@@ -376,6 +403,23 @@ fn open_by_name(c: &mut Compound<'_>, name: &[u8], how: &Openflag4) -> Result<Ta
 /// OPEN (section 18.16).
 pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
     let client = c.client()?;
+    let reclaim = matches!(
+        a.claim,
+        OpenClaim4::ClaimPrevious(_)
+            | OpenClaim4::ClaimDelegatePrev(_)
+            | OpenClaim4::ClaimDelegPrevFh
+    );
+    let reclaimed = c
+        .inner
+        .state
+        .clients
+        .get(&client)
+        .is_some_and(|r| r.reclaim_complete);
+    if !reclaim && !reclaimed {
+        // Section 18.51.3: a client sends RECLAIM_COMPLETE before its first OPEN that is not
+        // a reclaim; until then the server treats it as in its grace period (as Linux's).
+        return Err(Nfsstat4::Nfs4errGrace);
+    }
     let access_bits = a.share_access & OPEN4_SHARE_ACCESS_BOTH;
     let want = a.share_access & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
     if access_bits == 0 || a.share_deny > OPEN4_SHARE_DENY_BOTH {
@@ -444,13 +488,24 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
     let owner = (client, a.owner.owner.clone());
     // Share reservations (section 9.7): another owner's deny against our access, or our deny
     // against another's access.
-    let conflict = c.inner.state.stateids.values().any(|e| {
-        e.fileid == fileid
-            && matches!(&e.kind, StateKind::Open { owner: o, access, deny }
-                if *o != owner && (deny & access_bits != 0 || a.share_deny & access != 0))
-    });
-    if conflict {
-        return Err(Nfsstat4::Nfs4errShareDenied);
+    let conflicts = |c: &Compound<'_>| -> Vec<ClientId> {
+        c.inner
+            .state
+            .stateids
+            .values()
+            .filter(|e| {
+                e.fileid == fileid
+                    && matches!(&e.kind, StateKind::Open { owner: o, access, deny }
+                        if *o != owner && (deny & access_bits != 0 || a.share_deny & access != 0))
+            })
+            .map(|e| e.client)
+            .collect()
+    };
+    if !conflicts(c).is_empty() {
+        expire_courtesy_clients(c, conflicts(c));
+        if !conflicts(c).is_empty() {
+            return Err(Nfsstat4::Nfs4errShareDenied);
+        }
     }
     if access_bits & OPEN4_SHARE_ACCESS_WRITE != 0 {
         break_delegations(c, fileid)?;
@@ -533,7 +588,11 @@ fn delegate(
         if want == OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE {
             OpenDelegation4::OpenDelegateNone
         } else {
-            OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Default { discriminant: why })
+            OpenDelegation4::OpenDelegateNoneExt(match why {
+                WhyNoDelegation4::Wnd4Contention => OpenNoneDelegation4::Wnd4Contention(false),
+                WhyNoDelegation4::Wnd4Resource => OpenNoneDelegation4::Wnd4Resource(false),
+                why => OpenNoneDelegation4::Default { discriminant: why },
+            })
         }
     };
     match want {
@@ -624,6 +683,26 @@ fn open_stateid(c: &Compound<'_>, stateid: &Stateid4) -> Result<Other, Nfsstat4>
 /// CLOSE (section 18.2).
 pub fn close(c: &mut Compound<'_>, a: Close4args) -> Result<NfsResop4, Nfsstat4> {
     let other = open_stateid(c, &a.open_stateid)?;
+    // Section 18.2.3: an open with byte-range locks under it is not closed; its lock
+    // stateids without locks go with it.
+    let locks: Vec<(Other, bool)> = c
+        .inner
+        .state
+        .stateids
+        .iter()
+        .filter_map(|(o, e)| match &e.kind {
+            StateKind::Lock { open, ranges, .. } if *open == other => {
+                Some((*o, !ranges.is_empty()))
+            }
+            _ => None,
+        })
+        .collect();
+    if locks.iter().any(|(_, held)| *held) {
+        return Err(Nfsstat4::Nfs4errLocksHeld);
+    }
+    for (lock, _) in locks {
+        c.inner.state.stateids.remove(&lock);
+    }
     let e = c.inner.state.stateids.remove(&other).expect("checked");
     let closed = Stateid4 {
         seqid: e.seqid.wrapping_add(1),
@@ -697,7 +776,17 @@ pub fn test_stateid(c: &mut Compound<'_>, a: TestStateid4args) -> Result<NfsReso
 /// (CLOSE or DELEGRETURN frees those); a stateid the server no longer has is
 /// NFS4ERR_BAD_STATEID.
 pub fn free_stateid(c: &mut Compound<'_>, a: FreeStateid4args) -> Result<NfsResop4, Nfsstat4> {
-    let other = other_of(&a.fsa_stateid)?;
-    entry(c, &other, a.fsa_stateid.seqid, None)?;
-    Err(Nfsstat4::Nfs4errLocksHeld)
+    let (named, seqid) = name_stateid(c, &a.fsa_stateid)?;
+    let Named::State(other) = named else {
+        return Err(Nfsstat4::Nfs4errBadStateid);
+    };
+    match &entry(c, &other, seqid, None)?.kind {
+        StateKind::Lock { ranges, .. } if ranges.is_empty() => {
+            c.inner.state.stateids.remove(&other);
+            Ok(NfsResop4::OpFreeStateid(FreeStateid4res {
+                fsr_status: Nfsstat4::Nfs4Ok,
+            }))
+        }
+        _ => Err(Nfsstat4::Nfs4errLocksHeld),
+    }
 }

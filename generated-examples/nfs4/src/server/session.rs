@@ -23,10 +23,25 @@ const MAX_OPERATIONS: u32 = 64;
 /// Back-channel slots granted at most: one callback at a time is all the server sends.
 const MAX_BACK_SLOTS: u32 = 1;
 
-/// EXCHANGE_ID (section 18.35), the cases of its section 18.35.4 that a server without
-/// principals to compare meets: a new owner; a known owner of the same instance (its record
-/// again, confirmed or not); a known owner that restarted (a new unconfirmed record, which
-/// replaces the old one when CREATE_SESSION confirms it).
+/// The smallest request or reply a channel may be limited to: an RPC header with AUTH_SYS
+/// credentials and a COMPOUND of SEQUENCE alone are about this large.
+const MIN_MESSAGE: u32 = 128;
+
+/// The principal of a call: the AUTH_SYS uid, or `None` (RFC 5661 section 2.4's principal,
+/// as far as a server without RPCSEC_GSS can tell one caller from another).
+pub fn principal(c: &Compound<'_>) -> Option<u32> {
+    c.ctx.auth().sys().map(|sys| sys.uid)
+}
+
+/// EXCHANGE_ID (section 18.35), by the cases of section 18.35.5 (numbers as there): a new owner
+/// gets a new unconfirmed record (case 1); the same owner, verifier and principal as a
+/// confirmed record gets it again (case 2, or with UPD_CONFIRMED_REC_A its update, case 6); a
+/// confirmed record of another principal is replaced when it holds nothing or its lease ran
+/// out, else NFS4ERR_CLID_INUSE (case 3); an unconfirmed record is always replaced (case 4); a
+/// confirmed record of a restarted client (another verifier) stays until CREATE_SESSION
+/// confirms its successor (case 5). An update of a record that is not confirmed is
+/// NFS4ERR_NOENT (case 7), of another verifier NFS4ERR_NOT_SAME (case 8), from another
+/// principal NFS4ERR_PERM (case 9).
 pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4, Nfsstat4> {
     match a.eia_state_protect {
         StateProtect4A::Sp4None | StateProtect4A::Sp4MachCred(_) => {}
@@ -46,19 +61,47 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
     }
     let owner = a.eia_clientowner.co_ownerid.clone();
     let verifier = a.eia_clientowner.co_verifier.0.clone();
+    let principal = principal(c);
+    let lease = lease(c);
+    let update = a.eia_flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
     let state = &mut c.inner.state;
     let records = state.records_of(&owner);
-    let same = records
+    let confirmed = records
         .iter()
         .copied()
-        .find(|id| state.clients[id].verifier == verifier);
-    let update = a.eia_flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
-    let clientid = match same {
+        .find(|id| state.clients[id].confirmed);
+    let reuse = match (update, confirmed) {
+        (true, None) => return Err(Nfsstat4::Nfs4errNoent),
+        (true, Some(id)) => {
+            let r = &state.clients[&id];
+            if r.verifier != verifier {
+                return Err(Nfsstat4::Nfs4errNotSame);
+            }
+            if r.principal != principal {
+                return Err(Nfsstat4::Nfs4errPerm);
+            }
+            Some(id)
+        }
+        (false, Some(id)) => {
+            let r = &state.clients[&id];
+            if r.principal != principal {
+                if state.has_state(id) && !state.expired(id, lease) {
+                    return Err(Nfsstat4::Nfs4errClidInuse);
+                }
+                state.expunge_client(id);
+                None
+            } else if r.verifier == verifier {
+                Some(id)
+            } else {
+                None
+            }
+        }
+        (false, None) => None,
+    };
+    let clientid = match reuse {
         Some(id) => id,
-        None if update => return Err(Nfsstat4::Nfs4errNoent),
         None => {
-            // Any earlier unconfirmed record of this owner goes (section 18.35.4 case 4).
-            for id in records {
+            for id in state.records_of(&owner) {
                 if !state.clients[&id].confirmed {
                     state.expunge_client(id);
                 }
@@ -69,6 +112,7 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
                 ClientRecord {
                     owner,
                     verifier,
+                    principal,
                     confirmed: false,
                     next_create_seq: 1,
                     create_cache: None,
@@ -106,6 +150,11 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
     )))
 }
 
+/// The lease as a duration.
+pub fn lease(c: &Compound<'_>) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::from(c.shared.config.lease_seconds))
+}
+
 /// The fore channel the server grants for what the client asked (section 18.36.3: never
 /// more than asked).
 fn fore_channel(asked: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
@@ -127,11 +176,26 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
     let clientid = a.csa_clientid;
     let max_slots = c.shared.config.max_slots;
     let backchannel = c.ctx.backchannel().cloned();
+    let principal = principal(c);
+    let lease = lease(c);
     let state = &mut c.inner.state;
     let record = state
         .clients
         .get(&clientid)
         .ok_or(Nfsstat4::Nfs4errStaleClientid)?;
+    if !record.confirmed && record.renewed.elapsed() > lease {
+        // An unconfirmed record lives one lease (section 18.35.4).
+        state.expunge_client(clientid);
+        return Err(Nfsstat4::Nfs4errStaleClientid);
+    }
+    if a.csa_flags
+        & !(CREATE_SESSION4_FLAG_PERSIST
+            | CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+            | CREATE_SESSION4_FLAG_CONN_RDMA)
+        != 0
+    {
+        return Err(Nfsstat4::Nfs4errInval);
+    }
     // Section 18.36.4: the sequence decides a new request, a replay or a misordered one.
     if a.csa_sequence != record.next_create_seq {
         return match &record.create_cache {
@@ -141,12 +205,19 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
             _ => Err(Nfsstat4::Nfs4errSeqMisordered),
         };
     }
-    if a.csa_fore_chan_attrs.ca_maxrequestsize < 1024
-        || a.csa_fore_chan_attrs.ca_maxresponsesize < 1024
-        || a.csa_fore_chan_attrs.ca_maxoperations < 2
-    {
-        // Too small for a SEQUENCE and one operation (section 18.36.3).
+    let too_small = |ch: &ChannelAttrs4| {
+        ch.ca_maxrequestsize < MIN_MESSAGE
+            || ch.ca_maxresponsesize < MIN_MESSAGE
+            || ch.ca_maxoperations == 0
+            || ch.ca_maxrequests == 0
+    };
+    if too_small(&a.csa_fore_chan_attrs) || too_small(&a.csa_back_chan_attrs) {
+        // Section 18.36.3: a channel that could never carry a request or its reply.
         return Err(Nfsstat4::Nfs4errToosmall);
+    }
+    if !record.confirmed && record.principal != principal {
+        // Section 18.36.4: only the principal that made an unconfirmed client id confirms it.
+        return Err(Nfsstat4::Nfs4errClidInuse);
     }
     let owner = record.owner.clone();
     let was_confirmed = record.confirmed;
@@ -234,10 +305,16 @@ fn session_id(id: &Sessionid4) -> Result<SessionId, Nfsstat4> {
         .map_err(|_| Nfsstat4::Nfs4errBadsession)
 }
 
+/// Bytes of SEQUENCE's successful result in a reply: the operation number, the status and
+/// SEQUENCE4resok.
+pub const SEQUENCE_REPLY_LEN: usize = 4 + 4 + 16 + 5 * 4;
+
 /// SEQUENCE (section 18.46) and the slot rules of section 2.10.6.1: the sequence id one past
 /// the slot's is a new request; equal to it, a retry answered from the cache; anything else
-/// NFS4ERR_SEQ_MISORDERED.
-pub fn sequence(c: &mut Compound<'_>, a: &Sequence4args, ops: usize) -> Sequenced {
+/// NFS4ERR_SEQ_MISORDERED. A new request whose reply could not even hold SEQUENCE's result
+/// within the session's limits (`header` bytes before the results) fails without using the
+/// slot.
+pub fn sequence(c: &mut Compound<'_>, a: &Sequence4args, ops: usize, header: usize) -> Sequenced {
     let sid = match session_id(&a.sa_sessionid) {
         Ok(sid) => sid,
         Err(status) => return Sequenced::Failed(status),
@@ -263,6 +340,13 @@ pub fn sequence(c: &mut Compound<'_>, a: &Sequence4args, ops: usize) -> Sequence
     if ops > session.fore.ca_maxoperations as usize {
         // Section 15.1.11.7 / 18.46.3: counted before anything runs; the slot is not used.
         return Sequenced::Failed(Nfsstat4::Nfs4errTooManyOps);
+    }
+    let least = header + SEQUENCE_REPLY_LEN;
+    if least > session.fore.ca_maxresponsesize as usize {
+        return Sequenced::Failed(Nfsstat4::Nfs4errRepTooBig);
+    }
+    if a.sa_cachethis && least > session.fore.ca_maxresponsesize_cached as usize {
+        return Sequenced::Failed(Nfsstat4::Nfs4errRepTooBigToCache);
     }
     slot.seq = a.sa_sequenceid;
     slot.reply = SlotReply::Uncached;

@@ -26,6 +26,9 @@ pub struct ClientRecord {
     pub owner: Bytes,
     /// The co_verifier of the instance of the client that made the record.
     pub verifier: Bytes,
+    /// Who made it (RFC 5661 section 2.4: the principal of the EXCHANGE_ID): with AUTH_SYS,
+    /// the uid; `None` for AUTH_NONE.
+    pub principal: Option<u32>,
     /// Confirmed by a CREATE_SESSION.
     pub confirmed: bool,
     /// The csa_sequence CREATE_SESSION must carry next (section 18.36.4).
@@ -107,6 +110,26 @@ pub enum StateKind {
         /// A CB_RECALL has been sent (or is being sent).
         recalled: bool,
     },
+    /// The byte-range locks of a lock-owner on a file (RFC 5661 section 9.1.4), under an open.
+    Lock {
+        /// The lock-owner.
+        owner: OpenOwner,
+        /// The open stateid they were taken under.
+        open: Other,
+        /// The locked ranges: (offset, end exclusive, write).
+        ranges: Vec<LockRange>,
+    },
+}
+
+/// One locked byte range; `end` is exclusive and saturates at `u64::MAX` (to end of file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockRange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// A write (exclusive) lock; otherwise read (shared).
+    pub write: bool,
 }
 
 /// One stateid's state.
@@ -197,6 +220,18 @@ impl State {
     /// Whether `client` has a session.
     pub fn has_sessions(&self, client: ClientId) -> bool {
         self.sessions.values().any(|s| s.client == client)
+    }
+
+    /// Whether `client` holds anything: a session, an open or a delegation.
+    pub fn has_state(&self, client: ClientId) -> bool {
+        self.has_sessions(client) || self.stateids.values().any(|s| s.client == client)
+    }
+
+    /// Whether `client`'s lease has run out (RFC 5661 section 8.3): no SEQUENCE for `lease`.
+    pub fn expired(&self, client: ClientId, lease: std::time::Duration) -> bool {
+        self.clients
+            .get(&client)
+            .map_or(true, |c| c.renewed.elapsed() > lease)
     }
 
     /// The confirmed and unconfirmed records of owner `owner`.
