@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::nfs4::*;
 
 use super::compound::Compound;
-use super::open::{entry, name_stateid, Named};
+use super::open::{entry, expire_courtesy_clients, name_stateid, Named};
 use super::state::{ClientId, LockRange, Other, StateEntry, StateKind};
 
 /// A range's end (exclusive), from the protocol's offset and length: a length of all ones
@@ -172,7 +172,12 @@ pub fn lock(c: &mut Compound<'_>, a: Lock4args) -> Result<NfsResop4, Nfsstat4> {
         }
     }
     if let Some(denied) = conflict(c, fileid, &owner, want) {
-        return Ok(NfsResop4::OpLock(Lock4res::Nfs4errDenied(denied)));
+        // A lock held by a client whose lease ran out gives way (section 8.3, as OPEN's).
+        let holder = denied.owner.clientid;
+        expire_courtesy_clients(c, vec![holder]);
+        if let Some(denied) = conflict(c, fileid, &owner, want) {
+            return Ok(NfsResop4::OpLock(Lock4res::Nfs4errDenied(denied)));
+        }
     }
     let e = c.inner.state.stateids.get_mut(&other).expect("found above");
     if let StateKind::Lock { ranges, .. } = &mut e.kind {

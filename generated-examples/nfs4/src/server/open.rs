@@ -166,7 +166,7 @@ pub fn check_stateid(
 /// Drops the clients among `holders` whose lease ran out (RFC 5661 section 8.3: a server may
 /// keep an expired client's state until it conflicts with another client's request, and then
 /// release it, as Linux's courteous server does).
-fn expire_courtesy_clients(c: &mut Compound<'_>, holders: Vec<ClientId>) {
+pub(super) fn expire_courtesy_clients(c: &mut Compound<'_>, holders: Vec<ClientId>) {
     let lease = Duration::from_secs(u64::from(c.shared.config.lease_seconds));
     for holder in holders {
         if Some(holder) != c.session.map(|(_, me)| me) && c.inner.state.expired(holder, lease) {

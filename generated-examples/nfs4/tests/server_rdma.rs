@@ -1,0 +1,196 @@
+//! Our NFSv4.1 client library against our NFSv4.1 server over RPC-over-RDMA on the software
+//! provider: a session whose connection is also its backchannel (RFC 5661 section 2.10.3.1;
+//! bi-directional RPC-over-RDMA, seed 004 section 8), 1 MiB of data both ways in chunks, and a
+//! read delegation recalled by CB_RECALL over the holder's backchannel when another client
+//! opens the file for writing (section 10.4.1), returned, and the writer's OPEN then granted.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rpcrdma::rdma::soft::SoftProvider;
+use rpcrdma::rdma::{Listener, Provider};
+use rpcrdma::rpc::Client;
+use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
+use rpcrdma_nfs4::client::{
+    CallbackService, DelegationKind, DelegationWant, OpenOptions, RecallPolicy, Session,
+    SessionConfig,
+};
+use rpcrdma_nfs4::nfs4::nfs4_program::nfs_v4::NfsV4Client;
+use rpcrdma_nfs4::nfs4::StableHow4;
+use rpcrdma_nfs4::server::{Nfs4Config, Nfs4Server};
+
+struct Served {
+    server: Nfs4Server,
+    provider: Arc<SoftProvider>,
+    addr: SocketAddr,
+    _rdma: Arc<RdmaListener<SoftProvider>>,
+}
+
+async fn served() -> Served {
+    let server = Nfs4Server::new(Nfs4Config {
+        lease_seconds: 5,
+        ..Nfs4Config::default()
+    });
+    let provider = Arc::new(SoftProvider::default());
+    let listener = provider
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("RDMA listen");
+    let addr = listener.local_addr().expect("address");
+    // One backward credit: the server sends one callback at a time.
+    let rdma = Arc::new(serve::<SoftProvider>(
+        listener,
+        server.rpc_server(),
+        RdmaConfig::default().backward_credits(1),
+    ));
+    tokio::spawn({
+        let rdma = rdma.clone();
+        async move { rdma.run().await }
+    });
+    Served {
+        server,
+        provider,
+        addr,
+        _rdma: rdma,
+    }
+}
+
+async fn session(s: &Served, owner: &str, policy: RecallPolicy) -> Session {
+    let callbacks = CallbackService::new();
+    let config = SessionConfig::new(owner.to_string(), *b"boot0001")
+        .backchannel(callbacks.clone())
+        .recall_policy(policy);
+    let rdma = RdmaConfig::default()
+        .timeout(Some(Duration::from_secs(20)))
+        .backchannel(callbacks.server(), config.back_channel.max_requests);
+    let transport = RdmaTransport::connect(s.provider.clone(), s.addr, rdma)
+        .await
+        .expect("RDMA connect");
+    Session::establish(NfsV4Client::new(Client::new(transport)), config)
+        .await
+        .expect("session established")
+}
+
+fn pattern(len: usize) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 9) as u8))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_with_its_backchannel_moves_a_mib_each_way() {
+    let s = served().await;
+    let a = session(&s, "client-a", RecallPolicy::Notify).await;
+    assert!(
+        a.granted().backchannel(),
+        "the server took the connection as the backchannel"
+    );
+    let root = a.root_fh().await.expect("PUTROOTFH");
+    let file = a
+        .open(&root, "data", OpenOptions::create(0o644))
+        .await
+        .expect("OPEN create");
+    let data = pattern(1 << 20);
+    let written = a
+        .write(
+            &file.fh,
+            &file.stateid,
+            0,
+            data.clone(),
+            StableHow4::Unstable4,
+        )
+        .await
+        .expect("WRITE");
+    assert_eq!(written.count, 1 << 20);
+    let (back, eof) = a
+        .read(&file.fh, &file.stateid, 0, 1 << 20)
+        .await
+        .expect("READ");
+    assert_eq!(back, data);
+    assert!(eof);
+    a.close(&file.fh, &file.stateid).await.expect("CLOSE");
+    a.destroy()
+        .await
+        .expect("DESTROY_SESSION and DESTROY_CLIENTID");
+    assert_eq!(s.server.state_counts(), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_gets_the_file_after_the_readers_delegation_is_recalled_and_returned() {
+    let s = served().await;
+    let a = session(&s, "reader", RecallPolicy::Notify).await;
+    let mut recalls = a.recalls().expect("the recall channel");
+    let root = a.root_fh().await.expect("PUTROOTFH");
+    let made = a
+        .open(&root, "shared", OpenOptions::create(0o644))
+        .await
+        .expect("OPEN create");
+    a.write(
+        &made.fh,
+        &made.stateid,
+        0,
+        Bytes::from_static(b"before"),
+        StableHow4::FileSync4,
+    )
+    .await
+    .expect("WRITE");
+    a.close(&made.fh, &made.stateid).await.expect("CLOSE");
+    let read = a
+        .open(
+            &root,
+            "shared",
+            OpenOptions::read().want(DelegationWant::Read),
+        )
+        .await
+        .expect("OPEN for reading");
+    let delegation = read.delegation.clone().expect("a read delegation");
+    assert_eq!(delegation.kind, DelegationKind::Read);
+
+    // Another client opens the file for writing: the server answers NFS4ERR_DELAY and recalls
+    // the delegation over the reader's backchannel; the writer's session retries.
+    let b = session(&s, "writer", RecallPolicy::Notify).await;
+    let writer = tokio::spawn({
+        let root = b.root_fh().await.expect("PUTROOTFH");
+        async move {
+            let opened = b.open(&root, "shared", OpenOptions::write()).await;
+            (b, opened)
+        }
+    });
+    let recall = tokio::time::timeout(Duration::from_secs(10), recalls.recv())
+        .await
+        .expect("a CB_RECALL within 10 s")
+        .expect("the recall channel open");
+    assert_eq!(recall.stateid, delegation.stateid);
+    assert_eq!(recall.fh, read.fh);
+    a.delegreturn(&recall.fh, &recall.stateid)
+        .await
+        .expect("DELEGRETURN");
+    let (b, opened) = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the writer's OPEN within 10 s")
+        .expect("the writer's task");
+    let w = opened.expect("the writer's OPEN after the delegation came back");
+    assert!(w.delegation.is_none(), "no delegation for a writer");
+    b.write(
+        &w.fh,
+        &w.stateid,
+        0,
+        Bytes::from_static(b"after!"),
+        StableHow4::FileSync4,
+    )
+    .await
+    .expect("WRITE");
+    // The reader, no longer caching under a delegation, reads the new bytes.
+    let (now, _) = a
+        .read(&read.fh, &read.stateid, 0, 6)
+        .await
+        .expect("READ after the recall");
+    assert_eq!(now, Bytes::from_static(b"after!"));
+    b.close(&w.fh, &w.stateid).await.expect("CLOSE");
+    a.close(&read.fh, &read.stateid).await.expect("CLOSE");
+    b.destroy().await.expect("destroy writer");
+    a.destroy().await.expect("destroy reader");
+}
