@@ -802,3 +802,64 @@ async fn byte_range_locks_conflict_between_owners_and_hold_the_open() {
     ])
     .await;
 }
+
+#[tokio::test]
+async fn what_a_peer_can_make_the_server_hold_is_bounded() {
+    let server = Nfs4Server::new(Nfs4Config {
+        max_clients: 2,
+        max_sessions_per_client: 1,
+        max_stateids_per_client: 2,
+        ..Nfs4Config::default()
+    });
+    let mut a = session(&server, "bounded-a", 0).await;
+    let _b = session(&server, "bounded-b", 0).await;
+    // A third client record: the server is full (no record is long gone).
+    let nfs = client(&server, 0);
+    let res = call(
+        &nfs,
+        1,
+        vec![NfsArgop4::OpExchangeId(ExchangeId4args {
+            eia_clientowner: ClientOwner4 {
+                co_verifier: Verifier4(Bytes::from_static(&[1; 8])),
+                co_ownerid: name("bounded-c"),
+            },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::Sp4None,
+            eia_client_impl_id: vec![],
+        })],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errDelay);
+    // A second session of a: refused.
+    let res = call(
+        &a.nfs,
+        1,
+        vec![NfsArgop4::OpCreateSession(CreateSession4args {
+            csa_clientid: a.clientid,
+            csa_sequence: 2,
+            csa_flags: 0,
+            csa_fore_chan_attrs: channel(),
+            csa_back_chan_attrs: channel(),
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: vec![CallbackSecParms4::AuthNone],
+        })],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errDelay);
+    // Two opens, then no more stateids for a.
+    for f in ["f1", "f2"] {
+        a.ok(vec![
+            NfsArgop4::OpPutrootfh,
+            open("o", f, OPEN4_SHARE_ACCESS_READ, 0, true),
+        ])
+        .await;
+    }
+    let res = a
+        .run(vec![
+            NfsArgop4::OpPutrootfh,
+            open("o", "f3", OPEN4_SHARE_ACCESS_READ, 0, true),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errServerfault);
+    assert_eq!(server.state_counts(), (2, 2, 2));
+}

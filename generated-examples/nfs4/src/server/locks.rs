@@ -123,6 +123,9 @@ fn lock_state(c: &mut Compound<'_>, locker: &Locker4, fileid: u64) -> Result<Oth
             if let Some(other) = existing {
                 return Ok(other);
             }
+            if c.inner.state.stateids_of(client) >= c.shared.config.max_stateids_per_client {
+                return Err(Nfsstat4::Nfs4errServerfault);
+            }
             let other = c.inner.state.new_other();
             c.inner.state.stateids.insert(
                 other,

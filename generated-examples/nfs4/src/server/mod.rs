@@ -57,6 +57,14 @@ pub struct Nfs4Config {
     pub lease_seconds: u32,
     /// Slots granted to a session's fore channel at most (ca_maxrequests).
     pub max_slots: u32,
+    /// Client records held at most, confirmed or not: a new client beyond it gets
+    /// NFS4ERR_DELAY once records whose lease ran out long ago have been dropped.
+    pub max_clients: usize,
+    /// Sessions one client may hold at once: CREATE_SESSION beyond it gets NFS4ERR_DELAY.
+    pub max_sessions_per_client: usize,
+    /// Opens, delegations and lock stateids one client may hold at once: beyond it OPEN and
+    /// LOCK get NFS4ERR_SERVERFAULT (NFSv4.1 has no resource error of its own).
+    pub max_stateids_per_client: usize,
     /// Grant read delegations to clients with a backchannel.
     pub delegations: bool,
     /// Print one line per COMPOUND (operations and status) to stderr.
@@ -70,6 +78,9 @@ impl Default for Nfs4Config {
             max_files: 1 << 20,
             lease_seconds: 90,
             max_slots: 64,
+            max_clients: 4096,
+            max_sessions_per_client: 16,
+            max_stateids_per_client: 1 << 16,
             delegations: true,
             log_calls: false,
         }

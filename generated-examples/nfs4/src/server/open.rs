@@ -510,6 +510,7 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
     if access_bits & OPEN4_SHARE_ACCESS_WRITE != 0 {
         break_delegations(c, fileid)?;
     }
+    let max_stateids = c.shared.config.max_stateids_per_client;
     let state = &mut c.inner.state;
     let other = match open_of_owner(state, &owner, fileid) {
         Some(other) => {
@@ -522,6 +523,9 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
             other
         }
         None => {
+            if state.stateids_of(client) >= max_stateids {
+                return Err(Nfsstat4::Nfs4errServerfault);
+            }
             let other = state.new_other();
             state.stateids.insert(
                 other,
@@ -635,6 +639,9 @@ fn delegate(
             StateKind::ReadDelegation { .. } if e.client == client => mine = Some(*o),
             _ => {}
         }
+    }
+    if mine.is_none() && state.stateids_of(client) >= c.shared.config.max_stateids_per_client {
+        return none(WhyNoDelegation4::Wnd4Resource);
     }
     let other = match mine {
         Some(other) => other,

@@ -64,6 +64,7 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
     let principal = principal(c);
     let lease = lease(c);
     let update = a.eia_flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
+    let max_clients = c.shared.config.max_clients;
     let state = &mut c.inner.state;
     let records = state.records_of(&owner);
     let confirmed = records
@@ -104,6 +105,14 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
             for id in state.records_of(&owner) {
                 if !state.clients[&id].confirmed {
                     state.expunge_client(id);
+                }
+            }
+            if state.clients.len() >= max_clients {
+                // A bound on what peers can make the server hold: records of clients gone
+                // for ten leases go first; a server still full asks the client to wait.
+                state.forget_departed(lease * 10);
+                if state.clients.len() >= max_clients {
+                    return Err(Nfsstat4::Nfs4errDelay);
                 }
             }
             let id = state.new_client_id();
@@ -175,6 +184,7 @@ fn fore_channel(asked: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
 pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<NfsResop4, Nfsstat4> {
     let clientid = a.csa_clientid;
     let max_slots = c.shared.config.max_slots;
+    let max_sessions = c.shared.config.max_sessions_per_client;
     let backchannel = c.ctx.backchannel().cloned();
     let principal = principal(c);
     let lease = lease(c);
@@ -253,6 +263,9 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
     let mut flags = 0;
     if backchannel.is_some() {
         flags |= CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
+    }
+    if state.sessions_of(clientid) >= max_sessions {
+        return Err(Nfsstat4::Nfs4errDelay);
     }
     let sessionid = state.new_session_id(clientid);
     let slots = vec![

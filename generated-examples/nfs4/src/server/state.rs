@@ -222,6 +222,37 @@ impl State {
         self.sessions.values().any(|s| s.client == client)
     }
 
+    /// Sessions `client` holds.
+    pub fn sessions_of(&self, client: ClientId) -> usize {
+        self.sessions
+            .values()
+            .filter(|s| s.client == client)
+            .count()
+    }
+
+    /// Stateids `client` holds.
+    pub fn stateids_of(&self, client: ClientId) -> usize {
+        self.stateids
+            .values()
+            .filter(|s| s.client == client)
+            .count()
+    }
+
+    /// Drops every client whose lease ran out more than `forget` ago: a client that went
+    /// away without DESTROY_CLIENTID. (One whose lease ran out more recently stays, as a
+    /// courtesy, until it renews or another client's request conflicts with its state.)
+    pub fn forget_departed(&mut self, forget: std::time::Duration) {
+        let gone: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.renewed.elapsed() > forget)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.expunge_client(id);
+        }
+    }
+
     /// Whether `client` holds anything: a session, an open or a delegation.
     pub fn has_state(&self, client: ClientId) -> bool {
         self.has_sessions(client) || self.stateids.values().any(|s| s.client == client)
