@@ -863,3 +863,55 @@ async fn what_a_peer_can_make_the_server_hold_is_bounded() {
     assert_eq!(res.status, Nfsstat4::Nfs4errServerfault);
     assert_eq!(server.state_counts(), (2, 2, 2));
 }
+
+#[tokio::test]
+async fn an_open_file_outlives_its_name_until_closed() {
+    let server = Nfs4Server::new(Nfs4Config::default());
+    let mut s = session(&server, "unlinker", 0).await;
+    let res = s
+        .ok(vec![
+            NfsArgop4::OpPutrootfh,
+            open("o", "f", OPEN4_SHARE_ACCESS_BOTH, 0, true),
+            NfsArgop4::OpGetfh,
+            NfsArgop4::OpWrite(Write4args {
+                stateid: Stateid4 {
+                    seqid: 1,
+                    other: Bytes::from_static(&[0; 12]),
+                },
+                offset: 0,
+                stable: StableHow4::FileSync4,
+                data: name("still here"),
+            }),
+            NfsArgop4::OpPutrootfh,
+            NfsArgop4::OpRemove(Remove4args { target: name("f") }),
+        ])
+        .await;
+    let stateid = opened(&res[1]).stateid.clone();
+    let NfsResop4::OpGetfh(Getfh4res::Nfs4Ok(fh)) = &res[2] else {
+        panic!("{res:?}")
+    };
+    let fh = fh.object.clone();
+    let res = s
+        .ok(vec![
+            NfsArgop4::OpPutfh(Putfh4args { object: fh.clone() }),
+            NfsArgop4::OpRead(Read4args {
+                stateid: stateid.clone(),
+                offset: 0,
+                count: 100,
+            }),
+            NfsArgop4::OpClose(Close4args {
+                seqid: 0,
+                open_stateid: stateid,
+            }),
+        ])
+        .await;
+    let NfsResop4::OpRead(Read4res::Nfs4Ok(r)) = &res[1] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(r.data, name("still here"));
+    let res = s
+        .run(vec![NfsArgop4::OpPutfh(Putfh4args { object: fh })])
+        .await;
+    assert_eq!(res.status, Nfsstat4::Nfs4errStale, "gone once closed");
+    assert_eq!(server.used_bytes(), 0);
+}

@@ -217,6 +217,9 @@ pub fn run(
             break;
         }
     }
+    for fileid in std::mem::take(&mut c.inner.state.released) {
+        c.inner.tree.unpin(fileid);
+    }
     let recalls = std::mem::take(&mut c.recalls);
     let compound = reply(status, resarray);
     if let (Some((slot, cache)), Some((sid, _))) = (slot, c.session) {

@@ -526,6 +526,10 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
             if state.stateids_of(client) >= max_stateids {
                 return Err(Nfsstat4::Nfs4errServerfault);
             }
+            // The file outlives its last name while open (RFC 5661 section 18.25.4 leaves
+            // removing an open file to the server: this one keeps it, as Unix does).
+            c.inner.tree.pin(fileid);
+            let state = &mut c.inner.state;
             let other = state.new_other();
             state.stateids.insert(
                 other,
@@ -711,6 +715,7 @@ pub fn close(c: &mut Compound<'_>, a: Close4args) -> Result<NfsResop4, Nfsstat4>
         c.inner.state.stateids.remove(&lock);
     }
     let e = c.inner.state.stateids.remove(&other).expect("checked");
+    c.inner.tree.unpin(e.fileid);
     let closed = Stateid4 {
         seqid: e.seqid.wrapping_add(1),
         other: Bytes::copy_from_slice(&other),

@@ -164,6 +164,9 @@ pub struct State {
     pub sessions: HashMap<SessionId, Session>,
     /// Opens and delegations by the stateid's other field.
     pub stateids: HashMap<Other, StateEntry>,
+    /// Files whose opens went with an expunged client: the COMPOUND unpins them in the tree
+    /// (an open keeps its file after the last name goes, `Tree::pin`).
+    pub released: Vec<u64>,
     next_client: u64,
     next_session: u32,
     next_stateid: u64,
@@ -214,7 +217,14 @@ impl State {
     pub fn expunge_client(&mut self, client: ClientId) {
         self.clients.remove(&client);
         self.sessions.retain(|_, s| s.client != client);
-        self.stateids.retain(|_, s| s.client != client);
+        let released = &mut self.released;
+        self.stateids.retain(|_, s| {
+            let keep = s.client != client;
+            if !keep && matches!(s.kind, StateKind::Open { .. }) {
+                released.push(s.fileid);
+            }
+            keep
+        });
     }
 
     /// Whether `client` has a session.

@@ -204,6 +204,8 @@ pub struct Tree {
     next_fileid: Fileid3,
     used_bytes: u64,
     bounds: Bounds,
+    /// Files kept while their last name is gone, and by how many holders ([`Tree::pin`]).
+    pinned: HashMap<Fileid3, u32>,
 }
 
 /// Checks a name for a new entry: not empty, not "." or "..", no '/', at most [`NAME_MAX`].
@@ -233,6 +235,7 @@ impl Tree {
             next_fileid: ROOT + 1,
             used_bytes: 0,
             bounds,
+            pinned: HashMap::new(),
         }
     }
 
@@ -395,7 +398,34 @@ impl Tree {
         };
         node.links = node.links.saturating_sub(1);
         node.meta.ctime = now;
-        if node.links == 0 || matches!(node.kind, Kind::Dir(_)) {
+        let is_dir = matches!(node.kind, Kind::Dir(_));
+        if (node.links == 0 && !self.pinned.contains_key(&fileid)) || is_dir {
+            if let Some(node) = self.nodes.remove(&fileid) {
+                self.used_bytes = self.used_bytes.saturating_sub(node.kind.stored());
+            }
+        }
+    }
+
+    /// Keeps file `fileid` when its last name goes, until as many [`Tree::unpin`]s: an open
+    /// file outlives its names (NFSv4's opens; NFSv3 has no such state). Nothing for a node
+    /// that does not exist.
+    pub fn pin(&mut self, fileid: Fileid3) {
+        if self.nodes.contains_key(&fileid) {
+            *self.pinned.entry(fileid).or_insert(0) += 1;
+        }
+    }
+
+    /// Undoes one [`Tree::pin`]: the file goes when no pin and no name is left.
+    pub fn unpin(&mut self, fileid: Fileid3) {
+        let Some(count) = self.pinned.get_mut(&fileid) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        self.pinned.remove(&fileid);
+        if self.nodes.get(&fileid).is_some_and(|n| n.links == 0) {
             if let Some(node) = self.nodes.remove(&fileid) {
                 self.used_bytes = self.used_bytes.saturating_sub(node.kind.stored());
             }

@@ -305,3 +305,38 @@ mod random_operations {
         }
     }
 }
+
+#[test]
+fn a_pinned_file_outlives_its_last_name_until_unpinned() {
+    let mut tree = Tree::new(
+        Bounds {
+            bytes: 1 << 20,
+            files: 100,
+        },
+        Meta::new(0o777, 0, 0, Nfstime3::default()),
+    );
+    let now = Nfstime3::default();
+    let file = Kind::File {
+        data: FileData::new(),
+        create_verf: None,
+    };
+    let id = tree
+        .create(ROOT, b"f", file, Meta::new(0o644, 0, 0, now), now)
+        .unwrap();
+    tree.write(id, 0, b"kept", now).unwrap();
+    tree.pin(id);
+    tree.pin(id);
+    tree.unlink(ROOT, b"f", false, now).unwrap();
+    assert_eq!(tree.lookup(ROOT, b"f"), Err(Nfsstat3::Nfs3errNoent));
+    assert_eq!(tree.get(id).unwrap().nlink(), 0);
+    assert_eq!(tree.used_bytes(), 4, "the bytes stay while pinned");
+    tree.unpin(id);
+    assert!(tree.get(id).is_ok(), "one pin left");
+    tree.unpin(id);
+    assert_eq!(tree.get(id).err(), Some(Nfsstat3::Nfs3errStale));
+    assert_eq!(tree.used_bytes(), 0);
+    // Unpinning what was never pinned, or pinning what is gone, changes nothing.
+    tree.unpin(id);
+    tree.pin(id);
+    assert_eq!(tree.files(), 1);
+}
