@@ -4,9 +4,9 @@
 //!
 //! The files live in the NFSv3 server's tree (`rpcrdma_nfs3::memfs::tree`, sparse pages of
 //! memory); this module adds NFSv4.1's state: client records and sessions with their slot
-//! tables and reply caches ([`state`], [`session`]), opens with share reservations and read
-//! delegations, which it recalls over the session's backchannel ([`open`]), advisory byte-range
-//! locks ([`locks`]), and the file operations ([`files`]) with attributes ([`attrs`]).
+//! tables and reply caches ([`state`], `session`), opens with share reservations and read
+//! delegations, which it recalls over the session's backchannel (`open`), advisory byte-range
+//! locks (`locks`), and the file operations (`files`) with attributes ([`attrs`]).
 //!
 //! What it does not do, and answers NFS4ERR_NOTSUPP for: pNFS (layouts, devices), directory
 //! delegations, named attributes, SSV state protection, write delegations,
