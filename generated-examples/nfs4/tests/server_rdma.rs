@@ -29,8 +29,12 @@ struct Served {
 }
 
 async fn served() -> Served {
+    served_with_lease(5).await
+}
+
+async fn served_with_lease(lease_seconds: u32) -> Served {
     let server = Nfs4Server::new(Nfs4Config {
-        lease_seconds: 5,
+        lease_seconds,
         ..Nfs4Config::default()
     });
     let provider = Arc::new(SoftProvider::default());
@@ -193,4 +197,81 @@ async fn a_writer_gets_the_file_after_the_readers_delegation_is_recalled_and_ret
     a.close(&read.fh, &read.stateid).await.expect("CLOSE");
     b.destroy().await.expect("destroy writer");
     a.destroy().await.expect("destroy reader");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_not_returned_within_a_lease_is_revoked_and_the_holder_told() {
+    use rpcrdma_nfs4::nfs4::{
+        FreeStateid4args, NfsArgop4, NfsResop4, Nfsstat4, Putfh4args, Read4args, TestStateid4args,
+        TestStateid4res, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+    };
+    let s = served_with_lease(1).await;
+    let a = session(&s, "sleepy-reader", RecallPolicy::Notify).await;
+    let _recalls = a.recalls().expect("the recall channel");
+    let root = a.root_fh().await.expect("PUTROOTFH");
+    let made = a
+        .open(&root, "g", OpenOptions::create(0o644))
+        .await
+        .expect("OPEN create");
+    a.close(&made.fh, &made.stateid).await.expect("CLOSE");
+    let read = a
+        .open(&root, "g", OpenOptions::read().want(DelegationWant::Read))
+        .await
+        .expect("OPEN for reading");
+    let deleg = read.delegation.clone().expect("a read delegation").stateid;
+
+    // The writer waits out the recall: the reader ignores it, so after a lease (section
+    // 10.2.1) the server revokes the delegation and the writer's retried OPEN succeeds.
+    let b = session(&s, "writer", RecallPolicy::Notify).await;
+    let broot = b.root_fh().await.expect("PUTROOTFH");
+    let w = tokio::time::timeout(
+        Duration::from_secs(20),
+        b.open(&broot, "g", OpenOptions::write()),
+    )
+    .await
+    .expect("the writer's OPEN in time")
+    .expect("the writer's OPEN once the delegation is revoked");
+    b.close(&w.fh, &w.stateid).await.expect("CLOSE");
+
+    // The holder learns it from SEQUENCE's flags (section 18.46.3), its stateid is
+    // NFS4ERR_DELEG_REVOKED (section 8.2.4), and FREE_STATEID acknowledges it.
+    let res = a
+        .compound(vec![
+            NfsArgop4::OpPutfh(Putfh4args {
+                object: read.fh.clone(),
+            }),
+            NfsArgop4::OpRead(Read4args {
+                stateid: deleg.clone(),
+                offset: 0,
+                count: 1,
+            }),
+        ])
+        .await
+        .expect("COMPOUND");
+    assert_eq!(res.status, Nfsstat4::Nfs4errDelegRevoked);
+    assert!(a
+        .status_flags()
+        .contains(SEQ4_STATUS_RECALLABLE_STATE_REVOKED));
+    let res = a
+        .compound(vec![NfsArgop4::OpTestStateid(TestStateid4args {
+            ts_stateids: vec![deleg.clone()],
+        })])
+        .await
+        .expect("TEST_STATEID");
+    let NfsResop4::OpTestStateid(TestStateid4res::Nfs4Ok(t)) = &res.resarray[0] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(t.tsr_status_codes, vec![Nfsstat4::Nfs4errDelegRevoked]);
+    let res = a
+        .compound(vec![NfsArgop4::OpFreeStateid(FreeStateid4args {
+            fsa_stateid: deleg,
+        })])
+        .await
+        .expect("FREE_STATEID");
+    assert_eq!(res.status, Nfsstat4::Nfs4Ok);
+    a.compound(vec![]).await.expect("SEQUENCE");
+    assert!(!a
+        .status_flags()
+        .contains(SEQ4_STATUS_RECALLABLE_STATE_REVOKED));
+    a.close(&read.fh, &read.stateid).await.expect("CLOSE");
 }

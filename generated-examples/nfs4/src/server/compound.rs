@@ -253,7 +253,7 @@ fn log(ctx: &CallContext, reply: &Compound4res) {
     let ops: Vec<String> = reply
         .resarray
         .iter()
-        .map(|r| format!("{:?}", results::status(r)))
+        .map(|r| format!("{:?} {:?}", r.discriminant(), results::status(r)))
         .collect();
     eprintln!(
         "{peer} xid {:#010x} COMPOUND {:?} [{}]",

@@ -95,6 +95,9 @@ pub(super) fn entry<'a>(
     if fileid.is_some_and(|f| f != e.fileid) {
         return Err(Nfsstat4::Nfs4errBadStateid);
     }
+    if e.kind == StateKind::RevokedDelegation {
+        return Err(Nfsstat4::Nfs4errDelegRevoked);
+    }
     if seqid != 0 && seqid < e.seqid {
         return Err(Nfsstat4::Nfs4errOldStateid);
     }
@@ -144,6 +147,8 @@ pub fn check_stateid(
                         return Err(Nfsstat4::Nfs4errOpenmode);
                     }
                 }
+                // entry() refused it already.
+                StateKind::RevokedDelegation => return Err(Nfsstat4::Nfs4errDelegRevoked),
                 // A lock stateid reads and writes as the open it was taken under.
                 StateKind::Lock { open, .. } => {
                     let access = match c.inner.state.stateids.get(open).map(|e| &e.kind) {
@@ -213,7 +218,7 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
         let Some((sid, session)) = session else {
             // No way to reach the holder: the delegation goes now (section 10.4.6: a server
             // may revoke what it cannot recall).
-            state.stateids.remove(&other);
+            state.revoke(&other);
             continue;
         };
         session.cb_seq = session.cb_seq.wrapping_add(1);
@@ -247,6 +252,7 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
 /// not returned within a lease (section 10.2.1), or at once if the callback fails.
 pub fn spawn_recall(server: Nfs4Server, recall: Recall) {
     tokio::spawn(async move {
+        let log = server.config().log_calls;
         let args = CbCompound4args {
             tag: Bytes::from_static(b"recall"),
             minorversion: 1,
@@ -267,16 +273,58 @@ pub fn spawn_recall(server: Nfs4Server, recall: Recall) {
                 }),
             ],
         };
-        let answered = tokio::time::timeout(recall.lease, recall.backchannel.cb_compound(args))
-            .await
-            .is_ok_and(|r| r.is_ok_and(|res| res.status == Nfsstat4::Nfs4Ok));
+        if log {
+            eprintln!(
+                "CB_RECALL of delegation {:02x?} seqid {}: sent",
+                &recall.other, recall.stateid.seqid
+            );
+        }
+        let outcome =
+            tokio::time::timeout(recall.lease, recall.backchannel.cb_compound(args)).await;
+        let answered = match &outcome {
+            Ok(Ok(res)) if res.status == Nfsstat4::Nfs4Ok => true,
+            Ok(Ok(res)) => {
+                if log {
+                    eprintln!(
+                        "CB_RECALL of {:02x?}: answered {:?}",
+                        &recall.other, res.status
+                    );
+                }
+                false
+            }
+            Ok(Err(e)) => {
+                if log {
+                    eprintln!("CB_RECALL of {:02x?}: failed: {e}", &recall.other);
+                }
+                false
+            }
+            Err(_) => {
+                if log {
+                    eprintln!(
+                        "CB_RECALL of {:02x?}: no answer within a lease",
+                        &recall.other
+                    );
+                }
+                false
+            }
+        };
         if answered {
+            if log {
+                eprintln!("CB_RECALL of {:02x?}: answered NFS4_OK", &recall.other);
+            }
+            // Section 10.2.1: the holder has a lease to return it.
             tokio::time::sleep(recall.lease).await;
         }
         let mut inner = server.lock();
-        if let Some(e) = inner.state.stateids.get(&recall.other) {
-            if matches!(e.kind, StateKind::ReadDelegation { .. }) {
-                inner.state.stateids.remove(&recall.other);
+        let held = inner
+            .state
+            .stateids
+            .get(&recall.other)
+            .is_some_and(|e| matches!(e.kind, StateKind::ReadDelegation { .. }));
+        if held {
+            inner.state.revoke(&recall.other);
+            if log {
+                eprintln!("delegation {:02x?}: revoked", &recall.other);
             }
         }
     });
@@ -792,6 +840,24 @@ pub fn free_stateid(c: &mut Compound<'_>, a: FreeStateid4args) -> Result<NfsReso
     let Named::State(other) = named else {
         return Err(Nfsstat4::Nfs4errBadStateid);
     };
+    let revoked = c
+        .inner
+        .state
+        .stateids
+        .get(&other)
+        .filter(|e| Some(e.client) == c.session.map(|(_, me)| me))
+        .is_some_and(|e| e.kind == StateKind::RevokedDelegation);
+    if revoked {
+        // Section 18.38.3: freeing a revoked delegation acknowledges the revocation.
+        c.inner.state.stateids.remove(&other);
+        let client = c.client()?;
+        if let Some(record) = c.inner.state.clients.get_mut(&client) {
+            record.revoked = record.revoked.saturating_sub(1);
+        }
+        return Ok(NfsResop4::OpFreeStateid(FreeStateid4res {
+            fsr_status: Nfsstat4::Nfs4Ok,
+        }));
+    }
     match &entry(c, &other, seqid, None)?.kind {
         StateKind::Lock { ranges, .. } if ranges.is_empty() => {
             c.inner.state.stateids.remove(&other);

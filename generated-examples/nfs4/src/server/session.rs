@@ -126,6 +126,7 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
                     next_create_seq: 1,
                     create_cache: None,
                     reclaim_complete: false,
+                    revoked: 0,
                     renewed: Instant::now(),
                 },
             );
@@ -157,6 +158,29 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
             }],
         },
     )))
+}
+
+/// The client for callbacks on `connection`, with the credential the client asked callbacks
+/// to carry (csa_sec_parms, section 18.36.3): AUTH_SYS when offered (Linux's callback service
+/// takes AUTH_NONE for CB_NULL only), else AUTH_NONE.
+fn callback_client(connection: rpcrdma::rpc::Client, sec: &[CallbackSecParms4]) -> NfsCbClient {
+    let sys = sec.iter().find_map(|p| match p {
+        CallbackSecParms4::AuthSys(s) => {
+            Some(rpcrdma::rpc::Credentials::Sys(rpcrdma::rpc::AuthSys {
+                stamp: s.stamp,
+                machine_name: s.machinename.clone(),
+                uid: s.uid,
+                gid: s.gid,
+                gids: s.gids.clone(),
+            }))
+        }
+        _ => None,
+    });
+    let connection = match sys {
+        Some(cred) => connection.with_credentials(&cred).unwrap_or(connection),
+        None => connection,
+    };
+    NfsCbClient::new(connection)
 }
 
 /// The lease as a duration.
@@ -257,7 +281,7 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
         )
     });
     let backchannel = match (wants_back && usable_sec, backchannel) {
-        (true, Some(client)) => Some(NfsCbClient::new(client)),
+        (true, Some(client)) => Some(callback_client(client, &a.csa_sec_parms)),
         _ => None,
     };
     let mut flags = 0;
@@ -284,6 +308,7 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
             back: back.clone(),
             backchannel,
             cb_program: a.csa_cb_program,
+            cb_sec: a.csa_sec_parms.clone(),
             cb_seq: 0,
         },
     );
@@ -365,7 +390,17 @@ pub fn sequence(c: &mut Compound<'_>, a: &Sequence4args, ops: usize, header: usi
     slot.reply = SlotReply::Uncached;
     let client = session.client;
     let highest = (slot_count - 1) as u32;
-    let status_flags = 0;
+    let revoked = c
+        .inner
+        .state
+        .clients
+        .get(&client)
+        .is_some_and(|r| r.revoked > 0);
+    let status_flags = if revoked {
+        SEQ4_STATUS_RECALLABLE_STATE_REVOKED
+    } else {
+        0
+    };
     c.session = Some((sid, client));
     renew(c, client);
     Sequenced::New {
@@ -470,7 +505,7 @@ pub fn bind_conn_to_session(
     );
     let dir = match (wants_back, backchannel) {
         (true, Some(client)) => {
-            session.backchannel = Some(NfsCbClient::new(client));
+            session.backchannel = Some(callback_client(client, &session.cb_sec));
             if a.bctsa_dir == ChannelDirFromClient4::Cdfc4Back {
                 ChannelDirFromServer4::Cdfs4Back
             } else {
@@ -508,6 +543,10 @@ pub fn backchannel_ctl(
     }
     if let Some(session) = c.inner.state.sessions.get_mut(&sid) {
         session.cb_program = a.bca_cb_program;
+        session.cb_sec = a.bca_sec_parms.clone();
+        if let Some(cb) = session.backchannel.take() {
+            session.backchannel = Some(callback_client(cb.rpc().clone(), &session.cb_sec));
+        }
     }
     Ok(NfsResop4::OpBackchannelCtl(BackchannelCtl4res {
         bcr_status: Nfsstat4::Nfs4Ok,

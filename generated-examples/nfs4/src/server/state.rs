@@ -37,6 +37,9 @@ pub struct ClientRecord {
     pub create_cache: Option<(u32, CreateSession4res)>,
     /// RECLAIM_COMPLETE done (section 18.51).
     pub reclaim_complete: bool,
+    /// Delegations of this client the server revoked and the client has not freed yet: while
+    /// any is left, SEQUENCE says SEQ4_STATUS_RECALLABLE_STATE_REVOKED (section 18.46.3).
+    pub revoked: u32,
     /// When the client last renewed its lease (any SEQUENCE).
     pub renewed: Instant,
 }
@@ -75,6 +78,8 @@ pub struct Session {
     pub backchannel: Option<NfsCbClient>,
     /// The program number the client serves callbacks on (csa_cb_program).
     pub cb_program: u32,
+    /// The security the client asked callbacks to carry (csa_sec_parms, BACKCHANNEL_CTL).
+    pub cb_sec: Vec<crate::nfs4::CallbackSecParms4>,
     /// The sequence id of the last callback on back-channel slot 0.
     pub cb_seq: u32,
 }
@@ -110,6 +115,10 @@ pub enum StateKind {
         /// A CB_RECALL has been sent (or is being sent).
         recalled: bool,
     },
+    /// A delegation the server revoked (its recall failed or was not answered in a lease):
+    /// kept until the client frees it, so that using its stateid is NFS4ERR_DELEG_REVOKED
+    /// (section 8.2.4) rather than unknown.
+    RevokedDelegation,
     /// The byte-range locks of a lock-owner on a file (RFC 5661 section 9.1.4), under an open.
     Lock {
         /// The lock-owner.
@@ -260,6 +269,21 @@ impl State {
             .collect();
         for id in gone {
             self.expunge_client(id);
+        }
+    }
+
+    /// Revokes delegation `other` (sections 10.2.1, 8.2.4): the client is told by SEQUENCE's
+    /// flags and frees it with FREE_STATEID.
+    pub fn revoke(&mut self, other: &Other) {
+        let Some(e) = self.stateids.get_mut(other) else {
+            return;
+        };
+        if !matches!(e.kind, StateKind::ReadDelegation { .. }) {
+            return;
+        }
+        e.kind = StateKind::RevokedDelegation;
+        if let Some(client) = self.clients.get_mut(&e.client) {
+            client.revoked += 1;
         }
     }
 
