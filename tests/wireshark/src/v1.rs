@@ -14,9 +14,10 @@ use rpcrdma::transport::conformance::program::{
 };
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 
-/// MPA revision 1 (RFC 5044), CRCs, no markers: what Wireshark 4.0's MPA dissector knows
-/// without warnings (it warns about revision 2's fields).
-fn provider(tap: Option<Arc<PcapTap>>) -> SoftProvider {
+/// The software provider the captures are made with, tapped when `tap` is given: MPA revision
+/// 1 (RFC 5044), CRCs, no markers, which is what Wireshark 4.0's MPA dissector knows without
+/// warnings (it warns about revision 2's fields).
+pub fn provider(tap: Option<Arc<PcapTap>>) -> SoftProvider {
     SoftProvider::new(SoftConfig {
         mpa: MpaConfig {
             kind: RnicKind::Ietf,

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use rpcrdma::rdma::soft::{MpaConfig, PcapTap, RnicKind, SoftConfig, SoftProvider};
+use rpcrdma::rdma::soft::PcapTap;
 use rpcrdma::rdma::{Access, ConnectParams, Connection, Listener, Provider, RecvWr, SendWr, Sge};
 use rpcrdma_specs::v2::{
     Rpcrdma2ChunkLists, Rpcrdma2Connprop, Rpcrdma2ErrVers, Rpcrdma2ErrWrite, Rpcrdma2Error,
@@ -267,20 +267,6 @@ pub fn scenario() -> Vec<Sent> {
 const _: () = assert!(RDMA2_ERR_VERS == 1 && RDMA2_ERR_WRITE_RESOURCE == 7);
 const _: () = assert!(RDMA2_ERR_READ_CHUNKS == 4 && RDMA2_ERROR == 4 && RDMA2_NOMSG == 1);
 
-fn provider(tap: Option<Arc<PcapTap>>) -> SoftProvider {
-    SoftProvider::new(SoftConfig {
-        mpa: MpaConfig {
-            kind: RnicKind::Ietf,
-            markers: false,
-            crc: true,
-            revision: 1,
-        },
-        tap: tap.map(|t| t as _),
-        confirm_completions: false,
-        ..SoftConfig::default()
-    })
-}
-
 /// Sends `messages` as RDMA Sends, each side's in turn, every one received before the next
 /// is sent (so the capture has them in this order); returns the client's capture.
 pub async fn send(messages: &[Sent]) -> Vec<u8> {
@@ -295,8 +281,8 @@ pub async fn send(messages: &[Sent]) -> Vec<u8> {
 pub async fn send_payloads(messages: &[(bool, Bytes)]) -> Vec<u8> {
     const BUF: usize = 4096;
     let tap = Arc::new(PcapTap::new());
-    let client = provider(Some(tap.clone()));
-    let server = provider(None);
+    let client = crate::v1::provider(Some(tap.clone()));
+    let server = crate::v1::provider(None);
     let listener = server
         .listen("127.0.0.1:0".parse().unwrap())
         .await

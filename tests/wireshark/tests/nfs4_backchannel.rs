@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rpcrdma::rdma::soft::{MpaConfig, PcapTap, RnicKind, SoftConfig, SoftProvider};
+use rpcrdma::rdma::soft::{PcapTap, SoftProvider};
 use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
@@ -28,24 +28,14 @@ use rpcrdma_nfs4::nfs4::nfs4_program::nfs_v4::NfsV4Client;
 use rpcrdma_nfs4::nfs4::StableHow4;
 use rpcrdma_nfs4::server::{Nfs4Config, Nfs4Server};
 use wireshark_tests::tshark::{self, Tshark};
-use wireshark_tests::{save, shipped_dissector};
+use wireshark_tests::{save, shipped_dissector, v1};
 
 /// The NFSv4 callback program number our client serves (RFC 5661 section 20's transient
 /// number, as the Linux client uses).
 const CB_PROGRAM: u64 = 0x4000_0000;
 
 fn provider(tap: Option<Arc<PcapTap>>) -> Arc<SoftProvider> {
-    Arc::new(SoftProvider::new(SoftConfig {
-        mpa: MpaConfig {
-            kind: RnicKind::Ietf,
-            markers: false,
-            crc: true,
-            revision: 1,
-        },
-        tap: tap.map(|t| t as _),
-        confirm_completions: false,
-        ..SoftConfig::default()
-    }))
+    Arc::new(v1::provider(tap))
 }
 
 async fn session(
