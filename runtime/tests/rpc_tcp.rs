@@ -847,6 +847,13 @@ async fn late_duplicate_and_stray_replies_are_dropped() {
         out.extend(frame(&reply_message(xid_of(&second), &2u32), 1024));
         out.extend(frame(&reply_message(xid_of(&second), &3u32), 1024));
         s.write_all(&out).await.unwrap();
+        // The CALL is answered: the client serves no backward direction (PROG_UNAVAIL).
+        let (answer, _) = read_record(&mut s).await.unwrap();
+        assert_eq!(xid_of(&answer), 5);
+        assert!(
+            matches!(parse_reply::<()>(answer), Err(rpc::Error::ProgUnavail)),
+            "PROG_UNAVAIL"
+        );
         let (third, _) = read_record(&mut s).await.unwrap();
         s.write_all(&frame(&reply_message(xid_of(&third), &4u32), 1024))
             .await

@@ -10,9 +10,9 @@
 //!
 //! NFSv4 needs no MOUNT protocol or port mapper: the client starts at the root filehandle
 //! (PUTROOTFH). Over RPC-over-RDMA the server offers the backward direction (RFC 8166 section
-//! 8), which NFSv4.1 uses as its backchannel for CB_RECALL of read delegations; over TCP it has
-//! no backchannel and grants no delegation. It prints one `listening ...` line when it accepts
-//! calls, and serves until ctrl-C or SIGTERM.
+//! 8), and over TCP calls back on the client's connection (RFC 5661 section 2.10.3.1): NFSv4.1
+//! uses either as the session's backchannel for CB_RECALL of read delegations. It prints one
+//! `listening ...` line when it accepts calls, and serves until ctrl-C or SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::client::BoxFuture;
+use super::client::{BoxFuture, Client};
 use super::error::ReplyError;
 use super::server::{HandlerFuture, HandlerResult};
 
@@ -32,6 +32,16 @@ pub trait CallerConnection: Send + Sync + 'static {
 
     /// Completes when the connection has closed.
     fn closed(&self) -> BoxFuture<'static, ()>;
+
+    /// A client for calls in the backward direction on this connection, if the transport
+    /// offers one (ONC RPC over TCP: RFC 5661 section 2.10.3.1); what
+    /// [`CallContext::backchannel`](super::CallContext::backchannel) returns when the
+    /// transport gave none in [`Incoming::backchannel`](super::Incoming::backchannel). Kept
+    /// here, in the one `Arc` every call's context holds already, a transport offers it
+    /// without another reference count per call. The default: none.
+    fn backchannel(&self) -> Option<&Client> {
+        None
+    }
 }
 
 /// Runs `future` until `deadline`: past it the handler is dropped and the call answered

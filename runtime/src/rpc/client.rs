@@ -165,6 +165,14 @@ pub trait CallTransport: Send + Sync + 'static {
     fn stats(&self) -> Option<TransportStats> {
         None
     }
+
+    /// Whether this transport answers the calls its peer sends on its connections (the
+    /// backward direction: an NFSv4.1 session's callbacks, RFC 5661 section 2.10.3.1), a
+    /// server for them being configured: `TcpConfig::backchannel`, `RdmaConfig::backchannel`.
+    /// The default: it does not.
+    fn serves_backward(&self) -> bool {
+        false
+    }
 }
 
 /// An ONC RPC client over any transport. Cheap to clone; clones share the connection.

@@ -191,9 +191,16 @@ impl CallContext {
     }
 
     /// A client for calls in the backward direction on the caller's connection, when the
-    /// transport and the peer support them (seed 004 section 8).
+    /// transport and the peer support them: over RPC-over-RDMA with backward credits (seed
+    /// 004 section 8), over TCP on every connection of a server offering it
+    /// ([`TcpConfig::max_backward_in_flight`](super::tcp::TcpConfig::max_backward_in_flight);
+    /// RFC 5661 section 2.10.3.1). Its calls fail with
+    /// [`TransportError::Closed`](super::TransportError::Closed) once the connection is gone.
     pub fn backchannel(&self) -> Option<&Client> {
-        self.backchannel.as_deref()
+        match &self.backchannel {
+            Some(client) => Some(client),
+            None => self.caller.as_ref().and_then(|c| c.backchannel()),
+        }
     }
 
     /// When the answer is wanted by: the server's [`ServerBuilder::call_timeout`], or the

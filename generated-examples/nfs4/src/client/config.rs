@@ -193,7 +193,7 @@ pub struct SessionConfig {
     /// AUTH_NONE by default.
     pub credentials: Credentials,
     /// The backchannel service hosted on the transport (its `rpc::Server` given to
-    /// `RdmaConfig::backchannel`): when set, CREATE_SESSION asks for the connection as the
+    /// `RdmaConfig::backchannel` or `TcpConfig::backchannel`): when set, CREATE_SESSION asks for the connection as the
     /// session's back channel (`CREATE_SESSION4_FLAG_CONN_BACK_CHAN`) with the service's
     /// program number as `csa_cb_program`.
     pub callbacks: Option<CallbackService>,

@@ -47,8 +47,9 @@ pub enum ClientError {
         /// [`Session::max_write`](super::Session::max_write)).
         max: u64,
     },
-    /// The configuration cannot work on this transport (a backchannel over ONC RPC over TCP,
-    /// whose transport here serves no backward calls).
+    /// The configuration cannot work on this transport (a backchannel over ONC RPC over TCP
+    /// on a connection made without `TcpConfig::backchannel`, which serves no backward
+    /// calls).
     #[error("invalid session configuration: {0}")]
     Config(String),
 }

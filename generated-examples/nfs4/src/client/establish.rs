@@ -31,12 +31,17 @@ use crate::nfs4::{
 /// 3. RECLAIM_COMPLETE (`rca_one_fs` false) after SEQUENCE, unless turned off
 ///    (`NFS4ERR_COMPLETE_ALREADY` is taken as done).
 ///
-/// The calls use `config.credentials`. A backchannel asked for over ONC RPC over TCP is a
-/// [`ClientError::Config`]: that transport serves no backward calls here.
+/// The calls use `config.credentials`. A backchannel asked for over ONC RPC over TCP needs
+/// the connection's `TcpConfig::backchannel(callbacks.server())` (RFC 5661 section 2.10.3.1:
+/// the callbacks come on this connection); without it, [`ClientError::Config`].
 pub async fn establish(client: NfsV4Client, config: SessionConfig) -> Result<Session, ClientError> {
-    if config.callbacks.is_some() && client.rpc().transport().kind() == TransportKind::Tcp {
+    let transport = client.rpc().transport();
+    if config.callbacks.is_some()
+        && transport.kind() == TransportKind::Tcp
+        && !transport.serves_backward()
+    {
         return Err(ClientError::Config(
-            "a backchannel needs RPC-over-RDMA: the TCP transport serves no backward calls".into(),
+            "a backchannel over TCP needs TcpConfig::backchannel(callbacks.server()) on the connection".into(),
         ));
     }
     let client = NfsV4Client::new(client.rpc().with_credentials(&config.credentials)?);

@@ -1,6 +1,6 @@
 //! An NFSv4.1 client session ([RFC 5661]) over the generated `NfsV4Client`, on any transport
-//! of the runtime: RPC-over-RDMA (with the backchannel on the same connection) or ONC RPC over
-//! TCP (without one).
+//! of the runtime: RPC-over-RDMA or ONC RPC over TCP, with the backchannel on the same
+//! connection (RFC 5661 section 2.10.3.1) when the transport serves it.
 //!
 //! - [`Session::establish`]: EXCHANGE_ID (section 18.35), CREATE_SESSION (section 18.36) and
 //!   RECLAIM_COMPLETE (section 18.51), with what the server granted kept in [`Granted`].
@@ -15,7 +15,7 @@
 //! - The backchannel (section 20; section 2.10.3.1): [`CallbackService`] answers CB_NULL and
 //!   CB_COMPOUND (CB_SEQUENCE, then CB_RECALL handed to the application as a [`Recall`]);
 //!   [`CallbackService::server`] is the `rpc::Server` for the transport's
-//!   `backchannel(server, credits)`.
+//!   `backchannel(server, credits)` (RPC-over-RDMA) or `TcpConfig::backchannel(server)`.
 //!
 //! Over RPC-over-RDMA on the software provider:
 //!

@@ -28,6 +28,15 @@ pub struct TransportStats {
     pub bytes_sent: u64,
     /// Bytes of messages received, counted as `bytes_sent` is.
     pub bytes_received: u64,
+    /// ONC RPC over TCP: calls in the backward direction (RFC 5661 section 2.10.3.1), sent
+    /// by a server on its connections, received by a client (not in `calls`). 0 over
+    /// RPC-over-RDMA, which counts them in `rdma`.
+    pub backward_calls: u64,
+    /// ONC RPC over TCP: records received and dropped unanswered: a REPLY no call waits for
+    /// (late after a timeout, a duplicate, an unknown XID), and on a client a backward CALL
+    /// beyond [`TcpConfig::max_backward_in_flight`](crate::rpc::tcp::TcpConfig) or one that
+    /// does not decode. 0 over RPC-over-RDMA.
+    pub dropped: u64,
     /// RPC-over-RDMA: the protocol engine's and the registered pool's counters, summed over
     /// every connection (the pool's `live` and `lent_bytes` are of the open ones).
     #[cfg(feature = "transport")]
@@ -56,6 +65,8 @@ pub(crate) struct TcpCounters {
     replies: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    backward_calls: AtomicU64,
+    dropped: AtomicU64,
 }
 
 impl TcpCounters {
@@ -83,6 +94,25 @@ impl TcpCounters {
         self.bytes(len, sent);
     }
 
+    /// A backward-direction call of `len` bytes sent (a server) or received (a client).
+    pub(crate) fn backward_call(&self, len: usize, sent: bool) {
+        self.backward_calls.fetch_add(1, Ordering::Relaxed);
+        self.bytes(len, sent);
+    }
+
+    /// The reply of `len` bytes to a backward-direction call, received (a server) or sent
+    /// (a client, `sent` true): its bytes (not in `replies`, which are the forward
+    /// direction's).
+    pub(crate) fn backward_reply(&self, len: usize, sent: bool) {
+        self.bytes(len, sent);
+    }
+
+    /// A record of `len` bytes received and dropped unanswered.
+    pub(crate) fn dropped(&self, len: usize) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.bytes(len, false);
+    }
+
     #[inline]
     fn bytes(&self, len: usize, sent: bool) {
         let counter = if sent {
@@ -105,6 +135,8 @@ impl TcpCounters {
             replies: get(&self.replies),
             bytes_sent: get(&self.bytes_sent),
             bytes_received: get(&self.bytes_received),
+            backward_calls: get(&self.backward_calls),
+            dropped: get(&self.dropped),
             #[cfg(feature = "transport")]
             rdma: None,
         }

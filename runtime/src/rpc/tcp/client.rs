@@ -43,6 +43,12 @@ use crate::xdr::{self, Encoder};
 /// default ([`TcpConfig::retransmits`]), with the same XID on a new connection to the same
 /// address; a call made after the loss connects again first.
 ///
+/// Calls from the server on the connection (the backward direction, RFC 5661 section
+/// 2.10.3.1) are answered by the server of [`TcpConfig::backchannel`], on whichever
+/// connection is current, while the client's own calls go on; without one, they are
+/// answered PROG_UNAVAIL (see [`TcpConfig::backchannel`] and
+/// [`TcpConfig::max_backward_in_flight`]).
+///
 /// ```no_run
 /// # async fn example() -> std::io::Result<()> {
 /// use rpcrdma::rpc::tcp::{TcpConfig, TcpTransport};
@@ -120,6 +126,10 @@ impl CallTransport for TcpTransport {
 
     fn stats(&self) -> Option<TransportStats> {
         Some(self.inner.counters.snapshot())
+    }
+
+    fn serves_backward(&self) -> bool {
+        self.inner.config.backchannel.is_some()
     }
 }
 
@@ -524,7 +534,7 @@ fn plain(message: Bytes) -> Reply {
 /// A first XID unlikely to repeat one a server saw from an earlier client on this host
 /// (time, process and a per-process counter, mixed), so that a server's duplicate request
 /// cache does not take a new call for an old one.
-fn initial_xid() -> u32 {
+pub(super) fn initial_xid() -> u32 {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

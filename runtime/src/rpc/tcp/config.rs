@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::rpc::record::MAX_FRAGMENT;
+use crate::rpc::Server;
 
 /// The default bound on a record: [`DEFAULT_MAX_MESSAGE`](crate::rpc::DEFAULT_MAX_MESSAGE),
 /// the bound RPC-over-RDMA applies to the same messages. Memory follows the bytes a peer
@@ -30,6 +31,13 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
 /// make its first call a little later. 30 seconds leaves such a program room, and a peer that
 /// never speaks gives its place among [`DEFAULT_MAX_CONNECTIONS`] back within half a minute.
 pub const DEFAULT_FIRST_RECORD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default bound on backward-direction calls per connection (RFC 5661 section
+/// 2.10.3.1): 16. A server sends at most this many calls to its client on one connection at
+/// once; a client runs at most this many of its server's calls at once. NFSv4.1 servers
+/// rarely have more than one callback outstanding per session (a back channel of a slot or
+/// a few, section 2.10.6.1), so 16 leaves room without giving a peer much to flood.
+pub const DEFAULT_MAX_BACKWARD_IN_FLIGHT: usize = 16;
 
 /// Settings of ONC RPC over TCP with record marking (RFC 5531 section 11).
 ///
@@ -67,7 +75,10 @@ pub struct TcpConfig {
     /// forgotten (a reply arriving later is dropped). No timer per call: a task of the
     /// connection looks for calls past this deadline every eighth of it (between 10 ms and a
     /// second), so such a call fails at most that much later (and a kernel tick, a few ms); a
-    /// call's own timeout is exact.
+    /// call's own timeout is exact. Server: how long a backward-direction call
+    /// ([`CallContext::backchannel`](crate::rpc::CallContext::backchannel)) may take, waiting
+    /// for one of the [`max_backward_in_flight`](Self::max_backward_in_flight) places
+    /// included, unless its own options say otherwise.
     pub timeout: Option<Duration>,
     /// Client: how many times a call whose connection was lost before its reply arrived is
     /// sent again, with the same XID, on a new connection (like the RPC-over-RDMA transport
@@ -87,6 +98,27 @@ pub struct TcpConfig {
     /// may stay connected and idle. Default [`DEFAULT_FIRST_RECORD_TIMEOUT`]; `None` waits
     /// forever.
     pub first_record_timeout: Option<Duration>,
+    /// Client: the server that answers the calls the peer sends on the connection (the
+    /// backward direction: an NFSv4.1 session's callbacks travel on the forward channel's
+    /// connection, RFC 5661 section 2.10.3.1). Its replies go back on that connection; the
+    /// client's own calls go on concurrently. While one is set, a task of the connection
+    /// reads it at all times (a call alone on the connection no longer reads its reply from
+    /// its own task), so that a call arriving while the client waits for nothing is answered.
+    /// Without one, such a call is answered PROG_UNAVAIL (RFC 5531 section 9: the program is
+    /// not hosted here), which tells the peer at once that there is no callback service
+    /// rather than leaving it to time out. `None` by default.
+    pub backchannel: Option<Server>,
+    /// Both ends: backward-direction calls per connection. Server: the calls its handlers
+    /// send to the client on one connection at once (more wait for a place, within their
+    /// [`timeout`](Self::timeout)); 0 offers no backchannel
+    /// ([`CallContext::backchannel`](crate::rpc::CallContext::backchannel) is then `None`).
+    /// Client: the peer's calls it runs at once (at least 1), a place held until the reply
+    /// has been written; a call beyond them is dropped unanswered and counted
+    /// ([`TransportStats::dropped`](crate::rpc::TransportStats::dropped)), as is one when the
+    /// peer does not read the replies (it can only time out: the connection is not held up
+    /// for it, so the client's own replies keep coming). Default
+    /// [`DEFAULT_MAX_BACKWARD_IN_FLIGHT`].
+    pub max_backward_in_flight: usize,
 }
 
 impl Default for TcpConfig {
@@ -99,6 +131,8 @@ impl Default for TcpConfig {
             retransmits: 1,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             first_record_timeout: Some(DEFAULT_FIRST_RECORD_TIMEOUT),
+            backchannel: None,
+            max_backward_in_flight: DEFAULT_MAX_BACKWARD_IN_FLIGHT,
         }
     }
 }
@@ -106,7 +140,8 @@ impl Default for TcpConfig {
 impl TcpConfig {
     /// The defaults: [`DEFAULT_MAX_RECORD`], one fragment per record,
     /// [`DEFAULT_MAX_IN_FLIGHT`], [`DEFAULT_TIMEOUT`], one retransmission,
-    /// [`DEFAULT_MAX_CONNECTIONS`], [`DEFAULT_FIRST_RECORD_TIMEOUT`].
+    /// [`DEFAULT_MAX_CONNECTIONS`], [`DEFAULT_FIRST_RECORD_TIMEOUT`], no backchannel server,
+    /// [`DEFAULT_MAX_BACKWARD_IN_FLIGHT`].
     pub fn new() -> TcpConfig {
         TcpConfig::default()
     }
@@ -150,6 +185,28 @@ impl TcpConfig {
     /// Sets [`first_record_timeout`](Self::first_record_timeout).
     pub fn first_record_timeout(mut self, timeout: Option<Duration>) -> TcpConfig {
         self.first_record_timeout = timeout;
+        self
+    }
+
+    /// Serves the calls the peer sends on the connection with `server` (a client; see
+    /// [`backchannel`](Self::backchannel)).
+    ///
+    /// ```
+    /// use rpcrdma::rpc::tcp::TcpConfig;
+    /// use rpcrdma::rpc::Server;
+    ///
+    /// let callbacks = Server::builder().build();
+    /// let config = TcpConfig::new().backchannel(callbacks);
+    /// assert!(config.backchannel.is_some());
+    /// ```
+    pub fn backchannel(mut self, server: Server) -> TcpConfig {
+        self.backchannel = Some(server);
+        self
+    }
+
+    /// Sets [`max_backward_in_flight`](Self::max_backward_in_flight).
+    pub fn max_backward_in_flight(mut self, calls: usize) -> TcpConfig {
+        self.max_backward_in_flight = calls;
         self
     }
 

@@ -9,6 +9,11 @@
 //!   the connection is lost.
 //! * Server: [`TcpServer::bind`] / [`TcpServer::spawn`] (in the background, with a graceful
 //!   shutdown), or [`serve`] as a future.
+//! * Both directions on one connection (RFC 5661 section 2.10.3.1, an NFSv4.1 session's
+//!   backchannel): a server's handler calls its client back on the caller's connection with
+//!   [`CallContext::backchannel`](crate::rpc::CallContext::backchannel); a client answers
+//!   such calls with the server of [`TcpConfig::backchannel`]. Each end tells the peer's
+//!   CALLs from its REPLYs by the message's `msg_type` (RFC 5531 section 9).
 //! * Bounds ([`TcpConfig`]): the size of a record, checked on each fragment header before
 //!   its data is buffered; calls in flight per connection, both ends; on a server, the
 //!   connections served at once and the time a new connection has to send its first record.
@@ -69,6 +74,7 @@
 //! # Ok(()) }
 //! ```
 
+mod backward;
 mod calls;
 mod client;
 mod config;
@@ -82,7 +88,7 @@ mod stream;
 
 pub use client::{connect, connect_with, TcpTransport};
 pub use config::{
-    TcpConfig, DEFAULT_FIRST_RECORD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_RECORD, DEFAULT_TIMEOUT,
+    TcpConfig, DEFAULT_FIRST_RECORD_TIMEOUT, DEFAULT_MAX_BACKWARD_IN_FLIGHT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_RECORD, DEFAULT_TIMEOUT,
 };
 pub use server::{serve, TcpServer};

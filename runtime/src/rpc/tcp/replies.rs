@@ -15,6 +15,11 @@
 //! * `Caller(xid)`: the only waiting call reads;
 //! * `Task`: the reply task reads, until no call waits any more.
 //!
+//! A connection whose client serves backward calls ([`TcpConfig::backchannel`]) is read at
+//! all times: the role starts with the reply task and stays there, so that a CALL arriving
+//! while no call of the client's waits is answered (the callback that recalls a delegation
+//! comes when it comes). CALL records go to the connection's [`Callbacks`], whoever reads.
+//!
 //! Only the holder of the role polls the socket (tokio wakes only the last task that polled
 //! it), and it checks that it holds the role while holding the socket's lock.
 
@@ -34,12 +39,12 @@ use crate::rpc::observe::{self, CloseReason, TcpCounters};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::Notify;
 
+use super::backward::{self, Callbacks};
 use super::calls::Calls;
 use super::config::TcpConfig;
 use super::sink::RecordSink;
 use super::stream::{poll_record, ReadError, Records};
 use crate::rpc::deadlines::{CoarseInstant, Expire};
-use crate::rpc::msg::MsgType;
 
 /// The most records a call taking the reading role reads before it is sent (see
 /// [`Replies::drain_idle`]).
@@ -110,6 +115,10 @@ pub(super) struct Replies {
     close_told: AtomicBool,
     /// Calls wait for a slot: the `credits_exhausted` event was told for this episode.
     full_told: AtomicBool,
+    /// Answers the peer's CALLs (the backward direction).
+    callbacks: Arc<Callbacks>,
+    /// The reply task reads at all times (a backchannel server is configured).
+    always_read: bool,
 }
 
 struct ReadSide {
@@ -156,6 +165,12 @@ impl Replies {
         sink: RecordSink,
         counters: Arc<TcpCounters>,
     ) -> Replies {
+        let callbacks = Callbacks::new(peer, sink.clone(), config, counters.clone());
+        let always_read = callbacks.serves();
+        let reader = match always_read {
+            true => Reader::Task,
+            false => Reader::Free,
+        };
         Replies {
             peer,
             pending: Mutex::new(Pending {
@@ -165,7 +180,7 @@ impl Replies {
                 task: None,
             }),
             open: AtomicBool::new(true),
-            reader: AtomicU64::new(Reader::Free.encode()),
+            reader: AtomicU64::new(reader.encode()),
             read: Mutex::new(ReadSide {
                 stream,
                 records: Records::new(config.max_record),
@@ -176,6 +191,8 @@ impl Replies {
             counters,
             close_told: AtomicBool::new(false),
             full_told: AtomicBool::new(false),
+            callbacks,
+            always_read,
         }
     }
 
@@ -303,8 +320,9 @@ impl Replies {
 
     /// Reads what arrived while no call waited, until the socket has nothing more. Nothing of
     /// it is for a call (none waited, and the new one is not sent yet): stray or late replies,
-    /// dropped; or the end of the connection, then `Lost::BeforeSending`. `Ok(true)` when the
-    /// socket was left waiting, to wake `cx`'s task when more comes (its reply, once sent).
+    /// dropped; the peer's CALLs, answered; or the end of the connection, then
+    /// `Lost::BeforeSending`. `Ok(true)` when the socket was left waiting, to wake `cx`'s
+    /// task when more comes (its reply, once sent).
     fn drain_idle(&self, xid: u32, cx: &mut Context<'_>) -> Result<bool, Lost> {
         let mut read = self.read.lock();
         let ReadSide { stream, records } = &mut *read;
@@ -319,11 +337,19 @@ impl Replies {
             // without a system call; the call's first poll after sending need not read.
             match poll_record(cx, stream, records) {
                 Poll::Pending => return Ok(true),
-                Poll::Ready(Ok(Some(record))) => tracing::debug!(
-                    peer = %self.peer,
-                    len = record.len(),
-                    "a record received while no call waited (a late reply): dropped"
-                ),
+                Poll::Ready(Ok(Some(record))) => match backward::kind(&record) {
+                    // The peer's call: answered.
+                    backward::Kind::Call(xid) => self.callbacks.call(xid, record),
+                    // No call of this end's waited: late or stray.
+                    _ => {
+                        self.counters.dropped(record.len());
+                        tracing::debug!(
+                            peer = %self.peer,
+                            len = record.len(),
+                            "a record received while no call waited (a late reply): dropped"
+                        );
+                    }
+                },
                 Poll::Ready(end) => {
                     drop(read);
                     self.end(end);
@@ -380,18 +406,21 @@ impl Replies {
     }
 
     /// Hands `record` to the call waiting for it, or returns it when it is the reply to
-    /// `mine` (the reading caller's own call, which is then forgotten).
+    /// `mine` (the reading caller's own call, which is then forgotten). A CALL goes to the
+    /// connection's [`Callbacks`] (RFC 5531 section 9's `msg_type` tells them apart).
     fn route(&self, record: Bytes, mine: Option<u32>) -> Option<Bytes> {
-        let Some(header) = record.first_chunk::<8>() else {
-            tracing::warn!(peer = %self.peer, len = record.len(), "a record too short for an RPC reply: dropped");
-            return None;
+        let xid = match backward::kind(&record) {
+            backward::Kind::Reply(xid) => xid,
+            backward::Kind::Call(xid) => {
+                self.callbacks.call(xid, record);
+                return None;
+            }
+            backward::Kind::Other => {
+                self.counters.dropped(record.len());
+                tracing::warn!(peer = %self.peer, len = record.len(), "a record neither an RPC CALL nor a REPLY: dropped");
+                return None;
+            }
         };
-        let [x0, x1, x2, x3, m0, m1, m2, m3] = *header;
-        let xid = u32::from_be_bytes([x0, x1, x2, x3]);
-        if u32::from_be_bytes([m0, m1, m2, m3]) != MsgType::Reply as i32 as u32 {
-            tracing::debug!(peer = %self.peer, xid, "a CALL from the server (no backward direction over TCP): dropped");
-            return None;
-        }
         let mut pending = self.pending.lock();
         if mine == Some(xid) {
             // Unanswered unless the sweeper timed it out just now.
@@ -419,6 +448,7 @@ impl Replies {
             }
             _ => {
                 drop(pending);
+                self.counters.dropped(record.len());
                 tracing::debug!(
                     peer = %self.peer,
                     xid,
@@ -450,7 +480,7 @@ impl Replies {
                     pending.task.clone()
                 }
             }
-            Reader::Task if unanswered == 0 => {
+            Reader::Task if unanswered == 0 && !self.always_read => {
                 self.set_role(Reader::Free);
                 None
             }

@@ -1,6 +1,7 @@
 //! The server side: [`TcpServer`] accepts connections and serves a [`Server`]'s programs on
 //! each, calls running concurrently and answered as they complete.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -13,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::backward::{self, BackwardCalls, TcpCaller};
 use super::config::TcpConfig;
 use super::encoding::{with_message, KeptEncoder};
 use super::signal::Signal;
@@ -23,7 +25,7 @@ use crate::admission::{is_about_one_connection, Refusals, ACCEPT_BACKOFF};
 use crate::rpc::observe::metrics::{self, Side};
 use crate::rpc::observe::{self, CallStatus, CloseReason, Moved, ServerCall, TcpCounters};
 use crate::rpc::{
-    encode_reply, encode_reply_header, BoxFuture, BufferSource, CallerConnection, CatchPanic,
+    encode_reply, encode_reply_header, BufferSource, CallerConnection, CatchPanic, Client,
     Dispatch, HandlerResult, HeapBuffers, Incoming, ReplyError, Server, TransportKind,
     TransportStats,
 };
@@ -46,6 +48,17 @@ static AT_LIMIT: Refusals = Refusals::new(
 /// delays nobody else; it is closed when it has not delivered a whole record within
 /// [`TcpConfig::first_record_timeout`]. At most [`TcpConfig::max_connections`] are served at
 /// once: one more is closed as soon as it is accepted.
+///
+/// Every connection offers its calls' handlers a backchannel
+/// ([`CallContext::backchannel`](crate::rpc::CallContext::backchannel)): a `Client` whose
+/// calls go to the client on that connection (RFC 5661 section 2.10.3.1), at most
+/// [`TcpConfig::max_backward_in_flight`] at once (0 offers none). ONC RPC over TCP has no
+/// negotiation of the backward direction: a peer that serves no calls simply never gets one
+/// unless its program asks (NFSv4.1: CREATE_SESSION with CONN_BACK_CHAN), and an unused
+/// backchannel costs a small allocation per connection. Its calls fail with
+/// [`TransportError::Closed`](crate::rpc::TransportError::Closed) when the connection ends,
+/// and as soon as the server stops reading it (a shutdown), since their replies could no
+/// longer be read.
 ///
 /// [`shutdown`](Self::shutdown) stops accepting and lets every connection answer the calls
 /// already running before it closes; dropping the `TcpServer` stops everything at once.
@@ -144,7 +157,7 @@ pub async fn serve(listener: TcpListener, server: Server, config: TcpConfig) {
 struct Context {
     server: Server,
     config: TcpConfig,
-    counters: TcpCounters,
+    counters: Arc<TcpCounters>,
 }
 
 impl std::fmt::Debug for Context {
@@ -161,7 +174,7 @@ impl Context {
         Context {
             server,
             config,
-            counters: TcpCounters::default(),
+            counters: Arc::new(TcpCounters::default()),
         }
     }
 }
@@ -216,12 +229,15 @@ async fn accept(listener: TcpListener, context: Arc<Context>, mut stop: watch::R
 }
 
 /// Closes the sink however the connection's task ends (aborted included), so the socket
-/// closes.
-struct CloseOnDrop(RecordSink);
+/// closes, and fails the backward calls still waiting.
+struct CloseOnDrop(RecordSink, Option<Arc<BackwardCalls>>);
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
         self.0.close();
+        if let Some(backward) = &self.1 {
+            backward.close();
+        }
     }
 }
 
@@ -252,7 +268,15 @@ async fn serve_connection(
     }
     let (mut stream, write) = stream.into_split();
     let sink = RecordSink::new(write, context.config.max_fragment);
-    let _close = CloseOnDrop(sink.clone());
+    let backward = (context.config.max_backward_in_flight > 0).then(|| {
+        Arc::new(BackwardCalls::new(
+            peer,
+            sink.clone(),
+            &context.config,
+            context.counters.clone(),
+        ))
+    });
+    let _close = CloseOnDrop(sink.clone(), backward.clone());
     let slots = Slots::new(context.config.slots() as usize);
     let connection = ConnectionContext {
         peer,
@@ -262,7 +286,13 @@ async fn serve_connection(
             context: context.clone(),
         },
         buffers: Arc::new(HeapBuffers),
-        caller: Arc::new(TcpCaller(sink.clone())),
+        // The backchannel goes to handlers in the caller's `Arc` (no reference count more
+        // per call).
+        caller: Arc::new(TcpCaller {
+            sink: sink.clone(),
+            backchannel: backward.clone().map(|b| Client::from_arc(b)),
+        }),
+        backward,
         context: context.clone(),
     };
     context.counters.opened();
@@ -272,6 +302,11 @@ async fn serve_connection(
     let mut encoder = KeptEncoder::default();
     // Taken before reading, kept while no record is complete.
     let mut slot: Option<Slot> = None;
+    // Calls read while every slot was taken (reading went on for the replies of backward
+    // calls, see below), started in order as slots come back; at most `max_stashed`, then
+    // reading stops until a slot comes back.
+    let mut stashed: VecDeque<Bytes> = VecDeque::new();
+    let max_stashed = context.config.max_backward_in_flight;
     // The wakers last registered with the stop and closed signals.
     let (mut stop_waker, mut closed_waker) = (None, None);
     // Until the first record is complete: one deadline for all of it, however its bytes come.
@@ -309,27 +344,60 @@ async fn serve_connection(
             if sink.is_closed() {
                 return Poll::Ready(End::Closed);
             }
-            // Wait for a slot before reading: a client at the limit is not read from.
+            while !stashed.is_empty() {
+                let Poll::Ready(held) = slots.poll_take(cx) else {
+                    break;
+                };
+                budget.made_progress();
+                if let Some(message) = stashed.pop_front() {
+                    connection.handle(message, held, &mut encoder, cx);
+                }
+            }
+            // Wait for a slot before reading: a client at the limit is not read from. Unless
+            // backward calls wait for their replies: their handlers may hold every slot, and
+            // only a reply read lets them finish. Calls read meanwhile wait in `stashed`.
+            // (`slot` is `None` while calls are stashed: they are read without one.)
             let held = match slot.take() {
-                Some(held) => held,
-                None => ready!(slots.poll_take(cx)),
+                Some(held) => Some(held),
+                None if !stashed.is_empty() => None,
+                None => match slots.poll_take(cx) {
+                    Poll::Ready(held) => Some(held),
+                    Poll::Pending => None,
+                },
             };
+            if held.is_none() && !(connection.backward_waiting() && stashed.len() < max_stashed) {
+                // `slots` wakes the task when one comes back.
+                return Poll::Pending;
+            }
             match poll_record(cx, &mut stream, &mut reader) {
                 Poll::Ready(Ok(Some(message))) => {
                     budget.made_progress();
                     first_record = None;
-                    connection.handle(message, held, &mut encoder, cx);
+                    // RFC 5531 section 9: a REPLY answers one of this end's backward calls.
+                    if let backward::Kind::Reply(xid) = backward::kind(&message) {
+                        connection.backward_reply(xid, message);
+                        slot = held;
+                        continue;
+                    }
+                    match held {
+                        Some(held) => connection.handle(message, held, &mut encoder, cx),
+                        None => stashed.push_back(message),
+                    }
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(End::Finished),
                 Poll::Ready(Err(error)) => return Poll::Ready(End::Broken(error)),
                 Poll::Pending => {
-                    slot = Some(held);
+                    slot = held;
                     return Poll::Pending;
                 }
             }
         }
     })
     .await;
+    // Nothing more is read: backward calls can get no reply.
+    if let Some(backward) = &connection.backward {
+        backward.close();
+    }
     let (answer_running, reason) = match end {
         End::Stop => (true, CloseReason::Shutdown),
         End::Closed => (false, CloseReason::Error),
@@ -354,7 +422,7 @@ async fn serve_connection(
             (false, CloseReason::Error)
         }
     };
-    drop((stream, slot));
+    drop((stream, slot, stashed));
     if answer_running {
         // Every slot back means every running call has been answered (or its reply dropped
         // because writing failed).
@@ -375,23 +443,30 @@ struct ConnectionContext {
     buffers: Arc<dyn BufferSource>,
     /// The connection as its calls' handlers see it.
     caller: Arc<dyn CallerConnection>,
+    /// The calls to the client on this connection ([`TcpConfig::max_backward_in_flight`] 0:
+    /// none); handlers make them with the `Client` of `caller`.
+    backward: Option<Arc<BackwardCalls>>,
     context: Arc<Context>,
 }
 
-/// A connection as a handler sees it: open until either side closes it.
-struct TcpCaller(RecordSink);
-
-impl CallerConnection for TcpCaller {
-    fn is_closed(&self) -> bool {
-        self.0.is_closed()
-    }
-
-    fn closed(&self) -> BoxFuture<'static, ()> {
-        Box::pin(self.0.closing())
-    }
-}
-
 impl ConnectionContext {
+    /// Whether backward calls wait for their replies.
+    fn backward_waiting(&self) -> bool {
+        self.backward.as_ref().is_some_and(|b| b.is_waiting())
+    }
+
+    /// Hands a REPLY from the client to the backward call `xid`; dropped and counted when
+    /// none waits (or the server offers no backchannel).
+    fn backward_reply(&self, xid: u32, message: Bytes) {
+        match &self.backward {
+            Some(backward) => backward.reply(xid, message),
+            None => {
+                self.context.counters.dropped(message.len());
+                tracing::debug!(peer = %self.peer, xid, "a REPLY from the client, and no backchannel (TcpConfig::max_backward_in_flight 0): dropped");
+            }
+        }
+    }
+
     /// Routes one call, and polls its handler once from the connection's task (`cx`), whose
     /// `encoder` encodes the replies it writes; `slot` is held until its reply has been
     /// written.
@@ -474,7 +549,8 @@ impl ConnectionContext {
                     .send(xid, &error, slot, Some(encoder), observed);
             }
             Dispatch::NotACall { xid } => {
-                tracing::debug!(%peer, xid, "a REPLY from the client (no backward direction over TCP): dropped");
+                // Not reached: the reader hands REPLYs to the backward calls.
+                tracing::debug!(%peer, xid, "a REPLY from the client: dropped");
                 server.served(observed, CallStatus::Dropped);
             }
             Dispatch::Drop(error) => {

@@ -314,6 +314,12 @@ impl RecordSink {
     pub(super) fn is_closed(&self) -> bool {
         self.shared.closed.is_raised()
     }
+
+    /// How many records wait in the queue for the socket (not counting a batch being
+    /// written): more than a few when the peer does not read.
+    pub(super) fn queued(&self) -> usize {
+        self.shared.queued.load(SeqCst)
+    }
 }
 
 impl Shared {

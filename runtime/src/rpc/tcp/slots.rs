@@ -51,6 +51,17 @@ impl Slots {
         Poll::Ready(Slot(self.clone()))
     }
 
+    /// A slot when one is free, without waiting; any number of tasks may take them this
+    /// way (a compare-and-swap).
+    pub(super) fn try_take(self: &Arc<Self>) -> Option<Slot> {
+        self.in_use
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(self.clone()))
+    }
+
     /// `Ready` when every slot is back; otherwise `cx` is woken when they are.
     pub(super) fn poll_all_back(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.poll_in_use_below(cx, 1)

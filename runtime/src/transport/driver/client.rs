@@ -182,6 +182,10 @@ impl<P: Provider> CallTransport for RdmaTransport<P> {
     fn stats(&self) -> Option<TransportStats> {
         Some(self.total_stats())
     }
+
+    fn serves_backward(&self) -> bool {
+        self.config.backchannel.is_some() && self.config.backward_credits > 0
+    }
 }
 
 /// A provider's failure to connect as the error every transport gives for it: a refused or

@@ -80,6 +80,8 @@ impl Totals {
             replies: sum.counts.replies,
             bytes_sent: sum.counts.bytes_sent,
             bytes_received: sum.counts.bytes_received,
+            backward_calls: 0,
+            dropped: 0,
             rdma: Some(RdmaStats {
                 transport: sum.core,
                 pool: sum.pool,

@@ -86,7 +86,7 @@ struct Inner {
 ///   `NFS4ERR_OP_NOT_IN_SESSION`; CB_SEQUENCE elsewhere: `NFS4ERR_SEQUENCE_POS`.
 ///
 /// [`CallbackService::server`] builds the `rpc::Server` that the transport's
-/// `backchannel(server, credits)` takes. The service exists before the connection and is
+/// `backchannel(server, credits)` (RPC-over-RDMA) or `backchannel(server)` (TCP) takes. The service exists before the connection and is
 /// bound to its session by [`Session::establish`](super::Session::establish); a CB_COMPOUND
 /// that comes before that (the server may call as soon as CREATE_SESSION is answered) is
 /// answered `NFS4ERR_DELAY`, so that the server sends it again. A recall may also come before
@@ -148,7 +148,7 @@ impl CallbackService {
 
     /// An `rpc::Server` hosting this service, for the transport's backward direction
     /// (`RdmaConfig::backchannel(server, credits)`, with as many credits as back channel
-    /// slots).
+    /// slots; over TCP `TcpConfig::backchannel(server)`).
     pub fn server(&self) -> Server {
         let mut builder = Server::builder();
         self.add_to(&mut builder);
