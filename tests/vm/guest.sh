@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs inside the test guest, chrooted into the host root (read-only; /tmp and /run are tmpfs).
-# Environment: VM_MODE (smoke|provider|perf|siw|nfs|nfs4|suites|removal|all), VM_REPO (repository path), VM_KDIR (the unpacked
+# Environment: VM_MODE (smoke|provider|perf|siw|nfs|nfs4|nfs4-knfsd|suites|removal|all), VM_REPO (repository path), VM_KDIR (the unpacked
 # kernel package: its modules). Writes logs, perf.txt and its exit status to tests/vm/work/results.
 set -uo pipefail
 R="$VM_REPO/tests/vm/work/results"
@@ -1449,6 +1449,9 @@ removal() {
 # `nfs4`: the kernel's NFSv4.1 client against nfs4-server, and a delegation recalled.
 # shellcheck source=tests/vm/nfs4.sh
 . "$VM_REPO/tests/vm/nfs4.sh"
+# `nfs4-knfsd`: our NFSv4.1 client against knfsd, a delegation recalled by knfsd.
+# shellcheck source=tests/vm/nfs4-knfsd.sh
+. "$VM_REPO/tests/vm/nfs4-knfsd.sh"
 
 case "$VM_MODE" in
 smoke) smoke ;;
@@ -1459,7 +1462,8 @@ removal) removal ;;
 nfs) nfs ;;
 suites) suites ;;
 nfs4) nfs4 ;;
-all) smoke; provider; perf; siw; nfs; nfs4; suites; removal ;;
+nfs4-knfsd) nfs4_knfsd ;;
+all) smoke; provider; perf; siw; nfs; nfs4; nfs4_knfsd; suites; removal ;;
 esac
 note "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -141,8 +141,12 @@ async fn run<P: Provider>(provider: Arc<P>, args: &Args) -> Result<(), String> {
         .credentials(Credentials::Sys(AuthSys::new("nfs4-delegation", 0, 0)))
         .backchannel(callbacks.clone())
         .recall_policy(RecallPolicy::Notify);
+    // No Reply chunk beside a READ's Write chunk: the Linux kernel's server closes the
+    // connection on such a call when the Reply chunk is smaller than the whole reply
+    // (RdmaConfig::reply_chunk_with_write_chunks; seen on 6.1 in tests/vm's nfs4-knfsd).
     let rdma = RdmaConfig::default()
         .timeout(Some(Duration::from_secs(30)))
+        .reply_chunk_with_write_chunks(false)
         .backchannel(callbacks.server(), config.back_channel.max_requests);
     let transport = RdmaTransport::connect(provider, args.server, rdma)
         .await
@@ -261,7 +265,10 @@ async fn run<P: Provider>(provider: Arc<P>, args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// OPEN with create, WRITE of `payload` in WRITEs of at most 1 MiB (Read chunks), CLOSE.
+/// OPEN with create (no delegation wanted), WRITE of `payload` in WRITEs of at most 1 MiB
+/// (Read chunks), CLOSE, and DELEGRETURN of a delegation the server granted anyway (the Linux
+/// kernel's server, 6.1, grants a read delegation on such an OPEN; one kept would make
+/// DESTROY_CLIENTID fail with NFS4ERR_CLIENTID_BUSY).
 async fn write_file(
     session: &Session,
     dir: &rpcrdma_nfs4::nfs4::NfsFh4,
@@ -269,7 +276,11 @@ async fn write_file(
     payload: Bytes,
 ) -> Result<(), String> {
     let writing = session
-        .open(dir, name, OpenOptions::create(0o644))
+        .open(
+            dir,
+            name,
+            OpenOptions::create(0o644).want(DelegationWant::NoDelegation),
+        )
         .await
         .map_err(|e| format!("OPEN {name} to create: {e}"))?;
     let step = session.max_write().min(1 << 20) as usize;
@@ -294,5 +305,15 @@ async fn write_file(
     session
         .close(&writing.fh, &writing.stateid)
         .await
-        .map_err(|e| format!("CLOSE {name}: {e}"))
+        .map_err(|e| format!("CLOSE {name}: {e}"))?;
+    if let Some(delegation) = &writing.delegation {
+        session
+            .delegreturn(&writing.fh, &delegation.stateid)
+            .await
+            .map_err(|e| format!("DELEGRETURN {name}: {e}"))?;
+        say(format!(
+            "UNWANTED delegation on {name} returned (the OPEN asked for none)"
+        ));
+    }
+    Ok(())
 }

@@ -121,6 +121,16 @@ pub struct RdmaConfig {
     /// connection that once carried large calls would keep it for as long as it is open.
     /// `None` keeps them. Default 30 s.
     pub release_idle_after: Option<Duration>,
+    /// A client's call that provides Write chunks also provides a Reply chunk when the rest
+    /// of its reply is unbounded (an NFSv4 COMPOUND's READ). RFC 8166 allows both; the Linux
+    /// kernel's server (svcrdma, seen on 6.1) then counts the Write chunk's payload as part
+    /// of what went into the Reply chunk, answers nothing and closes the connection when the
+    /// Reply chunk is smaller than the whole reply (`svcrdma_send_err ... status=-7`).
+    /// Off: such a call provides its Write chunks only, as Linux's own client does. Meant for
+    /// calls whose replies besides the Write chunks' data are small (an NFSv4 READ's SEQUENCE,
+    /// PUTFH and READ results): a reply that does not fit inline then has nowhere to go (the
+    /// server answers ERR_CHUNK). Default on.
+    pub reply_chunk_with_write_chunks: bool,
 }
 
 /// The RPC-over-RDMA version each server settled on, by address, shared between clones.
@@ -183,6 +193,7 @@ impl Default for RdmaConfig {
             max_connections: crate::rpc::tcp::DEFAULT_MAX_CONNECTIONS,
             send_queue_depth: DEFAULT_SEND_QUEUE_DEPTH,
             release_idle_after: Some(Duration::from_secs(30)),
+            reply_chunk_with_write_chunks: true,
         }
     }
 }
@@ -311,6 +322,13 @@ impl RdmaConfig {
     /// ([`RdmaConfig::release_idle_after`]).
     pub fn release_idle_after(mut self, after: Option<Duration>) -> Self {
         self.release_idle_after = after;
+        self
+    }
+
+    /// Provides a Reply chunk beside Write chunks, or not
+    /// ([`RdmaConfig::reply_chunk_with_write_chunks`]; off for the Linux kernel's server).
+    pub fn reply_chunk_with_write_chunks(mut self, on: bool) -> Self {
+        self.reply_chunk_with_write_chunks = on;
         self
     }
 

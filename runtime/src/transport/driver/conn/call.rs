@@ -174,8 +174,11 @@ impl<C: Connection> Conn<C> {
             // A first attempt takes a fresh XID; a retransmission keeps it.
             let xid = *xid.get_or_insert_with(|| st.core.next_xid());
             // Read-Read (2004 mode): a long reply comes as a Read chunk instead.
+            // Not beside Write chunks when so configured (the Linux kernel's server fails such a
+            // call: RdmaConfig::reply_chunk_with_write_chunks).
             let reply_chunk = (!backward
                 && !st.core.read_read_requester()
+                && (self.reply_chunk_with_write_chunks || write_chunks.is_empty())
                 && st.core.needs_reply_chunk(reply_inline, write_chunks.len()))
             .then(|| {
                 call.options

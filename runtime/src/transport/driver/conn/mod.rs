@@ -166,6 +166,8 @@ pub(crate) struct Conn<C: Connection> {
     /// Configured for the 2004 mode: only then do calls and replies ask the core about
     /// padding and the Read-Read model (no second lock per message otherwise).
     mode_2004: bool,
+    /// [`RdmaConfig::reply_chunk_with_write_chunks`].
+    reply_chunk_with_write_chunks: bool,
     timeout: Option<Duration>,
     /// The task that fails calls past the default timeout ([`deadlines`](crate::rpc::deadlines)), started by the
     /// first call that needs it; `None` inside if it could not start (calls then keep a timer
@@ -315,6 +317,7 @@ impl<C: Connection> Conn<C> {
             recv,
             recv_size,
             sq_depth: config.send_queue_depth.max(1) as usize,
+            reply_chunk_with_write_chunks: config.reply_chunk_with_write_chunks,
             server,
             versions: (role == Role::Client).then(|| config.versions.clone()),
             closed: AtomicBool::new(false),
