@@ -4,6 +4,8 @@
 //! read delegation recalled by CB_RECALL over the holder's backchannel when another client
 //! opens the file for writing (section 10.4.1), returned, and the writer's OPEN then granted.
 
+mod recall;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +16,7 @@ use rpcrdma::rdma::{Listener, Provider};
 use rpcrdma::rpc::Client;
 use rpcrdma::transport::{serve, RdmaConfig, RdmaListener, RdmaTransport};
 use rpcrdma_nfs4::client::{
-    CallbackService, DelegationKind, DelegationWant, OpenOptions, RecallPolicy, Session,
-    SessionConfig,
+    CallbackService, DelegationWant, OpenOptions, RecallPolicy, Session, SessionConfig,
 };
 use rpcrdma_nfs4::nfs4::nfs4_program::nfs_v4::NfsV4Client;
 use rpcrdma_nfs4::nfs4::StableHow4;
@@ -126,77 +127,8 @@ async fn a_session_with_its_backchannel_moves_a_mib_each_way() {
 async fn a_writer_gets_the_file_after_the_readers_delegation_is_recalled_and_returned() {
     let s = served().await;
     let a = session(&s, "reader", RecallPolicy::Notify).await;
-    let mut recalls = a.recalls().expect("the recall channel");
-    let root = a.root_fh().await.expect("PUTROOTFH");
-    let made = a
-        .open(&root, "shared", OpenOptions::create(0o644))
-        .await
-        .expect("OPEN create");
-    a.write(
-        &made.fh,
-        &made.stateid,
-        0,
-        Bytes::from_static(b"before"),
-        StableHow4::FileSync4,
-    )
-    .await
-    .expect("WRITE");
-    a.close(&made.fh, &made.stateid).await.expect("CLOSE");
-    let read = a
-        .open(
-            &root,
-            "shared",
-            OpenOptions::read().want(DelegationWant::Read),
-        )
-        .await
-        .expect("OPEN for reading");
-    let delegation = read.delegation.clone().expect("a read delegation");
-    assert_eq!(delegation.kind, DelegationKind::Read);
-
-    // Another client opens the file for writing: the server answers NFS4ERR_DELAY and recalls
-    // the delegation over the reader's backchannel; the writer's session retries.
     let b = session(&s, "writer", RecallPolicy::Notify).await;
-    let writer = tokio::spawn({
-        let root = b.root_fh().await.expect("PUTROOTFH");
-        async move {
-            let opened = b.open(&root, "shared", OpenOptions::write()).await;
-            (b, opened)
-        }
-    });
-    let recall = tokio::time::timeout(Duration::from_secs(10), recalls.recv())
-        .await
-        .expect("a CB_RECALL within 10 s")
-        .expect("the recall channel open");
-    assert_eq!(recall.stateid, delegation.stateid);
-    assert_eq!(recall.fh, read.fh);
-    a.delegreturn(&recall.fh, &recall.stateid)
-        .await
-        .expect("DELEGRETURN");
-    let (b, opened) = tokio::time::timeout(Duration::from_secs(10), writer)
-        .await
-        .expect("the writer's OPEN within 10 s")
-        .expect("the writer's task");
-    let w = opened.expect("the writer's OPEN after the delegation came back");
-    assert!(w.delegation.is_none(), "no delegation for a writer");
-    b.write(
-        &w.fh,
-        &w.stateid,
-        0,
-        Bytes::from_static(b"after!"),
-        StableHow4::FileSync4,
-    )
-    .await
-    .expect("WRITE");
-    // The reader, no longer caching under a delegation, reads the new bytes.
-    let (now, _) = a
-        .read(&read.fh, &read.stateid, 0, 6)
-        .await
-        .expect("READ after the recall");
-    assert_eq!(now, Bytes::from_static(b"after!"));
-    b.close(&w.fh, &w.stateid).await.expect("CLOSE");
-    a.close(&read.fh, &read.stateid).await.expect("CLOSE");
-    b.destroy().await.expect("destroy writer");
-    a.destroy().await.expect("destroy reader");
+    recall::writer_after_recall(a, b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
