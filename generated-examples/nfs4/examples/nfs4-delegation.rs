@@ -141,12 +141,11 @@ async fn run<P: Provider>(provider: Arc<P>, args: &Args) -> Result<(), String> {
         .credentials(Credentials::Sys(AuthSys::new("nfs4-delegation", 0, 0)))
         .backchannel(callbacks.clone())
         .recall_policy(RecallPolicy::Notify);
-    // No Reply chunk beside a READ's Write chunk: the Linux kernel's server closes the
-    // connection on such a call when the Reply chunk is smaller than the whole reply
-    // (RdmaConfig::reply_chunk_with_write_chunks; seen on 6.1 in tests/vm's nfs4-knfsd).
+    // Default settings: the session's helpers bound their replies, so a READ offers its
+    // Write chunk alone, which is what the Linux kernel's server needs (it closes the
+    // connection on a READ that also offers a smaller Reply chunk; seen on 6.1).
     let rdma = RdmaConfig::default()
         .timeout(Some(Duration::from_secs(30)))
-        .reply_chunk_with_write_chunks(false)
         .backchannel(callbacks.server(), config.back_channel.max_requests);
     let transport = RdmaTransport::connect(provider, args.server, rdma)
         .await

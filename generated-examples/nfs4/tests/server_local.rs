@@ -915,3 +915,73 @@ async fn an_open_file_outlives_its_name_until_closed() {
     assert_eq!(res.status, Nfsstat4::Nfs4errStale, "gone once closed");
     assert_eq!(server.used_bytes(), 0);
 }
+
+/// COMPOUND with arguments encoded by hand, to send what `nfs_argop4` cannot hold.
+struct RawCompound;
+
+/// Encoded COMPOUND4args.
+struct RawArgs(Bytes);
+
+impl rpcrdma::xdr::Encode for RawArgs {
+    fn encode(&self, enc: &mut rpcrdma::xdr::Encoder) -> rpcrdma::xdr::Result<()> {
+        enc.put_opaque_body(&self.0);
+        Ok(())
+    }
+}
+
+impl rpcrdma::xdr::Decode for RawArgs {
+    fn decode(dec: &mut rpcrdma::xdr::Decoder<'_>) -> rpcrdma::xdr::Result<Self> {
+        // Only sent, never received here.
+        dec.skip(dec.remaining())?;
+        Ok(RawArgs(Bytes::new()))
+    }
+}
+
+impl rpcrdma::xdr::Procedure for RawCompound {
+    const PROGRAM: u32 = 100003;
+    const VERSION: u32 = 4;
+    const PROCEDURE: u32 = 1;
+    const NAME: &'static str = "COMPOUND";
+    type Args = RawArgs;
+    type Result = Compound4res;
+}
+
+#[tokio::test]
+async fn an_operation_number_the_server_does_not_know_is_op_illegal() {
+    use rpcrdma::xdr::Encode;
+    let server = Nfs4Server::new(Nfs4Config::default());
+    let mut s = session(&server, "illegal", 0).await;
+    // SEQUENCE, PUTROOTFH, then operation 9999 and bytes nothing can parse.
+    let mut enc = rpcrdma::xdr::Encoder::new();
+    Compound4args {
+        tag: Bytes::from_static(b"t"),
+        minorversion: 1,
+        argarray: vec![sequence(&s, s.seq, false), NfsArgop4::OpPutrootfh],
+    }
+    .encode(&mut enc)
+    .unwrap();
+    let mut bytes = enc.finish().to_bytes().to_vec();
+    // The array's count (after the tag's 8 bytes and the minor version) says 3.
+    bytes[12..16].copy_from_slice(&3u32.to_be_bytes());
+    bytes.extend_from_slice(&9999u32.to_be_bytes());
+    bytes.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    let res = s
+        .nfs
+        .rpc()
+        .call::<RawCompound>(&RawArgs(Bytes::from(bytes)))
+        .await
+        .expect("a COMPOUND reply, not GARBAGE_ARGS");
+    s.seq += 1;
+    // RFC 5661 section 15.2: the operations before it ran; it is answered OP_ILLEGAL.
+    assert_eq!(res.status, Nfsstat4::Nfs4errOpIllegal, "{res:#?}");
+    assert_eq!(res.resarray.len(), 3);
+    assert!(matches!(res.resarray[1], NfsResop4::OpPutrootfh(_)));
+    assert!(matches!(
+        res.resarray[2],
+        NfsResop4::OpIllegal(Illegal4res {
+            status: Nfsstat4::Nfs4errOpIllegal
+        })
+    ));
+    // The session goes on.
+    s.ok(vec![NfsArgop4::OpPutrootfh]).await;
+}

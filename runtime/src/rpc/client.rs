@@ -64,6 +64,9 @@ pub struct CallOptions {
     pub reply_sizes: Vec<usize>,
     /// The largest reply expected, when the result type is unbounded: sizes the Reply chunk.
     pub max_reply: Option<usize>,
+    /// The largest the results can be once their DDP-eligible items are in Write chunks,
+    /// when the result type cannot say (see [`max_inline_results`](Self::max_inline_results)).
+    pub max_inline_results: Option<usize>,
     /// How long to wait for the reply (the transport's default otherwise).
     pub timeout: Option<Duration>,
 }
@@ -89,6 +92,18 @@ impl CallOptions {
     /// Expect no reply larger than `len` bytes.
     pub fn max_reply(mut self, len: usize) -> CallOptions {
         self.max_reply = Some(len);
+        self
+    }
+
+    /// Promise that the results, with their DDP-eligible items in Write chunks, take at most
+    /// `len` bytes, for a result type with no bound of its own (an NFSv4 COMPOUND4res whose
+    /// operations the caller knows). Over RPC-over-RDMA a reply that then fits the inline
+    /// threshold needs no Reply chunk and the call offers none (seed 002 section 4.3): the
+    /// reply comes in a Send instead of an RDMA Write, and a call with Write chunks offers
+    /// them alone, as the Linux kernel's client does. A server whose reply breaks the promise
+    /// cannot send it (it answers ERR_CHUNK, which fails the call).
+    pub fn max_inline_results(mut self, len: usize) -> CallOptions {
+        self.max_inline_results = Some(len);
         self
     }
 

@@ -43,6 +43,7 @@
 //! [RFC 5661]: https://www.rfc-editor.org/rfc/rfc5661
 
 mod attrs;
+mod bounds;
 mod callback;
 mod config;
 mod error;

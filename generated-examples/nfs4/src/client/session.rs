@@ -9,6 +9,7 @@ use rpcrdma::rpc::CallOptions;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::bounds;
 use super::callback::{CallbackService, Recall};
 use super::config::{DelayPolicy, SessionConfig, COMPOUND_HEADROOM};
 use super::error::ClientError;
@@ -151,6 +152,12 @@ impl Shared {
             tag: self.tag.clone(),
             minorversion: 1,
             argarray,
+        };
+        // Over RPC-over-RDMA a reply known to fit inline needs no Reply chunk.
+        let inline = bounds::inline_results(&args);
+        let options = || match inline {
+            Some(len) => options().max_inline_results(len),
+            None => options(),
         };
         let mut delays = 0;
         let mut rewound = false;

@@ -28,6 +28,7 @@ mod fh;
 mod files;
 mod locks;
 mod open;
+mod program;
 mod results;
 mod session;
 pub mod state;
@@ -149,7 +150,7 @@ impl Nfs4Server {
     /// An RPC server hosting NFSv4 (program 100003 version 4), for any transport.
     pub fn rpc_server(&self) -> Server {
         let mut builder = Server::builder();
-        nfs_v4::register(&mut builder, self.clone());
+        builder.add(program::Nfs4Program(self.clone()));
         builder.build()
     }
 

@@ -126,10 +126,12 @@ pub struct RdmaConfig {
     /// kernel's server (svcrdma, seen on 6.1) then counts the Write chunk's payload as part
     /// of what went into the Reply chunk, answers nothing and closes the connection when the
     /// Reply chunk is smaller than the whole reply (`svcrdma_send_err ... status=-7`).
-    /// Off: such a call provides its Write chunks only, as Linux's own client does. Meant for
-    /// calls whose replies besides the Write chunks' data are small (an NFSv4 READ's SEQUENCE,
-    /// PUTFH and READ results): a reply that does not fit inline then has nowhere to go (the
-    /// server answers ERR_CHUNK). Default on.
+    /// Off: such a call provides its Write chunks only, as Linux's own client does, and a
+    /// reply that does not fit inline has nowhere to go (the server answers ERR_CHUNK).
+    /// Default on. A caller that knows its reply is small says so per call instead
+    /// ([`CallOptions::max_inline_results`](crate::rpc::CallOptions::max_inline_results),
+    /// which the NFSv4.1 client library sets from each COMPOUND's operations): then no Reply
+    /// chunk is offered whatever this says.
     pub reply_chunk_with_write_chunks: bool,
 }
 
