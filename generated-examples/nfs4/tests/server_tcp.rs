@@ -30,7 +30,16 @@ async fn served() -> Served {
 }
 
 async fn session(s: &Served, owner: &str, policy: RecallPolicy) -> Session {
-    let callbacks = CallbackService::new();
+    session_on(s, owner, policy, CallbackService::new()).await
+}
+
+/// A session whose callbacks `callbacks` serves (on its program number).
+async fn session_on(
+    s: &Served,
+    owner: &str,
+    policy: RecallPolicy,
+    callbacks: CallbackService,
+) -> Session {
     let config = SessionConfig::new(owner.to_string(), *b"boot0001")
         .backchannel(callbacks.clone())
         .recall_policy(policy);
@@ -71,6 +80,16 @@ async fn refused_without_the_tcp_option() {
 async fn a_writer_gets_the_file_after_the_readers_delegation_is_recalled_and_returned() {
     let s = served().await;
     let a = session(&s, "reader", RecallPolicy::Notify).await;
+    let b = session(&s, "writer", RecallPolicy::Notify).await;
+    recall::writer_after_recall(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callbacks_go_to_the_program_number_the_client_chose() {
+    // RFC 5661 section 18.36.3: csa_cb_program is the client's choice; the server calls it.
+    let s = served().await;
+    let callbacks = CallbackService::with_program(0x4000_1234);
+    let a = session_on(&s, "reader", RecallPolicy::Notify, callbacks).await;
     let b = session(&s, "writer", RecallPolicy::Notify).await;
     recall::writer_after_recall(a, b).await;
 }

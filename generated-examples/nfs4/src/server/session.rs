@@ -160,10 +160,16 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> Result<NfsResop4
     )))
 }
 
-/// The client for callbacks on `connection`, with the credential the client asked callbacks
-/// to carry (csa_sec_parms, section 18.36.3): AUTH_SYS when offered (Linux's callback service
-/// takes AUTH_NONE for CB_NULL only), else AUTH_NONE.
-fn callback_client(connection: rpcrdma::rpc::Client, sec: &[CallbackSecParms4]) -> NfsCbClient {
+/// The client for callbacks on `connection`, to the program number the client serves them on
+/// (csa_cb_program, section 18.36.3: the client picks it) with the credential it asked
+/// callbacks to carry (csa_sec_parms): AUTH_SYS when offered (Linux's callback service takes
+/// AUTH_NONE for CB_NULL only), else AUTH_NONE.
+fn callback_client(
+    connection: rpcrdma::rpc::Client,
+    program: u32,
+    sec: &[CallbackSecParms4],
+) -> NfsCbClient {
+    let connection = connection.with_program_number(nfs4_callback::PROGRAM, program);
     let sys = sec.iter().find_map(|p| match p {
         CallbackSecParms4::AuthSys(s) => {
             Some(rpcrdma::rpc::Credentials::Sys(rpcrdma::rpc::AuthSys {
@@ -281,7 +287,7 @@ pub fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Result<Nfs
         )
     });
     let backchannel = match (wants_back && usable_sec, backchannel) {
-        (true, Some(client)) => Some(callback_client(client, &a.csa_sec_parms)),
+        (true, Some(client)) => Some(callback_client(client, a.csa_cb_program, &a.csa_sec_parms)),
         _ => None,
     };
     let mut flags = 0;
@@ -505,7 +511,8 @@ pub fn bind_conn_to_session(
     );
     let dir = match (wants_back, backchannel) {
         (true, Some(client)) => {
-            session.backchannel = Some(callback_client(client, &session.cb_sec));
+            session.backchannel =
+                Some(callback_client(client, session.cb_program, &session.cb_sec));
             if a.bctsa_dir == ChannelDirFromClient4::Cdfc4Back {
                 ChannelDirFromServer4::Cdfs4Back
             } else {
@@ -545,7 +552,11 @@ pub fn backchannel_ctl(
         session.cb_program = a.bca_cb_program;
         session.cb_sec = a.bca_sec_parms.clone();
         if let Some(cb) = session.backchannel.take() {
-            session.backchannel = Some(callback_client(cb.rpc().clone(), &session.cb_sec));
+            session.backchannel = Some(callback_client(
+                cb.rpc().clone(),
+                session.cb_program,
+                &session.cb_sec,
+            ));
         }
     }
     Ok(NfsResop4::OpBackchannelCtl(BackchannelCtl4res {
