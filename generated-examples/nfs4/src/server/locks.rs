@@ -41,31 +41,35 @@ fn conflict(
     owner: &(ClientId, Bytes),
     want: LockRange,
 ) -> Option<Lock4denied> {
-    c.inner.state.stateids.values().find_map(|e| match &e.kind {
-        StateKind::Lock {
-            owner: o, ranges, ..
-        } if e.fileid == fileid && o != owner => ranges
-            .iter()
-            .find(|r| r.start < want.end && want.start < r.end && (r.write || want.write))
-            .map(|r| Lock4denied {
-                offset: r.start,
-                length: if r.end == u64::MAX {
-                    u64::MAX
-                } else {
-                    r.end - r.start
-                },
-                locktype: if r.write {
-                    NfsLockType4::WriteLt
-                } else {
-                    NfsLockType4::ReadLt
-                },
-                owner: StateOwner4 {
-                    clientid: o.0,
-                    owner: o.1.clone(),
-                },
-            }),
-        _ => None,
-    })
+    c.inner
+        .state
+        .stateids
+        .on_file(fileid)
+        .find_map(|(_, e)| match &e.kind {
+            StateKind::Lock {
+                owner: o, ranges, ..
+            } if o != owner => ranges
+                .iter()
+                .find(|r| r.start < want.end && want.start < r.end && (r.write || want.write))
+                .map(|r| Lock4denied {
+                    offset: r.start,
+                    length: if r.end == u64::MAX {
+                        u64::MAX
+                    } else {
+                        r.end - r.start
+                    },
+                    locktype: if r.write {
+                        NfsLockType4::WriteLt
+                    } else {
+                        NfsLockType4::ReadLt
+                    },
+                    owner: StateOwner4 {
+                        clientid: o.0,
+                        owner: o.1.clone(),
+                    },
+                }),
+            _ => None,
+        })
 }
 
 /// `ranges` without the bytes of `cut`.
@@ -109,17 +113,15 @@ fn lock_state(c: &mut Compound<'_>, locker: &Locker4, fileid: u64) -> Result<Oth
                 return Err(Nfsstat4::Nfs4errBadStateid);
             }
             let owner = (client, new.lock_owner.owner.clone());
-            let existing = c
-                .inner
-                .state
-                .stateids
-                .iter()
-                .find_map(|(o, e)| match &e.kind {
-                    StateKind::Lock { owner: w, .. } if e.fileid == fileid && *w == owner => {
-                        Some(*o)
-                    }
-                    _ => None,
-                });
+            let existing =
+                c.inner
+                    .state
+                    .stateids
+                    .on_file(fileid)
+                    .find_map(|(o, e)| match &e.kind {
+                        StateKind::Lock { owner: w, .. } if *w == owner => Some(*o),
+                        _ => None,
+                    });
             if let Some(other) = existing {
                 return Ok(other);
             }

@@ -32,6 +32,7 @@ mod program;
 mod results;
 mod session;
 pub mod state;
+mod stateids;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -122,10 +122,10 @@ pub fn check_stateid(
         Named::Bypass if want == OPEN4_SHARE_ACCESS_READ => Ok(()),
         Named::Bypass => Err(Nfsstat4::Nfs4errBadStateid),
         Named::Anonymous => {
-            let denied = c.inner.state.stateids.values().any(|e| {
-                e.fileid == fileid
-                    && matches!(e.kind, StateKind::Open { deny, .. } if deny & want != 0)
-            });
+            let denied =
+                c.inner.state.stateids.on_file(fileid).any(
+                    |(_, e)| matches!(e.kind, StateKind::Open { deny, .. } if deny & want != 0),
+                );
             if denied {
                 return Err(Nfsstat4::Nfs4errLocked);
             }
@@ -189,8 +189,8 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
         .inner
         .state
         .stateids
-        .iter()
-        .filter(|(_, e)| e.fileid == fileid && Some(e.client) != me)
+        .on_file(fileid)
+        .filter(|(_, e)| Some(e.client) != me)
         .filter_map(|(o, e)| match e.kind {
             StateKind::ReadDelegation { recalled } => Some((*o, e.client, recalled)),
             _ => None,
@@ -236,11 +236,10 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
         let stateid = e.stateid(&other);
         c.recalls.push(Recall { stateid, ..recall });
     }
-    let still_held = c.inner.state.stateids.values().any(|e| {
-        e.fileid == fileid
-            && Some(e.client) != me
-            && matches!(e.kind, StateKind::ReadDelegation { .. })
-    });
+    let still_held =
+        c.inner.state.stateids.on_file(fileid).any(|(_, e)| {
+            Some(e.client) != me && matches!(e.kind, StateKind::ReadDelegation { .. })
+        });
     if still_held {
         Err(Nfsstat4::Nfs4errDelay)
     } else {
@@ -540,13 +539,12 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
         c.inner
             .state
             .stateids
-            .values()
-            .filter(|e| {
-                e.fileid == fileid
-                    && matches!(&e.kind, StateKind::Open { owner: o, access, deny }
-                        if *o != owner && (deny & access_bits != 0 || a.share_deny & access != 0))
+            .on_file(fileid)
+            .filter(|(_, e)| {
+                matches!(&e.kind, StateKind::Open { owner: o, access, deny }
+                    if *o != owner && (deny & access_bits != 0 || a.share_deny & access != 0))
             })
-            .map(|e| e.client)
+            .map(|(_, e)| e.client)
             .collect()
     };
     if !conflicts(c).is_empty() {
@@ -613,9 +611,8 @@ fn open_of_owner(
     owner: &(ClientId, Bytes),
     fileid: u64,
 ) -> Option<Other> {
-    state.stateids.iter().find_map(|(o, e)| {
-        (e.fileid == fileid && matches!(&e.kind, StateKind::Open { owner: w, .. } if w == owner))
-            .then_some(*o)
+    state.stateids.on_file(fileid).find_map(|(o, e)| {
+        matches!(&e.kind, StateKind::Open { owner: w, .. } if w == owner).then_some(*o)
     })
 }
 
@@ -671,10 +668,7 @@ fn delegate(
     }
     let state = &mut c.inner.state;
     let mut mine = None;
-    for (o, e) in &state.stateids {
-        if e.fileid != fileid {
-            continue;
-        }
+    for (o, e) in state.stateids.on_file(fileid) {
         match &e.kind {
             StateKind::Open { access, .. }
                 if e.client != client && access & OPEN4_SHARE_ACCESS_WRITE != 0 =>
@@ -744,11 +738,12 @@ pub fn close(c: &mut Compound<'_>, a: Close4args) -> Result<NfsResop4, Nfsstat4>
     let other = open_stateid(c, &a.open_stateid)?;
     // Section 18.2.3: an open with byte-range locks under it is not closed; its lock
     // stateids without locks go with it.
+    let fileid = c.inner.state.stateids[&other].fileid;
     let locks: Vec<(Other, bool)> = c
         .inner
         .state
         .stateids
-        .iter()
+        .on_file(fileid)
         .filter_map(|(o, e)| match &e.kind {
             StateKind::Lock { open, ranges, .. } if *open == other => {
                 Some((*o, !ranges.is_empty()))

@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+pub use super::stateids::Stateids;
+
 use crate::nfs4::nfs4_callback::nfs_cb::NfsCbClient;
 use crate::nfs4::{ChannelAttrs4, Compound4res, CreateSession4res, Stateid4};
 
@@ -171,8 +173,8 @@ pub struct State {
     pub clients: HashMap<ClientId, ClientRecord>,
     /// Sessions by id.
     pub sessions: HashMap<SessionId, Session>,
-    /// Opens and delegations by the stateid's other field.
-    pub stateids: HashMap<Other, StateEntry>,
+    /// Opens, delegations and locks by the stateid's other field, by file and by client.
+    pub stateids: Stateids,
     /// Files whose opens went with an expunged client: the COMPOUND unpins them in the tree
     /// (an open keeps its file after the last name goes, `Tree::pin`).
     pub released: Vec<u64>,
@@ -226,14 +228,11 @@ impl State {
     pub fn expunge_client(&mut self, client: ClientId) {
         self.clients.remove(&client);
         self.sessions.retain(|_, s| s.client != client);
-        let released = &mut self.released;
-        self.stateids.retain(|_, s| {
-            let keep = s.client != client;
-            if !keep && matches!(s.kind, StateKind::Open { .. }) {
-                released.push(s.fileid);
+        for gone in self.stateids.remove_client(client) {
+            if matches!(gone.kind, StateKind::Open { .. }) {
+                self.released.push(gone.fileid);
             }
-            keep
-        });
+        }
     }
 
     /// Whether `client` has a session.
@@ -251,10 +250,7 @@ impl State {
 
     /// Stateids `client` holds.
     pub fn stateids_of(&self, client: ClientId) -> usize {
-        self.stateids
-            .values()
-            .filter(|s| s.client == client)
-            .count()
+        self.stateids.count_of(client)
     }
 
     /// Drops every client whose lease ran out more than `forget` ago: a client that went
@@ -289,7 +285,7 @@ impl State {
 
     /// Whether `client` holds anything: a session, an open or a delegation.
     pub fn has_state(&self, client: ClientId) -> bool {
-        self.has_sessions(client) || self.stateids.values().any(|s| s.client == client)
+        self.has_sessions(client) || self.stateids.count_of(client) > 0
     }
 
     /// Whether `client`'s lease has run out (RFC 5661 section 8.3): no SEQUENCE for `lease`.
