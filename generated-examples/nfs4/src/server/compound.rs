@@ -11,7 +11,7 @@ use rpcrdma_nfs3::nfs3::Nfstime3;
 
 use crate::nfs4::*;
 
-use super::open::Recall;
+use super::delegations::{self, Recall};
 use super::state::{ClientId, SessionId};
 use super::{files, locks, open, results, session, Inner, Shared, MAX_MESSAGE};
 
@@ -341,7 +341,7 @@ fn dispatch(c: &mut Compound<'_>, op: NfsArgop4) -> Result<NfsResop4, Nfsstat4> 
         A::OpOpen(a) => open::open(c, a),
         A::OpClose(a) => open::close(c, a),
         A::OpOpenDowngrade(a) => open::open_downgrade(c, a),
-        A::OpDelegreturn(a) => open::delegreturn(c, a),
+        A::OpDelegreturn(a) => delegations::delegreturn(c, a),
         A::OpTestStateid(a) => open::test_stateid(c, a),
         A::OpFreeStateid(a) => open::free_stateid(c, a),
 

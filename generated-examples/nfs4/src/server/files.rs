@@ -12,7 +12,7 @@ use crate::nfs4::*;
 use super::attrs::{self, AttrSet, FsAttrs, ObjectAttrs, SetAttrs, SetTime};
 use super::compound::Compound;
 use super::fh::{self, check_name, status, time3, time4, NAME_MAX};
-use super::{open, session, MAX_IO};
+use super::{delegations, open, session, MAX_IO};
 
 /// The ACCESS4_* bits the server judges (RFC 5661 section 18.1).
 const ACCESS_ALL: u32 = ACCESS4_READ
@@ -267,7 +267,7 @@ pub fn setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<NfsResop4, Nfsst
         if let Err(s) = open::check_stateid(c, &a.stateid, id, OPEN4_SHARE_ACCESS_WRITE) {
             return fail(s);
         }
-        if let Err(s) = open::break_delegations(c, id) {
+        if let Err(s) = delegations::break_delegations(c, id) {
             return fail(s);
         }
     }
@@ -411,7 +411,7 @@ pub fn remove(c: &mut Compound<'_>, a: Remove4args) -> Result<NfsResop4, Nfsstat
     check_name(&a.target)?;
     let target = c.inner.tree.lookup(dir, &a.target).map_err(status)?;
     may_modify_dir(c, dir)?;
-    open::break_delegations(c, target)?;
+    delegations::break_delegations(c, target)?;
     let want_dir = matches!(node(c, target)?.kind, Kind::Dir(_));
     let before = dir_change(c, dir)?;
     let now = c.now;
@@ -437,9 +437,9 @@ pub fn rename(c: &mut Compound<'_>, a: Rename4args) -> Result<NfsResop4, Nfsstat
     let source = c.inner.tree.lookup(from, &a.oldname).map_err(status)?;
     may_modify_dir(c, from)?;
     may_modify_dir(c, to)?;
-    open::break_delegations(c, source)?;
+    delegations::break_delegations(c, source)?;
     if let Ok(target) = c.inner.tree.lookup(to, &a.newname) {
-        open::break_delegations(c, target)?;
+        delegations::break_delegations(c, target)?;
     }
     let (from_before, to_before) = (dir_change(c, from)?, dir_change(c, to)?);
     let now = c.now;

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use crate::nfs4::*;
 
 use super::compound::Compound;
-use super::open::{entry, expire_courtesy_clients, name_stateid, Named};
+use super::delegations::expire_courtesy_clients;
+use super::open::{entry, name_stateid, Named};
 use super::state::{ClientId, LockRange, Other, StateEntry, StateKind};
 
 /// A range's end (exclusive), from the protocol's offset and length: a length of all ones

@@ -24,6 +24,7 @@
 
 pub mod attrs;
 mod compound;
+mod delegations;
 mod fh;
 mod files;
 mod locks;
@@ -193,7 +194,7 @@ impl nfs_v4::NfsV4Server for Nfs4Server {
             compound::run(&self.shared, &mut inner, &ctx, args)
         };
         for recall in recalls {
-            open::spawn_recall(self.clone(), recall);
+            delegations::spawn_recall(self.clone(), recall);
         }
         Ok(reply)
     }
