@@ -4,14 +4,14 @@
 //! ```text
 //! nfs4-server --listen 192.0.2.1 [--rdma-port 20049] [--tcp-port 2049]
 //!             [--provider soft|verbs] [--capacity-mib 1024] [--lease-seconds 90]
-//!             [--no-delegations] [--log] [--threads 2]
+//!             [--no-delegations] [--no-write-delegations] [--log] [--threads 2]
 //! mount -t nfs -o vers=4.1,proto=rdma,port=20049 192.0.2.1:/ /mnt
 //! ```
 //!
 //! NFSv4 needs no MOUNT protocol or port mapper: the client starts at the root filehandle
 //! (PUTROOTFH). Over RPC-over-RDMA the server offers the backward direction (RFC 8166 section
 //! 8), and over TCP calls back on the client's connection (RFC 5661 section 2.10.3.1): NFSv4.1
-//! uses either as the session's backchannel for CB_RECALL of read delegations. It prints one
+//! uses either as the session's backchannel for CB_RECALL of delegations. It prints one
 //! `listening ...` line when it accepts calls, and serves until ctrl-C or SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
@@ -58,9 +58,13 @@ struct Args {
     /// The lease, in seconds (and how long a recalled delegation may stay unreturned).
     #[arg(long, default_value_t = 90)]
     lease_seconds: u32,
-    /// Grant no read delegations.
+    /// Grant no delegations.
     #[arg(long)]
     no_delegations: bool,
+    /// Grant read delegations only, never write delegations (which a client gets only when it
+    /// asks for one).
+    #[arg(long)]
+    no_write_delegations: bool,
     /// Print one line per COMPOUND on stderr: the caller, each operation's status.
     #[arg(long)]
     log: bool,
@@ -124,6 +128,7 @@ async fn run<P: Provider>(provider: P, args: &Args) -> Result<(), String> {
         capacity: args.capacity_mib.saturating_mul(1 << 20),
         lease_seconds: args.lease_seconds.max(1),
         delegations: !args.no_delegations,
+        write_delegations: !args.no_write_delegations,
         log_calls: args.log,
         ..Nfs4Config::default()
     });

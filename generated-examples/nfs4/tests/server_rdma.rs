@@ -132,6 +132,14 @@ async fn a_writer_gets_the_file_after_the_readers_delegation_is_recalled_and_ret
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_look_at_the_size_recalls_a_write_delegation() {
+    let s = served().await;
+    let a = session(&s, "holder", RecallPolicy::Notify).await;
+    let b = session(&s, "looker", RecallPolicy::Notify).await;
+    recall::reader_after_write_delegation(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delegation_not_returned_within_a_lease_is_revoked_and_the_holder_told() {
     use rpcrdma_nfs4::nfs4::{
         FreeStateid4args, NfsArgop4, NfsResop4, Nfsstat4, Putfh4args, Read4args, TestStateid4args,

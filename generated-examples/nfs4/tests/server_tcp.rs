@@ -93,3 +93,11 @@ async fn callbacks_go_to_the_program_number_the_client_chose() {
     let b = session(&s, "writer", RecallPolicy::Notify).await;
     recall::writer_after_recall(a, b).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_look_at_the_size_recalls_a_write_delegation() {
+    let s = served().await;
+    let a = session(&s, "holder", RecallPolicy::Notify).await;
+    let b = session(&s, "looker", RecallPolicy::Notify).await;
+    recall::reader_after_write_delegation(a, b).await;
+}

@@ -53,7 +53,7 @@ mod reply;
 mod session;
 mod slots;
 
-pub use attrs::{basic_request, bitmap, is_set, BasicAttrs};
+pub use attrs::{basic_request, bitmap, decode_basic, is_set, BasicAttrs};
 pub use callback::{CallbackService, Recall, RECALL_QUEUE};
 pub use config::{
     ChannelConfig, DelayPolicy, RecallPolicy, SessionConfig, CLIENT_EXCHANGE_FLAGS,

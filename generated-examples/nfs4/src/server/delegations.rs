@@ -39,19 +39,40 @@ pub(super) fn expire_courtesy_clients(c: &mut Compound<'_>, holders: Vec<ClientI
     }
 }
 
-/// Recalls the read delegations other clients hold on `fileid` (section 10.4.1: a change by
-/// one client to a file another holds a delegation for); NFS4ERR_DELAY while any is held, so
-/// that the client retries once the holder has returned it.
+/// Recalls the delegations other clients hold on `fileid` (section 10.4.1: a change by one
+/// client to a file another holds a delegation for); NFS4ERR_DELAY while any is held, so that
+/// the client retries once the holder has returned it.
 pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfsstat4> {
+    recall_conflicting(c, fileid, false)
+}
+
+/// Recalls the write delegations other clients hold on `fileid`, for a client that reads the
+/// file or its attributes (section 10.4.3: the holder may have written what the server has
+/// not seen; this server recalls rather than asking with CB_GETATTR); NFS4ERR_DELAY while any
+/// is held.
+pub fn break_write_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfsstat4> {
+    recall_conflicting(c, fileid, true)
+}
+
+/// Recalls other clients' delegations on `fileid`: write delegations only, or all.
+fn recall_conflicting(
+    c: &mut Compound<'_>,
+    fileid: u64,
+    writes_only: bool,
+) -> Result<(), Nfsstat4> {
     let me = c.session.map(|(_, client)| client);
+    let conflicts = |e: &StateEntry| {
+        Some(e.client) != me
+            && matches!(e.kind, StateKind::Delegation { write, .. } if write || !writes_only)
+    };
     let held: Vec<(Other, ClientId, bool)> = c
         .inner
         .state
         .stateids
         .on_file(fileid)
-        .filter(|(_, e)| Some(e.client) != me)
+        .filter(|(_, e)| conflicts(e))
         .filter_map(|(o, e)| match e.kind {
-            StateKind::ReadDelegation { recalled } => Some((*o, e.client, recalled)),
+            StateKind::Delegation { recalled, .. } => Some((*o, e.client, recalled)),
             _ => None,
         })
         .collect();
@@ -91,14 +112,18 @@ pub fn break_delegations(c: &mut Compound<'_>, fileid: u64) -> Result<(), Nfssta
             lease,
         };
         let e = state.stateids.get_mut(&other).expect("listed above");
-        e.kind = StateKind::ReadDelegation { recalled: true };
+        if let StateKind::Delegation { recalled, .. } = &mut e.kind {
+            *recalled = true;
+        }
         let stateid = e.stateid(&other);
         c.recalls.push(Recall { stateid, ..recall });
     }
-    let still_held =
-        c.inner.state.stateids.on_file(fileid).any(|(_, e)| {
-            Some(e.client) != me && matches!(e.kind, StateKind::ReadDelegation { .. })
-        });
+    let still_held = c
+        .inner
+        .state
+        .stateids
+        .on_file(fileid)
+        .any(|(_, e)| conflicts(e));
     if still_held {
         Err(Nfsstat4::Nfs4errDelay)
     } else {
@@ -178,7 +203,7 @@ pub fn spawn_recall(server: Nfs4Server, recall: Recall) {
             .state
             .stateids
             .get(&recall.other)
-            .is_some_and(|e| matches!(e.kind, StateKind::ReadDelegation { .. }));
+            .is_some_and(|e| matches!(e.kind, StateKind::Delegation { .. }));
         if held {
             inner.state.revoke(&recall.other);
             if log {
@@ -197,15 +222,19 @@ pub(super) fn delegation_of(
     let other = other_of(stateid)?;
     let e = entry(c, &other, stateid.seqid, Some(fileid))?;
     match e.kind {
-        StateKind::ReadDelegation { .. } => Ok(()),
+        StateKind::Delegation { .. } => Ok(()),
         _ => Err(Nfsstat4::Nfs4errBadStateid),
     }
 }
 
-/// The delegation an OPEN gets (section 10.4): a read delegation for a read-only open by a
-/// client the server can call back, when no other client has the file open for writing and
-/// no recall of it is under way; otherwise none, with the reason when the client said what it
-/// wanted (section 18.16.3, OPEN_DELEGATE_NONE_EXT).
+/// The delegation an OPEN gets (section 10.4): a read delegation for a read-only open, or a
+/// write delegation for an open that writes when the client asked for one
+/// (OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG, or WANT_ANY_DELEG), by a client the server can call
+/// back, when no other client's state on the file is in the way (a read delegation: no other
+/// client has the file open for writing; a write delegation: no other client has it open at
+/// all or holds a delegation) and no recall of it is under way; otherwise none, with the reason
+/// when the client said what it wanted (section 18.16.3, OPEN_DELEGATE_NONE_EXT). A client
+/// that already holds a delegation on the file gets that one again.
 pub(super) fn delegate(
     c: &mut Compound<'_>,
     client: ClientId,
@@ -224,50 +253,57 @@ pub(super) fn delegate(
             })
         }
     };
-    match want {
+    let writes = access_bits & OPEN4_SHARE_ACCESS_WRITE != 0;
+    let write = match want {
         OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return none(WhyNoDelegation4::Wnd4NotWanted),
         OPEN4_SHARE_ACCESS_WANT_CANCEL => return none(WhyNoDelegation4::Wnd4Cancelled),
+        OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG if writes => true,
+        // A read delegation covers no writing open (section 10.4.1).
+        _ if writes => return none(WhyNoDelegation4::Wnd4NotSuppUpgrade),
         OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => {
-            return none(WhyNoDelegation4::Wnd4WriteDelegNotSuppFtype)
+            // Only an open that writes gets a write delegation here (section 18.16.3 leaves
+            // the choice to the server).
+            return none(WhyNoDelegation4::Wnd4NotSuppUpgrade);
         }
-        _ => {}
-    }
+        _ => false,
+    };
     let has_backchannel = c
         .session
         .and_then(|(sid, _)| c.inner.state.sessions.get(&sid))
         .is_some_and(|s| s.backchannel.is_some());
-    if !c.shared.config.delegations || !has_backchannel {
+    let enabled = c.shared.config.delegations && (!write || c.shared.config.write_delegations);
+    if !enabled || !has_backchannel {
         return none(WhyNoDelegation4::Wnd4Resource);
-    }
-    if access_bits != OPEN4_SHARE_ACCESS_READ {
-        return none(WhyNoDelegation4::Wnd4NotSuppUpgrade);
     }
     let state = &mut c.inner.state;
     let mut mine = None;
     for (o, e) in state.stateids.on_file(fileid) {
-        match &e.kind {
-            StateKind::Open { access, .. }
-                if e.client != client && access & OPEN4_SHARE_ACCESS_WRITE != 0 =>
-            {
-                return OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(
-                    false,
-                ))
+        let contention = match &e.kind {
+            StateKind::Delegation { recalled: true, .. } => true,
+            StateKind::Delegation { write: held, .. } if e.client == client => {
+                mine = Some((*o, *held));
+                false
             }
-            StateKind::ReadDelegation { recalled: true } => {
-                return OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(
-                    false,
-                ))
+            StateKind::Delegation { write: held, .. } => write || *held,
+            StateKind::Open { access, .. } if e.client != client => {
+                write || access & OPEN4_SHARE_ACCESS_WRITE != 0
             }
-            StateKind::ReadDelegation { .. } if e.client == client => mine = Some(*o),
-            _ => {}
+            _ => false,
+        };
+        if contention {
+            return OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(
+                false,
+            ));
         }
     }
-    if mine.is_none() && state.stateids_of(client) >= c.shared.config.max_stateids_per_client {
-        return none(WhyNoDelegation4::Wnd4Resource);
-    }
-    let other = match mine {
-        Some(other) => other,
+    let (other, write) = match mine {
+        // A read delegation does not become a write one (no upgrade, section 10.4.1).
+        Some((_, false)) if write => return none(WhyNoDelegation4::Wnd4NotSuppUpgrade),
+        Some(held) => held,
         None => {
+            if state.stateids_of(client) >= c.shared.config.max_stateids_per_client {
+                return none(WhyNoDelegation4::Wnd4Resource);
+            }
             let other = state.new_other();
             state.stateids.insert(
                 other,
@@ -275,23 +311,42 @@ pub(super) fn delegate(
                     client,
                     fileid,
                     seqid: 1,
-                    kind: StateKind::ReadDelegation { recalled: false },
+                    kind: StateKind::Delegation {
+                        write,
+                        recalled: false,
+                    },
                 },
             );
-            other
+            (other, write)
         }
     };
     let stateid = state.stateids[&other].stateid(&other);
-    OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
+    // Section 10.4: an ACE with no access says nothing; the client checks with ACCESS.
+    let permissions = Nfsace4 {
+        r#type: ACE4_ACCESS_ALLOWED_ACE_TYPE,
+        flag: 0,
+        access_mask: 0,
+        who: Bytes::from_static(b"EVERYONE@"),
+    };
+    if !write {
+        return OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
+            stateid,
+            recall: false,
+            permissions,
+        });
+    }
+    // Section 10.4.1: how much the client may write before flushing; the space the server
+    // has left.
+    let room = c
+        .shared
+        .config
+        .capacity
+        .saturating_sub(c.inner.tree.used_bytes());
+    OpenDelegation4::OpenDelegateWrite(OpenWriteDelegation4 {
         stateid,
         recall: false,
-        // Section 10.4: an ACE with no access says nothing; the client checks with ACCESS.
-        permissions: Nfsace4 {
-            r#type: ACE4_ACCESS_ALLOWED_ACE_TYPE,
-            flag: 0,
-            access_mask: 0,
-            who: Bytes::from_static(b"EVERYONE@"),
-        },
+        space_limit: NfsSpaceLimit4::NfsLimitSize(room),
+        permissions,
     })
 }
 
@@ -303,7 +358,7 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Result<NfsResop
         return Err(Nfsstat4::Nfs4errBadStateid);
     };
     match entry(c, &other, seqid, Some(fileid))?.kind {
-        StateKind::ReadDelegation { .. } => {}
+        StateKind::Delegation { .. } => {}
         _ => return Err(Nfsstat4::Nfs4errBadStateid),
     }
     c.inner.state.stateids.remove(&other);

@@ -151,12 +151,33 @@ pub fn lookupp(c: &mut Compound<'_>) -> Result<NfsResop4, Nfsstat4> {
     }))
 }
 
+/// The attributes a client writing under a write delegation changes without telling the
+/// server until it flushes (section 10.4.3).
+const DELEGATED_ATTRS: [u32; 5] = [
+    FATTR4_SIZE,
+    FATTR4_CHANGE,
+    FATTR4_TIME_MODIFY,
+    FATTR4_TIME_METADATA,
+    FATTR4_SPACE_USED,
+];
+
+/// Recalls another client's write delegation on `id` before its attributes in `requested` are
+/// answered, when they include one the holder may have changed (section 10.4.3; this server
+/// recalls rather than asking the holder with CB_GETATTR).
+fn recall_for_attrs(c: &mut Compound<'_>, id: u64, requested: &AttrSet) -> Result<(), Nfsstat4> {
+    if DELEGATED_ATTRS.iter().any(|&attr| requested.contains(attr)) {
+        delegations::break_write_delegations(c, id)?;
+    }
+    Ok(())
+}
+
 /// GETATTR (section 18.7).
 pub fn getattr(c: &mut Compound<'_>, a: Getattr4args) -> Result<NfsResop4, Nfsstat4> {
     let id = c.current()?;
-    let obj = object_attrs(c, id)?;
     let requested = AttrSet::from_bitmap(&a.attr_request);
     attrs::check_readable(&requested)?;
+    recall_for_attrs(c, id, &requested)?;
+    let obj = object_attrs(c, id)?;
     let obj_attributes = attrs::encode(&requested, &obj, &fs_attrs(c));
     Ok(NfsResop4::OpGetattr(Getattr4res::Nfs4Ok(Getattr4resok {
         obj_attributes,
@@ -166,6 +187,7 @@ pub fn getattr(c: &mut Compound<'_>, a: Getattr4args) -> Result<NfsResop4, Nfsst
 /// VERIFY (section 18.31, `same`) and NVERIFY (section 18.15).
 pub fn verify(c: &mut Compound<'_>, given: Fattr4, same: bool) -> Result<NfsResop4, Nfsstat4> {
     let id = c.current()?;
+    recall_for_attrs(c, id, &AttrSet::from_bitmap(&given.attrmask))?;
     let obj = object_attrs(c, id)?;
     let equal = attrs::matches(&given, &obj, &fs_attrs(c))?;
     match (same, equal) {

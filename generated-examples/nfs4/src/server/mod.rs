@@ -4,13 +4,14 @@
 //!
 //! The files live in the NFSv3 server's tree (`rpcrdma_nfs3::memfs::tree`, sparse pages of
 //! memory); this module adds NFSv4.1's state: client records and sessions with their slot
-//! tables and reply caches ([`state`], `session`), opens with share reservations and read
-//! delegations, which it recalls over the session's backchannel (`open`), advisory byte-range
-//! locks (`locks`), and the file operations (`files`) with attributes ([`attrs`]).
+//! tables and reply caches ([`state`], `session`), opens with share reservations (`open`), read
+//! and write delegations, which it recalls over the session's backchannel (`delegations`),
+//! advisory byte-range locks (`locks`), and the file operations (`files`) with attributes
+//! ([`attrs`]).
 //!
 //! What it does not do, and answers NFS4ERR_NOTSUPP for: pNFS (layouts, devices), directory
-//! delegations, named attributes, SSV state protection, write delegations,
-//! reclaim after a restart (it has no stable storage: CLAIM_PREVIOUS gets NFS4ERR_NO_GRACE).
+//! delegations, named attributes, SSV state protection, CB_GETATTR (another client's look at a
+//! file under a write delegation recalls it instead), reclaim after a restart (it has no stable storage: CLAIM_PREVIOUS gets NFS4ERR_NO_GRACE).
 //! The NFSv4.0-only operations get NFS4ERR_NOTSUPP (RFC 5661 section 17).
 //!
 //! ```no_run
@@ -68,8 +69,11 @@ pub struct Nfs4Config {
     /// Opens, delegations and lock stateids one client may hold at once: beyond it OPEN and
     /// LOCK get NFS4ERR_SERVERFAULT (NFSv4.1 has no resource error of its own).
     pub max_stateids_per_client: usize,
-    /// Grant read delegations to clients with a backchannel.
+    /// Grant delegations to clients with a backchannel.
     pub delegations: bool,
+    /// Grant write delegations too, to clients that ask for one (OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG
+    /// or WANT_ANY_DELEG on an open that writes); with [`delegations`](Self::delegations) only.
+    pub write_delegations: bool,
     /// Print one line per COMPOUND (operations and status) to stderr.
     pub log_calls: bool,
 }
@@ -85,6 +89,7 @@ impl Default for Nfs4Config {
             max_sessions_per_client: 16,
             max_stateids_per_client: 1 << 16,
             delegations: true,
+            write_delegations: true,
             log_calls: false,
         }
     }

@@ -10,7 +10,9 @@ use crate::nfs4::*;
 
 use super::attrs::{self, AttrSet, SetAttrs};
 use super::compound::Compound;
-use super::delegations::{break_delegations, delegate, delegation_of, expire_courtesy_clients};
+use super::delegations::{
+    break_delegations, break_write_delegations, delegate, delegation_of, expire_courtesy_clients,
+};
 use super::fh::{check_name, status};
 use super::files;
 use super::state::{ClientId, Other, StateEntry, StateKind};
@@ -104,7 +106,9 @@ pub fn check_stateid(
 ) -> Result<(), Nfsstat4> {
     let (named, seqid) = name_stateid(c, stateid)?;
     match named {
-        Named::Bypass if want == OPEN4_SHARE_ACCESS_READ => Ok(()),
+        // Section 8.2.3: the bypass stateid skips share and lock checks, not what another
+        // client may have written under a write delegation.
+        Named::Bypass if want == OPEN4_SHARE_ACCESS_READ => break_write_delegations(c, fileid),
         Named::Bypass => Err(Nfsstat4::Nfs4errBadStateid),
         Named::Anonymous => {
             let denied =
@@ -114,10 +118,7 @@ pub fn check_stateid(
             if denied {
                 return Err(Nfsstat4::Nfs4errLocked);
             }
-            if want == OPEN4_SHARE_ACCESS_WRITE {
-                break_delegations(c, fileid)?;
-            }
-            Ok(())
+            recall_for(c, fileid, want)
         }
         Named::State(other) => {
             let e = entry(c, &other, seqid, Some(fileid))?;
@@ -127,8 +128,8 @@ pub fn check_stateid(
                         return Err(Nfsstat4::Nfs4errOpenmode);
                     }
                 }
-                StateKind::ReadDelegation { .. } => {
-                    if want == OPEN4_SHARE_ACCESS_WRITE {
+                StateKind::Delegation { write, .. } => {
+                    if want == OPEN4_SHARE_ACCESS_WRITE && !write {
                         return Err(Nfsstat4::Nfs4errOpenmode);
                     }
                 }
@@ -145,11 +146,18 @@ pub fn check_stateid(
                     }
                 }
             }
-            if want == OPEN4_SHARE_ACCESS_WRITE {
-                break_delegations(c, fileid)?;
-            }
-            Ok(())
+            recall_for(c, fileid, want)
         }
+    }
+}
+
+/// Recalls other clients' delegations in the way of access `want` (READ or WRITE) to
+/// `fileid`: all of them for a write, write delegations for a read.
+fn recall_for(c: &mut Compound<'_>, fileid: u64, want: u32) -> Result<(), Nfsstat4> {
+    if want & OPEN4_SHARE_ACCESS_WRITE != 0 {
+        break_delegations(c, fileid)
+    } else {
+        break_write_delegations(c, fileid)
     }
 }
 
@@ -377,9 +385,7 @@ pub fn open(c: &mut Compound<'_>, a: Open4args) -> Result<NfsResop4, Nfsstat4> {
             return Err(Nfsstat4::Nfs4errShareDenied);
         }
     }
-    if access_bits & OPEN4_SHARE_ACCESS_WRITE != 0 {
-        break_delegations(c, fileid)?;
-    }
+    recall_for(c, fileid, access_bits)?;
     let max_stateids = c.shared.config.max_stateids_per_client;
     let state = &mut c.inner.state;
     let other = match open_of_owner(state, &owner, fileid) {

@@ -112,8 +112,11 @@ pub enum StateKind {
         /// OPEN4_SHARE_DENY_* bits.
         deny: u32,
     },
-    /// A read delegation (RFC 5661 section 10.2).
-    ReadDelegation {
+    /// A delegation (RFC 5661 section 10.2): read, or write (section 10.4.3: the holder may
+    /// open, read and write the file without asking, and no other client may even look).
+    Delegation {
+        /// A write delegation.
+        write: bool,
         /// A CB_RECALL has been sent (or is being sent).
         recalled: bool,
     },
@@ -274,7 +277,7 @@ impl State {
         let Some(e) = self.stateids.get_mut(other) else {
             return;
         };
-        if !matches!(e.kind, StateKind::ReadDelegation { .. }) {
+        if !matches!(e.kind, StateKind::Delegation { .. }) {
             return;
         }
         e.kind = StateKind::RevokedDelegation;

@@ -144,7 +144,10 @@ mod tests {
             client,
             fileid,
             seqid: 1,
-            kind: StateKind::ReadDelegation { recalled: false },
+            kind: StateKind::Delegation {
+                write: false,
+                recalled: false,
+            },
         }
     }
 
