@@ -45,4 +45,5 @@ pub const RFC8267_DDP_ELIGIBLE: [(&str, &str); 4] = [
 ];
 
 pub mod client;
+mod lenient;
 pub mod server;
