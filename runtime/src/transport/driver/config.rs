@@ -128,10 +128,10 @@ pub struct RdmaConfig {
     /// Reply chunk is smaller than the whole reply (`svcrdma_send_err ... status=-7`).
     /// Off: such a call provides its Write chunks only, as Linux's own client does, and a
     /// reply that does not fit inline has nowhere to go (the server answers ERR_CHUNK).
-    /// Default on. A caller that knows its reply is small says so per call instead
+    /// Default on. A caller that knows how large its reply can be says so per call instead
     /// ([`CallOptions::max_inline_results`](crate::rpc::CallOptions::max_inline_results),
-    /// which the NFSv4.1 client library sets from each COMPOUND's operations): then no Reply
-    /// chunk is offered whatever this says.
+    /// which the NFSv4.1 client library sets from each COMPOUND's operations): a reply that
+    /// then fits inline gets no Reply chunk whatever this says.
     pub reply_chunk_with_write_chunks: bool,
 }
 

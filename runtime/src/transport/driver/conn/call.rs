@@ -327,13 +327,12 @@ impl<C: Connection> Conn<C> {
     /// XID, which the server answers from its stash of undelivered results rather than
     /// running the procedure again.
     pub(crate) fn reply_plan(&self, call: &mut rpc::Call<'_>, backward: bool) -> ReplyPlan {
-        let inline = match (call.reply.max_inline_len, call.options.max_inline_results) {
-            (Some(shape), Some(promised)) => {
-                Some(shape.min(promised.saturating_add(rpc::MAX_REPLY_HEADER)))
-            }
-            (shape, promised) => {
-                shape.or(promised.map(|n| n.saturating_add(rpc::MAX_REPLY_HEADER)))
-            }
+        // The result type's bound, or the caller's promise (CallOptions::max_inline_results).
+        let promised = call.options.max_inline_results;
+        let promised = promised.map(|n| n.saturating_add(rpc::MAX_REPLY_HEADER));
+        let inline = match (call.reply.max_inline_len, promised) {
+            (Some(shape), Some(promised)) => Some(shape.min(promised)),
+            (shape, promised) => shape.or(promised),
         };
         let plain = |reply_inline| ReplyPlan {
             targets: Vec::new(),
