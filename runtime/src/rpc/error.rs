@@ -89,7 +89,10 @@ pub enum TransportError {
     },
     /// RPC-over-RDMA: the responder answered RDMA_ERROR / ERR_CHUNK (seed 004 section 5.5):
     /// it could not use the call's chunks, or the reply fit neither inline nor in them.
-    #[error("the peer refused the call's chunks (RDMA_ERROR / ERR_CHUNK)")]
+    #[error(
+        "the peer refused the call's chunks or had nowhere to put the reply (RDMA_ERROR / \
+         ERR_CHUNK; a reply larger than CallOptions::max_inline_results promised ends here)"
+    )]
     RdmaChunk,
     /// RPC-over-RDMA version 2: the responder answered RDMA2_ERROR with a code other than
     /// ERR_VERS and BAD_XDR (seed 003 section 5.3.3), and the call could not be retried.

@@ -102,27 +102,8 @@ impl Stateids {
         let others = self.by_client.remove(&client).unwrap_or_default();
         others
             .iter()
-            .filter_map(|other| {
-                let entry = self.entries.remove(other)?;
-                if let Some(on_file) = self.by_file.get_mut(&entry.fileid) {
-                    on_file.retain(|o| o != other);
-                    if on_file.is_empty() {
-                        self.by_file.remove(&entry.fileid);
-                    }
-                }
-                Some(entry)
-            })
+            .filter_map(|other| self.remove(other))
             .collect()
-    }
-
-    /// Every stateid.
-    pub fn iter(&self) -> impl Iterator<Item = (&Other, &StateEntry)> {
-        self.entries.iter()
-    }
-
-    /// Every entry.
-    pub fn values(&self) -> impl Iterator<Item = &StateEntry> {
-        self.entries.values()
     }
 }
 
