@@ -36,9 +36,14 @@
 //! listed. A malformed call, or a reply whose data did not move by RDMA, always fails. Exits non-zero when a check fails.
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use clap::Parser;
+
+#[path = "support/tshark.rs"]
+mod tshark;
+
+use tshark::{list, num, tshark};
 
 /// Checks a capture of an NFSv3 session over RPC-over-RDMA with tshark.
 #[derive(Parser, Debug)]
@@ -79,7 +84,7 @@ fn undissected_client_sends(args: &Args) -> Result<Vec<(u64, Vec<u8>)>, String> 
         "ip.src == {} && infiniband.bth.opcode == 4 && !rpcordma",
         args.client
     );
-    let rows = tshark(&args.capture, &filter, &["frame.number", "data.data"])?;
+    let rows = tshark(&args.capture, &[], &filter, &["frame.number", "data.data"])?;
     Ok(rows
         .into_iter()
         .filter(|r| r.len() >= 2)
@@ -165,62 +170,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs tshark on the capture with a display filter; one row of tab-separated fields per frame.
-fn tshark(capture: &str, filter: &str, fields: &[&str]) -> Result<Vec<Vec<String>>, String> {
-    tshark_with(capture, &[], filter, fields)
-}
-
-/// [`tshark`] with more options (`-X lua_script:...`, `--disable-protocol ...`).
-fn tshark_with(
-    capture: &str,
-    options: &[String],
-    filter: &str,
-    fields: &[&str],
-) -> Result<Vec<Vec<String>>, String> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(options);
-    cmd.args(["-r", capture, "-Y", filter, "-T", "fields"])
-        .args([
-            "-E",
-            "separator=\t",
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=,",
-        ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("tshark: {e} (scripts/setup installs it)"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tshark failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect())
-}
-
-fn num(text: &str) -> u64 {
-    let t = text.trim();
-    match t.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).unwrap_or(u64::MAX),
-        None => t.parse().unwrap_or(u64::MAX),
-    }
-}
-
-fn list(text: &str) -> Vec<u64> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(num)
-        .collect()
-}
-
 fn first(text: &str) -> Option<u64> {
     list(text).first().copied()
 }
@@ -246,6 +195,7 @@ fn nfs_call_procedure(hex: &str, xid: u32) -> Option<u32> {
 fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
     let rows = tshark(
         &args.capture,
+        &[],
         "rpcordma",
         &[
             "frame.number",
@@ -299,6 +249,7 @@ fn messages(args: &Args) -> Result<BTreeMap<u32, Vec<Message>>, String> {
 fn transfers(args: &Args) -> Result<Vec<Transfer>, String> {
     let rows = tshark(
         &args.capture,
+        &[],
         "infiniband.reth",
         &[
             "ip.src",
@@ -375,12 +326,16 @@ const NAMES: [&str; 22] = [
 fn judge(args: &Args) -> Result<usize, String> {
     let by_xid = messages(args)?;
     let moves = transfers(args)?;
-    let malformed: HashMap<u64, bool> =
-        tshark(&args.capture, "_ws.malformed", &["frame.number", "ip.src"])?
-            .into_iter()
-            .filter(|r| r.len() >= 2)
-            .map(|r| (num(&r[0]), r[1] == args.client))
-            .collect();
+    let malformed: HashMap<u64, bool> = tshark(
+        &args.capture,
+        &[],
+        "_ws.malformed",
+        &["frame.number", "ip.src"],
+    )?
+    .into_iter()
+    .filter(|r| r.len() >= 2)
+    .map(|r| (num(&r[0]), r[1] == args.client))
+    .collect();
     if by_xid.is_empty() {
         return Err("no RPC-over-RDMA message in the capture".into());
     }
@@ -397,7 +352,7 @@ fn judge(args: &Args) -> Result<usize, String> {
             // Wireshark's own dissector takes version 1 only: the offer and the answer are
             // judged by the dissector xdrgen generates from specs/ (dissectors/rpcrdma.lua).
             by_xid.remove(&xid);
-            let seen = tshark_with(
+            let seen = tshark(
                 &args.capture,
                 &lua(args),
                 &format!("rpcrdma.xid == {xid}"),
@@ -647,8 +602,8 @@ fn judge(args: &Args) -> Result<usize, String> {
     // message whose data moved by RDMA as data instead of reassembling it).
     let mut own = lua(args);
     own.extend(["--disable-protocol".into(), "rpcordma".into()]);
-    let dissected = tshark_with(&args.capture, &own, "rpcrdma", &["frame.number"])?.len();
-    let bad: Vec<u64> = tshark_with(
+    let dissected = tshark(&args.capture, &own, "rpcrdma", &["frame.number"])?.len();
+    let bad: Vec<u64> = tshark(
         &args.capture,
         &own,
         "rpcrdma && _ws.malformed",

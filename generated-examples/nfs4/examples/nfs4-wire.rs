@@ -30,7 +30,13 @@ use std::collections::BTreeSet;
 use std::process::{Command, ExitCode};
 
 use clap::Parser;
+
+// The tshark runner nfs3's nfs-wire uses too.
+#[path = "../../nfs3/examples/support/tshark.rs"]
+mod tshark;
+
 use rpcrdma_nfs4::client::DEFAULT_CB_PROGRAM;
+use tshark::{list, num, tshark};
 
 /// Checks a capture of an NFSv4.1 session with a backchannel over RPC-over-RDMA with tshark.
 #[derive(Parser, Debug)]
@@ -501,60 +507,4 @@ fn expert_errors(capture: &str, options: &[String]) -> Result<String, String> {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('='))
         .collect::<Vec<_>>()
         .join(" | "))
-}
-
-/// Runs tshark on the capture with a display filter; one row of tab-separated fields per frame
-/// (several occurrences of a field joined by commas).
-fn tshark(
-    capture: &str,
-    options: &[String],
-    filter: &str,
-    fields: &[&str],
-) -> Result<Vec<Vec<String>>, String> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(options);
-    cmd.args(["-r", capture, "-Y", filter, "-T", "fields"])
-        .args([
-            "-E",
-            "separator=\t",
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=,",
-        ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("tshark: {e} (scripts/setup installs it)"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tshark failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("Lua: Error") {
-        return Err(format!("tshark reports a Lua error: {stderr}"));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect())
-}
-
-fn num(text: &str) -> u64 {
-    let t = text.trim();
-    match t.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).unwrap_or(u64::MAX),
-        None => t.parse().unwrap_or(u64::MAX),
-    }
-}
-
-fn list(text: &str) -> Vec<u64> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(num)
-        .collect()
 }
