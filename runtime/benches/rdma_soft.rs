@@ -215,6 +215,7 @@ fn core_round_trip(iters: usize, size: usize, confirm: bool) -> Duration {
         ord: 4,
         ird: 4,
         confirm,
+        gather_min: rpcrdma::rdma::soft::core::DEFAULT_GATHER_MIN,
     };
     let (tc, ts) = (Arc::new(TagTable::default()), Arc::new(TagTable::default()));
     let (mut c, mut s) = (Core::new(cfg, tc.clone()), Core::new(cfg, ts.clone()));

@@ -466,6 +466,7 @@ impl SoftConnection {
             ord: params.ord.min(peer_ird).max(1) as usize,
             ird: params.ird.max(1) as usize,
             confirm: config.confirm_completions,
+            gather_min: super::core::DEFAULT_GATHER_MIN,
         };
         tracing::debug!(
             target: crate::rpc::observe::CONNECTIONS,

@@ -10,7 +10,6 @@
 //! The tests (`core/tests.rs`, `fast_paths_agree_with_the_general_path`) run the same streams
 //! through both and compare what comes out.
 
-use super::tx::GATHER_MIN;
 use super::*;
 use crate::rdma::soft::wire::{be32, be64};
 
@@ -239,7 +238,7 @@ impl Core {
                 return false;
             };
             let n = sge.len;
-            if n >= GATHER_MIN || n > self.cfg.mulpdu - ddp::UNTAGGED_LEN {
+            if n >= self.cfg.gather_min || n > self.cfg.mulpdu - ddp::UNTAGGED_LEN {
                 return false;
             }
             let opcode = match (solicited, invalidate.is_some()) {

@@ -258,6 +258,7 @@ fn config(crc: bool, confirm: bool) -> CoreConfig {
         ord: 2,
         ird: 2,
         confirm,
+        gather_min: DEFAULT_GATHER_MIN,
     }
 }
 

@@ -81,6 +81,10 @@ pub struct CoreConfig {
     /// it they complete when handed to TCP (RFC 5040 section 5) and a refusal only
     /// terminates the connection.
     pub confirm: bool,
+    /// Payloads of Sends, RDMA Writes and Read Responses at least this long are gathered
+    /// from their registrations when written ([`Transmit`]); shorter ones are copied into the
+    /// transmit queue ([`DEFAULT_GATHER_MIN`]). Under markers everything is copied.
+    pub gather_min: usize,
 }
 
 /// Connection state.
@@ -680,6 +684,7 @@ mod tx;
 
 pub use direct::ReadHint;
 pub use transmit::Transmit;
+pub use tx::DEFAULT_GATHER_MIN;
 
 #[cfg(test)]
 mod fast_tests;
