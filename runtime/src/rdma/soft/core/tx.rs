@@ -12,6 +12,10 @@ use super::*;
 /// segments stay gathered, were unchanged (1.27x), and copied too (a 64 KiB threshold) 1.43x.
 pub const DEFAULT_GATHER_MIN: usize = 32 * 1024;
 
+/// The most a message may have left for its last segment to join the batch before it
+/// ([`Core::poll_transmit`]).
+const BATCH_TAIL: usize = 4096;
+
 /// Most Sends and RDMA Writes that wait for confirmation while a probe is held back for the
 /// poller (see [`Core::needs_probe`]): a consumer that posts on without taking its completions
 /// still has them confirmed in rounds of this many.
@@ -122,7 +126,7 @@ impl Core {
             } else {
                 READ_RESPONSE_BATCH
             };
-            if out.len() >= batch {
+            if out.len() >= batch && !self.short_tail_follows() {
                 // A probe due after the message just queued goes in the same write, past the
                 // batch: it is a few bytes, and written apart it reaches the peer in a read of
                 // its own, which the peer answers with a write of its own instead of with its
@@ -155,6 +159,15 @@ impl Core {
             }
         }
         self.state != State::Established
+    }
+
+    /// The message being segmented has at most [`BATCH_TAIL`] bytes left: its last segment
+    /// goes in the batch of the one before it, past the batch's limit (a 64 KiB Send is a
+    /// 65,000-byte segment and a 536-byte one), rather than in a write of its own.
+    fn short_tail_follows(&self) -> bool {
+        self.cur_tx
+            .as_ref()
+            .is_some_and(|job| job.total - job.sent <= BATCH_TAIL)
     }
 
     /// Starts the next send-queue request; false when nothing can start.
