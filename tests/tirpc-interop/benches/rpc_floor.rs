@@ -30,15 +30,18 @@ use std::time::Instant;
 
 use bench_report::Recorder;
 use rpcrdma::rdma::soft::{SoftConfig, SoftConnection, SoftProvider};
-use rpcrdma::rdma::{
-    Access, ConnectParams, Connection, Listener, Provider, RecvWr, SendWr, Sge, WcOpcode,
-};
+use rpcrdma::rdma::{Access, Connection, Listener, Provider, RecvWr, SendWr, Sge, WcOpcode};
 use rpcrdma::rpc::tcp::{TcpConfig, TcpServer, TcpTransport};
 use rpcrdma::rpc::{Client, Server};
 use rpcrdma::transport::conformance::program::{testvers, TestServer, TestversClient};
 use rpcrdma::transport::{serve, RdmaConfig, RdmaTransport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+// The runtime's loopback pair of soft-provider connections (its `provider` is not used here).
+#[allow(dead_code)]
+#[path = "../../../runtime/tests/support/soft_pair.rs"]
+mod soft_pair;
 
 /// Bytes of each ping-pong message, about a NULL call's (an RPC-over-RDMA NULL call is 68
 /// bytes, its reply 52).
@@ -78,18 +81,8 @@ async fn raw_tcp() -> TcpStream {
 
 /// A software-provider connection (provider defaults) whose peer's task answers every Send
 /// with a Send of its own.
-async fn soft_pair() -> SoftConnection {
-    let provider = SoftProvider::new(SoftConfig::default());
-    let listener = provider
-        .listen((Ipv4Addr::LOCALHOST, 0).into())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (c, s) = tokio::join!(
-        provider.connect(addr, ConnectParams::new()),
-        listener.accept(ConnectParams::new())
-    );
-    let (c, s) = (c.unwrap(), s.unwrap());
+async fn echoed_connection() -> SoftConnection {
+    let (c, s) = soft_pair::pair(&SoftProvider::new(SoftConfig::default())).await;
     let rbuf = s.register(vec![0; PING], Access::LOCAL_WRITE).unwrap();
     let sbuf = s.register(vec![1; PING], Access::NONE).unwrap();
     s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
@@ -226,7 +219,7 @@ fn main() {
         ));
         // The server lives as long as the runtime.
         std::mem::forget(tcp_server);
-        let soft = soft_pair().await;
+        let soft = echoed_connection().await;
         let rbuf = soft.register(vec![0; PING], Access::LOCAL_WRITE).unwrap();
         let sbuf = soft.register(vec![7; PING], Access::NONE).unwrap();
         Pair {
