@@ -163,11 +163,14 @@ impl Core {
 
     /// The message being segmented has at most [`BATCH_TAIL`] bytes left: its last segment
     /// goes in the batch of the one before it, past the batch's limit (a 64 KiB Send is a
-    /// 65,000-byte segment and a 536-byte one), rather than in a write of its own.
+    /// 65,000-byte segment and a 536-byte one), rather than in a write of its own. Not while
+    /// RDMA Read Responses are due: they go first, and would then run past the batch.
     fn short_tail_follows(&self) -> bool {
-        self.cur_tx
-            .as_ref()
-            .is_some_and(|job| job.total - job.sent <= BATCH_TAIL)
+        self.inbound_reads.is_empty()
+            && self
+                .cur_tx
+                .as_ref()
+                .is_some_and(|job| job.total - job.sent <= BATCH_TAIL)
     }
 
     /// Starts the next send-queue request; false when nothing can start.
