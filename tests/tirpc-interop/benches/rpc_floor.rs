@@ -101,8 +101,8 @@ async fn echoed_connection() -> SoftConnection {
     c
 }
 
-/// The four round trips, each measured by [`Pair::mean_us`].
-struct Pair {
+/// The four round trips' ends, each measured by [`Endpoints::mean_us`].
+struct Endpoints {
     raw: TcpStream,
     soft: (
         SoftConnection,
@@ -111,6 +111,8 @@ struct Pair {
     ),
     tcp: TestversClient,
     rdma: TestversClient,
+    /// Serves `tcp` for as long as the bench runs.
+    _tcp_server: TcpServer,
 }
 
 #[derive(Clone, Copy)]
@@ -123,7 +125,7 @@ enum Kind {
 
 const KINDS: [Kind; 4] = [Kind::Raw, Kind::Soft, Kind::Tcp, Kind::Rdma];
 
-impl Pair {
+impl Endpoints {
     /// Mean microseconds per round trip of `kind` over `calls` of them, after a tenth as many
     /// unmeasured.
     async fn mean_us(&mut self, kind: Kind, calls: usize) -> f64 {
@@ -186,7 +188,7 @@ fn ceiling(t: &[f64; 4]) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+    let quick = bench_report::quick();
     let rounds = env_or("RPC_FLOOR_ROUNDS", if quick { 3 } else { 9 }).max(1);
     let calls = env_or("RPC_FLOOR_CALLS", if quick { 5000 } else { 20000 }).max(10);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -194,7 +196,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let pair = rt.block_on(async {
+    let ends = rt.block_on(async {
         let provider = Arc::new(SoftProvider::new(SoftConfig::default()));
         let listener = provider
             .listen((Ipv4Addr::LOCALHOST, 0).into())
@@ -217,26 +219,26 @@ fn main() {
                 .await
                 .unwrap(),
         ));
-        // The server lives as long as the runtime.
-        std::mem::forget(tcp_server);
         let soft = echoed_connection().await;
         let rbuf = soft.register(vec![0; PING], Access::LOCAL_WRITE).unwrap();
         let sbuf = soft.register(vec![7; PING], Access::NONE).unwrap();
-        Pair {
+        Endpoints {
             raw: raw_tcp().await,
             soft: (soft, rbuf, sbuf),
             tcp,
             rdma,
+            _tcp_server: tcp_server,
         }
     });
-    let pair = Arc::new(tokio::sync::Mutex::new(pair));
+    // Each round measures from a task of its own (how clients run on tokio).
+    let ends = Arc::new(tokio::sync::Mutex::new(ends));
     // Per round: microseconds of raw TCP, soft Send/Recv, our TCP, RPC-over-RDMA.
     let mut us: Vec<[f64; 4]> = Vec::new();
     for round in 0..rounds {
-        let pair = pair.clone();
+        let ends = ends.clone();
         let times = rt.block_on(async move {
             tokio::spawn(async move {
-                let mut p = pair.lock().await;
+                let mut p = ends.lock().await;
                 let mut times = [0.0; 4];
                 for k in 0..KINDS.len() {
                     let at = (k + round) % KINDS.len();

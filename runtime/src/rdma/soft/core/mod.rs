@@ -29,26 +29,11 @@ use crate::rdma::{
 };
 
 /// Stop filling the transmit queue beyond this many unwritten bytes when FPDUs carry no CRC:
-/// about one FPDU (MULPDU <= 65535) per write, so that each write hands TCP one FPDU as soon as
-/// it is queued instead of four at a time, and a write of smaller FPDUs stays under the
-/// loopback's 65,483-byte segment. At 64 KiB a stream of 16 KiB RDMA Writes went out 65,632
-/// bytes a write, a full segment and a 149-byte one each time: on a 2-CPU Intel Xeon host with
-/// a 5 us loopback (`benches/rdma_soft.rs -- sweep`, three alternating runs) 16 KiB Writes moved
-/// 0.43-0.46x raw TCP's 16 KiB writes, at 48 KiB 0.97-1.14x; 4 KiB Writes 1.73-1.77x ->
-/// 1.82-1.87x, 1 MiB Writes (`-- throughput`) 81-91 % of the best TCP stream -> 89-98 %. A
-/// message's short last segment still joins the batch it follows (`BATCH_TAIL` in `tx.rs`):
-/// a 64 KiB Send (a 65,000-byte segment and a 536-byte one) stays one write.
-///
-/// Earlier, 64 KiB was measured against 256 KiB on a 2-vCPU AMD EPYC VM
-/// (`benches/rdma_soft.rs -- profile`, alternating runs, paired medians):
-/// - 1 MiB RDMA Writes without CRC, one process: 1.08x (12 of 16 runs won); between two
-///   processes pinned to two CPUs: 1.025x (9 of 10); in `-- throughput`, two alternating
-///   runs each: 3,984 and 4,002 MB/s -> 4,180 and 4,189;
-/// - 32 KiB, which splits an FPDU over two writes: 0.925x of 64 KiB; 128 KiB: 1.017x;
-/// - RPC-over-RDMA 1 MiB READ (Write chunk) without CRC between two processes: 1.048x (24 of
-///   40 rounds, `scripts/transports-ab 40`), the other rows 0.98-1.00x. (An earlier machine
-///   measured 64 KiB *gather windows*, with 256 KiB batches, at 0.94x there: see
-///   `GATHER_WINDOW` in `transmit.rs`.)
+/// about one FPDU (MULPDU <= 65535) per write, so that each write hands TCP an FPDU as soon as
+/// it is queued, and a write of smaller FPDUs stays within one 64 KiB loopback segment (at
+/// 64 KiB, 16 KiB RDMA Writes went out 65,632 bytes a write: a full segment and a 149-byte
+/// one each time). A message's short last segment still joins the batch it follows
+/// (`BATCH_TAIL` in `tx.rs`). Measurements: docs/bench/round_trip_64k.md.
 const TX_BATCH: usize = 48 * 1024;
 
 /// The same with MPA CRCs, where the batch is also the stretch of CRC work done between two

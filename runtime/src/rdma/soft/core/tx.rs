@@ -5,11 +5,8 @@ use super::*;
 
 /// The default of [`CoreConfig::gather_min`]: payloads shorter than this are copied into the
 /// transmit queue. A gathered FPDU costs a region lock, a boxed part and two more slices per
-/// write (about 1,700 instructions per message more than a copied one, callgrind), more than
-/// copying 16 KiB costs: Send/Recv round trips on a 5 us loopback (`benches/rdma_soft.rs --
-/// sweep`, four alternating runs of each) went from 1.35x raw TCP to 1.24x at 4 KiB and from
-/// 1.41x to 1.35x at 16 KiB with 32 KiB instead of 2 KiB; 64 KiB ones, whose 65,000-byte
-/// segments stay gathered, were unchanged (1.27x), and copied too (a 64 KiB threshold) 1.43x.
+/// write, more than copying up to a few pages costs; a 64 KiB Send's 65,000-byte segment stays
+/// gathered. Measurements: docs/bench/round_trip_64k.md.
 pub const DEFAULT_GATHER_MIN: usize = 32 * 1024;
 
 /// The most a message may have left for its last segment to join the batch before it
