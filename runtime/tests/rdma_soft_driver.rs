@@ -238,6 +238,95 @@ fn confirmed_ping_pong_completes_every_send_with_nearby_and_far_pollers() {
     }
 }
 
+/// Sends of changing sizes, each answered, on a stream whose receiver reads a large Send's
+/// payload straight into its receive when the last one was as large (a scatter read): a
+/// longer one, a shorter one, a small one, one behind an RDMA Write, two-segment ones; every
+/// payload and length as sent, under CRC and without, confirmed and not.
+async fn sends_of_changing_sizes(crc: bool, confirm: bool) {
+    const KIB: usize = 1024;
+    let sizes = [
+        40 * KIB,
+        40 * KIB,
+        50 * KIB,
+        36 * KIB,
+        3 * KIB,
+        40 * KIB,
+        40 * KIB,
+        100 * KIB,
+        100 * KIB,
+        64,
+    ];
+    let (c, s) = pair(&provider(crc, confirm)).await;
+    let room = 128 * KIB;
+    let target = s.register(vec![0; 64 * KIB], Access::REMOTE_WRITE).unwrap();
+    let remote = RemoteAddr::new(target.rkey(), target.addr());
+    let server = tokio::spawn(async move {
+        let rbuf = s.register(vec![0; room], Access::LOCAL_WRITE).unwrap();
+        for (i, &size) in sizes.iter().enumerate() {
+            s.post_recv(RecvWr::new(i as u64, Sge::whole(&rbuf)))
+                .unwrap();
+            let done = loop {
+                let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
+                    .await
+                    .expect("server completion in time");
+                if done.opcode == WcOpcode::Recv {
+                    break done;
+                }
+            };
+            assert!(done.is_success(), "{done:?}");
+            assert_eq!((done.wr_id, done.byte_len as usize), (i as u64, size));
+            assert!(
+                rbuf.to_vec(0..size).unwrap() == pattern(size, i),
+                "payload {i}"
+            );
+            // The answer: the same bytes back.
+            let echo = s.register(pattern(size, i), Access::NONE).unwrap();
+            s.post_send(SendWr::send(i as u64, vec![Sge::whole(&echo)]))
+                .unwrap();
+        }
+        assert_eq!(target.to_vec(0..40 * KIB).unwrap(), pattern(40 * KIB, 99));
+        s
+    });
+    let rbuf = c.register(vec![0; room], Access::LOCAL_WRITE).unwrap();
+    for (i, &size) in sizes.iter().enumerate() {
+        c.post_recv(RecvWr::new(i as u64, Sge::whole(&rbuf)))
+            .unwrap();
+        if i == 6 {
+            let src = c.register(pattern(40 * KIB, 99), Access::NONE).unwrap();
+            c.post_send(SendWr::write(1000, vec![Sge::whole(&src)], remote).unsignaled())
+                .unwrap();
+        }
+        let data = c.register(pattern(size, i), Access::NONE).unwrap();
+        c.post_send(SendWr::send(i as u64, vec![Sge::whole(&data)]))
+            .unwrap();
+        let done = loop {
+            let done = tokio::time::timeout(Duration::from_secs(10), c.poll_completion())
+                .await
+                .expect("client completion in time");
+            assert!(done.is_success(), "{done:?}");
+            if done.opcode == WcOpcode::Recv {
+                break done;
+            }
+        };
+        assert_eq!((done.wr_id, done.byte_len as usize), (i as u64, size));
+        assert!(
+            rbuf.to_vec(0..size).unwrap() == pattern(size, i),
+            "answer {i}"
+        );
+    }
+    let s = server.await.unwrap();
+    assert!(c.is_connected() && s.is_connected());
+}
+
+#[test]
+fn sends_of_changing_sizes_arrive_intact() {
+    for crc in [false, true] {
+        for confirm in [false, true] {
+            on_both_runtimes(|| sends_of_changing_sizes(crc, confirm));
+        }
+    }
+}
+
 /// Short confirmed ping-pongs one after another, a few milliseconds apart, each ending with a
 /// confirmation only the flusher sends: they come while the flusher waits to be told and while
 /// it sleeps out a period after a round that had work (when nobody tells it), and each goes.

@@ -322,6 +322,12 @@ pub trait Connection: Send + Sync + 'static {
     }
 
     /// Posts a receive buffer for one incoming Send.
+    ///
+    /// The buffer is the provider's until the receive completes, and only the bytes the
+    /// completion reports (`byte_len`) are the message: the rest of the buffer is not
+    /// promised to keep its contents. The soft provider reads a Send of 32 KiB or more
+    /// straight into its receive when the one before it was as large, before it knows the
+    /// new one's length; a shorter one leaves stream bytes behind it in the buffer.
     fn post_recv(&self, wr: RecvWr) -> Result<()>;
 
     /// On a connection accepted with a shared receive queue: runs `f` on the message that

@@ -33,6 +33,46 @@ pub(super) const SEND_EXPECTED: usize =
 /// its payload copied instead of placed.
 const SEND_TAIL: usize = 4096;
 
+/// The smallest Send segment whose payload a scatter read puts straight into its receive
+/// ([`Core::scatter_target`]); smaller ones are copied out of the receive buffer. Below this a
+/// three-slice read and the placement's steps cost what the copy saves (4 KiB round trips
+/// were 4-10 % slower with scatter reads, 8-16 KiB even); above it the read replaces the
+/// header-first read of large Sends. Measurements: docs/bench/round_trip_64k.md.
+const SCATTER_MIN: usize = HINT_MIN;
+
+/// Stream bytes of the answer to a confirmation probe: the MPA length, a bare tagged DDP
+/// header (an RDMA Read Response of no data, no pad) and the CRC field.
+const PROBE_ANSWER: usize = mpa::ULPDU_LEN_LEN + ddp::TAGGED_LEN + mpa::CRC_LEN;
+
+/// Where the driver's next read may put the payload of the Send the core expects next: the
+/// stream's next `head` bytes into the receive buffer, then up to `len` bytes into `region`
+/// from `offset` (the receive at the head of the queue), then the rest into the buffer again
+/// ([`Core::scatter_target`], [`Core::handle_scatter_head`]).
+#[derive(Debug, Clone)]
+pub struct ScatterTarget {
+    /// The receive's registration.
+    pub region: MemoryRegion,
+    /// Where the receive's buffer begins in it.
+    pub offset: usize,
+    /// Payload bytes expected in the Send's first segment (at most the receive's length).
+    pub len: usize,
+    /// Stream bytes before the payload: the Send's header, after the answer to this side's
+    /// confirmation probe when one is due.
+    pub head: usize,
+}
+
+/// What the core made of a scatter read ([`Core::take_scatter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScatterRead {
+    /// `buf[start..end]`: bytes read and not consumed yet.
+    pub start: usize,
+    /// See `start`.
+    pub end: usize,
+    /// Payload bytes of the Send expected that the read put in place (0: it found something
+    /// else, and what the region got was copied back into the buffer).
+    pub placed: usize,
+}
+
 /// How the driver's next read from the stream should take what comes ([`Core::read_hint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadHint {
@@ -176,6 +216,157 @@ impl Core {
         }
     }
 
+    /// Where the next read may put the payload of the Send expected next, straight into its
+    /// receive instead of the receive buffer (which the core would copy it out of): when the
+    /// last Send received began with a segment of at least `SCATTER_MIN` bytes, nothing else is
+    /// under way or expected (no placement, no RDMA Write announced, no RDMA Read with data
+    /// outstanding), and the receive at the head of the queue holds that much too. A peer that confirms
+    /// its completions answers this side's probe just before its next message: that answer is
+    /// expected before the Send's header.
+    ///
+    /// A read that finds something else there costs a copy of what went into the region back
+    /// into the buffer (see [`Core::handle_scatter_head`]). The receive's memory is the
+    /// provider's until the receive completes; a Send shorter than `len` leaves stream bytes
+    /// (its trailer, what followed it) in the receive past its length, which a completion
+    /// never covers.
+    pub fn scatter_target(&self) -> Option<ScatterTarget> {
+        let (sge, len) = self.scatter_receive()?;
+        let answer = self.pending_reads.front().is_some_and(|p| p.size == 0);
+        Some(ScatterTarget {
+            region: sge.mr.clone(),
+            offset: sge.offset,
+            len,
+            head: SEND_HEADER + if answer { PROBE_ANSWER } else { 0 },
+        })
+    }
+
+    /// True when [`Core::scatter_target`] has a target (without taking it).
+    pub fn scatter_expected(&self) -> bool {
+        self.scatter_receive().is_some()
+    }
+
+    /// The receive of [`Core::scatter_target`] and the payload bytes expected in it.
+    fn scatter_receive(&self) -> Option<(&Sge, usize)> {
+        if self.last_send_seg < SCATTER_MIN
+            || self.cfg.rx.markers
+            || self.direct.is_some()
+            || self.segment_follows
+            || self.cur_recv.is_some()
+            || self.reads_with_data > 0
+            || self.tags.writes_awaited()
+        {
+            return None;
+        }
+        let sge = &self.rq.front()?.sge;
+        let len = sge.len.min(self.last_send_seg);
+        (len >= SCATTER_MIN).then_some((sge, len))
+    }
+
+    /// Takes `head`, the bytes a scatter read for `target` put into the receive buffer before
+    /// the region ([`Core::scatter_target`]), when they are what was expected: the answer to
+    /// this side's probe (if one was due) and the header of the Send whose payload the read
+    /// put in place. Returns the bytes consumed and, when the Send's header was among them,
+    /// its segment's payload length: its payload is being placed directly from where the read
+    /// put it, and the driver reports the bytes it read there with [`Core::placed_direct`].
+    ///
+    /// Anything else (`None`) is left untouched, and nothing is written anywhere: the region's
+    /// bytes are then stream bytes like any other, which the driver copies back behind `head`
+    /// before it hands over the rest with [`Core::handle_input`].
+    pub fn handle_scatter_head(
+        &mut self,
+        head: &[u8],
+        target: &ScatterTarget,
+    ) -> (usize, Option<usize>) {
+        if self.state != State::Established || head.len() != target.head {
+            return (0, None);
+        }
+        let mut used = 0;
+        if target.head > SEND_HEADER {
+            // A zero-length RDMA Read Response writes nothing (the fast path checks it whole).
+            let &[l0, l1, c0, ..] = head else {
+                return (0, None);
+            };
+            let answer =
+                u16::from_be_bytes([l0, l1]) as usize == ddp::TAGGED_LEN && c0 & fast::DDP_T != 0;
+            match answer
+                .then(|| self.fast_input(&head[..PROBE_ANSWER]))
+                .flatten()
+            {
+                Some(n) => used = n,
+                None => return (0, None),
+            }
+        }
+        let send = &head[used..];
+        // The DDP control byte follows the length field (RFC 5041 section 4.2).
+        let untagged = send
+            .get(mpa::ULPDU_LEN_LEN)
+            .is_some_and(|c| c & fast::DDP_T == 0);
+        if !untagged {
+            return (used, None);
+        }
+        // The payload went into the receive at the head of the queue, which the Send takes.
+        let into_target = self.cur_recv.is_none()
+            && self.rq.front().is_some_and(|wr| {
+                wr.sge.mr.ptr_eq(&target.region) && wr.sge.offset == target.offset
+            });
+        if !into_target {
+            return (used, None);
+        }
+        // At least `SCATTER_MIN`, and so `DIRECT_MIN`, bytes were expected: a smaller Send is
+        // not placed directly, and goes back to the buffer with the rest.
+        let ulpdu_len = u16::from_be_bytes([send[0], send[1]]) as usize;
+        let begun = self.try_begin_direct_send(send, ulpdu_len);
+        match (begun, &self.direct) {
+            (Some(SEND_HEADER), Some(d)) => (head.len(), Some(d.place.remaining)),
+            _ => (used, None),
+        }
+    }
+
+    /// Takes the `n` bytes a scatter read for `t` put into `buf` and the region: `t.head` at
+    /// the start of `buf`, up to `t.len` in the region, the rest from `buf[t.head + t.len..]`.
+    /// The head first ([`Core::handle_scatter_head`]); when it was the Send expected, the
+    /// payload bytes in the region are its own, and what the region got past them is copied
+    /// back in front of what `buf` got after it; otherwise everything the region got is
+    /// copied back behind the head and taken as any other input.
+    pub fn take_scatter(&mut self, buf: &mut [u8], t: &ScatterTarget, n: usize) -> ScatterRead {
+        let (head, len) = (t.head, t.len);
+        if n <= head {
+            let start = self.handle_input(&buf[..n]);
+            return ScatterRead {
+                start,
+                end: n,
+                placed: 0,
+            };
+        }
+        let in_region = (n - head).min(len);
+        // Read after the region only once it was full.
+        let after = n - head - in_region;
+        let (used, placing) = self.handle_scatter_head(&buf[..head], t);
+        let placed = placing.map_or(0, |payload| payload.min(in_region));
+        if placing.is_some() {
+            self.placed_direct(placed);
+        }
+        let (back, start, end) = match placing {
+            Some(_) => {
+                let back = head + len - (in_region - placed);
+                (back, back, head + len + after)
+            }
+            None => (head, used, head + in_region + after),
+        };
+        let moved = in_region - placed;
+        if moved > 0 {
+            t.region.with_slice(|s| {
+                buf[back..back + moved]
+                    .copy_from_slice(&s[t.offset + placed..t.offset + in_region]);
+            });
+        }
+        let start = match start < end {
+            true => start + self.handle_input(&buf[start..end]),
+            false => start,
+        };
+        ScatterRead { start, end, placed }
+    }
+
     /// Begins a direct placement when `buf` starts with the header of a tagged segment and the
     /// receive direction has no markers. `Some(0)`: need more bytes; `None`: not a direct
     /// candidate (use the FPDU path).
@@ -283,6 +474,7 @@ impl Core {
         if self.cur_recv.is_none() {
             let wr = self.rq.pop_front()?;
             self.cur_recv = Some(CurRecv { wr, placed: 0 });
+            self.last_send_seg = payload;
         }
         let sge = &self.cur_recv.as_ref()?.wr.sge;
         let (region, offset) = (sge.mr.clone(), sge.offset + placed);

@@ -14,7 +14,7 @@ use super::*;
 use crate::rdma::soft::wire::{be32, be64};
 
 /// DDP control byte: Tagged flag, Last flag, version bits (RFC 5041 section 4).
-const DDP_T: u8 = 0x80;
+pub(super) const DDP_T: u8 = 0x80;
 pub(super) const DDP_L: u8 = 0x40;
 const DDP_DV: u8 = 0x03;
 
@@ -138,6 +138,7 @@ impl Core {
                 };
                 self.rx_msn[0] = msn.wrapping_add(1);
                 self.last_send_large = payload.len() >= super::direct::HINT_MIN;
+                self.last_send_seg = payload.len();
                 self.cq.push_back(
                     Completion::new(wr.wr_id, WcOpcode::Recv, WcStatus::Success)
                         .with_byte_len(payload.len() as u32)

@@ -247,6 +247,9 @@ pub struct Core {
     /// The last Send received was of at least `HINT_MIN` bytes: the next one, if the receive
     /// at the head of the queue is as large, is expected header first to be placed directly.
     last_send_large: bool,
+    /// Payload bytes of the first segment of the last Send received: how much of the next
+    /// one a scatter read puts straight into its receive ([`Core::scatter_target`]).
+    last_send_seg: usize,
     scratch: Vec<u8>,
     /// Where received ULPDUs are put together when markers split them.
     rx_scratch: Vec<u8>,
@@ -324,6 +327,7 @@ impl Core {
             segment_follows: false,
             follow_read: 0,
             last_send_large: false,
+            last_send_seg: 0,
             scratch: Vec::new(),
             rx_scratch: Vec::new(),
             unconfirmed: 0,
@@ -676,7 +680,7 @@ mod shared;
 mod transmit;
 mod tx;
 
-pub use direct::ReadHint;
+pub use direct::{ReadHint, ScatterRead, ScatterTarget};
 pub use transmit::Transmit;
 pub use tx::DEFAULT_GATHER_MIN;
 

@@ -376,6 +376,7 @@ impl Core {
                         .next_receive()
                         .ok_or_else(|| with_hdr(TermCode::DDP_NO_BUFFER))?;
                     self.cur_recv = Some(CurRecv { wr, placed: 0 });
+                    self.last_send_seg = payload.len();
                 }
                 let cur = self.cur_recv.as_mut().expect("set above");
                 if mo as usize != cur.placed {

@@ -126,8 +126,9 @@ pub(crate) struct Shared {
     /// The receive task left what the core has to send to whoever posts next.
     deferred: AtomicBool,
     /// What the core expects to come in, as of the last post or input (a Read Request just
-    /// sent sets it before its response comes): [`Shared::bulk`] and
-    /// [`Shared::read_hint`], in one word so that noting them is one load.
+    /// sent sets it before its response comes): [`Shared::bulk`],
+    /// [`Shared::scatter_expected`] and [`Shared::read_hint`], in one word so that noting them
+    /// is one load.
     inbound: AtomicUsize,
     /// The last Send or RDMA Write posted gathered more than [`OUTBOUND_BULK`] bytes: a bulk
     /// transfer is going out, and what comes in meanwhile is mostly the peer's confirmations
@@ -570,7 +571,8 @@ impl Shared {
     /// [`Shared::inbound`]).
     fn note_inbound(&self, core: &Core) {
         let hint = core.read_hint();
-        let inbound = hint.hold << 3
+        let inbound = hint.hold << 4
+            | usize::from(core.scatter_expected()) << 3
             | usize::from(hint.at_fpdu) << 2
             | usize::from(hint.expect_more) << 1
             | usize::from(core.awaits_data());
@@ -585,12 +587,18 @@ impl Shared {
         self.inbound.load(Ordering::Relaxed) & 1 != 0
     }
 
+    /// The next read may put a Send's payload straight into its receive
+    /// ([`Core::scatter_target`]).
+    fn scatter_expected(&self) -> bool {
+        self.inbound.load(Ordering::Relaxed) & 8 != 0
+    }
+
     /// How the next read into the receive buffer should take what comes
     /// ([`Core::read_hint`]).
     fn read_hint(&self) -> ReadHint {
         let inbound = self.inbound.load(Ordering::Relaxed);
         ReadHint {
-            hold: inbound >> 3,
+            hold: inbound >> 4,
             at_fpdu: inbound & 4 != 0,
             expect_more: inbound & 2 != 0,
         }

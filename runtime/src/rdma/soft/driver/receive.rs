@@ -13,7 +13,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
 use super::{flusher, Input, Shared};
-use crate::rdma::soft::core::DirectPlacement;
+use crate::rdma::soft::core::{DirectPlacement, ScatterTarget};
 use crate::rdma::soft::tap::Direction;
 use crate::rdma::RegionMemory;
 
@@ -142,6 +142,44 @@ impl Shared {
                 } else {
                     None
                 };
+                let scatter = if direct.is_none() && self.scatter_expected() {
+                    self.core().scatter_target()
+                } else {
+                    None
+                };
+                if let Some(t) = scatter {
+                    let stream: &TcpStream = rx.rd.as_ref();
+                    match stream.poll_read_ready(cx) {
+                        Poll::Pending => {
+                            self.read_wake.registered.store(true, Ordering::SeqCst);
+                            return Poll::Pending;
+                        }
+                        Poll::Ready(Err(e)) => {
+                            tracing::debug!(error = %e, "receive failed");
+                            return self.stream_ended(rx);
+                        }
+                        Poll::Ready(Ok(())) => {}
+                    }
+                    match read_scatter(self, &rx.rd, &t, &mut rx.buf) {
+                        Ok(Some(n)) => {
+                            if register {
+                                self.wait_for_more(rx, cx);
+                            }
+                            let mut core = self.core();
+                            let read = core.take_scatter(&mut rx.buf, &t, n);
+                            (rx.start, rx.end) = (read.start, read.end);
+                            self.note_inbound(&core);
+                            return Poll::Ready(Some(rx.took(Input::of(core, take))));
+                        }
+                        Ok(None) => continue,
+                        Err(e) => {
+                            if e.kind() != io::ErrorKind::UnexpectedEof {
+                                tracing::debug!(error = %e, "receive failed");
+                            }
+                            return self.stream_ended(rx);
+                        }
+                    }
+                }
                 if let Some(d) = direct {
                     let stream: &TcpStream = rx.rd.as_ref();
                     match stream.poll_read_ready(cx) {
@@ -260,6 +298,59 @@ impl Receiver {
             self.done = true;
         }
         input
+    }
+}
+
+/// One non-blocking read for the scatter target `t` ([`Core::scatter_target`]): `t.head` bytes
+/// into `buf`, up to `t.len` into the receive's registration, and up to [`READ_MAX`] after them
+/// into `buf` behind a gap of `t.len` bytes (where [`Core::take_scatter`] puts back what the
+/// region got that is not payload).
+///
+/// [`Core::take_scatter`]: crate::rdma::soft::core::Core::take_scatter Returns how many bytes were read in all (`None`:
+/// nothing to read yet).
+fn read_scatter(
+    shared: &Shared,
+    rd: &OwnedReadHalf,
+    t: &ScatterTarget,
+    buf: &mut [u8],
+) -> io::Result<Option<usize>> {
+    let place = t.offset..t.offset + t.len;
+    let res: io::Result<usize> = t.region.with_mut_slice(|s| {
+        let (front, back) = buf.split_at_mut(t.head + t.len);
+        let after = back.len().min(READ_MAX);
+        let want = t.head + t.len + after;
+        let mut io = [
+            IoSliceMut::new(&mut front[..t.head]),
+            IoSliceMut::new(&mut s[place.clone()]),
+            IoSliceMut::new(&mut back[..after]),
+        ];
+        // A short read emptied the socket: "would block" to tokio, as in `read_direct`.
+        let mut got = 0;
+        let stream: &TcpStream = rd.as_ref();
+        let n = match stream.try_io(Interest::READABLE, || {
+            got = rd.try_read_vectored(&mut io)?;
+            if got > 0 && got < want {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(got)
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => got,
+            res => res?,
+        };
+        if let Some(tap) = &shared.tap {
+            let first = n.min(t.head);
+            let second = (n - first).min(t.len);
+            tap.record(Direction::Received, &front[..first]);
+            tap.record(Direction::Received, &s[place.start..place.start + second]);
+            tap.record(Direction::Received, &back[..n - first - second]);
+        }
+        Ok(n)
+    });
+    match res {
+        Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
