@@ -304,10 +304,11 @@ impl Receiver {
 /// One non-blocking read for the scatter target `t` ([`Core::scatter_target`]): `t.head` bytes
 /// into `buf`, up to `t.len` into the receive's registration, and up to [`READ_MAX`] after them
 /// into `buf` behind a gap of `t.len` bytes (where [`Core::take_scatter`] puts back what the
-/// region got that is not payload).
+/// region got that is not payload). Returns how many bytes were read in all (`None`: nothing
+/// to read yet).
 ///
-/// [`Core::take_scatter`]: crate::rdma::soft::core::Core::take_scatter Returns how many bytes were read in all (`None`:
-/// nothing to read yet).
+/// [`Core::scatter_target`]: crate::rdma::soft::core::Core::scatter_target
+/// [`Core::take_scatter`]: crate::rdma::soft::core::Core::take_scatter
 fn read_scatter(
     shared: &Shared,
     rd: &OwnedReadHalf,
