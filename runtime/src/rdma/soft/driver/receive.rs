@@ -148,17 +148,8 @@ impl Shared {
                     None
                 };
                 if let Some(t) = scatter {
-                    let stream: &TcpStream = rx.rd.as_ref();
-                    match stream.poll_read_ready(cx) {
-                        Poll::Pending => {
-                            self.read_wake.registered.store(true, Ordering::SeqCst);
-                            return Poll::Pending;
-                        }
-                        Poll::Ready(Err(e)) => {
-                            tracing::debug!(error = %e, "receive failed");
-                            return self.stream_ended(rx);
-                        }
-                        Poll::Ready(Ok(())) => {}
+                    if let Some(wait) = self.wait_readable(rx, cx) {
+                        return wait;
                     }
                     match read_scatter(self, &rx.rd, &t, &mut rx.buf) {
                         Ok(Some(n)) => {
@@ -181,17 +172,8 @@ impl Shared {
                     }
                 }
                 if let Some(d) = direct {
-                    let stream: &TcpStream = rx.rd.as_ref();
-                    match stream.poll_read_ready(cx) {
-                        Poll::Pending => {
-                            self.read_wake.registered.store(true, Ordering::SeqCst);
-                            return Poll::Pending;
-                        }
-                        Poll::Ready(Err(e)) => {
-                            tracing::debug!(error = %e, "receive failed");
-                            return self.stream_ended(rx);
-                        }
-                        Poll::Ready(Ok(())) => {}
+                    if let Some(wait) = self.wait_readable(rx, cx) {
+                        return wait;
                     }
                     match read_direct(self, &rx.rd, &d, &mut rx.buf) {
                         Ok(Some(n)) => {
@@ -258,6 +240,27 @@ impl Shared {
         }
     }
 
+    /// Waits until the stream is readable, for a read that goes past the receive buffer
+    /// (`None`: it is); what `receive_step` returns meanwhile.
+    fn wait_readable(
+        &self,
+        rx: &mut Receiver,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Option<Input>>> {
+        let stream: &TcpStream = rx.rd.as_ref();
+        match stream.poll_read_ready(cx) {
+            Poll::Pending => {
+                self.read_wake.registered.store(true, Ordering::SeqCst);
+                Some(Poll::Pending)
+            }
+            Poll::Ready(Err(e)) => {
+                tracing::debug!(error = %e, "receive failed");
+                Some(self.stream_ended(rx))
+            }
+            Poll::Ready(Ok(())) => None,
+        }
+    }
+
     /// After a poller's read: registers [`ReadWake`](super::ReadWake) for the stream's next wake-up, which tokio
     /// only does when a wait finds nothing to read (a poller that stops at a completion would
     /// otherwise leave nobody to wake; the receive task reads on until that wait). If more is
@@ -301,6 +304,29 @@ impl Receiver {
     }
 }
 
+/// One non-blocking vectored read into `io`, which holds `want` bytes. A read shorter than
+/// asked for emptied the socket: reported to tokio as "would block" (the bytes kept), which
+/// then clears the readiness as its own `poll_read` does, so the next wait needs no read that
+/// finds nothing.
+fn read_vectored_once(
+    rd: &OwnedReadHalf,
+    io: &mut [IoSliceMut<'_>],
+    want: usize,
+) -> io::Result<usize> {
+    let mut got = 0;
+    let stream: &TcpStream = rd.as_ref();
+    match stream.try_io(Interest::READABLE, || {
+        got = rd.try_read_vectored(io)?;
+        if got > 0 && got < want {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(got)
+    }) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        res => res,
+    }
+}
+
 /// One non-blocking read for the scatter target `t` ([`Core::scatter_target`]): `t.head` bytes
 /// into `buf`, up to `t.len` into the receive's registration, and up to [`READ_MAX`] after them
 /// into `buf` behind a gap of `t.len` bytes (where [`Core::take_scatter`] puts back what the
@@ -325,19 +351,7 @@ fn read_scatter(
             IoSliceMut::new(&mut s[place.clone()]),
             IoSliceMut::new(&mut back[..after]),
         ];
-        // A short read emptied the socket: "would block" to tokio, as in `read_direct`.
-        let mut got = 0;
-        let stream: &TcpStream = rd.as_ref();
-        let n = match stream.try_io(Interest::READABLE, || {
-            got = rd.try_read_vectored(&mut io)?;
-            if got > 0 && got < want {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            Ok(got)
-        }) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => got,
-            res => res?,
-        };
+        let n = read_vectored_once(rd, &mut io, want)?;
         if let Some(tap) = &shared.tap {
             let first = n.min(t.head);
             let second = (n - first).min(t.len);
@@ -386,21 +400,7 @@ fn read_direct(
             IoSliceMut::new(&mut s[place.clone()]),
             IoSliceMut::new(&mut buf[..after]),
         ];
-        // A read shorter than asked for emptied the socket: reported to tokio as "would
-        // block" (the bytes kept in `got`), which then clears the readiness as its own
-        // `poll_read` does, so the next wait needs no read that finds nothing.
-        let mut got = 0;
-        let stream: &TcpStream = rd.as_ref();
-        let n = match stream.try_io(Interest::READABLE, || {
-            got = rd.try_read_vectored(&mut io)?;
-            if got > 0 && got < want {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            Ok(got)
-        }) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => got,
-            res => res?,
-        };
+        let n = read_vectored_once(rd, &mut io, want)?;
         if let Some(tap) = &shared.tap {
             let placed = n.min(d.remaining);
             tap.record(Direction::Received, &s[place.start..place.start + placed]);
