@@ -1,7 +1,7 @@
 //! The thin tokio driver: moves bytes between a TCP stream and a [`Core`], and wakes
 //! completion pollers. Two tasks per connection: receive (socket -> core, with direct
-//! placement of tagged payloads into registered memory) and transmit (core -> socket, with
-//! vectored writes straight from registered memory).
+//! placement of tagged payloads and large Sends into registered memory) and transmit (core ->
+//! socket, with vectored writes straight from registered memory).
 //!
 //! Whoever gives the core something to send (a `post_send` caller, the receive task after an
 //! RDMA Read Request) writes it to the socket itself when no one else is writing and the

@@ -1,6 +1,7 @@
 //! The receive side: the stream's read half and its buffer ([`Receiver`]), the receive task,
-//! one read fed to the core ([`Shared::receive_step`]), and direct placement of tagged payloads
-//! from the socket into registered memory.
+//! one read fed to the core ([`Shared::receive_step`]), and direct placement from the socket
+//! into registered memory: tagged payloads ([`read_direct`]) and large Sends, whose payload a
+//! scatter read puts into their receive with their header ([`read_scatter`]).
 
 use std::io::{self, IoSliceMut};
 use std::pin::Pin;
