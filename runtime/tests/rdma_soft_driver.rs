@@ -260,11 +260,11 @@ async fn sends_of_changing_sizes(crc: bool, confirm: bool) {
     let room = 128 * KIB;
     let target = s.register(vec![0; 64 * KIB], Access::REMOTE_WRITE).unwrap();
     let remote = RemoteAddr::new(target.rkey(), target.addr());
+    // The server's first receive is posted before the client can send.
+    let rbuf = s.register(vec![0; room], Access::LOCAL_WRITE).unwrap();
+    s.post_recv(RecvWr::new(0, Sge::whole(&rbuf))).unwrap();
     let server = tokio::spawn(async move {
-        let rbuf = s.register(vec![0; room], Access::LOCAL_WRITE).unwrap();
         for (i, &size) in sizes.iter().enumerate() {
-            s.post_recv(RecvWr::new(i as u64, Sge::whole(&rbuf)))
-                .unwrap();
             let done = loop {
                 let done = tokio::time::timeout(Duration::from_secs(10), s.poll_completion())
                     .await
@@ -279,6 +279,9 @@ async fn sends_of_changing_sizes(crc: bool, confirm: bool) {
                 rbuf.to_vec(0..size).unwrap() == pattern(size, i),
                 "payload {i}"
             );
+            // The next receive before the answer, which the client's next Send follows.
+            s.post_recv(RecvWr::new(i as u64 + 1, Sge::whole(&rbuf)))
+                .unwrap();
             // The answer: the same bytes back.
             let echo = s.register(pattern(size, i), Access::NONE).unwrap();
             s.post_send(SendWr::send(i as u64, vec![Sge::whole(&echo)]))

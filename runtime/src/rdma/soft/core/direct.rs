@@ -35,9 +35,8 @@ const SEND_TAIL: usize = 4096;
 
 /// The smallest Send segment whose payload a scatter read puts straight into its receive
 /// ([`Core::scatter_target`]); smaller ones are copied out of the receive buffer. Below this a
-/// three-slice read and the placement's steps cost what the copy saves (4 KiB round trips
-/// were 4-10 % slower with scatter reads, 8-16 KiB even); above it the read replaces the
-/// header-first read of large Sends. Measurements: docs/bench/round_trip_64k.md.
+/// three-slice read and the placement's steps cost more than the copy they save; from it on
+/// the read replaces the header-first read of large Sends (docs/bench/round_trip_64k.md).
 const SCATTER_MIN: usize = HINT_MIN;
 
 /// Stream bytes of the answer to a confirmation probe: the MPA length, a bare tagged DDP
@@ -360,9 +359,10 @@ impl Core {
                     .copy_from_slice(&s[t.offset + placed..t.offset + in_region]);
             });
         }
-        let start = match start < end {
-            true => start + self.handle_input(&buf[start..end]),
-            false => start,
+        let start = if start < end {
+            start + self.handle_input(&buf[start..end])
+        } else {
+            start
         };
         ScatterRead { start, end, placed }
     }
